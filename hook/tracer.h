@@ -1,0 +1,108 @@
+// hook/tracer.h — the internal interface between the interposition layers
+// (cudart_hooks.cc, driver_hooks.cc, cublas_hooks.cc, cublaslt_hooks.cc,
+// nccl_hooks.cc) and the hook core (ring writer, signatures, sampler, event
+// pool, completion thread, clock mapping, daemon client).
+//
+// Rules for every function here (they run on the application's launch path):
+// no heap allocation, no lock, no syscall (the vDSO clock read excepted), no
+// dlsym, no logging, never throws, never blocks. A failure is counted in the
+// ring header (xpu_counter) and the caller passes the call through unchanged.
+// Thread-safety: every function is safe to call from any thread.
+#ifndef XPU_HOOK_TRACER_H_
+#define XPU_HOOK_TRACER_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "xpu/record.h"
+#include "xpu/ring.h"
+
+namespace xpu::hook {
+
+// Libraries whose real symbols the layers forward to.
+enum class Library { kCudart, kCuda, kCublas, kCublasLt, kNccl };
+
+// Resolves the real `name` once (dlsym(RTLD_NEXT), then the already-loaded
+// library by soname with RTLD_NOLOAD, for libraries dlopen'ed RTLD_LOCAL, as
+// Python extension modules are). Returns nullptr and counts
+// XPU_CNT_SYMBOL_MISSING if absent. May call dlsym: call it through the
+// REAL_FN cache below so that it runs once per symbol, not per call.
+void* ResolveReal(Library lib, const char* name);
+
+// Caches the real function pointer in a function-local static.
+#define XPU_REAL_FN(lib, fn)                                                     \
+  ([]() -> decltype(&fn) {                                                       \
+    static decltype(&fn) real_ = reinterpret_cast<decltype(&fn)>(                \
+        ::xpu::hook::ResolveReal(::xpu::hook::Library::lib, #fn));               \
+    return real_;                                                                \
+  }())
+
+// Thread-local reentrancy guard: the hook's own CUDA calls (event record,
+// query, capture check) and nested library calls (cuBLAS launching kernels)
+// pass straight through. `entered()` is true for the outermost scope only.
+class ReentrancyGuard {
+ public:
+  ReentrancyGuard();
+  ~ReentrancyGuard();
+  ReentrancyGuard(const ReentrancyGuard&) = delete;
+  ReentrancyGuard& operator=(const ReentrancyGuard&) = delete;
+  bool entered() const { return entered_; }
+
+ private:
+  bool entered_;
+};
+
+// True when this process traces: hook initialised, XPU_ENABLE != 0, not a
+// forked child, timing policy not "off" for GPU ops (host events still flow
+// when policy is off). One relaxed atomic load.
+bool Active();
+
+// Host clock used in records (CLOCK_REALTIME ns, vDSO).
+uint64_t NowNs();
+
+// Interns a signature (all fields but `commit`, name given separately).
+// Lock-free lookup on the fast path; the first occurrence publishes it into
+// the ring file's signature table. Returns sig_id >= 1, or 0 when the table
+// is full (counted).
+uint32_t InternSignature(const xpu_signature_v1& sig, const char* name, size_t name_len);
+
+// Interned index of a CUDA stream (cudaStream_t passed as void*), 0 for the
+// legacy default stream; saturates at 65535.
+uint16_t StreamIndex(const void* stream);
+
+// A traced asynchronous GPU op, between the two calls below.
+struct OpHandle {
+  uint32_t slot = 0;       // index into the pending-op table; 0 = not tracked
+  uint32_t sig_id = 0;
+  uint64_t launch_ns = 0;  // CPU launch time
+};
+
+// Before the real call: decides (per signature sampler, per policy, graph
+// capture) whether to time this occurrence, takes events from the pool and
+// records the start event on `stream` when timing. `seq` is the record's seq
+// field (per-communicator sequence for collectives; 0 lets the core use the
+// per-stream launch count). Never fails visibly: on any shortage the op is
+// simply not tracked (handle.slot == 0) and the shortage is counted.
+OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t extra_flags);
+
+// After the real call returned `status` (0 = success): records the end /
+// completion event and hands the op to the completion thread, which writes
+// the record once the GPU has finished it. On failure the events are returned
+// to the pool and a record with XPU_REC_CALL_FAILED is written.
+void EndGpuOp(const OpHandle& op, const void* stream, int status);
+
+// Host-side interval (sync APIs, Python events): written directly.
+void EmitHostInterval(uint32_t sig_id, uint64_t start_ns, uint64_t end_ns, uint32_t value,
+                      uint16_t flags);
+
+// Bumps a ring header counter (relaxed).
+void Count(xpu_counter counter, uint64_t n = 1);
+
+// Runs the once-only lazy initialisation of the background thread (daemon
+// connection, completion polling, clock calibration). Cheap after the first
+// call: one acquire load.
+void EnsureStarted();
+
+}  // namespace xpu::hook
+
+#endif  // XPU_HOOK_TRACER_H_

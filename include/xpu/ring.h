@@ -1,0 +1,136 @@
+/*
+ * xpu/ring.h — the shared-memory ring file, ABI version 1.
+ *
+ * One ring file per traced process, created by the hook with memfd_create and
+ * handed to the node daemon over a Unix socket (see transport.h). Layout,
+ * all offsets in bytes from the start of the file, all sections page aligned:
+ *
+ *   0                 +-----------------------------+
+ *                     | xpu_ring_header_v1 (4096)   |  identity, indices, counters
+ *   ring_offset       +-----------------------------+
+ *                     | record slots                |  ring_capacity x 32 bytes
+ *   sig_offset        +-----------------------------+
+ *                     | signature table             |  sig_capacity x 128 bytes
+ *   str_offset        +-----------------------------+
+ *                     | string arena                |  str_capacity bytes
+ *   file size         +-----------------------------+
+ *
+ * Ownership and ordering (no cross-process lock exists anywhere):
+ *  - The producer (hook) owns everything except `read_index`, which the
+ *    consumer (daemon) owns. Identity fields are written once before the file
+ *    is handed over and never change.
+ *  - Producing a record: reserve position p by a CAS on write_index that
+ *    fails when p - read_index >= ring_capacity (then `dropped_full` is
+ *    incremented and the record is lost: a full ring drops and counts). Write
+ *    the payload into slot p % ring_capacity, then release-store
+ *    commit = (uint32_t)(p + 1). Zero therefore never marks a written slot.
+ *  - Consuming: for position p, acquire-load slot.commit; if it equals
+ *    (uint32_t)(p + 1) copy the slot out, re-check commit (it must still be
+ *    equal, otherwise the producer lapped the reader: count it), then advance.
+ *    A slot whose commit is not yet equal is either in flight or was abandoned
+ *    by a crashed producer; after `write_index` has moved past it for a grace
+ *    period the reader skips it and counts it.
+ *  - Signatures: entry i (1 <= i < sig_capacity; entry 0 unused) is valid
+ *    when its `commit` equals i. Written once, commit release-stored last.
+ *    `sig_count` is a hint (highest published id + 1), not a guarantee.
+ *  - Strings: append-only; `str_used` is advanced with a release store after
+ *    the bytes are written. Names are referenced by (offset, length).
+ *  - The reader validates every offset and size against the real file size
+ *    (fstat), every sig_id against sig_capacity, and never trusts a length.
+ */
+#ifndef XPU_RING_H_
+#define XPU_RING_H_
+
+#include <stdint.h>
+
+#include "xpu/record.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XPU_RING_MAGIC 0x31474e4952555058ull /* "XPURING1" little-endian */
+#define XPU_RING_HEADER_SIZE 4096u
+#define XPU_RING_DEFAULT_CAPACITY (1u << 16)   /* records; power of two */
+#define XPU_RING_DEFAULT_SIG_CAPACITY 4096u
+#define XPU_RING_DEFAULT_STR_CAPACITY (1u << 20)
+
+/* Producer states (header.producer_state). */
+enum xpu_producer_state {
+  XPU_PRODUCER_NONE = 0,
+  XPU_PRODUCER_ACTIVE = 1,
+  XPU_PRODUCER_DISABLED = 2,   /* e.g. forked child, XPU_ENABLE=0 */
+  XPU_PRODUCER_EXITED = 3      /* clean process exit; all pending ops flushed */
+};
+
+/* Counters the hook bumps instead of failing (header.counters[]). */
+enum xpu_counter {
+  XPU_CNT_DROPPED_FULL = 0,      /* records lost: ring full */
+  XPU_CNT_SIG_TABLE_FULL = 1,    /* signatures not interned: table full */
+  XPU_CNT_STR_ARENA_FULL = 2,    /* names truncated to the inline prefix */
+  XPU_CNT_EVENT_POOL_EMPTY = 3,  /* op not completion-tracked: no free event */
+  XPU_CNT_PENDING_FULL = 4,      /* op not tracked: pending queue full */
+  XPU_CNT_CUDA_ERROR = 5,        /* a CUDA call made by the hook itself failed */
+  XPU_CNT_SYMBOL_MISSING = 6,    /* real symbol could not be resolved */
+  XPU_CNT_REENTRANT = 7,         /* calls passed through by the reentrancy guard */
+  XPU_CNT_CAPTURE_SKIPPED = 8,   /* ops not timed: stream under graph capture */
+  XPU_CNT_LAUNCHES_UNTRACED = 9, /* plain kernel launches counted, not recorded */
+  XPU_CNT_RECORDS_WRITTEN = 10,
+  XPU_CNT_SAMPLED = 11,          /* ops timed by the sampler */
+  XPU_CNT_DAEMON_CONNECT_FAIL = 12,
+  XPU_CNT_PLUGIN_EVENTS = 13,    /* events received from the NCCL profiler plugin */
+  XPU_CNT_PY_EVENTS = 14,        /* host events from the Python side */
+  XPU_CNT_INTERNAL = 15,         /* any other internal failure */
+  XPU_CNT_MAX = 32
+};
+
+typedef struct xpu_ring_header_v1 {
+  /* --- identity and layout: written once by the producer before hand-over. */
+  uint64_t magic;               /* XPU_RING_MAGIC */
+  uint32_t abi_version;         /* XPU_RECORD_ABI_VERSION */
+  uint32_t header_size;         /* XPU_RING_HEADER_SIZE */
+  uint32_t record_size;         /* sizeof(xpu_record_v1) */
+  uint32_t signature_size;      /* sizeof(xpu_signature_v1) */
+  uint32_t ring_capacity;       /* records, power of two */
+  uint32_t sig_capacity;        /* entries (entry 0 unused) */
+  uint64_t ring_offset;
+  uint64_t sig_offset;
+  uint64_t str_offset;
+  uint64_t str_capacity;
+  uint64_t file_size;
+  int32_t pid;
+  int32_t rank;                 /* RANK, -1 if unknown */
+  int32_t local_rank;           /* LOCAL_RANK, -1 if unknown */
+  int32_t world_size;           /* WORLD_SIZE, 0 if unknown */
+  int32_t local_world_size;     /* LOCAL_WORLD_SIZE, 0 if unknown */
+  int32_t device;               /* CUDA device at first traced op, -1 unknown */
+  uint64_t created_ns;          /* CLOCK_REALTIME at creation */
+  uint64_t start_time_ticks;    /* /proc/self/stat starttime: tells pid reuse apart */
+  char job[128];                /* job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, XPU_JOB, or "pid-<pid>@host") */
+  char host[64];                /* hostname */
+  char job_name[64];            /* XPU_JOB_NAME, for history across runs */
+  uint8_t reserved_identity[1024 - 368];   /* keeps write_index at offset 1024 */
+
+  /* --- producer-owned, live. */
+  uint64_t write_index __attribute__((aligned(64)));  /* next position to reserve */
+  uint64_t sig_count;           /* hint: highest published sig_id + 1 */
+  uint64_t str_used;            /* bytes of the string arena in use (release) */
+  uint64_t heartbeat_ns;        /* bumped by the hook's background thread (~10 Hz) */
+  uint32_t producer_state;      /* xpu_producer_state */
+  uint32_t timing_policy;       /* 0 sampled, 1 all, 2 off */
+  /* --- consumer-owned. */
+  uint64_t read_index __attribute__((aligned(64)));   /* next position to consume */
+  /* --- producer-owned counters (relaxed atomics), xpu_counter. */
+  uint64_t counters[XPU_CNT_MAX] __attribute__((aligned(64)));
+  /* --- per-communicator progress for hang diagnosis lives after the counters
+   *     (added in a later ABI minor; readers ignore bytes they do not know). */
+} xpu_ring_header_v1;
+
+#ifdef __cplusplus
+}  /* extern "C" */
+static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_HEADER_SIZE, "header fits its page");
+#else
+_Static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_HEADER_SIZE, "header fits its page");
+#endif
+
+#endif /* XPU_RING_H_ */
