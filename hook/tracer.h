@@ -98,6 +98,10 @@ void EmitHostInterval(uint32_t sig_id, uint64_t start_ns, uint64_t end_ns, uint3
 // Bumps a ring header counter (relaxed).
 void Count(xpu_counter counter, uint64_t n = 1);
 
+// XPU_KERNEL_SAMPLE_EVERY: trace every Nth plain kernel launch per thread
+// (0 = count plain launches only, never trace them). One relaxed load.
+uint32_t KernelSampleEvery();
+
 // Runs the once-only lazy initialisation of the background thread (daemon
 // connection, completion polling, clock calibration). Cheap after the first
 // call: one acquire load.

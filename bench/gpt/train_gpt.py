@@ -1,0 +1,133 @@
+"""Small GPT training benchmark (DDP or FSDP, bf16, synthetic tokens through a
+real torch.utils.data.DataLoader). Run with torchrun; needs GPUs.
+
+Shapes:
+  --shape gpu     8 layers, hidden 2048, seq 1024, batch 8 (GPU-bound)
+  --shape launch  24 layers, hidden 512, seq 256, batch 2 (launch-bound)
+Prints one JSON line per step on rank 0 and a summary at the end (median step
+time measured by the script itself with torch.cuda.synchronize()).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+SHAPES = {
+    "gpu": dict(layers=8, hidden=2048, seq=1024, batch=8, heads=16),
+    "launch": dict(layers=24, hidden=512, seq=256, batch=2, heads=8),
+    "tiny": dict(layers=2, hidden=256, seq=128, batch=2, heads=4),
+}
+VOCAB = 32000
+
+
+class Tokens(Dataset):
+    """Synthetic token batches, generated on the CPU like a real dataset."""
+
+    def __init__(self, n, seq, seed):
+        self.n, self.seq, self.seed = n, seq, seed
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(self.seed * 1000003 + i)
+        return torch.randint(0, VOCAB, (self.seq + 1,), generator=g)
+
+
+class Block(nn.Module):
+    def __init__(self, h, heads, ffn, sync_inside=False):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(h), nn.LayerNorm(h)
+        self.qkv, self.proj = nn.Linear(h, 3 * h), nn.Linear(h, h)
+        self.fc1, self.fc2 = nn.Linear(h, ffn), nn.Linear(ffn, h)
+        self.heads, self.sync_inside = heads, sync_inside
+
+    def forward(self, x):
+        b, t, h = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, h // self.heads).unbind(2)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                           v.transpose(1, 2), is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, h))
+        if self.sync_inside:
+            torch.cuda.synchronize()  # anomaly injection: unnecessary synchronization
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, layers, hidden, heads, seq, ffn, sync_inside):
+        super().__init__()
+        self.emb, self.pos = nn.Embedding(VOCAB, hidden), nn.Embedding(seq, hidden)
+        self.blocks = nn.ModuleList(Block(hidden, heads, ffn, sync_inside) for _ in range(layers))
+        self.ln, self.head = nn.LayerNorm(hidden), nn.Linear(hidden, VOCAB, bias=False)
+
+    def forward(self, idx):
+        x = self.emb(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln(x))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shape", choices=SHAPES, default="gpu")
+    ap.add_argument("--parallel", choices=["ddp", "fsdp"], default="ddp")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--ffn", type=int, default=0, help="FFN width (default 4*hidden); 8484 reproduces the paper's case")
+    ap.add_argument("--sync-inside", action="store_true", help="inject torch.cuda.synchronize() in every block")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--json-out", default="")
+    args = ap.parse_args()
+    cfg = SHAPES[args.shape]
+    rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local))
+    torch.manual_seed(0)
+    model = GPT(cfg["layers"], cfg["hidden"], cfg["heads"], cfg["seq"], args.ffn or 4 * cfg["hidden"],
+                args.sync_inside).cuda().to(torch.bfloat16)
+    if args.parallel == "ddp":
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[local])
+    else:
+        from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+        model = FSDP(model, device_id=local)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    loader = DataLoader(Tokens((args.steps + args.warmup) * cfg["batch"], cfg["seq"], rank),
+                        batch_size=cfg["batch"], num_workers=args.workers, pin_memory=True)
+    times = []
+    for step, batch in enumerate(loader):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        batch = batch.cuda(non_blocking=True)
+        logits = model(batch[:, :-1])
+        loss = F.cross_entropy(logits.float().view(-1, VOCAB), batch[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+        if step >= args.warmup:
+            times.append(dt)
+        if rank == 0:
+            print(json.dumps({"step": step, "step_ms": dt * 1e3, "loss": float(loss)}), flush=True)
+    summary = {"shape": args.shape, "parallel": args.parallel, "world": world,
+               "steps": len(times), "median_step_ms": statistics.median(times) * 1e3 if times else None}
+    if rank == 0:
+        print(json.dumps({"summary": summary}), flush=True)
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(summary, f)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+#include "daemon/collector.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/log_util.h"
+
+namespace xpu::daemon {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() {
+  static auto logger = GetLogger("collector");
+  return logger;
+}
+
+void AppendPacked(const xpu_record_v1& rec, std::string* out) {
+  const size_t at = out->size();
+  out->resize(at + sizeof(rec));
+  memcpy(&(*out)[at], &rec, sizeof(rec));
+}
+
+}  // namespace
+
+Collector::Collector(const CollectorOptions& options) : options_(options), table_(options.table) {}
+
+absl::StatusOr<uint64_t> Collector::AddRing(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
+                                            uint64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const RingIdentity id = reader->identity();
+  auto key = table_.Add(std::move(reader), peer, now_ns);
+  if (key.ok()) {
+    Log()->info("registered process key={} job={} rank={} pid={} peer_pid={} uid={}", *key, id.job, id.rank, id.pid,
+                peer.pid, peer.uid);
+  }
+  return key;
+}
+
+void Collector::MarkDisconnected(uint64_t key, uint64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ProcessState* s = table_.Find(key);
+  if (s == nullptr || s->disconnected) return;
+  s->disconnected = true;
+  s->disconnected_at_ns = now_ns;
+  Log()->info("process key={} job={} rank={} disconnected; draining", key, s->identity.job, s->identity.rank);
+}
+
+void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
+  if (s.reader == nullptr || s.exited) return;
+  RingReader& reader = *s.reader;
+  scratch_records_.clear();
+  reader.Poll(now_ns, options_.max_records_per_poll, &scratch_records_);
+  scratch_sigs_.clear();
+  reader.PollSignatures(&scratch_sigs_);
+  for (SignatureInfo& sig : scratch_sigs_) s.signatures.push_back(std::move(sig));
+  for (const RingRecord& r : scratch_records_) {
+    s.history.Push(r);
+    const SignatureInfo* sig = reader.signature(r.rec.sig_id);
+    s.aggregator.Add(r.rec, sig != nullptr ? &sig->sig : nullptr);
+    if (options_.collect_for_engine) {
+      if (s.pending_records.empty()) s.pending_first_position = r.position;
+      AppendPacked(r.rec, &s.pending_records);
+    }
+  }
+  if (options_.collect_for_engine) {
+    const size_t max_bytes = options_.max_pending_records * sizeof(xpu_record_v1);
+    if (s.pending_records.size() > max_bytes) {
+      const size_t drop = s.pending_records.size() - max_bytes;
+      s.pending_records.erase(0, drop);
+      s.pending_first_position += drop / sizeof(xpu_record_v1);
+      s.records_dropped_daemon += drop / sizeof(xpu_record_v1);
+      records_dropped_pending_ += drop / sizeof(xpu_record_v1);
+    }
+  }
+  // Liveness: a process that vanished without closing its socket (or whose
+  // pid now belongs to someone else) is treated like a closed connection.
+  if (!s.disconnected && s.peer.pid > 0 && now_ns - s.last_liveness_check_ns >= options_.liveness_interval_ns) {
+    s.last_liveness_check_ns = now_ns;
+    const uint64_t ticks = ReadProcStartTicks(s.peer.pid);
+    if (ticks == 0 || (s.peer.start_ticks != 0 && ticks != s.peer.start_ticks)) {
+      s.disconnected = true;
+      s.disconnected_at_ns = now_ns;
+      Log()->info("process key={} pid={} is gone; draining", s.key, s.peer.pid);
+    }
+  }
+  bool finish = false;
+  if (s.disconnected) {
+    finish = reader.Drained() || now_ns - s.disconnected_at_ns >= options_.drain_timeout_ns;
+  }
+  if (finish) {
+    s.exited = true;
+    s.exited_at_ns = now_ns;
+    const RingReaderCounters& c = reader.counters();
+    Log()->info("process key={} job={} rank={} exited: read={} corrupt={} lapped={} abandoned={}", s.key,
+                s.identity.job, s.identity.rank, c.records_read, c.records_corrupt, c.records_lapped,
+                c.records_abandoned);
+  }
+  if (options_.collect_for_engine) {
+    s.aggregator.TakeCompleted(s.exited, &s.pending_windows);
+  } else {
+    std::vector<xpu::v1::WindowSummary> discard;
+    s.aggregator.TakeCompleted(s.exited, &discard);
+  }
+}
+
+size_t Collector::DrainOnce(uint64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t read = 0;
+  table_.ForEach([&](ProcessState& s) {
+    const uint64_t before = s.reader ? s.reader->counters().records_read : 0;
+    DrainProcess(s, now_ns);
+    if (s.reader) read += s.reader->counters().records_read - before;
+  });
+  table_.RemoveExited(now_ns, options_.retain_exited_ns);
+  return read;
+}
+
+std::vector<xpu::v1::Batch> Collector::TakeBatches() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<xpu::v1::Batch> out;
+  out.emplace_back();
+  size_t bytes = 0;
+  auto next_message = [&](size_t adding) {
+    if (bytes > 0 && bytes + adding > options_.max_batch_bytes) {
+      out.emplace_back();
+      bytes = 0;
+    }
+    bytes += adding;
+    return out.back().add_processes();
+  };
+  const size_t chunk = std::max<size_t>(1, options_.max_records_per_message) * sizeof(xpu_record_v1);
+  table_.ForEach([&](ProcessState& s) {
+    if (s.exit_reported || s.reader == nullptr) return;
+    size_t offset = 0;
+    bool first = true;
+    do {
+      const size_t len = std::min(chunk, s.pending_records.size() - offset);
+      xpu::v1::ProcessBatch* pb = next_message(len + 512);
+      pb->set_process_key(s.key);
+      FillIdentity(s, pb->mutable_identity());
+      if (first) {
+        for (size_t i = s.signatures_sent; i < s.signatures.size(); ++i) FillSignature(s.signatures[i], pb->add_signatures());
+        s.signatures_sent = s.signatures.size();
+        for (auto& w : s.pending_windows) *pb->add_windows() = std::move(w);
+        s.pending_windows.clear();
+        first = false;
+      }
+      pb->set_records(s.pending_records.substr(offset, len));
+      pb->set_first_position(s.pending_first_position + offset / sizeof(xpu_record_v1));
+      FillCounters(s, pb->mutable_counters());
+      offset += len;
+      const bool last = offset >= s.pending_records.size();
+      if (last && s.exited) {
+        pb->set_exited(true);
+        s.exit_reported = true;
+      }
+    } while (offset < s.pending_records.size());
+    s.pending_records.clear();
+  });
+  if (out.back().processes_size() == 0) out.pop_back();
+  return out;
+}
+
+std::vector<xpu::v1::ProcessBatch> Collector::FullState() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<xpu::v1::ProcessBatch> out;
+  table_.ForEach([&](ProcessState& s) {
+    if (s.exit_reported || s.reader == nullptr) return;
+    xpu::v1::ProcessBatch pb;
+    pb.set_process_key(s.key);
+    FillIdentity(s, pb.mutable_identity());
+    // Only the prefix already handed out: later ones follow as deltas.
+    for (size_t i = 0; i < s.signatures_sent; ++i) FillSignature(s.signatures[i], pb.add_signatures());
+    FillCounters(s, pb.mutable_counters());
+    out.push_back(std::move(pb));
+  });
+  return out;
+}
+
+void Collector::HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) {
+  reply->set_command_id(command.command_id());
+  if (command.kind() == "history") {
+    HandleHistory(command, reply);
+    return;
+  }
+  reply->set_ok(false);
+  reply->set_error(absl::StrCat("unknown command: ", command.kind()));
+}
+
+void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t budget = options_.max_reply_records;
+  bool truncated = false;
+  table_.ForEach([&](ProcessState& s) {
+    if (!command.job().empty() && s.identity.job != command.job()) return;
+    if (command.ranks_size() > 0 &&
+        std::find(command.ranks().begin(), command.ranks().end(), s.identity.rank) == command.ranks().end()) {
+      return;
+    }
+    xpu::v1::ProcessBatch* pb = reply->add_processes();
+    pb->set_process_key(s.key);
+    FillIdentity(s, pb->mutable_identity());
+    for (const SignatureInfo& sig : s.signatures) FillSignature(sig, pb->add_signatures());
+    FillCounters(s, pb->mutable_counters());
+    pb->set_exited(s.exited);
+    uint64_t want = command.last_n() == 0 ? ~0ull : command.last_n();
+    const bool clipped = want > budget;
+    if (clipped) want = budget;
+    if (want == 0) {
+      truncated = truncated || s.history.size() > 0;
+      return;
+    }
+    std::vector<RingRecord> recs = s.history.Snapshot(want, command.since_ns());
+    if (clipped && recs.size() == want) truncated = true;
+    budget -= recs.size();
+    std::string packed;
+    packed.reserve(recs.size() * sizeof(xpu_record_v1));
+    for (const RingRecord& r : recs) AppendPacked(r.rec, &packed);
+    if (!recs.empty()) pb->set_first_position(recs.front().position);
+    pb->set_records(std::move(packed));
+  });
+  reply->set_ok(true);
+  if (truncated) reply->set_payload("truncated");
+}
+
+CollectorStats Collector::stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  CollectorStats st;
+  table_.ForEach([&](ProcessState& s) {
+    ++st.processes;
+    if (!s.exited) ++st.processes_live;
+    if (s.reader == nullptr) return;
+    const RingReaderCounters& c = s.reader->counters();
+    st.records_read += c.records_read;
+    st.records_corrupt += c.records_corrupt;
+    st.records_lapped += c.records_lapped;
+    st.records_abandoned += c.records_abandoned;
+  });
+  st.records_dropped_pending = records_dropped_pending_;
+  return st;
+}
+
+bool Collector::WithProcess(uint64_t key, const std::function<void(ProcessState&)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ProcessState* s = table_.Find(key);
+  if (s == nullptr) return false;
+  fn(*s);
+  return true;
+}
+
+}  // namespace xpu::daemon

@@ -1,0 +1,107 @@
+// collector.h — the daemon's core: drains every registered ring into the
+// process table, aggregates windows, builds batches for the engine and
+// answers the engine's commands from the history.
+//
+// Threads: the hook server thread calls AddRing/MarkDisconnected; the drain
+// thread (see Daemon) calls DrainOnce/TakeBatches; the engine client's reader
+// thread calls HandleCommand and FullState. One mutex guards the table; no
+// call blocks on I/O while holding it (only shared-memory reads and /proc).
+#ifndef XPU_DAEMON_COLLECTOR_H_
+#define XPU_DAEMON_COLLECTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "daemon/process_table.h"
+#include "daemon/ring_reader.h"
+#include "xpu/v1/xpu.pb.h"
+
+namespace xpu::daemon {
+
+// Receives commands from the engine (kind "history", ...).
+class CommandHandler {
+ public:
+  virtual ~CommandHandler() = default;
+  virtual void HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) = 0;
+};
+
+// Gives the engine client what it must re-send after a reconnect.
+class StateProvider {
+ public:
+  virtual ~StateProvider() = default;
+  // Identity and the full signature table of every live process.
+  virtual std::vector<xpu::v1::ProcessBatch> FullState() = 0;
+};
+
+struct CollectorOptions {
+  ProcessTableOptions table;
+  uint64_t retain_exited_ns = 600ull * 1000000000ull;
+  // Records read per ring per DrainOnce (keeps one busy ring from starving the rest).
+  size_t max_records_per_poll = 65536;
+  // Keep records/windows pending for the engine (off in --no-engine mode).
+  bool collect_for_engine = true;
+  // Pending records per process beyond which the oldest are dropped (counted).
+  size_t max_pending_records = 1 << 22;
+  // Records per ProcessBatch message, and soft byte cap of one Batch.
+  size_t max_records_per_message = 65536;
+  size_t max_batch_bytes = 3 << 20;
+  // A disconnected process whose ring never drains is declared exited after this.
+  uint64_t drain_timeout_ns = 10ull * 1000000000ull;
+  // How often /proc/<pid> is checked for each connected process.
+  uint64_t liveness_interval_ns = 1000000000ull;
+  // Reply budget of a history command.
+  size_t max_reply_records = 98304;
+};
+
+struct CollectorStats {
+  uint64_t processes = 0;
+  uint64_t processes_live = 0;
+  uint64_t records_read = 0;
+  uint64_t records_corrupt = 0;
+  uint64_t records_lapped = 0;
+  uint64_t records_abandoned = 0;
+  uint64_t records_dropped_pending = 0;
+};
+
+class Collector : public CommandHandler, public StateProvider {
+ public:
+  explicit Collector(const CollectorOptions& options);
+
+  // Registers a ring received from the hook. `now_ns` is CLOCK_MONOTONIC.
+  absl::StatusOr<uint64_t> AddRing(std::unique_ptr<RingReader> reader, const PeerInfo& peer, uint64_t now_ns);
+  // The hook's connection closed: drain what is left, then mark it exited.
+  void MarkDisconnected(uint64_t key, uint64_t now_ns);
+
+  // Reads every ring once; updates history, windows, pending data, liveness
+  // and lifecycle; drops exited entries past retention. Returns records read.
+  size_t DrainOnce(uint64_t now_ns);
+
+  // Everything new since the previous call, split into messages of bounded
+  // size. Every live process appears (counters are its liveness signal).
+  std::vector<xpu::v1::Batch> TakeBatches();
+
+  std::vector<xpu::v1::ProcessBatch> FullState() override;
+  void HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) override;
+
+  CollectorStats stats();
+  // For tests: runs `fn` on the entry under the lock; false if absent.
+  bool WithProcess(uint64_t key, const std::function<void(ProcessState&)>& fn);
+
+ private:
+  void DrainProcess(ProcessState& s, uint64_t now_ns);
+  void HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandReply* reply);
+
+  const CollectorOptions options_;
+  std::mutex mu_;
+  ProcessTable table_;  // guarded by mu_
+  uint64_t records_dropped_pending_ = 0;
+  std::vector<RingRecord> scratch_records_;
+  std::vector<SignatureInfo> scratch_sigs_;
+};
+
+}  // namespace xpu::daemon
+
+#endif  // XPU_DAEMON_COLLECTOR_H_

@@ -1,0 +1,66 @@
+// daemon.h — puts the daemon's components together: hook server (socket
+// thread), collector (drain thread) and, unless disabled, the engine client.
+// main.cc only parses flags, sets up logging and signals, and runs this.
+//
+// Threads: Start/Stop from the owner; the drain thread drains every
+// `drain_ms` (at once again when a ring had more than one poll's worth) and
+// hands a batch to the engine client every `flush_ms`.
+#ifndef XPU_DAEMON_DAEMON_H_
+#define XPU_DAEMON_DAEMON_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "daemon/collector.h"
+#include "daemon/engine_client.h"
+#include "daemon/hook_server.h"
+#include "daemon/options.h"
+
+namespace xpu::daemon {
+
+struct DaemonConfig {
+  CollectorOptions collector;
+  HookServerOptions hook;
+  bool engine_enabled = true;
+  EngineClientOptions engine;
+  uint64_t drain_ms = 10;
+  uint64_t flush_ms = 1000;
+  uint64_t stats_log_s = 60;
+};
+
+// Builds the component configuration from parsed flags.
+absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& options, const std::string& version);
+
+class Daemon {
+ public:
+  explicit Daemon(const DaemonConfig& config);
+  ~Daemon();
+  // Binds the socket (fails if another daemon owns it) and starts the threads.
+  absl::Status Start();
+  // Stops accepting, drains once more, flushes a last batch and gives the
+  // engine client up to `flush_timeout_ms` to send what is buffered.
+  void Stop(uint64_t flush_timeout_ms = 2000);
+  Collector& collector() { return *collector_; }
+  const std::string& socket_path() const { return config_.hook.socket.path; }
+
+ private:
+  void DrainLoop();
+  void Flush();
+
+  const DaemonConfig config_;
+  std::unique_ptr<Collector> collector_;
+  std::unique_ptr<HookServer> hook_server_;
+  std::unique_ptr<EngineClient> engine_client_;
+  std::thread drain_thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+}  // namespace xpu::daemon
+
+#endif  // XPU_DAEMON_DAEMON_H_

@@ -1,0 +1,138 @@
+// End to end inside one process: a fake hook hands a ring to the Daemon over
+// its socket, records written afterwards reach a fake engine, the hook's exit
+// is reported, and --no-engine mode keeps history without any engine.
+#include "daemon/daemon.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "daemon/log_util.h"
+#include "daemon/test_fakes.h"
+#include "daemon/test_ring_writer.h"
+
+namespace xpu::daemon {
+namespace {
+
+using testing::FakeEngine;
+using testing::FakeHook;
+using testing::FakeIngest;
+using testing::TestRingConfig;
+using testing::TestRingWriter;
+using testing::WaitFor;
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/xpu-daemon-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    const std::string cmd = "rm -rf " + dir_;
+    ASSERT_EQ(system(cmd.c_str()), 0);
+  }
+  DaemonConfig Config(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"--socket", dir_ + "/d.sock", "--flush-ms", "20", "--drain-ms", "2",
+                                     "--history-records", "1000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto o = ParseDaemonOptions(args);
+    EXPECT_TRUE(o.ok()) << o.status();
+    auto c = MakeDaemonConfig(*o, "test");
+    EXPECT_TRUE(c.ok()) << c.status();
+    c->collector.liveness_interval_ns = ~0ull;  // the "hook" is this process
+    c->engine.backoff_initial_ms = 20;
+    c->engine.backoff_max_ms = 100;
+    return *c;
+  }
+  std::string dir_;
+};
+
+TEST_F(DaemonTest, HookToEngineEndToEnd) {
+  FakeEngine engine;
+  setenv("XPU_TOKEN", "secret", 1);
+  Daemon daemon(Config({"--engine", "127.0.0.1:" + std::to_string(engine.port())}));
+  unsetenv("XPU_TOKEN");
+  ASSERT_TRUE(daemon.Start().ok());
+  TestRingConfig cfg;
+  cfg.job = "e2e";
+  cfg.rank = 5;
+  auto ring = TestRingWriter::Create(cfg);
+  const uint32_t sig = ring->AddSignature(XPU_OP_ALLREDUCE, "allreduce");
+  {
+    FakeHook hook(daemon.socket_path());
+    ASSERT_TRUE(hook.SendHello(ring->fd(), ring->size()));
+    ASSERT_EQ(hook.ReadAck(), XPU_HELLO_OK);
+    for (int i = 0; i < 300; ++i) ring->Write(TestRingWriter::MakeRecord(sig, 1000 + i, 50, XPU_REC_TIMED));
+    ASSERT_TRUE(WaitFor([&] {
+      return engine.service.With([](FakeIngest& s) {
+        size_t n = 0;
+        for (const auto& b : s.batches_)
+          for (const auto& p : b.processes()) n += p.records().size() / 32;
+        return n == 300;
+      });
+    }));
+  }  // hook exits
+  ASSERT_TRUE(WaitFor([&] {
+    return engine.service.With([](FakeIngest& s) {
+      for (const auto& b : s.batches_)
+        for (const auto& p : b.processes())
+          if (p.exited()) return true;
+      return false;
+    });
+  }));
+  engine.service.With([&](FakeIngest& s) {
+    ASSERT_EQ(s.hellos_.size(), 1u);
+    EXPECT_EQ(s.hellos_[0].token(), "secret");
+    size_t sigs = 0, window_count = 0;
+    for (const auto& b : s.batches_) {
+      for (const auto& p : b.processes()) {
+        EXPECT_EQ(p.identity().job(), "e2e");
+        EXPECT_EQ(p.identity().rank(), 5);
+        EXPECT_EQ(p.identity().uid(), geteuid());
+        sigs += p.signatures_size();
+        for (const auto& w : p.windows())
+          for (const auto& st : w.stats()) window_count += st.count();
+      }
+    }
+    EXPECT_GE(sigs, 1u);
+    EXPECT_EQ(window_count, 300u);  // every record is in exactly one window
+  });
+  daemon.Stop();
+}
+
+TEST_F(DaemonTest, NoEngineModeKeepsHistory) {
+  Daemon daemon(Config({"--no-engine"}));
+  ASSERT_TRUE(daemon.Start().ok());
+  auto ring = TestRingWriter::Create(TestRingConfig{});
+  const uint32_t sig = ring->AddSignature(XPU_OP_KERNEL, "k");
+  FakeHook hook(daemon.socket_path());
+  ASSERT_TRUE(hook.SendHello(ring->fd(), ring->size()));
+  ASSERT_EQ(hook.ReadAck(), XPU_HELLO_OK);
+  // More records than the ring holds: the producer waits for the daemon.
+  for (int i = 0; i < 2000; ++i) {
+    while (!ring->Write(TestRingWriter::MakeRecord(sig, i, 1, 0))) usleep(1000);
+  }
+  ASSERT_TRUE(WaitFor([&] { return daemon.collector().stats().records_read == 2000; }));
+  xpu::v1::Command cmd;
+  cmd.set_kind("history");
+  xpu::v1::CommandReply reply;
+  daemon.collector().HandleCommand(cmd, &reply);
+  ASSERT_EQ(reply.processes_size(), 1);
+  EXPECT_EQ(reply.processes(0).records().size() / 32, 1000u);  // --history-records
+  // Nothing accumulates for an engine that does not exist.
+  EXPECT_TRUE(daemon.collector().WithProcess(reply.processes(0).process_key(),
+                                             [](ProcessState& s) { EXPECT_TRUE(s.pending_records.empty()); }));
+  daemon.Stop();
+}
+
+TEST_F(DaemonTest, SecondDaemonOnTheSameSocketRefuses) {
+  Daemon first(Config({"--no-engine"}));
+  ASSERT_TRUE(first.Start().ok());
+  Daemon second(Config({"--no-engine"}));
+  EXPECT_EQ(second.Start().code(), absl::StatusCode::kAlreadyExists);
+  first.Stop();
+}
+
+}  // namespace
+}  // namespace xpu::daemon

@@ -1,0 +1,355 @@
+#include "daemon/engine_client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/log_util.h"
+
+namespace xpu::daemon {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() {
+  static auto logger = GetLogger("engine_client");
+  return logger;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t RecordsIn(const xpu::v1::ProcessBatch& pb) { return pb.records().size() / sizeof(xpu_record_v1); }
+
+// Moves the metadata of `from` (identity, signatures, exit) into `to`, in
+// front of what `to` already carries for the same process.
+void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
+  for (auto& pb : *to->mutable_processes()) {
+    if (pb.process_key() != from.process_key()) continue;
+    if (from.signatures_size() > 0) {
+      google::protobuf::RepeatedPtrField<xpu::v1::Signature> merged(from.signatures());
+      merged.MergeFrom(pb.signatures());
+      pb.mutable_signatures()->Swap(&merged);
+    }
+    if (from.exited()) pb.set_exited(true);
+    return;
+  }
+  xpu::v1::ProcessBatch* pb = to->add_processes();
+  pb->set_process_key(from.process_key());
+  *pb->mutable_identity() = from.identity();
+  *pb->mutable_signatures() = from.signatures();
+  *pb->mutable_counters() = from.counters();
+  pb->set_exited(from.exited());
+}
+
+bool HasPayload(const xpu::v1::Batch& b) {
+  for (const auto& pb : b.processes()) {
+    if (!pb.records().empty() || pb.windows_size() > 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsLoopbackTarget(const std::string& target) {
+  std::string t = target;
+  if (t.rfind("unix:", 0) == 0 || t.rfind("unix-abstract:", 0) == 0) return true;
+  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+    if (t.rfind(scheme, 0) == 0) {
+      t = t.substr(strlen(scheme));
+      break;
+    }
+  }
+  std::string host;
+  if (!t.empty() && t[0] == '[') {
+    const size_t end = t.find(']');
+    if (end == std::string::npos) return false;
+    host = t.substr(1, end - 1);
+  } else {
+    const size_t colon = t.find(':');
+    host = colon == std::string::npos ? t : t.substr(0, colon);
+    if (t.find(':', colon == std::string::npos ? 0 : colon + 1) != std::string::npos) host = t;  // bare IPv6
+  }
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
+}
+
+absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(const EngineClientOptions& options,
+                                                                   CommandHandler* handler, StateProvider* state) {
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (!options.tls_ca_file.empty() || !options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+    if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+    }
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls_ca_file.empty()) {
+      auto ca = ReadFile(options.tls_ca_file);
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+    }
+    if (!options.tls_cert_file.empty()) {
+      auto cert = ReadFile(options.tls_cert_file);
+      if (!cert.ok()) return cert.status();
+      auto key = ReadFile(options.tls_key_file);
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    creds = grpc::SslCredentials(ssl);
+  } else if (IsLoopbackTarget(options.target) || options.insecure) {
+    creds = grpc::InsecureChannelCredentials();
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("refusing plaintext to non-loopback engine ", options.target,
+                                                   ": give --tls-ca (and --tls-cert/--tls-key) or --insecure"));
+  }
+  return std::unique_ptr<EngineClient>(new EngineClient(options, std::move(creds), handler, state));
+}
+
+EngineClient::EngineClient(const EngineClientOptions& options, std::shared_ptr<grpc::ChannelCredentials> creds,
+                           CommandHandler* handler, StateProvider* state)
+    : options_(options), creds_(std::move(creds)), handler_(handler), state_(state) {}
+
+EngineClient::~EngineClient() { Stop(); }
+
+void EngineClient::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (running_) return;
+  running_ = true;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void EngineClient::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_) return;
+    running_ = false;
+    if (current_ctx_ != nullptr) current_ctx_->TryCancel();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineClientStats EngineClient::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineClientStats s = stats_;
+  s.batches_buffered = queue_.size();
+  s.bytes_buffered = queue_bytes_;
+  return s;
+}
+
+void EngineClient::Enqueue(xpu::v1::Batch batch) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch.set_batch_seq(next_seq_++);
+    const size_t bytes = batch.ByteSizeLong();
+    queue_.emplace_back(std::move(batch), bytes);
+    queue_bytes_ += bytes;
+    EnforceBudgetLocked();
+  }
+  cv_.notify_all();
+}
+
+void EngineClient::EnforceBudgetLocked() {
+  while (queue_bytes_ > options_.buffer_bytes && !queue_.empty()) {
+    auto& [oldest, bytes] = queue_.front();
+    if (HasPayload(oldest)) {
+      // Drop the bulky part: records and windows.
+      ++stats_.batches_dropped;
+      for (auto& pb : *oldest.mutable_processes()) {
+        const size_t n = RecordsIn(pb);
+        stats_.records_dropped += n;
+        dropped_by_process_[pb.process_key()] += n;
+        pb.clear_records();
+        pb.clear_windows();
+      }
+      queue_bytes_ -= bytes;
+      bytes = oldest.ByteSizeLong();
+      queue_bytes_ += bytes;
+      continue;
+    }
+    if (queue_.size() == 1) break;  // metadata alone: nothing more to shed
+    // Fold the remaining metadata into the next batch.
+    xpu::v1::Batch meta = std::move(oldest);
+    queue_bytes_ -= bytes;
+    queue_.pop_front();
+    auto& [next, next_bytes] = queue_.front();
+    for (const auto& pb : meta.processes()) MergeMetadata(pb, &next);
+    queue_bytes_ -= next_bytes;
+    next_bytes = next.ByteSizeLong();
+    queue_bytes_ += next_bytes;
+  }
+}
+
+void EngineClient::PrepareForSend(xpu::v1::Batch* batch) {
+  batch->set_sent_ns(RealtimeNs());
+  batch->set_batches_dropped(stats_.batches_dropped);
+  batch->set_records_dropped(stats_.records_dropped);
+  for (auto& pb : *batch->mutable_processes()) {
+    auto it = dropped_by_process_.find(pb.process_key());
+    if (it == dropped_by_process_.end()) continue;
+    auto* c = pb.mutable_counters();
+    c->set_records_dropped_daemon(c->records_dropped_daemon() + it->second);
+  }
+}
+
+void EngineClient::Run() {
+  uint64_t backoff_ms = options_.backoff_initial_ms;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!running_) return;
+    }
+    const bool handshook = RunConnection();
+    std::unique_lock<std::mutex> lock(mu_);
+    stats_.connected = false;
+    if (!running_) return;
+    if (handshook) {
+      backoff_ms = options_.backoff_initial_ms;
+    } else {
+      ++stats_.connect_failures;
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return !running_; });
+    if (!handshook) backoff_ms = std::min(backoff_ms * 2, options_.backoff_max_ms);
+  }
+}
+
+bool EngineClient::RunConnection() {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  // A fresh channel per attempt: our backoff, not the channel's, paces retries.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto channel = grpc::CreateCustomChannel(options_.target, creds_, args);
+  auto stub = xpu::v1::Ingest::NewStub(channel);
+  grpc::ClientContext ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_) return false;
+    current_ctx_ = &ctx;
+    acked_ = accepted_ = broken_ = false;
+  }
+  auto stream = stub->Stream(&ctx);
+  std::thread reader([&] {
+    xpu::v1::EngineMessage msg;
+    while (stream->Read(&msg)) {
+      if (msg.has_ack()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        acked_ = true;
+        accepted_ = msg.ack().accepted();
+        if (!accepted_) Log()->error("engine refused this daemon: {}", msg.ack().reason());
+      } else if (msg.has_command()) {
+        xpu::v1::CommandReply reply;
+        reply.set_command_id(msg.command().command_id());
+        if (handler_ != nullptr) {
+          handler_->HandleCommand(msg.command(), &reply);
+        } else {
+          reply.set_ok(false);
+          reply.set_error("no command handler");
+        }
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.commands;
+        replies_.push_back(std::move(reply));
+      }
+      cv_.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    broken_ = true;
+    cv_.notify_all();
+  });
+
+  bool handshook = false;
+  auto finish = [&]() {
+    ctx.TryCancel();
+    reader.join();
+    const grpc::Status st = stream->Finish();
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ctx_ = nullptr;
+    if (!st.ok() && running_) {
+      Log()->warn("engine stream to {} ended: {} {}", options_.target, static_cast<int>(st.error_code()),
+                  st.error_message());
+    }
+    return handshook;
+  };
+
+  xpu::v1::DaemonMessage hello_msg;
+  auto* hello = hello_msg.mutable_hello();
+  hello->set_protocol_version(1);
+  hello->set_daemon_id(options_.daemon_id);
+  hello->set_host(options_.host);
+  hello->set_pid(static_cast<uint32_t>(getpid()));
+  hello->set_version(options_.version);
+  hello->set_token(options_.token);
+  if (!stream->Write(hello_msg)) return finish();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(options_.ack_timeout_ms),
+                 [this] { return acked_ || broken_ || !running_; });
+    if (!acked_ || !accepted_ || !running_) {
+      lock.unlock();
+      return finish();
+    }
+    handshook = true;
+    ++stats_.connects;
+    stats_.connected = true;
+  }
+  Log()->info("connected to engine {}", options_.target);
+
+  // The engine may have restarted: identity and full signature tables first.
+  if (state_ != nullptr) {
+    xpu::v1::DaemonMessage resync;
+    for (auto& pb : state_->FullState()) *resync.mutable_batch()->add_processes() = std::move(pb);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      resync.mutable_batch()->set_batch_seq(0);
+      PrepareForSend(resync.mutable_batch());
+    }
+    if (!stream->Write(resync)) return finish();
+  }
+
+  auto last_write = std::chrono::steady_clock::now();
+  for (;;) {
+    xpu::v1::DaemonMessage out;
+    bool have_batch = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, last_write + std::chrono::milliseconds(options_.heartbeat_ms),
+                     [this] { return !running_ || broken_ || !replies_.empty() || !queue_.empty(); });
+      if (!running_ || broken_) break;
+      if (!replies_.empty()) {
+        *out.mutable_reply() = std::move(replies_.front());
+        replies_.pop_front();
+      } else if (!queue_.empty()) {
+        // Stays queued until written, so a failed write loses nothing.
+        *out.mutable_batch() = queue_.front().first;
+        PrepareForSend(out.mutable_batch());
+        have_batch = true;
+      } else {
+        out.mutable_heartbeat()->set_now_ns(RealtimeNs());
+      }
+    }
+    if (!stream->Write(out)) break;
+    last_write = std::chrono::steady_clock::now();
+    if (have_batch) {
+      std::lock_guard<std::mutex> lock(mu_);
+      // The budget enforcer may have shrunk the front meanwhile; it is still
+      // the same batch (same seq) unless it was folded away.
+      if (!queue_.empty() && queue_.front().first.batch_seq() == out.batch().batch_seq()) {
+        queue_bytes_ -= queue_.front().second;
+        queue_.pop_front();
+      }
+      ++stats_.batches_sent;
+    }
+  }
+  return finish();
+}
+
+}  // namespace xpu::daemon

@@ -1,0 +1,126 @@
+// engine_client.h — the daemon's gRPC stream to the engine (Ingest.Stream).
+//
+// One long-lived bidirectional stream. Each connection starts with a
+// DaemonHello (protocol_version 1, daemon_id, host, token) and waits for the
+// engine's HelloAck; then it re-sends the identity and full signature table
+// of every live process (the engine may have restarted) and the buffered
+// batches in order. Commands from the engine are handed to a CommandHandler
+// on the stream's reader thread; replies are written by the writer thread.
+//
+// Buffering: batches wait in a queue bounded by `buffer_bytes`. When the
+// engine is unreachable and the budget is exceeded, the oldest batches lose
+// their records and windows (counted as batches_dropped / records_dropped,
+// cumulative in every later Batch, and per process in
+// ProcessCounters.records_dropped_daemon) while their identity, signatures and
+// exit flag are merged into the next batch, so the engine never sees a record
+// whose signature it missed. Reconnects back off exponentially (0.5 s → 10 s).
+//
+// Threads: a writer thread (connects, writes) and, per connection, a reader
+// thread. Enqueue/stats/Stop are thread-safe.
+#ifndef XPU_DAEMON_ENGINE_CLIENT_H_
+#define XPU_DAEMON_ENGINE_CLIENT_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "daemon/collector.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/xpu.pb.h"
+
+namespace xpu::daemon {
+
+struct EngineClientOptions {
+  std::string target = "127.0.0.1:7441";
+  std::string daemon_id;
+  std::string host;
+  std::string version;
+  std::string token;
+  // PEM file paths. A CA enables TLS (the engine's certificate is verified);
+  // cert+key add client authentication.
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // Allow plaintext to a non-loopback target.
+  bool insecure = false;
+  uint64_t buffer_bytes = 64ull << 20;
+  uint64_t backoff_initial_ms = 500;
+  uint64_t backoff_max_ms = 10000;
+  uint64_t ack_timeout_ms = 10000;
+  uint64_t heartbeat_ms = 5000;
+};
+
+struct EngineClientStats {
+  bool connected = false;
+  uint64_t connects = 0;           // successful handshakes
+  uint64_t connect_failures = 0;
+  uint64_t batches_sent = 0;
+  uint64_t batches_dropped = 0;
+  uint64_t records_dropped = 0;
+  uint64_t batches_buffered = 0;
+  uint64_t bytes_buffered = 0;
+  uint64_t commands = 0;
+};
+
+// True for targets that stay on this host (localhost, 127.0.0.0/8, ::1, unix:).
+bool IsLoopbackTarget(const std::string& target);
+
+class EngineClient {
+ public:
+  // Checks the transport-security rules and reads the PEM files.
+  static absl::StatusOr<std::unique_ptr<EngineClient>> Create(const EngineClientOptions& options,
+                                                              CommandHandler* handler, StateProvider* state);
+  ~EngineClient();
+  EngineClient(const EngineClient&) = delete;
+  EngineClient& operator=(const EngineClient&) = delete;
+
+  void Start();
+  void Stop();
+  // Queues a batch (batch_seq is assigned here). Never blocks on the network.
+  void Enqueue(xpu::v1::Batch batch);
+  EngineClientStats stats() const;
+
+ private:
+  EngineClient(const EngineClientOptions& options, std::shared_ptr<grpc::ChannelCredentials> creds,
+               CommandHandler* handler, StateProvider* state);
+  void Run();
+  // One connection's lifetime; returns true if the handshake succeeded.
+  bool RunConnection();
+  // Drops the oldest batches' records until the queue fits. Needs mu_.
+  void EnforceBudgetLocked();
+  void PrepareForSend(xpu::v1::Batch* batch);  // needs mu_
+
+  const EngineClientOptions options_;
+  const std::shared_ptr<grpc::ChannelCredentials> creds_;
+  CommandHandler* const handler_;
+  StateProvider* const state_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool running_ = false;
+  std::deque<std::pair<xpu::v1::Batch, size_t>> queue_;  // batch and its byte size
+  size_t queue_bytes_ = 0;
+  std::deque<xpu::v1::CommandReply> replies_;
+  uint64_t next_seq_ = 1;
+  std::map<uint64_t, uint64_t> dropped_by_process_;
+  grpc::ClientContext* current_ctx_ = nullptr;
+  // Handshake state of the current connection.
+  bool acked_ = false;
+  bool accepted_ = false;
+  bool broken_ = false;
+  EngineClientStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace xpu::daemon
+
+#endif  // XPU_DAEMON_ENGINE_CLIENT_H_

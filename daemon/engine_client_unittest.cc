@@ -1,0 +1,232 @@
+#include "daemon/engine_client.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "daemon/collector.h"
+#include "daemon/log_util.h"
+#include "daemon/test_fakes.h"
+#include "daemon/test_ring_writer.h"
+
+namespace xpu::daemon {
+namespace {
+
+using testing::TestRingConfig;
+using testing::TestRingWriter;
+using testing::WaitFor;
+using testing::FakeEngine;
+using testing::FakeIngest;
+
+EngineClientOptions ClientOptions(int port) {
+  EngineClientOptions o;
+  o.target = "127.0.0.1:" + std::to_string(port);
+  o.daemon_id = "node0:1:2";
+  o.host = "node0";
+  o.token = "secret";
+  o.backoff_initial_ms = 20;
+  o.backoff_max_ms = 200;
+  o.heartbeat_ms = 100000;
+  return o;
+}
+
+// A ring with signatures and records, drained by a real collector.
+struct Node {
+  Node() {
+    CollectorOptions co;
+    co.table.history_records = 100000;
+    collector = std::make_unique<Collector>(co);
+    TestRingConfig cfg;
+    cfg.ring_capacity = 1 << 14;
+    ring = TestRingWriter::Create(cfg);
+    sig_a = ring->AddSignature(XPU_OP_GEMM, "gemm");
+    sig_b = ring->AddSignature(XPU_OP_ALLREDUCE, "allreduce");
+    auto reader = RingReader::FromFd(ring->fd(), RingReaderOptions{});
+    key = collector->AddRing(std::move(*reader), PeerInfo{}, MonotonicNs()).value();
+  }
+  // Writes n records, drains and returns the batches built from them.
+  std::vector<xpu::v1::Batch> Produce(int n, uint32_t sig) {
+    for (int i = 0; i < n; ++i) ring->Write(TestRingWriter::MakeRecord(sig, 1000 + i, 5, XPU_REC_TIMED));
+    collector->DrainOnce(MonotonicNs());
+    return collector->TakeBatches();
+  }
+  std::unique_ptr<Collector> collector;
+  std::unique_ptr<TestRingWriter> ring;
+  uint32_t sig_a = 0, sig_b = 0;
+  uint64_t key = 0;
+};
+
+size_t RecordsOf(const xpu::v1::Batch& b) {
+  size_t n = 0;
+  for (const auto& p : b.processes()) n += p.records().size() / 32;
+  return n;
+}
+
+TEST(EngineClientTest, LoopbackRule) {
+  EXPECT_TRUE(IsLoopbackTarget("127.0.0.1:7441"));
+  EXPECT_TRUE(IsLoopbackTarget("localhost:7441"));
+  EXPECT_TRUE(IsLoopbackTarget("[::1]:7441"));
+  EXPECT_TRUE(IsLoopbackTarget("ipv4:127.0.0.2:1"));
+  EXPECT_TRUE(IsLoopbackTarget("unix:/tmp/x.sock"));
+  EXPECT_FALSE(IsLoopbackTarget("10.0.0.1:7441"));
+  EXPECT_FALSE(IsLoopbackTarget("engine.example.com:7441"));
+  EXPECT_FALSE(IsLoopbackTarget("127x.evil.com:1"));
+  EngineClientOptions o;
+  o.target = "10.1.2.3:7441";
+  EXPECT_EQ(EngineClient::Create(o, nullptr, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  o.insecure = true;
+  EXPECT_TRUE(EngineClient::Create(o, nullptr, nullptr).ok());
+  o.insecure = false;
+  o.tls_ca_file = "/nonexistent/ca.pem";
+  EXPECT_FALSE(EngineClient::Create(o, nullptr, nullptr).ok());
+}
+
+TEST(EngineClientTest, HelloResyncAndBatchesArriveWithTheRightCounts) {
+  FakeEngine engine;
+  Node node;
+  auto client = std::move(EngineClient::Create(ClientOptions(engine.port()), node.collector.get(),
+                                               node.collector.get()).value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+  size_t sent = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (auto& b : node.Produce(100 + round, round % 2 ? node.sig_a : node.sig_b)) client->Enqueue(std::move(b));
+    sent += 100 + round;
+  }
+  ASSERT_TRUE(WaitFor([&] { return client->stats().batches_sent == 3; }));
+  engine.service.With([&](FakeIngest& s) {
+    ASSERT_EQ(s.hellos_.size(), 1u);
+    EXPECT_EQ(s.hellos_[0].protocol_version(), 1u);
+    EXPECT_EQ(s.hellos_[0].daemon_id(), "node0:1:2");
+    EXPECT_EQ(s.hellos_[0].token(), "secret");
+    ASSERT_EQ(s.batches_.size(), 4u);  // resync + 3
+    EXPECT_EQ(s.batches_[0].batch_seq(), 0u);
+    size_t records = 0, sigs = 0;
+    for (size_t i = 1; i < s.batches_.size(); ++i) {
+      const auto& b = s.batches_[i];
+      EXPECT_EQ(b.batch_seq(), i);
+      ASSERT_EQ(b.processes_size(), 1);
+      const auto& pb = b.processes(0);
+      EXPECT_EQ(pb.process_key(), node.key);
+      EXPECT_EQ(pb.identity().job(), "job-1");
+      EXPECT_EQ(pb.counters().hook_size(), XPU_CNT_MAX);
+      records += RecordsOf(b);
+      sigs += pb.signatures_size();
+      // Records travel packed with commit zeroed.
+      for (size_t r = 0; r < pb.records().size(); r += 32) {
+        xpu_record_v1 rec;
+        memcpy(&rec, pb.records().data() + r, 32);
+        EXPECT_EQ(rec.commit, 0u);
+      }
+    }
+    EXPECT_EQ(records, sent);
+    EXPECT_EQ(sigs, 2u);  // delta: each signature once
+    EXPECT_EQ(s.batches_.back().records_dropped(), 0u);
+  });
+  client->Stop();
+}
+
+TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {
+  auto engine = std::make_unique<FakeEngine>();
+  const int port = engine->port();
+  Node node;
+  EngineClientOptions o = ClientOptions(port);
+  o.buffer_bytes = 40 * 1024;  // ~1200 records
+  auto client = std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+  engine->Stop();
+  ASSERT_TRUE(WaitFor([&] { return !client->stats().connected; }));
+
+  // Engine down: 10 batches of 500 records (16 KB each) against a 40 KB budget.
+  // The first carries both signatures and will lose its records.
+  for (int i = 0; i < 10; ++i) {
+    for (auto& b : node.Produce(500, i == 0 ? node.sig_a : node.sig_b)) client->Enqueue(std::move(b));
+  }
+  const EngineClientStats down = client->stats();
+  EXPECT_GT(down.batches_dropped, 0u);
+  EXPECT_EQ(down.records_dropped, down.batches_dropped * 500);
+  EXPECT_LE(down.bytes_buffered, o.buffer_bytes);
+  EXPECT_EQ(down.batches_sent, 0u);  // nothing could be sent while down
+
+  engine = std::make_unique<FakeEngine>(port);
+  ASSERT_EQ(engine->port(), port);
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connects == 2 && client->stats().batches_buffered == 0; }));
+  engine->service.With([&](FakeIngest& s) {
+    ASSERT_EQ(s.hellos_.size(), 1u);
+    ASSERT_GE(s.batches_.size(), 2u);
+    // First after the reconnect: the full signature table of the live process.
+    const auto& resync = s.batches_[0];
+    ASSERT_EQ(resync.processes_size(), 1);
+    EXPECT_EQ(resync.processes(0).signatures_size(), 2);
+    EXPECT_EQ(RecordsOf(resync), 0u);
+    size_t records = 0, sigs = 0;
+    for (size_t i = 1; i < s.batches_.size(); ++i) {
+      records += RecordsOf(s.batches_[i]);
+      for (const auto& pb : s.batches_[i].processes()) sigs += pb.signatures_size();
+    }
+    // Every record not counted as dropped arrived; the dropped batch's
+    // signatures were folded into a later batch.
+    EXPECT_EQ(records + down.records_dropped, 5000u);
+    EXPECT_EQ(sigs, 2u);
+    const auto& last = s.batches_.back();
+    EXPECT_EQ(last.batches_dropped(), down.batches_dropped);
+    EXPECT_EQ(last.records_dropped(), down.records_dropped);
+    EXPECT_EQ(last.processes(0).counters().records_dropped_daemon(), down.records_dropped);
+  });
+  client->Stop();
+}
+
+TEST(EngineClientTest, CommandsAreDispatchedAndAnswered) {
+  FakeEngine engine;
+  Node node;
+  node.Produce(50, node.sig_a);
+  auto client = std::move(EngineClient::Create(ClientOptions(engine.port()), node.collector.get(),
+                                               node.collector.get()).value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+  xpu::v1::Command history;
+  history.set_command_id(7);
+  history.set_kind("history");
+  history.set_job("job-1");
+  history.set_last_n(10);
+  ASSERT_TRUE(WaitFor([&] { return engine.service.SendCommand(history); }));
+  xpu::v1::Command other;
+  other.set_command_id(8);
+  other.set_kind("stacks");
+  ASSERT_TRUE(engine.service.SendCommand(other));
+  ASSERT_TRUE(WaitFor([&] { return engine.service.With([](FakeIngest& s) { return s.replies_.size() == 2; }); }));
+  engine.service.With([&](FakeIngest& s) {
+    const auto& h = s.replies_[0];
+    EXPECT_EQ(h.command_id(), 7u);
+    EXPECT_TRUE(h.ok());
+    ASSERT_EQ(h.processes_size(), 1);
+    EXPECT_EQ(h.processes(0).records().size(), 10u * 32);
+    EXPECT_EQ(h.processes(0).signatures_size(), 2);
+    const auto& u = s.replies_[1];
+    EXPECT_EQ(u.command_id(), 8u);
+    EXPECT_FALSE(u.ok());
+    EXPECT_NE(u.error().find("unknown command"), std::string::npos);
+  });
+  client->Stop();
+}
+
+TEST(EngineClientTest, RefusedHelloIsRetriedWithBackoff) {
+  FakeEngine engine;
+  EngineClientOptions o = ClientOptions(engine.port());
+  o.token = "wrong";
+  auto client = std::move(EngineClient::Create(o, nullptr, nullptr).value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connect_failures >= 2; }));
+  EXPECT_FALSE(client->stats().connected);
+  EXPECT_EQ(client->stats().connects, 0u);
+  client->Stop();
+}
+
+}  // namespace
+}  // namespace xpu::daemon

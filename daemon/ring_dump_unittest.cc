@@ -1,0 +1,126 @@
+// Runs the xpu-ring-dump binary (path in argv[1]) on a ring file written per
+// ring.h and checks its text, JSON and CSV output.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "daemon/test_ring_writer.h"
+
+namespace xpu::daemon {
+namespace {
+
+std::string g_dump_binary;
+
+std::string RunDump(const std::string& args, int* status) {
+  const std::string cmd = g_dump_binary + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  *status = pclose(p);
+  return out;
+}
+
+class RingDumpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(g_dump_binary.empty()) << "pass the xpu-ring-dump path as argv[1]";
+    testing::TestRingConfig cfg;
+    cfg.ring_capacity = 8;
+    cfg.job = "dump-job";
+    auto w = testing::TestRingWriter::Create(cfg);
+    xpu_signature_v1 shape{};
+    shape.m = 4;
+    shape.n = 8;
+    shape.k = 16;
+    shape.batch = 1;
+    const uint32_t gemm = w->AddSignature(XPU_OP_GEMM, "gemm \"q\"", &shape);
+    xpu_signature_v1 ar{};
+    ar.count = 100;
+    ar.dtype = XPU_DT_F32;
+    ar.comm_nranks = 4;
+    const uint32_t coll = w->AddSignature(XPU_OP_ALLREDUCE, "allreduce", &ar);
+    // 10 records into 8 slots: the two oldest are overwritten.
+    for (int i = 0; i < 10; ++i) {
+      w->WriteOverwriting(testing::TestRingWriter::MakeRecord(i % 2 ? coll : gemm, 1000 + i, 7,
+                                                              XPU_REC_TIMED | (i == 9 ? XPU_REC_DUR_US : 0)));
+    }
+    char tmpl[] = "/tmp/xpu-ring-dump-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, w->base(), w->size()), static_cast<ssize_t>(w->size()));
+    close(fd);
+    path_ = tmpl;
+  }
+  void TearDown() override { unlink(path_.c_str()); }
+  std::string path_;
+};
+
+TEST_F(RingDumpTest, Text) {
+  int st;
+  const std::string out = RunDump(path_, &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_NE(out.find("job=dump-job"), std::string::npos) << out;
+  EXPECT_NE(out.find("signatures (2)"), std::string::npos) << out;
+  EXPECT_NE(out.find("records (8)"), std::string::npos) << out;
+  EXPECT_NE(out.find("records_written"), std::string::npos);
+}
+
+TEST_F(RingDumpTest, JsonResolvesSignatures) {
+  int st;
+  const std::string out = RunDump("--json " + path_, &st);
+  EXPECT_EQ(st, 0) << out;
+  size_t lines = 0, records = 0;
+  size_t pos = 0;
+  while ((pos = out.find('\n', pos)) != std::string::npos) {
+    ++lines;
+    ++pos;
+  }
+  for (size_t p = out.find("\"type\":\"record\""); p != std::string::npos; p = out.find("\"type\":\"record\"", p + 1))
+    ++records;
+  EXPECT_EQ(lines, 1u + 2u + 8u);
+  EXPECT_EQ(records, 8u);
+  EXPECT_NE(out.find("\"name\":\"gemm \\\"q\\\"\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"kind\":\"gemm\",\"name\":\"gemm \\\"q\\\"\",\"start_ns\":1002"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"flops\":1024"), std::string::npos);                // 2*4*8*16
+  EXPECT_NE(out.find("\"bytes\":400"), std::string::npos);                 // 100 * 4
+  EXPECT_NE(out.find("\"start_ns\":1009,\"duration_ns\":7000"), std::string::npos) << out;  // us flag
+}
+
+TEST_F(RingDumpTest, CsvAndLimit) {
+  int st;
+  const std::string out = RunDump("--csv --limit 3 " + path_, &st);
+  EXPECT_EQ(st, 0) << out;
+  size_t lines = 0;
+  for (char c : out) lines += c == '\n';
+  EXPECT_EQ(lines, 4u);
+  EXPECT_EQ(out.rfind("position,sig_id,kind", 0), 0u);
+  EXPECT_NE(out.find("9,2,allreduce,\"allreduce\",1009,7000"), std::string::npos) << out;
+}
+
+TEST_F(RingDumpTest, BadInputsFailCleanly) {
+  int st;
+  RunDump("/nonexistent/ring", &st);
+  EXPECT_NE(st, 0);
+  RunDump("--bogus " + path_, &st);
+  EXPECT_NE(st, 0);
+  const std::string help = RunDump("--help", &st);
+  EXPECT_EQ(st, 0);
+  EXPECT_NE(help.find("--json"), std::string::npos);
+  std::ofstream(path_, std::ios::trunc) << "not a ring";
+  RunDump(path_, &st);
+  EXPECT_NE(st, 0);
+}
+
+}  // namespace
+}  // namespace xpu::daemon
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (argc > 1) xpu::daemon::g_dump_binary = argv[1];
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,207 @@
+#include "engine/engine.h"
+
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/detectors/rank_liveness.h"
+#include "spdlog/spdlog.h"
+
+namespace xpu::engine {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() {
+  static auto log = [] {
+    auto l = spdlog::get("engine");
+    return l ? l : spdlog::default_logger()->clone("engine");
+  }();
+  return log;
+}
+
+// Finished jobs stay in memory (ranks, rings, collective table) this long
+// for post-mortem queries, then live on in SQLite only.
+constexpr uint64_t kRetainFinishedNs = 3600ull * 1000000000ull;
+
+std::string MakeEngineId(uint64_t now_ns) {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(host, ":", getpid(), ":", now_ns / 1000000000ull);
+}
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& o, Clock clock)
+    : options_(o),
+      registry_(std::move(clock), static_cast<uint64_t>(o.silent_after_s * 1e9),
+                static_cast<size_t>(o.ring_records)) {}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
+  if (absl::Status st = ValidateSecurity(o); !st.ok()) return st;
+  std::string token;
+  if (!o.token_file.empty()) {
+    absl::StatusOr<std::string> t = ReadSecretFile(o.token_file, "token file");
+    if (!t.ok()) return t.status();
+    token = *t;
+  }
+  std::unique_ptr<Engine> e(new Engine(o, std::move(clock)));
+  const uint64_t start_ns = e->registry_.Now();
+  e->engine_id_ = MakeEngineId(start_ns);
+
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(o.db);
+  if (!store.ok()) return store.status();
+  e->store_ = std::move(*store);
+  absl::StatusOr<std::vector<JobSummary>> history = e->store_->LoadJobs();
+  if (!history.ok()) return history.status();
+  for (const JobSummary& j : *history) e->registry_.AddHistoricalJob(j);
+
+  e->detectors_.push_back(std::make_unique<RankLivenessDetector>(e->registry_.silent_after_ns()));
+
+  if (o.metrics_addr != "off" && !o.metrics_addr.empty()) {
+    if (absl::Status st = e->metrics_.Serve(o.metrics_addr); !st.ok()) return st;
+  }
+
+  e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, token, e->engine_id_);
+  e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(), token,
+                                             e->engine_id_, kEngineVersion, start_ns);
+  std::shared_ptr<grpc::ServerCredentials> creds;
+  if (!o.tls_cert.empty()) {
+    absl::StatusOr<std::string> cert = ReadSecretFile(o.tls_cert, "TLS certificate");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadSecretFile(o.tls_key, "TLS key");
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (!o.tls_client_ca.empty()) {
+      absl::StatusOr<std::string> ca = ReadSecretFile(o.tls_client_ca, "TLS client CA");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    creds = grpc::SslServerCredentials(ssl);
+  } else {
+    creds = grpc::InsecureServerCredentials();
+  }
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(o.listen, creds, &e->port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_bytes));
+  builder.RegisterService(e->ingest_.get());
+  builder.RegisterService(e->query_.get());
+  e->server_ = builder.BuildAndStart();
+  if (!e->server_ || e->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen,
+                                               " (address in use or not resolvable)"));
+  }
+  e->window_thread_ = std::thread([p = e.get()] { p->WindowLoop(); });
+  Log()->info("xpu-engine {} listening on {} (port {}), metrics on port {}, db {}", e->engine_id_,
+              o.listen, e->port_, e->metrics_.port(), o.db);
+  return e;
+}
+
+Engine::~Engine() { Shutdown(); }
+
+void Engine::Shutdown() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (window_thread_.joinable()) window_thread_.join();
+  if (ingest_) ingest_->FailAllPending(absl::UnavailableError("engine shutting down"));
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Persist the final picture.
+  if (store_) {
+    TickWindow();
+    store_->Flush().IgnoreError();
+  }
+  metrics_.StopServing();
+}
+
+void Engine::Wait() {
+  std::unique_lock<std::mutex> l(mu_);
+  cv_.wait(l, [&] { return stopping_; });
+}
+
+void Engine::WindowLoop() {
+  const auto period = std::chrono::milliseconds(static_cast<int64_t>(options_.window_s * 1000));
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stopping_) {
+    if (cv_.wait_for(l, period, [&] { return stopping_; })) break;
+    l.unlock();
+    TickWindow();
+    l.lock();
+  }
+}
+
+std::vector<Diagnosis> Engine::TickWindow() {
+  std::lock_guard<std::mutex> tick(tick_mu_);
+  registry_.UpdateLiveness();
+  const uint64_t now = registry_.Now();
+  std::vector<Diagnosis> all;
+  for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
+    VectorSink sink;
+    WindowSummaryRow row;
+    JobSummary summary;
+    std::vector<RankRow> ranks;
+    {
+      std::lock_guard<std::mutex> l(job->mu());
+      row = job->CloseWindow(now);
+      for (auto& d : detectors_) d->OnWindow(*job, sink);
+      summary = Summarize(*job);
+      size_t by_state[3] = {0, 0, 0};
+      for (const auto& [key, p] : job->processes()) {
+        by_state[static_cast<int>(p->liveness)]++;
+        uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
+        metrics_.SetRankLastRecordAge(job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
+                                      now > last ? (now - last) * 1e-9 : 0);
+        RankRow r;
+        r.job = job->job();
+        r.key = key;
+        r.rank = p->identity.rank();
+        r.host = p->identity.host();
+        r.pid = p->identity.pid();
+        r.local_rank = p->identity.local_rank();
+        r.liveness = std::string(LivenessName(p->liveness));
+        r.records = p->records;
+        r.dropped = p->dropped;
+        r.last_record_ns = p->last_record_ns;
+        r.last_seen_ns = p->last_seen_ns;
+        ranks.push_back(std::move(r));
+      }
+      for (Liveness lv : {Liveness::kAlive, Liveness::kSilent, Liveness::kExited}) {
+        metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
+      }
+    }
+    std::set<std::string>& ops = busbw_ops_[job->job()];
+    std::set<std::string> now_ops;
+    for (const CollectiveWindowRow& c : row.collectives) {
+      metrics_.SetCollectiveBusBw(job->job(), c.op, c.bw.BusBw());
+      now_ops.insert(c.op);
+    }
+    for (const std::string& op : ops) {
+      // No completed collective of this op in the window: no figure, rather
+      // than a misleading zero or a stale value.
+      if (!now_ops.count(op)) metrics_.RemoveCollectiveBusBw(job->job(), op);
+    }
+    ops = std::move(now_ops);
+    store_->EnqueueJob(summary);
+    for (const RankRow& r : ranks) store_->EnqueueRank(r);
+    if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
+    for (Diagnosis& d : sink.out) {
+      store_->EnqueueDiagnosis(d);
+      all.push_back(std::move(d));
+    }
+  }
+  for (const DaemonState& d : registry_.Daemons()) store_->EnqueueDaemon(d);
+  for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {
+    busbw_ops_.erase(job);
+    Log()->info("job {} finished; kept in history only", job);
+  }
+  if (ingest_) ingest_->ExpirePending();
+  metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
+  return all;
+}
+
+}  // namespace xpu::engine

@@ -1,0 +1,91 @@
+// engine — wires the engine's parts together: store, registry, metrics,
+// detectors, the gRPC server (Ingest + Query) and the window thread.
+//
+// Window thread: every --window-s it updates liveness, closes each job's
+// window, runs the detectors, refreshes the gauges and queues the rows for
+// the store. TickWindow() runs the same step on demand (tests).
+//
+// Thread-safety: Start/Shutdown from one thread; everything else is safe to
+// call from any thread.
+#ifndef XPU_ENGINE_ENGINE_H_
+#define XPU_ENGINE_ENGINE_H_
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/detector.h"
+#include "engine/engine_options.h"
+#include "engine/ingest_service.h"
+#include "engine/metrics.h"
+#include "engine/query_service.h"
+#include "engine/registry.h"
+#include "engine/store.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace xpu::engine {
+
+inline constexpr char kEngineVersion[] = "0.1.0";
+
+class Engine {
+ public:
+  // Validates the options (security rules included), opens the store, loads
+  // history and starts serving. Errors are meant for the operator as is.
+  static absl::StatusOr<std::unique_ptr<Engine>> Start(const EngineOptions& o,
+                                                       Clock clock = RealtimeClock());
+  ~Engine();
+
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_.port(); }
+  const std::string& engine_id() const { return engine_id_; }
+  Registry& registry() { return registry_; }
+  Metrics& metrics() { return metrics_; }
+  Store& store() { return *store_; }
+
+  CommandFuture SendCommand(const std::string& daemon_id, xpu::v1::Command cmd) {
+    return ingest_->SendCommand(daemon_id, std::move(cmd));
+  }
+  // One window step now; returns the diagnoses it produced.
+  std::vector<Diagnosis> TickWindow();
+  // Blocks until Shutdown() is called (from another thread or a signal
+  // watcher).
+  void Wait();
+  void Shutdown();
+
+ private:
+  Engine(const EngineOptions& o, Clock clock);
+  void WindowLoop();
+
+  EngineOptions options_;
+  std::string engine_id_;
+  Registry registry_;
+  Metrics metrics_;
+  std::unique_ptr<Store> store_;
+  std::vector<std::unique_ptr<Detector>> detectors_;
+  std::unique_ptr<IngestService> ingest_;
+  std::unique_ptr<QueryService> query_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+
+  std::mutex tick_mu_;  // one window step at a time
+  std::map<std::string, std::set<std::string>> busbw_ops_;  // job -> ops with a series
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::thread window_thread_;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_ENGINE_H_

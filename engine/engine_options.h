@@ -1,0 +1,45 @@
+// engine_options — xpu-engine's command-line flags and the start-up security
+// rules that depend on them.
+#ifndef XPU_ENGINE_ENGINE_OPTIONS_H_
+#define XPU_ENGINE_ENGINE_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace xpu::engine {
+
+struct EngineOptions {
+  std::string listen = "127.0.0.1:7441";
+  std::string metrics_addr = "127.0.0.1:9464";  // "off" disables the endpoint
+  std::string db = "./xpu-engine.db";
+  std::string token_file;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
+  double silent_after_s = 30;
+  double window_s = 10;
+  uint64_t max_receive_bytes = 64ull << 20;
+  uint64_t ring_records = 65536;  // recent records kept per rank
+  std::string log_level = "info";
+  bool help = false;
+};
+
+// Parses --flag=value and --flag value forms. Unknown flags are errors.
+absl::StatusOr<EngineOptions> ParseEngineFlags(const std::vector<std::string>& args);
+std::string EngineUsage();
+
+// True for 127.0.0.0/8, ::1, localhost and unix: sockets.
+bool IsLoopbackAddress(const std::string& host_port);
+// Refuses a non-loopback --listen without TLS or a token, a half-configured
+// TLS pair, or a client CA without TLS.
+absl::Status ValidateSecurity(const EngineOptions& o);
+// Reads a secret file and strips surrounding whitespace; empty is an error.
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const char* what);
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_ENGINE_OPTIONS_H_

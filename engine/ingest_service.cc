@@ -1,0 +1,316 @@
+#include "engine/ingest_service.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "engine/batch_decoder.h"
+#include "spdlog/spdlog.h"
+
+namespace xpu::engine {
+namespace {
+
+std::shared_ptr<spdlog::logger> Log() {
+  static auto log = [] {
+    auto l = spdlog::get("ingest");
+    return l ? l : spdlog::default_logger()->clone("ingest");
+  }();
+  return log;
+}
+
+// Lets one message through per second; used on per-record/per-batch paths.
+class RateLimit {
+ public:
+  bool Allow() {
+    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count();
+    int64_t last = last_ms_.load(std::memory_order_relaxed);
+    return now - last >= 1000 && last_ms_.compare_exchange_strong(last, now);
+  }
+
+ private:
+  std::atomic<int64_t> last_ms_{-1000000};
+};
+
+RateLimit g_unknown_sig_log;
+RateLimit g_reject_log;
+
+}  // namespace
+
+bool TokensEqual(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i % (b.empty() ? 1 : b.size())];
+  return diff == 0 && !b.empty();
+}
+
+struct IngestService::Session {
+  std::string daemon_id;
+  Stream_t* stream = nullptr;
+  std::mutex write_mu;  // serializes writes on `stream`
+  std::mutex pending_mu;
+  bool closed = false;  // guarded by pending_mu
+  struct Pending {
+    std::promise<absl::StatusOr<xpu::v1::CommandReply>> promise;
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::map<uint64_t, Pending> pending;
+};
+
+IngestService::IngestService(Registry& registry, Metrics& metrics, std::string token,
+                             std::string engine_id)
+    : registry_(registry), metrics_(metrics), token_(std::move(token)), engine_id_(std::move(engine_id)) {}
+
+grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream,
+                                      xpu::v1::DaemonHello* hello) {
+  xpu::v1::DaemonMessage first;
+  if (!stream->Read(&first)) {
+    metrics_.AddRejected("stream_aborted");
+    return grpc::Status(grpc::StatusCode::CANCELLED, "stream ended before DaemonHello");
+  }
+  if (!first.has_hello()) {
+    metrics_.AddRejected("no_hello");
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        "the first message of Ingest.Stream must be a DaemonHello");
+  }
+  *hello = first.hello();
+  if (hello->protocol_version() != kProtocolVersion) {
+    metrics_.AddRejected("protocol_version");
+    if (g_reject_log.Allow()) {
+      Log()->warn("daemon {} at {} speaks protocol_version {}; rejected", hello->daemon_id(),
+                  ctx->peer(), hello->protocol_version());
+    }
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                        absl::StrCat("unsupported protocol_version ", hello->protocol_version(),
+                                     "; this engine speaks protocol_version ", kProtocolVersion));
+  }
+  if (!token_.empty() && !TokensEqual(hello->token(), token_)) {
+    metrics_.AddRejected("token");
+    if (g_reject_log.Allow()) Log()->warn("daemon at {} presented a wrong token", ctx->peer());
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "DaemonHello.token does not match the engine's --token-file");
+  }
+  if (hello->daemon_id().empty() || hello->daemon_id().size() > 512) {
+    metrics_.AddRejected("hello_invalid");
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "DaemonHello.daemon_id must be 1..512 bytes");
+  }
+  xpu::v1::EngineMessage ack;
+  ack.mutable_ack()->set_accepted(true);
+  ack.mutable_ack()->set_engine_id(engine_id_);
+  if (!stream->Write(ack)) return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed during hello");
+  return grpc::Status::OK;
+}
+
+grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
+  xpu::v1::DaemonHello hello;
+  if (grpc::Status st = Handshake(ctx, stream, &hello); !st.ok()) return st;
+  const std::string daemon_id = hello.daemon_id();
+  auto session = std::make_shared<Session>();
+  session->daemon_id = daemon_id;
+  session->stream = stream;
+  {
+    std::lock_guard<std::mutex> l(sessions_mu_);
+    sessions_[daemon_id] = session;  // a reconnect replaces the old session
+  }
+  registry_.DaemonConnected(daemon_id, hello.host(), hello.version());
+  metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
+  Log()->info("daemon {} ({}, {}) connected from {}", daemon_id, hello.host(), hello.version(),
+              ctx->peer());
+
+  grpc::Status result = grpc::Status::OK;
+  xpu::v1::DaemonMessage msg;
+  while (true) {
+    if (!stream->Read(&msg)) {
+      if (ctx->IsCancelled()) {
+        // Includes messages over --max-receive-mb: gRPC rejects those with
+        // RESOURCE_EXHAUSTED before we see any byte.
+        metrics_.AddRejected("stream_aborted");
+        result = grpc::Status(grpc::StatusCode::CANCELLED, "stream aborted");
+      }
+      break;
+    }
+    switch (msg.msg_case()) {
+      case xpu::v1::DaemonMessage::kBatch:
+        result = HandleBatch(daemon_id, msg.batch());
+        break;
+      case xpu::v1::DaemonMessage::kHeartbeat:
+        registry_.DaemonSeen(daemon_id, 0, 0, 0);
+        break;
+      case xpu::v1::DaemonMessage::kReply:
+        registry_.DaemonSeen(daemon_id, 0, 0, 0);
+        HandleReply(*session, msg.reply());
+        break;
+      case xpu::v1::DaemonMessage::kHello:
+        metrics_.AddRejected("duplicate_hello");
+        result = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "DaemonHello may only be the first message of a stream");
+        break;
+      default:
+        metrics_.AddRejected("empty_message");
+        result = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "DaemonMessage without a payload");
+        break;
+    }
+    if (!result.ok()) break;
+  }
+
+  {
+    std::lock_guard<std::mutex> l(sessions_mu_);
+    auto it = sessions_.find(daemon_id);
+    if (it != sessions_.end() && it->second == session) {
+      sessions_.erase(it);
+      registry_.DaemonDisconnected(daemon_id);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> l(session->pending_mu);
+    session->closed = true;
+    for (auto& [id, p] : session->pending) {
+      p.promise.set_value(absl::UnavailableError(
+          absl::StrCat("daemon ", daemon_id, " disconnected before replying to command ", id)));
+    }
+    session->pending.clear();
+  }
+  {
+    // After this no SendCommand can touch the stream object gRPC is about to
+    // destroy.
+    std::lock_guard<std::mutex> l(session->write_mu);
+    session->stream = nullptr;
+  }
+  metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
+  Log()->info("daemon {} disconnected: {}", daemon_id, result.ok() ? "end of stream" : result.error_message());
+  return result;
+}
+
+grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu::v1::Batch& batch) {
+  // Validate the whole batch before applying any of it.
+  for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
+    absl::Status st = ValidateProcessBatch(pb);
+    if (!st.ok()) {
+      metrics_.AddRejected(pb.has_identity() ? "record_blob_size" : "no_identity");
+      if (g_reject_log.Allow()) Log()->warn("daemon {}: batch {}: {}", daemon_id, batch.batch_seq(), std::string(st.message()));
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("batch ", batch.batch_seq(), " rejected: ", st.message()));
+    }
+  }
+  thread_local std::vector<xpu_record_v1> records;
+  const uint64_t now = registry_.Now();
+  uint64_t total = 0;
+  for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
+    const xpu::v1::ProcessIdentity& id = pb.identity();
+    const std::string job_id = !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
+    std::shared_ptr<JobState> job = registry_.GetOrCreateJob(job_id, id.job_name());
+    DecodeStats stats;
+    uint64_t dropped_delta = 0;
+    {
+      std::lock_guard<std::mutex> l(job->mu());
+      ProcessState& p = job->GetOrCreateProcess(id, daemon_id, now);
+      records.clear();
+      // Cannot fail: validated above.
+      DecodeProcessBatch(pb, p.sigs, &records, &stats).IgnoreError();
+      for (const xpu::v1::Signature& s : pb.signatures()) {
+        if (const SignatureInfo* info = p.sigs.Find(s.id())) job->NoteSignature(p, *info);
+      }
+      job->ApplyRecords(p, records.data(), records.size(), now);
+      p.unknown_sig += stats.unknown_sig;
+      const uint64_t dropped_before = p.dropped;
+      job->ApplyCounters(p, pb, now);
+      if (p.dropped > dropped_before) dropped_delta = p.dropped - dropped_before;
+    }
+    total += stats.records;
+    if (stats.records) metrics_.AddIngestedRecords(job_id, stats.records);
+    if (dropped_delta) metrics_.AddDropped(job_id, dropped_delta);
+    if (stats.unknown_sig) {
+      metrics_.AddSkippedRecords(job_id, "unknown_sig", stats.unknown_sig);
+      if (g_unknown_sig_log.Allow()) {
+        Log()->warn("daemon {}: job {} rank {}: {} records name undefined signatures (skipped)",
+                    daemon_id, job_id, id.rank(), stats.unknown_sig);
+      }
+    }
+    if (stats.bad_signatures) metrics_.AddSkippedRecords(job_id, "bad_signature", stats.bad_signatures);
+  }
+  metrics_.AddBatch();
+  registry_.DaemonSeen(daemon_id, 1, total, batch.records_dropped());
+  return grpc::Status::OK;
+}
+
+void IngestService::HandleReply(Session& s, const xpu::v1::CommandReply& reply) {
+  std::lock_guard<std::mutex> l(s.pending_mu);
+  auto it = s.pending.find(reply.command_id());
+  if (it == s.pending.end()) return;  // late or unsolicited: ignore
+  it->second.promise.set_value(reply);
+  s.pending.erase(it);
+}
+
+CommandFuture IngestService::SendCommand(const std::string& daemon_id, xpu::v1::Command cmd) {
+  std::promise<absl::StatusOr<xpu::v1::CommandReply>> promise;
+  CommandFuture fut = promise.get_future();
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard<std::mutex> l(sessions_mu_);
+    auto it = sessions_.find(daemon_id);
+    if (it != sessions_.end()) s = it->second;
+  }
+  if (!s) {
+    promise.set_value(absl::NotFoundError(absl::StrCat("daemon ", daemon_id, " is not connected")));
+    return fut;
+  }
+  if (cmd.command_id() == 0) cmd.set_command_id(next_command_id_.fetch_add(1));
+  const uint64_t id = cmd.command_id();
+  {
+    std::lock_guard<std::mutex> l(s->pending_mu);
+    if (s->closed) {
+      promise.set_value(absl::UnavailableError(absl::StrCat("daemon ", daemon_id, " disconnected")));
+      return fut;
+    }
+    auto timeout = cmd.deadline_ms() > 0 ? std::chrono::milliseconds(cmd.deadline_ms())
+                                         : kDefaultCommandDeadline;
+    s->pending.emplace(id, Session::Pending{std::move(promise), std::chrono::steady_clock::now() + timeout});
+  }
+  xpu::v1::EngineMessage m;
+  *m.mutable_command() = std::move(cmd);
+  bool written = false;
+  {
+    std::lock_guard<std::mutex> l(s->write_mu);
+    if (s->stream != nullptr) written = s->stream->Write(m);
+  }
+  if (!written) {
+    std::lock_guard<std::mutex> l(s->pending_mu);
+    auto it = s->pending.find(id);
+    if (it != s->pending.end()) {
+      it->second.promise.set_value(absl::UnavailableError(absl::StrCat("cannot write to daemon ", daemon_id)));
+      s->pending.erase(it);
+    }
+  }
+  return fut;
+}
+
+void IngestService::FailAllPending(const absl::Status& why) {
+  std::lock_guard<std::mutex> l(sessions_mu_);
+  for (auto& [id, s] : sessions_) {
+    std::lock_guard<std::mutex> pl(s->pending_mu);
+    for (auto& [cid, p] : s->pending) p.promise.set_value(why);
+    s->pending.clear();
+  }
+}
+
+size_t IngestService::ExpirePending() {
+  const auto now = std::chrono::steady_clock::now();
+  size_t n = 0;
+  std::lock_guard<std::mutex> l(sessions_mu_);
+  for (auto& [id, s] : sessions_) {
+    std::lock_guard<std::mutex> pl(s->pending_mu);
+    for (auto it = s->pending.begin(); it != s->pending.end();) {
+      if (it->second.deadline > now) {
+        ++it;
+        continue;
+      }
+      it->second.promise.set_value(absl::DeadlineExceededError(
+          absl::StrCat("daemon ", id, " did not reply to command ", it->first, " in time")));
+      it = s->pending.erase(it);
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace xpu::engine

@@ -1,0 +1,84 @@
+// ingest_service — the Ingest.Stream endpoint: one long-lived bidirectional
+// stream per daemon.
+//
+// Protocol: the first message must be a DaemonHello with protocol_version 1
+// (else FAILED_PRECONDITION) and, when the engine has a token, the right
+// token (else UNAUTHENTICATED). Then Batch / Heartbeat / CommandReply
+// messages. A Batch is validated as a whole before any of it is applied; a
+// records blob whose size is not a multiple of 32 rejects the batch with
+// INVALID_ARGUMENT and closes the stream (the proto has no per-batch reply,
+// so closing is the only way the daemon learns of it; it reconnects).
+// Records naming a sig_id never defined are skipped and counted.
+//
+// Hot path: per ProcessBatch one registry lookup and one job lock; records
+// are memcpy'd out of the blob into a per-thread buffer and applied in bulk.
+// No per-record protobuf objects, no per-record logging.
+//
+// Threading: gRPC's sync server runs each stream on its own thread.
+// SendCommand may be called from any thread; it writes on the daemon's
+// stream under that session's write lock (gRPC allows one reader and one
+// writer concurrently).
+#ifndef XPU_ENGINE_INGEST_SERVICE_H_
+#define XPU_ENGINE_INGEST_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/metrics.h"
+#include "engine/registry.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+
+namespace xpu::engine {
+
+using CommandFuture = std::future<absl::StatusOr<xpu::v1::CommandReply>>;
+
+class IngestService final : public xpu::v1::Ingest::Service {
+ public:
+  // token empty = no token required.
+  IngestService(Registry& registry, Metrics& metrics, std::string token, std::string engine_id);
+
+  grpc::Status Stream(grpc::ServerContext* ctx,
+                      grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>* stream)
+      override;
+
+  // Sends `cmd` to the daemon's stream; the future resolves with its
+  // CommandReply, or an error when the daemon is not connected or its stream
+  // ends first. command_id is assigned when 0.
+  CommandFuture SendCommand(const std::string& daemon_id, xpu::v1::Command cmd);
+
+  // Ends every pending command (shutdown).
+  void FailAllPending(const absl::Status& why);
+  // Fails commands whose deadline passed (Command.deadline_ms, default
+  // kDefaultCommandDeadline); called by the window thread. Returns how many.
+  size_t ExpirePending();
+  static constexpr std::chrono::milliseconds kDefaultCommandDeadline{60000};
+
+ private:
+  struct Session;
+  using Stream_t = grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>;
+
+  grpc::Status Handshake(grpc::ServerContext* ctx, Stream_t* stream, xpu::v1::DaemonHello* hello);
+  grpc::Status HandleBatch(const std::string& daemon_id, const xpu::v1::Batch& batch);
+  void HandleReply(Session& s, const xpu::v1::CommandReply& reply);
+
+  Registry& registry_;
+  Metrics& metrics_;
+  const std::string token_;
+  const std::string engine_id_;
+  std::atomic<uint64_t> next_command_id_{1};
+  std::mutex sessions_mu_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_;
+};
+
+// Constant-time comparison of secrets.
+bool TokensEqual(const std::string& a, const std::string& b);
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_INGEST_SERVICE_H_

@@ -1,0 +1,293 @@
+// Ingest + Query through the real gRPC server, with a fake daemon client.
+#include "engine/ingest_service.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "engine/engine.h"
+#include "engine/testing/fake_daemon.h"
+
+namespace xpu::engine {
+namespace {
+
+using testing::FakeDaemon;
+using testing::RankBatch;
+using testing::TestOptions;
+using testing::WaitFor;
+
+class IngestTest : public ::testing::Test {
+ protected:
+  void StartEngine(EngineOptions o = TestOptions()) {
+    auto e = Engine::Start(o);
+    ASSERT_TRUE(e.ok()) << e.status();
+    engine_ = std::move(*e);
+    auto ch = grpc::CreateChannel("127.0.0.1:" + std::to_string(engine_->port()),
+                                  grpc::InsecureChannelCredentials());
+    query_ = xpu::v1::Query::NewStub(ch);
+  }
+  uint64_t RankRecords(const std::string& job, const std::string& key) {
+    auto j = engine_->registry().FindJob(job);
+    if (!j) return 0;
+    std::lock_guard<std::mutex> l(j->mu());
+    auto it = j->processes().find(key);
+    return it == j->processes().end() ? 0 : it->second->records;
+  }
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<xpu::v1::Query::Stub> query_;
+};
+
+TEST_F(IngestTest, AcceptsBatchesAndAnswersQueries) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  ASSERT_TRUE(d.Send(RankBatch("job1", 0, 100, true, 1)));
+  ASSERT_TRUE(d.Send(RankBatch("job1", 1, 50, true, 2)));
+  ASSERT_TRUE(d.Send(RankBatch("job1", 0, 10, false, 3)));  // signatures sent once
+  ASSERT_TRUE(d.Finish().ok());
+  ASSERT_TRUE(WaitFor([&] { return RankRecords("job1", "rank:0") == 110; }));
+  EXPECT_EQ(RankRecords("job1", "rank:1"), 50u);
+
+  grpc::ClientContext c1;
+  xpu::v1::RanksRequest rreq;
+  rreq.set_job("job1");
+  xpu::v1::RanksReply ranks;
+  ASSERT_TRUE(query_->Ranks(&c1, rreq, &ranks).ok());
+  ASSERT_EQ(ranks.ranks_size(), 2);
+  EXPECT_EQ(ranks.ranks(0).rank(), 0);
+  EXPECT_EQ(ranks.ranks(0).records(), 110u);
+  EXPECT_EQ(ranks.ranks(0).signatures(), 1u);
+  EXPECT_EQ(ranks.ranks(1).records(), 50u);
+  EXPECT_EQ(ranks.ranks(1).liveness(), "alive");
+
+  grpc::ClientContext c2;
+  xpu::v1::StatusReply status;
+  ASSERT_TRUE(query_->Status(&c2, xpu::v1::StatusRequest(), &status).ok());
+  ASSERT_EQ(status.daemons_size(), 1);
+  EXPECT_EQ(status.daemons(0).daemon_id(), "d1");
+  EXPECT_EQ(status.daemons(0).batches(), 3u);
+  EXPECT_EQ(status.records_total(), 160u);
+  ASSERT_EQ(status.jobs_size(), 1);
+  EXPECT_EQ(status.jobs(0).records(), 160u);
+
+  grpc::ClientContext c3;
+  rreq.set_job("nope");
+  EXPECT_EQ(query_->Ranks(&c3, rreq, &ranks).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(IngestTest, WrongProtocolVersionIsRejected) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  EXPECT_FALSE(d.Hello(2));
+  grpc::Status st = d.FinishAfterClose();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(st.error_message().find("protocol_version 2"), std::string::npos) << st.error_message();
+  EXPECT_EQ(engine_->metrics().Rejected("protocol_version"), 1);
+}
+
+TEST_F(IngestTest, FirstMessageMustBeHello) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Send(RankBatch("j", 0, 1, true)));
+  grpc::Status st = d.FinishAfterClose();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(IngestTest, BadBlobRejectsWholeBatchAndClosesStream) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  xpu::v1::Batch b = RankBatch("job1", 0, 10, true, 7);
+  xpu::v1::Batch bad = RankBatch("job1", 1, 10, true, 7);
+  bad.mutable_processes(0)->mutable_records()->append("xyz");
+  *b.add_processes() = bad.processes(0);
+  ASSERT_TRUE(d.Send(b));
+  grpc::Status st = d.FinishAfterClose();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("batch 7"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("not a multiple of 32"), std::string::npos);
+  EXPECT_EQ(engine_->metrics().Rejected("record_blob_size"), 1);
+  EXPECT_EQ(RankRecords("job1", "rank:0"), 0u) << "nothing of a rejected batch is applied";
+}
+
+TEST_F(IngestTest, UnknownSigIdsAreSkippedAndCounted) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  xpu::v1::Batch b = RankBatch("job1", 0, 10, true);
+  AppendRecords(b.mutable_processes(0), {MakeRecord(5, 1, 1, 1), MakeRecord(6, 1, 1, 1)});
+  ASSERT_TRUE(d.Send(b));
+  ASSERT_TRUE(d.Finish().ok());
+  ASSERT_TRUE(WaitFor([&] { return RankRecords("job1", "rank:0") == 10; }));
+  std::string text = engine_->metrics().Render();
+  EXPECT_NE(text.find("xpu_ingest_records_skipped_total{job=\"job1\",reason=\"unknown_sig\"} 2"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(IngestTest, TokenRequiredWhenConfigured) {
+  EngineOptions o = TestOptions();
+  o.token_file = testing::TempPath("token");
+  std::ofstream(o.token_file) << "s3cret\n";
+  StartEngine(o);
+  {
+    FakeDaemon d(engine_->port(), "d1");
+    EXPECT_FALSE(d.Hello(1, "wrong"));
+    EXPECT_EQ(d.FinishAfterClose().error_code(), grpc::StatusCode::UNAUTHENTICATED);
+    EXPECT_EQ(engine_->metrics().Rejected("token"), 1);
+  }
+  {
+    FakeDaemon d(engine_->port(), "d2");
+    EXPECT_TRUE(d.Hello(1, "s3cret"));
+    EXPECT_TRUE(d.Finish().ok());
+  }
+  grpc::ClientContext c1;
+  xpu::v1::StatusReply status;
+  EXPECT_EQ(query_->Status(&c1, xpu::v1::StatusRequest(), &status).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext c2;
+  c2.AddMetadata(kTokenMetadataKey, "s3cret");
+  EXPECT_TRUE(query_->Status(&c2, xpu::v1::StatusRequest(), &status).ok());
+}
+
+TEST_F(IngestTest, OversizedMessageIsRejectedAndCounted) {
+  EngineOptions o = TestOptions();
+  o.max_receive_bytes = 1 << 20;
+  StartEngine(o);
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  d.Send(RankBatch("job1", 0, (2 << 20) / 32, true));  // 2 MiB of records
+  grpc::Status st = d.FinishAfterClose();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
+  EXPECT_TRUE(WaitFor([&] { return engine_->metrics().Rejected("stream_aborted") >= 1; }));
+  EXPECT_EQ(RankRecords("job1", "rank:0"), 0u);
+}
+
+TEST_F(IngestTest, CommandsRoundTripToTheDaemon) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  ASSERT_TRUE(WaitFor([&] { return engine_->registry().DaemonsConnected() == 1; }));
+  xpu::v1::Command cmd;
+  cmd.set_kind("history");
+  cmd.set_job("job1");
+  CommandFuture fut = engine_->SendCommand("d1", cmd);
+  xpu::v1::EngineMessage m;
+  ASSERT_TRUE(d.Read(&m));
+  ASSERT_TRUE(m.has_command());
+  EXPECT_EQ(m.command().kind(), "history");
+  EXPECT_NE(m.command().command_id(), 0u);
+  xpu::v1::DaemonMessage reply;
+  reply.mutable_reply()->set_command_id(m.command().command_id());
+  reply.mutable_reply()->set_ok(true);
+  reply.mutable_reply()->set_payload("dump");
+  ASSERT_TRUE(d.Send(reply));
+  ASSERT_EQ(fut.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  absl::StatusOr<xpu::v1::CommandReply> r = fut.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->payload(), "dump");
+
+  // A command pending when the daemon goes away fails instead of hanging.
+  CommandFuture lost = engine_->SendCommand("d1", cmd);
+  ASSERT_TRUE(d.Finish().ok());
+  ASSERT_EQ(lost.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_EQ(lost.get().status().code(), absl::StatusCode::kUnavailable);
+
+  EXPECT_EQ(engine_->SendCommand("nobody", cmd).get().status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(IngestTest, UnansweredCommandExpires) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  ASSERT_TRUE(WaitFor([&] { return engine_->registry().DaemonsConnected() == 1; }));
+  xpu::v1::Command cmd;
+  cmd.set_kind("stacks");
+  cmd.set_deadline_ms(1);
+  CommandFuture fut = engine_->SendCommand("d1", cmd);
+  xpu::v1::EngineMessage m;
+  ASSERT_TRUE(d.Read(&m));  // delivered, never answered
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  engine_->TickWindow();
+  ASSERT_EQ(fut.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  EXPECT_EQ(fut.get().status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(d.Finish().ok());
+}
+
+TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  // 2 ranks, allreduce of 2^20 f32 (4 MiB); rank 1 starts 100 us late; both
+  // end at 1100 us -> last-arrival time 1 ms; busbw = 4 MiB * 2*(1/2) / 1 ms.
+  for (int rank = 0; rank < 2; ++rank) {
+    xpu::v1::Batch b;
+    xpu::v1::ProcessBatch* pb = b.add_processes();
+    SetIdentity(pb, "jobC", rank, "h", 10 + rank);
+    *pb->add_signatures() = MakeCollectiveSignature(3, XPU_OP_ALLREDUCE, 1 << 20, XPU_DT_F32, 99, rank, 2);
+    const uint64_t start = rank == 0 ? 0 : 100000;
+    AppendRecords(pb, {MakeRecord(3, start, static_cast<uint32_t>(1100000 - start), 1)});
+    ASSERT_TRUE(d.Send(b));
+  }
+  ASSERT_TRUE(d.Finish().ok());
+  ASSERT_TRUE(WaitFor([&] { return RankRecords("jobC", "rank:1") == 1; }));
+  engine_->TickWindow();
+  std::string text = engine_->metrics().Render();
+  EXPECT_NE(text.find("xpu_collective_busbw_bytes_per_second{job=\"jobC\",op=\"allreduce\"} 4194304000"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("xpu_ingest_records_total{job=\"jobC\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("xpu_job_ranks{job=\"jobC\",state=\"alive\"} 2"), std::string::npos) << text;
+  // No collective completed in the next window: the series goes away
+  // instead of showing a stale figure.
+  engine_->TickWindow();
+  EXPECT_EQ(engine_->metrics().Render().find("op=\"allreduce\""), std::string::npos);
+}
+
+TEST_F(IngestTest, RefusesNonLoopbackWithoutProtection) {
+  EngineOptions o = TestOptions();
+  o.listen = "0.0.0.0:0";
+  auto e = Engine::Start(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("refusing to listen"), std::string::npos);
+}
+
+TEST_F(IngestTest, WindowTickDiagnosesSilentRankAndPersists) {
+  std::atomic<uint64_t> now{5000ull * 1000000000ull};
+  EngineOptions o = TestOptions();
+  o.silent_after_s = 30;
+  {
+    auto e = Engine::Start(o, [&] { return now.load(); });
+    ASSERT_TRUE(e.ok()) << e.status();
+    FakeDaemon d((*e)->port(), "d1");
+    ASSERT_TRUE(d.Hello());
+    ASSERT_TRUE(d.Send(RankBatch("jobS", 0, 5, true)));
+    ASSERT_TRUE(d.Send(RankBatch("jobS", 1, 5, true)));
+    ASSERT_TRUE(d.Finish().ok());
+    ASSERT_TRUE(WaitFor([&] { return (*e)->registry().JobSummaries(false).size() == 1 &&
+                                     (*e)->registry().JobSummaries(false)[0].records == 10; }));
+    EXPECT_TRUE((*e)->TickWindow().empty());
+    now += 60ull * 1000000000ull;
+    std::vector<Diagnosis> diags = (*e)->TickWindow();
+    ASSERT_EQ(diags.size(), 1u);
+    EXPECT_EQ(diags[0].kind, "rank_silent");
+    EXPECT_EQ(diags[0].ranks.size(), 2u);
+    EXPECT_EQ(diags[0].severity, Severity::kCritical);
+    ASSERT_TRUE((*e)->store().Flush().ok());
+  }
+  // Restart on the same database: the job is history now.
+  auto e2 = Engine::Start(o, [&] { return now.load(); });
+  ASSERT_TRUE(e2.ok()) << e2.status();
+  auto all = (*e2)->registry().JobSummaries(true);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].job, "jobS");
+  EXPECT_EQ(all[0].records, 10u);
+  EXPECT_EQ(all[0].state, "finished");
+  EXPECT_TRUE((*e2)->registry().JobSummaries(false).empty());
+  auto diags = (*e2)->store().LoadDiagnoses("jobS");
+  ASSERT_TRUE(diags.ok());
+  EXPECT_EQ(diags->size(), 1u);
+}
+
+}  // namespace
+}  // namespace xpu::engine

@@ -1,0 +1,45 @@
+// xpu-engine: parses flags, starts the Engine, waits for SIGINT/SIGTERM.
+#include <signal.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "engine/engine.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  absl::StatusOr<xpu::engine::EngineOptions> opts = xpu::engine::ParseEngineFlags(args);
+  if (!opts.ok()) {
+    std::fprintf(stderr, "xpu-engine: %s\n", std::string(opts.status().message()).c_str());
+    return 2;
+  }
+  if (opts->help) {
+    std::fputs(xpu::engine::EngineUsage().c_str(), stdout);
+    return 0;
+  }
+  spdlog::set_level(spdlog::level::from_str(opts->log_level));
+
+  // Block the signals before any thread starts so that only the watcher
+  // below receives them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  absl::StatusOr<std::unique_ptr<xpu::engine::Engine>> engine = xpu::engine::Engine::Start(*opts);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "xpu-engine: %s\n", std::string(engine.status().message()).c_str());
+    return 1;
+  }
+  std::thread watcher([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    spdlog::info("signal {}: shutting down", sig);
+    (*engine)->Shutdown();
+  });
+  (*engine)->Wait();
+  watcher.join();
+  return 0;
+}

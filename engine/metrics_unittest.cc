@@ -1,0 +1,88 @@
+#include "engine/metrics.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+namespace xpu::engine {
+namespace {
+
+// Minimal HTTP/1.1 GET over a socket; returns status line + headers + body.
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  std::string req = "GET " + path + " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  if (send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
+    close(fd);
+    return "";
+  }
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+TEST(MetricsTest, ServesMetricsAndHealthz) {
+  Metrics m;
+  ASSERT_TRUE(m.Serve("127.0.0.1:0").ok());
+  ASSERT_GT(m.port(), 0);
+  m.AddIngestedRecords("job-a", 4096);
+  m.AddIngestedRecords("job-a", 4);
+  m.AddBatch();
+  m.AddRejected("protocol_version");
+  m.AddRejected("protocol_version");
+  m.AddDropped("job-a", 3);
+  m.SetDaemonsConnected(2);
+  m.SetJobRanks("job-a", "alive", 8);
+  m.SetRankLastRecordAge("job-a", "3", 1.5);
+  m.SetCollectiveBusBw("job-a", "allreduce", 1.25e11);
+
+  std::string resp = HttpGet(m.port(), "/metrics");
+  ASSERT_NE(resp.find("200 OK"), std::string::npos) << resp;
+  for (const char* want : {
+           "xpu_ingest_records_total{job=\"job-a\"} 4100",
+           "xpu_ingest_batches_total 1",
+           "xpu_ingest_rejected_total{reason=\"protocol_version\"} 2",
+           "xpu_records_dropped_total{job=\"job-a\"} 3",
+           "xpu_daemons_connected 2",
+           "xpu_job_ranks{job=\"job-a\",state=\"alive\"} 8",
+           "xpu_rank_last_record_age_seconds{job=\"job-a\",rank=\"3\"} 1.5",
+           "xpu_collective_busbw_bytes_per_second{job=\"job-a\",op=\"allreduce\"} 125000000000",
+           "# TYPE xpu_ingest_records_total counter",
+       }) {
+    EXPECT_NE(resp.find(want), std::string::npos) << "missing: " << want << "\n" << resp;
+  }
+  EXPECT_DOUBLE_EQ(m.RejectedTotal(), 2);
+
+  m.RemoveCollectiveBusBw("job-a", "allreduce");
+  EXPECT_EQ(HttpGet(m.port(), "/metrics").find("op=\"allreduce\""), std::string::npos);
+
+  std::string health = HttpGet(m.port(), "/healthz");
+  EXPECT_NE(health.find("200 OK"), std::string::npos) << health;
+  EXPECT_NE(health.find("\r\n\r\nok\n"), std::string::npos) << health;
+}
+
+TEST(MetricsTest, BindFailureIsAStatus) {
+  Metrics a;
+  ASSERT_TRUE(a.Serve("127.0.0.1:0").ok());
+  Metrics b;
+  absl::Status st = b.Serve("127.0.0.1:" + std::to_string(a.port()));
+  EXPECT_FALSE(st.ok());
+}
+
+}  // namespace
+}  // namespace xpu::engine

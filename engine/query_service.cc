@@ -1,0 +1,122 @@
+#include "engine/query_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/ingest_service.h"
+
+namespace xpu::engine {
+namespace {
+
+void FillJob(const JobSummary& s, xpu::v1::JobInfo* j) {
+  j->set_job(s.job);
+  j->set_job_name(s.job_name);
+  j->set_ranks(s.ranks);
+  j->set_ranks_alive(s.ranks_alive);
+  j->set_first_seen_ns(s.first_seen_ns);
+  j->set_last_seen_ns(s.last_seen_ns);
+  j->set_records(s.records);
+  j->set_state(s.state);
+}
+
+}  // namespace
+
+QueryService::QueryService(Registry& registry, Metrics& metrics, Store* store, std::string token,
+                           std::string engine_id, std::string version, uint64_t start_ns)
+    : registry_(registry),
+      metrics_(metrics),
+      store_(store),
+      token_(std::move(token)),
+      engine_id_(std::move(engine_id)),
+      version_(std::move(version)),
+      start_ns_(start_ns) {}
+
+grpc::Status QueryService::CheckToken(grpc::ServerContext* ctx) const {
+  if (token_.empty()) return grpc::Status::OK;
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(kTokenMetadataKey);
+  if (it == md.end() || !TokensEqual(std::string(it->second.data(), it->second.size()), token_)) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this engine requires a token (xpu --token-file)");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::Status(grpc::ServerContext* ctx, const xpu::v1::StatusRequest*,
+                                  xpu::v1::StatusReply* reply) {
+  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  const uint64_t now = registry_.Now();
+  reply->set_engine_id(engine_id_);
+  reply->set_version(version_);
+  reply->set_uptime_s(now > start_ns_ ? (now - start_ns_) / 1000000000ull : 0);
+  uint64_t records = 0;
+  for (const DaemonState& d : registry_.Daemons()) {
+    xpu::v1::DaemonInfo* di = reply->add_daemons();
+    di->set_daemon_id(d.daemon_id);
+    di->set_host(d.host);
+    di->set_connected(d.connected);
+    di->set_last_seen_ns(d.last_seen_ns);
+    di->set_batches(d.batches);
+    di->set_records(d.records);
+    di->set_records_dropped(d.records_dropped);
+    records += d.records;
+  }
+  for (const JobSummary& s : registry_.JobSummaries(/*include_finished=*/false)) {
+    FillJob(s, reply->add_jobs());
+  }
+  reply->set_records_total(records);
+  reply->set_rejected_total(static_cast<uint64_t>(metrics_.RejectedTotal()));
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::Jobs(grpc::ServerContext* ctx, const xpu::v1::JobsRequest* req,
+                                xpu::v1::JobsReply* reply) {
+  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  for (const JobSummary& s : registry_.JobSummaries(req->include_finished())) {
+    FillJob(s, reply->add_jobs());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksRequest* req,
+                                 xpu::v1::RanksReply* reply) {
+  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  reply->set_job(req->job());
+  std::shared_ptr<JobState> job = registry_.FindJob(req->job());
+  if (job) {
+    std::lock_guard<std::mutex> l(job->mu());
+    for (const auto& [key, p] : job->processes()) {
+      xpu::v1::RankInfo* r = reply->add_ranks();
+      r->set_rank(p->identity.rank());
+      r->set_host(p->identity.host());
+      r->set_pid(p->identity.pid());
+      r->set_local_rank(p->identity.local_rank());
+      r->set_liveness(std::string(LivenessName(p->liveness)));
+      r->set_last_record_ns(p->last_record_ns);
+      r->set_last_seen_ns(p->last_seen_ns);
+      r->set_records(p->records);
+      r->set_dropped(p->dropped);
+      r->set_signatures(p->sigs.size());
+      *r->mutable_counters() = p->counters;
+    }
+    return grpc::Status::OK;
+  }
+  if (store_ != nullptr) {
+    absl::StatusOr<std::vector<RankRow>> rows = store_->LoadRanks(req->job());
+    if (!rows.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rows.status().message()));
+    for (const RankRow& row : *rows) {
+      xpu::v1::RankInfo* r = reply->add_ranks();
+      r->set_rank(row.rank);
+      r->set_host(row.host);
+      r->set_pid(row.pid);
+      r->set_local_rank(row.local_rank);
+      r->set_liveness(row.liveness);
+      r->set_last_record_ns(row.last_record_ns);
+      r->set_last_seen_ns(row.last_seen_ns);
+      r->set_records(row.records);
+      r->set_dropped(row.dropped);
+    }
+    if (!rows->empty()) return grpc::Status::OK;
+  }
+  return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", req->job(), "'"));
+}
+
+}  // namespace xpu::engine

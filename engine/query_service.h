@@ -1,0 +1,49 @@
+// query_service — the Query endpoint the CLI talks to: Status, Jobs, Ranks.
+// Read-only; answers from the registry (live) and the store (history).
+//
+// Authentication: when the engine has a token, calls must carry it in the
+// "x-xpu-token" metadata entry (else UNAUTHENTICATED).
+// Thread-safety: handlers run concurrently; everything they touch is
+// thread-safe.
+#ifndef XPU_ENGINE_QUERY_SERVICE_H_
+#define XPU_ENGINE_QUERY_SERVICE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "engine/metrics.h"
+#include "engine/registry.h"
+#include "engine/store.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+
+namespace xpu::engine {
+
+inline constexpr char kTokenMetadataKey[] = "x-xpu-token";
+
+class QueryService final : public xpu::v1::Query::Service {
+ public:
+  QueryService(Registry& registry, Metrics& metrics, Store* store, std::string token,
+               std::string engine_id, std::string version, uint64_t start_ns);
+
+  grpc::Status Status(grpc::ServerContext* ctx, const xpu::v1::StatusRequest* req,
+                      xpu::v1::StatusReply* reply) override;
+  grpc::Status Jobs(grpc::ServerContext* ctx, const xpu::v1::JobsRequest* req,
+                    xpu::v1::JobsReply* reply) override;
+  grpc::Status Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksRequest* req,
+                     xpu::v1::RanksReply* reply) override;
+
+ private:
+  grpc::Status CheckToken(grpc::ServerContext* ctx) const;
+
+  Registry& registry_;
+  Metrics& metrics_;
+  Store* store_;  // may be null
+  const std::string token_;
+  const std::string engine_id_;
+  const std::string version_;
+  const uint64_t start_ns_;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_QUERY_SERVICE_H_

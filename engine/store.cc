@@ -1,0 +1,447 @@
+#include "engine/store.h"
+
+#include <sqlite3.h>
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "spdlog/spdlog.h"
+
+namespace xpu::engine {
+namespace {
+
+// Append-only list of schema steps; step i brings the schema to version i+1.
+const char* const kMigrations[] = {
+    R"sql(
+CREATE TABLE jobs (
+  job TEXT PRIMARY KEY, job_name TEXT NOT NULL, first_seen_ns INTEGER NOT NULL,
+  last_seen_ns INTEGER NOT NULL, ranks INTEGER NOT NULL, records INTEGER NOT NULL,
+  state TEXT NOT NULL);
+CREATE TABLE ranks (
+  job TEXT NOT NULL, key TEXT NOT NULL, rank INTEGER NOT NULL, host TEXT NOT NULL,
+  pid INTEGER NOT NULL, local_rank INTEGER NOT NULL, liveness TEXT NOT NULL,
+  records INTEGER NOT NULL, dropped INTEGER NOT NULL, last_record_ns INTEGER NOT NULL,
+  last_seen_ns INTEGER NOT NULL, PRIMARY KEY (job, key));
+CREATE TABLE daemons (
+  daemon_id TEXT PRIMARY KEY, host TEXT NOT NULL, version TEXT NOT NULL,
+  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL, batches INTEGER NOT NULL,
+  records INTEGER NOT NULL, records_dropped INTEGER NOT NULL);
+CREATE TABLE window_summaries (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, window_end_ns INTEGER NOT NULL,
+  records INTEGER NOT NULL, kernels INTEGER NOT NULL, gemms INTEGER NOT NULL,
+  collectives INTEGER NOT NULL, memcpys INTEGER NOT NULL, syncs INTEGER NOT NULL,
+  host_events INTEGER NOT NULL, other INTEGER NOT NULL, PRIMARY KEY (job, window_start_ns));
+CREATE TABLE window_gemm (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, signature TEXT NOT NULL,
+  count INTEGER NOT NULL, total_ns INTEGER NOT NULL, flops REAL NOT NULL, tflops REAL NOT NULL,
+  PRIMARY KEY (job, window_start_ns, signature));
+CREATE TABLE window_collective (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, op TEXT NOT NULL,
+  count INTEGER NOT NULL, bus_bytes REAL NOT NULL, seconds REAL NOT NULL,
+  busbw_bytes_per_second REAL NOT NULL, PRIMARY KEY (job, window_start_ns, op));
+CREATE TABLE diagnoses (
+  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, team TEXT NOT NULL,
+  severity TEXT NOT NULL, ranks TEXT NOT NULL, hosts TEXT NOT NULL, evidence TEXT NOT NULL,
+  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
+  PRIMARY KEY (job, kind, subject));
+)sql",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVersion,
+              "kSchemaVersion must equal the number of migration steps");
+
+std::shared_ptr<spdlog::logger> Log() {
+  static auto log = [] {
+    auto l = spdlog::get("store");
+    return l ? l : spdlog::default_logger()->clone("store");
+  }();
+  return log;
+}
+
+absl::Status SqlError(sqlite3* db, absl::string_view what) {
+  return absl::InternalError(absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db)));
+}
+
+absl::Status Exec(sqlite3* db, const char* sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return absl::InternalError(absl::StrCat("sqlite: ", msg));
+  }
+  return absl::OkStatus();
+}
+
+// Minimal RAII prepared statement with 1-based positional binds.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) s_ = nullptr;
+  }
+  ~Stmt() { sqlite3_finalize(s_); }
+  bool ok() const { return s_ != nullptr; }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, uint64_t v) { return Bind(i, static_cast<int64_t>(v)); }
+  Stmt& Bind(int i, int32_t v) { return Bind(i, static_cast<int64_t>(v)); }
+  Stmt& Bind(int i, uint32_t v) { return Bind(i, static_cast<int64_t>(v)); }
+  Stmt& Bind(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, std::string_view v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  // SQLITE_ROW -> true; SQLITE_DONE -> false; errors -> status.
+  absl::StatusOr<bool> Step() {
+    int rc = sqlite3_step(s_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    return SqlError(db_, "step");
+  }
+  absl::Status Run() {
+    absl::StatusOr<bool> r = Step();
+    return r.ok() ? absl::OkStatus() : r.status();
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
+  double Real(int col) { return sqlite3_column_double(s_, col); }
+  std::string Text(int col) {
+    const unsigned char* t = sqlite3_column_text(s_, col);
+    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* s_ = nullptr;
+};
+
+absl::StatusOr<sqlite3*> OpenDb(const std::string& path) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                      nullptr) != SQLITE_OK) {
+    absl::Status st = absl::UnavailableError(
+        absl::StrCat("cannot open database ", path, ": ", db ? sqlite3_errmsg(db) : "out of memory"));
+    sqlite3_close(db);
+    return st;
+  }
+  sqlite3_busy_timeout(db, 5000);
+  return db;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  std::unique_ptr<Store> s(new Store());
+  absl::StatusOr<sqlite3*> w = OpenDb(path);
+  if (!w.ok()) return w.status();
+  s->write_db_ = *w;
+  if (auto st = Exec(s->write_db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !st.ok()) {
+    return st;
+  }
+  if (auto st = Exec(s->write_db_,
+                     "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);");
+      !st.ok()) {
+    return st;
+  }
+  absl::StatusOr<int> v = s->SchemaVersionOn(s->write_db_);
+  if (!v.ok()) return v.status();
+  if (*v > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " has schema version ", *v, ", newer than this engine's ",
+        kSchemaVersion, "; use a newer xpu-engine or another --db"));
+  }
+  for (int step = *v; step < kSchemaVersion; ++step) {
+    std::string sql = absl::StrCat("BEGIN;", kMigrations[step], "DELETE FROM schema_version;",
+                                   "INSERT INTO schema_version VALUES (", step + 1, ");COMMIT;");
+    if (auto st = Exec(s->write_db_, sql.c_str()); !st.ok()) {
+      Exec(s->write_db_, "ROLLBACK;").IgnoreError();
+      return absl::InternalError(absl::StrCat("migrating ", path, " to schema ", step + 1, ": ",
+                                              st.message()));
+    }
+  }
+  absl::StatusOr<sqlite3*> r = OpenDb(path);
+  if (!r.ok()) return r.status();
+  s->read_db_ = *r;
+  s->writer_ = std::thread([p = s.get()] { p->WriterLoop(); });
+  return s;
+}
+
+Store::~Store() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  sqlite3_close(read_db_);
+  sqlite3_close(write_db_);
+}
+
+absl::StatusOr<int> Store::SchemaVersionOn(sqlite3* db) {
+  Stmt q(db, "SELECT MAX(version) FROM schema_version;");
+  if (!q.ok()) return SqlError(db, "schema_version");
+  absl::StatusOr<bool> row = q.Step();
+  if (!row.ok()) return row.status();
+  return *row ? static_cast<int>(q.Int(0)) : 0;
+}
+
+absl::StatusOr<int> Store::SchemaVersion() {
+  std::lock_guard<std::mutex> l(read_mu_);
+  return SchemaVersionOn(read_db_);
+}
+
+void Store::Enqueue(Op op) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    queue_.push_back(std::move(op));
+    ++enqueued_;
+  }
+  cv_.notify_one();
+}
+void Store::EnqueueJob(const JobSummary& j) { Enqueue(j); }
+void Store::EnqueueRank(const RankRow& r) { Enqueue(r); }
+void Store::EnqueueDaemon(const DaemonState& d) { Enqueue(d); }
+void Store::EnqueueWindow(const WindowSummaryRow& w) { Enqueue(w); }
+void Store::EnqueueDiagnosis(const Diagnosis& d) { Enqueue(d); }
+
+absl::Status Store::Flush() {
+  std::unique_lock<std::mutex> l(mu_);
+  const uint64_t target = enqueued_;
+  cv_.notify_one();
+  done_cv_.wait(l, [&] { return committed_ >= target || stop_; });
+  absl::Status st = error_;
+  error_ = absl::OkStatus();
+  return st;
+}
+
+void Store::WriterLoop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (true) {
+    cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty() && stop_) break;
+    std::vector<Op> ops;
+    ops.swap(queue_);
+    l.unlock();
+    absl::Status st = Write(ops);
+    if (!st.ok()) Log()->error("dropping {} queued rows: {}", ops.size(), std::string(st.message()));
+    l.lock();
+    if (!st.ok() && error_.ok()) error_ = st;
+    committed_ += ops.size();
+    done_cv_.notify_all();
+  }
+  done_cv_.notify_all();
+}
+
+absl::Status Store::Write(const std::vector<Op>& ops) {
+  sqlite3* db = write_db_;
+  if (auto st = Exec(db, "BEGIN;"); !st.ok()) return st;
+  absl::Status st;
+  for (const Op& op : ops) {
+    if (const auto* j = std::get_if<JobSummary>(&op)) {
+      Stmt s(db,
+             "INSERT INTO jobs VALUES (?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(job) DO UPDATE SET "
+             "job_name=?2, first_seen_ns=MIN(first_seen_ns,?3), last_seen_ns=?4, ranks=?5, "
+             "records=?6, state=?7;");
+      st = s.Bind(1, j->job).Bind(2, j->job_name).Bind(3, j->first_seen_ns).Bind(4, j->last_seen_ns)
+               .Bind(5, j->ranks).Bind(6, j->records).Bind(7, j->state).Run();
+    } else if (const auto* r = std::get_if<RankRow>(&op)) {
+      Stmt s(db, "INSERT OR REPLACE INTO ranks VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
+      st = s.Bind(1, r->job).Bind(2, r->key).Bind(3, r->rank).Bind(4, r->host).Bind(5, r->pid)
+               .Bind(6, r->local_rank).Bind(7, r->liveness).Bind(8, r->records).Bind(9, r->dropped)
+               .Bind(10, r->last_record_ns).Bind(11, r->last_seen_ns).Run();
+    } else if (const auto* d = std::get_if<DaemonState>(&op)) {
+      Stmt s(db, "INSERT OR REPLACE INTO daemons VALUES (?1,?2,?3,?4,?5,?6,?7,?8);");
+      st = s.Bind(1, d->daemon_id).Bind(2, d->host).Bind(3, d->version).Bind(4, d->first_seen_ns)
+               .Bind(5, d->last_seen_ns).Bind(6, d->batches).Bind(7, d->records)
+               .Bind(8, d->records_dropped).Run();
+    } else if (const auto* w = std::get_if<WindowSummaryRow>(&op)) {
+      Stmt s(db, "INSERT OR REPLACE INTO window_summaries VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
+      st = s.Bind(1, w->job).Bind(2, w->window_start_ns).Bind(3, w->window_end_ns).Bind(4, w->records)
+               .Bind(5, w->kinds.kernel).Bind(6, w->kinds.gemm).Bind(7, w->kinds.collective)
+               .Bind(8, w->kinds.memcpy).Bind(9, w->kinds.sync).Bind(10, w->kinds.host)
+               .Bind(11, w->kinds.other).Run();
+      for (const GemmWindowRow& g : w->gemm) {
+        if (!st.ok()) break;
+        Stmt sg(db, "INSERT OR REPLACE INTO window_gemm VALUES (?1,?2,?3,?4,?5,?6,?7);");
+        st = sg.Bind(1, w->job).Bind(2, w->window_start_ns).Bind(3, g.signature).Bind(4, g.count)
+                 .Bind(5, g.total_ns).Bind(6, g.flops).Bind(7, g.Tflops()).Run();
+      }
+      for (const CollectiveWindowRow& c : w->collectives) {
+        if (!st.ok()) break;
+        Stmt sc(db, "INSERT OR REPLACE INTO window_collective VALUES (?1,?2,?3,?4,?5,?6,?7);");
+        st = sc.Bind(1, w->job).Bind(2, w->window_start_ns).Bind(3, c.op).Bind(4, c.bw.count)
+                 .Bind(5, c.bw.bus_bytes).Bind(6, c.bw.seconds).Bind(7, c.bw.BusBw()).Run();
+      }
+    } else if (const auto* g = std::get_if<Diagnosis>(&op)) {
+      Stmt s(db,
+             "INSERT INTO diagnoses VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
+             "ON CONFLICT(job,kind,subject) DO UPDATE SET team=?4, severity=?5, ranks=?6, "
+             "hosts=?7, evidence=?8, first_seen_ns=MIN(first_seen_ns,?9), last_seen_ns=?10;");
+      st = s.Bind(1, g->job).Bind(2, g->kind).Bind(3, g->subject).Bind(4, TeamName(g->team))
+               .Bind(5, SeverityName(g->severity)).Bind(6, absl::StrJoin(g->ranks, ","))
+               .Bind(7, absl::StrJoin(g->hosts, ",")).Bind(8, g->evidence).Bind(9, g->first_seen_ns)
+               .Bind(10, g->last_seen_ns).Run();
+    }
+    if (!st.ok()) break;
+  }
+  if (!st.ok()) {
+    Exec(db, "ROLLBACK;").IgnoreError();
+    return st;
+  }
+  return Exec(db, "COMMIT;");
+}
+
+absl::StatusOr<std::vector<JobSummary>> Store::LoadJobs() {
+  std::lock_guard<std::mutex> l(read_mu_);
+  Stmt q(read_db_,
+         "SELECT job, job_name, first_seen_ns, last_seen_ns, ranks, records, state FROM jobs "
+         "ORDER BY first_seen_ns;");
+  if (!q.ok()) return SqlError(read_db_, "load jobs");
+  std::vector<JobSummary> out;
+  while (true) {
+    absl::StatusOr<bool> row = q.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    JobSummary j;
+    j.job = q.Text(0);
+    j.job_name = q.Text(1);
+    j.first_seen_ns = q.Int(2);
+    j.last_seen_ns = q.Int(3);
+    j.ranks = static_cast<uint32_t>(q.Int(4));
+    j.records = q.Int(5);
+    j.state = q.Text(6);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<RankRow>> Store::LoadRanks(const std::string& job) {
+  std::lock_guard<std::mutex> l(read_mu_);
+  Stmt q(read_db_,
+         "SELECT key, rank, host, pid, local_rank, liveness, records, dropped, last_record_ns, "
+         "last_seen_ns FROM ranks WHERE job=?1 ORDER BY rank, key;");
+  if (!q.ok()) return SqlError(read_db_, "load ranks");
+  q.Bind(1, job);
+  std::vector<RankRow> out;
+  while (true) {
+    absl::StatusOr<bool> row = q.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    RankRow r;
+    r.job = job;
+    r.key = q.Text(0);
+    r.rank = static_cast<int32_t>(q.Int(1));
+    r.host = q.Text(2);
+    r.pid = static_cast<int32_t>(q.Int(3));
+    r.local_rank = static_cast<int32_t>(q.Int(4));
+    r.liveness = q.Text(5);
+    r.records = q.Int(6);
+    r.dropped = q.Int(7);
+    r.last_record_ns = q.Int(8);
+    r.last_seen_ns = q.Int(9);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<Diagnosis>> Store::LoadDiagnoses(const std::string& job) {
+  std::lock_guard<std::mutex> l(read_mu_);
+  Stmt q(read_db_,
+         "SELECT kind, subject, team, severity, ranks, hosts, evidence, first_seen_ns, "
+         "last_seen_ns FROM diagnoses WHERE job=?1 ORDER BY first_seen_ns;");
+  if (!q.ok()) return SqlError(read_db_, "load diagnoses");
+  q.Bind(1, job);
+  std::vector<Diagnosis> out;
+  while (true) {
+    absl::StatusOr<bool> row = q.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    Diagnosis d;
+    d.job = job;
+    d.kind = q.Text(0);
+    d.subject = q.Text(1);
+    std::string team = q.Text(2), sev = q.Text(3);
+    d.team = team == "infrastructure" ? Team::kInfrastructure
+             : team == "algorithm"    ? Team::kAlgorithm
+                                      : Team::kOperations;
+    d.severity = sev == "critical" ? Severity::kCritical
+                 : sev == "info"   ? Severity::kInfo
+                                   : Severity::kWarning;
+    for (absl::string_view r : absl::StrSplit(q.Text(4), ',', absl::SkipEmpty())) {
+      int32_t v;
+      if (absl::SimpleAtoi(r, &v)) d.ranks.push_back(v);
+    }
+    d.hosts = absl::StrSplit(q.Text(5), ',', absl::SkipEmpty());
+    d.evidence = q.Text(6);
+    d.first_seen_ns = q.Int(7);
+    d.last_seen_ns = q.Int(8);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<WindowSummaryRow>> Store::LoadWindows(const std::string& job) {
+  std::lock_guard<std::mutex> l(read_mu_);
+  std::vector<WindowSummaryRow> out;
+  {
+    Stmt q(read_db_,
+           "SELECT window_start_ns, window_end_ns, records, kernels, gemms, collectives, memcpys, "
+           "syncs, host_events, other FROM window_summaries WHERE job=?1 ORDER BY window_start_ns;");
+    if (!q.ok()) return SqlError(read_db_, "load windows");
+    q.Bind(1, job);
+    while (true) {
+      absl::StatusOr<bool> row = q.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      WindowSummaryRow w;
+      w.job = job;
+      w.window_start_ns = q.Int(0);
+      w.window_end_ns = q.Int(1);
+      w.records = q.Int(2);
+      w.kinds.kernel = q.Int(3);
+      w.kinds.gemm = q.Int(4);
+      w.kinds.collective = q.Int(5);
+      w.kinds.memcpy = q.Int(6);
+      w.kinds.sync = q.Int(7);
+      w.kinds.host = q.Int(8);
+      w.kinds.other = q.Int(9);
+      out.push_back(std::move(w));
+    }
+  }
+  for (WindowSummaryRow& w : out) {
+    Stmt g(read_db_,
+           "SELECT signature, count, total_ns, flops FROM window_gemm WHERE job=?1 AND "
+           "window_start_ns=?2 ORDER BY signature;");
+    g.Bind(1, job).Bind(2, w.window_start_ns);
+    while (true) {
+      absl::StatusOr<bool> row = g.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      w.gemm.push_back(GemmWindowRow{g.Text(0), static_cast<uint64_t>(g.Int(1)),
+                                     static_cast<uint64_t>(g.Int(2)), g.Real(3)});
+    }
+    Stmt c(read_db_,
+           "SELECT op, count, bus_bytes, seconds FROM window_collective WHERE job=?1 AND "
+           "window_start_ns=?2 ORDER BY op;");
+    c.Bind(1, job).Bind(2, w.window_start_ns);
+    while (true) {
+      absl::StatusOr<bool> row = c.Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      CollectiveWindowRow cw;
+      cw.op = c.Text(0);
+      cw.bw.count = c.Int(1);
+      cw.bw.bus_bytes = c.Real(2);
+      cw.bw.seconds = c.Real(3);
+      w.collectives.push_back(cw);
+    }
+  }
+  return out;
+}
+
+}  // namespace xpu::engine

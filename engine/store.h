@@ -1,0 +1,96 @@
+// store — the engine's history in SQLite: jobs, ranks, daemons, per-window
+// job metric summaries and diagnoses. A restarted engine reloads the jobs
+// list from here.
+//
+// Schema changes go through kMigrations (store.cc): each step runs once, in
+// order, inside a transaction, and bumps schema_version. Never edit a shipped
+// step; append a new one.
+//
+// Threading: Enqueue*() is cheap and thread-safe (it moves rows into a queue);
+// one background thread owns the write connection and commits everything
+// queued in one transaction. Reads (Load*) use their own connection and may
+// run on any thread. The WAL journal lets reads proceed during writes.
+#ifndef XPU_ENGINE_STORE_H_
+#define XPU_ENGINE_STORE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/diagnosis.h"
+#include "engine/job_state.h"
+#include "engine/registry.h"
+
+struct sqlite3;
+
+namespace xpu::engine {
+
+struct RankRow {
+  std::string job;
+  std::string key;  // ProcessState::key
+  int32_t rank = -1;
+  std::string host;
+  int32_t pid = 0;
+  int32_t local_rank = -1;
+  std::string liveness;
+  uint64_t records = 0;
+  uint64_t dropped = 0;
+  uint64_t last_record_ns = 0;
+  uint64_t last_seen_ns = 0;
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens (creating if needed) and migrates the database at `path`.
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+  ~Store();  // flushes and stops the writer
+
+  void EnqueueJob(const JobSummary& j);
+  void EnqueueRank(const RankRow& r);
+  void EnqueueDaemon(const DaemonState& d);
+  void EnqueueWindow(const WindowSummaryRow& w);
+  void EnqueueDiagnosis(const Diagnosis& d);
+  // Blocks until everything enqueued before the call is committed; returns
+  // the first write error since the previous Flush.
+  absl::Status Flush();
+
+  absl::StatusOr<std::vector<JobSummary>> LoadJobs();
+  absl::StatusOr<std::vector<RankRow>> LoadRanks(const std::string& job);
+  absl::StatusOr<std::vector<Diagnosis>> LoadDiagnoses(const std::string& job);
+  absl::StatusOr<std::vector<WindowSummaryRow>> LoadWindows(const std::string& job);
+  absl::StatusOr<int> SchemaVersion();
+
+ private:
+  using Op = std::variant<JobSummary, RankRow, DaemonState, WindowSummaryRow, Diagnosis>;
+  Store() = default;
+  absl::StatusOr<int> SchemaVersionOn(sqlite3* db);
+  void Enqueue(Op op);
+  void WriterLoop();
+  absl::Status Write(const std::vector<Op>& ops);
+
+  sqlite3* write_db_ = nullptr;
+  sqlite3* read_db_ = nullptr;
+  std::mutex read_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable done_cv_;
+  std::vector<Op> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t committed_ = 0;
+  absl::Status error_;
+  bool stop_ = false;
+  std::thread writer_;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_STORE_H_

@@ -1,0 +1,116 @@
+// Test helpers: a fake daemon speaking Ingest.Stream through a real gRPC
+// stub, and an engine on ephemeral ports with a temporary database.
+#ifndef XPU_ENGINE_TESTING_FAKE_DAEMON_H_
+#define XPU_ENGINE_TESTING_FAKE_DAEMON_H_
+
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "engine/batch_builder.h"
+#include "engine/engine.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+
+namespace xpu::engine::testing {
+
+inline std::string TempPath(const std::string& name) {
+  static int counter = 0;
+  std::string p = (std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                  std::string("/xpu_") + name + "_" + std::to_string(getpid()) + "_" +
+                  std::to_string(counter++);
+  std::remove(p.c_str());
+  std::remove((p + "-wal").c_str());
+  std::remove((p + "-shm").c_str());
+  return p;
+}
+
+inline EngineOptions TestOptions() {
+  EngineOptions o;
+  o.listen = "127.0.0.1:0";
+  o.metrics_addr = "off";
+  o.db = TempPath("engine.db");
+  o.window_s = 3600;  // tests tick explicitly
+  return o;
+}
+
+class FakeDaemon {
+ public:
+  FakeDaemon(int port, std::string daemon_id) : id_(std::move(daemon_id)) {
+    grpc::ChannelArguments args;
+    args.SetMaxSendMessageSize(256 << 20);
+    channel_ = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                         grpc::InsecureChannelCredentials(), args);
+    stub_ = xpu::v1::Ingest::NewStub(channel_);
+    stream_ = stub_->Stream(&ctx_);
+  }
+  // Sends a hello and reads the ack; false when the engine closed instead.
+  bool Hello(uint32_t version = 1, const std::string& token = "") {
+    if (!stream_->Write(MakeHello(id_, "host-" + id_, version, token))) return false;
+    xpu::v1::EngineMessage ack;
+    return stream_->Read(&ack) && ack.has_ack() && ack.ack().accepted();
+  }
+  bool Send(const xpu::v1::Batch& b) {
+    xpu::v1::DaemonMessage m;
+    *m.mutable_batch() = b;
+    return stream_->Write(m);
+  }
+  bool Send(const xpu::v1::DaemonMessage& m) { return stream_->Write(m); }
+  bool Read(xpu::v1::EngineMessage* m) { return stream_->Read(m); }
+  grpc::Status Finish() {
+    stream_->WritesDone();
+    xpu::v1::EngineMessage drain;
+    while (stream_->Read(&drain)) {
+    }
+    return stream_->Finish();
+  }
+  // Ends the stream after the engine closed it (no WritesDone needed).
+  grpc::Status FinishAfterClose() {
+    xpu::v1::EngineMessage drain;
+    while (stream_->Read(&drain)) {
+    }
+    return stream_->Finish();
+  }
+  grpc::ClientContext& context() { return ctx_; }
+
+ private:
+  std::string id_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<xpu::v1::Ingest::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<xpu::v1::DaemonMessage, xpu::v1::EngineMessage>> stream_;
+};
+
+// A batch for one rank: one GEMM signature (id 1) and n GEMM records.
+inline xpu::v1::Batch RankBatch(const std::string& job, int rank, size_t n, bool with_sigs,
+                                uint64_t seq = 1) {
+  xpu::v1::Batch b;
+  b.set_batch_seq(seq);
+  xpu::v1::ProcessBatch* pb = b.add_processes();
+  SetIdentity(pb, job, rank, "host" + std::to_string(rank / 8), 1000 + rank);
+  if (with_sigs) *pb->add_signatures() = MakeGemmSignature(1, 1024, 1024, 1024);
+  std::vector<xpu_record_v1> recs;
+  for (size_t i = 0; i < n; ++i) recs.push_back(MakeRecord(1, 1000000 + i * 1000, 500, static_cast<uint32_t>(i)));
+  AppendRecords(pb, recs);
+  return b;
+}
+
+// Polls `pred` for up to `timeout`; loaded machines are slow, never fail
+// early.
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+}  // namespace xpu::engine::testing
+
+#endif  // XPU_ENGINE_TESTING_FAKE_DAEMON_H_

@@ -1,0 +1,71 @@
+// hook/event_pool.h — per-device pools of pre-created CUDA events.
+//
+// Creating an event costs a driver call with a lock inside; the launch path
+// must not do it. Each device gets `per_device` timing events and as many
+// cudaEventDisableTiming events, created by the background thread the first
+// time the device is seen. Until then Take() requests creation and fails
+// (the caller counts XPU_CNT_EVENT_POOL_EMPTY and skips tracking).
+// Free lists are bounded lock-free queues of indices.
+//
+// Handles: 0 = no event; else 1 + (device << 17 | timing << 16 | index).
+//
+// Thread-safety: Take/Give/Get from any thread; ServiceRequests on the
+// background thread only.
+#ifndef XPU_HOOK_EVENT_POOL_H_
+#define XPU_HOOK_EVENT_POOL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "clock.h"
+#include "cuda_api.h"
+#include "mpmc_queue.h"
+
+namespace xpu::hook {
+
+class EventPool {
+ public:
+  enum State : uint32_t { kNone = 0, kRequested = 1, kReady = 2, kFailed = 3 };
+
+  // per_device <= 65536.
+  void Init(const CudaApi* api, uint32_t per_device);
+
+  // Launch path: a free event of the kind, or 0 (pool not ready / empty).
+  uint32_t Take(int device, bool timing);
+  void Give(uint32_t handle);
+  cudaEvent_t Get(uint32_t handle) const;
+  static int DeviceOf(uint32_t handle) { return static_cast<int>((handle - 1) >> 17); }
+
+  State state(int device) const {
+    return (device >= 0 && device < kMaxDevices)
+               ? static_cast<State>(dev_[device].state.load(std::memory_order_acquire))
+               : kFailed;
+  }
+  bool HasRequests() const { return requested_.load(std::memory_order_relaxed) != 0; }
+
+  // Background thread: creates the pools of requested devices, calibrating
+  // `clock` for each first (both need the device current). Returns the
+  // number of devices serviced.
+  int ServiceRequests(GpuClock* clock);
+
+  // Marks `device` ready with events from `make` (tests: no CUDA).
+  void InstallForTest(int device, cudaEvent_t (*make)(uint32_t index, bool timing));
+
+ private:
+  struct Device {
+    std::atomic<uint32_t> state{kNone};
+    std::unique_ptr<cudaEvent_t[]> events[2];  // [0] non-timing, [1] timing
+    MpmcQueue free[2];
+  };
+  bool Create(int device);
+
+  const CudaApi* api_ = nullptr;
+  uint32_t per_device_ = 0;
+  std::atomic<uint64_t> requested_{0};  // bit per device
+  Device dev_[kMaxDevices];
+};
+
+}  // namespace xpu::hook
+
+#endif  // XPU_HOOK_EVENT_POOL_H_

@@ -1,0 +1,80 @@
+"""Python call sites: the current stack as interned "function@file:line" frames.
+
+callsite(depth) walks at most `depth` frames from the caller outwards
+(innermost first). The "function@file" part is cached per code object, so a
+frame costs one dict lookup and one string join; a whole stack is then
+interned once as a host signature of kind XPU_OP_ANNOTATION whose name is
+the frames joined by ';' (callsite_sig), cached per (code, line) tuple.
+
+How the hook will attach these to sampled GEMM / collective launches is a
+proposal in README.md ("Call sites"); until then Python code can emit them
+itself with emit_callsite().
+
+Thread-safety: the caches are dicts mutated under the GIL; a race can only
+compute the same entry twice.
+"""
+
+import os
+import sys
+import time
+
+from . import _hook
+
+DEFAULT_DEPTH = 16
+_MAX_CACHE = 65536
+
+_code_names = {}   # code object -> "function@file"
+_stack_sigs = {}   # tuple((code, lineno), ...) -> sig_id
+
+
+def _code_name(code):
+    name = _code_names.get(code)
+    if name is None:
+        func = getattr(code, "co_qualname", code.co_name)
+        name = "%s@%s" % (func, code.co_filename)
+        if len(_code_names) < _MAX_CACHE:
+            _code_names[code] = name
+    return name
+
+
+def _frames(depth, skip):
+    frame = sys._getframe(skip + 1)
+    out = []
+    while frame is not None and len(out) < depth:
+        out.append((frame.f_code, frame.f_lineno))
+        frame = frame.f_back
+    return out
+
+
+def callsite(depth=DEFAULT_DEPTH, skip=0):
+    """The caller's stack, innermost first, as ("func@file:line", ...)."""
+    depth = max(1, min(int(depth), 256))
+    return tuple("%s:%d" % (_code_name(c), line) for c, line in _frames(depth, skip + 1))
+
+
+def callsite_sig(depth=DEFAULT_DEPTH, skip=0):
+    """sig_id of the caller's stack (XPU_OP_ANNOTATION, frames joined by ';'),
+    interned once per distinct stack; 0 when the hook is absent."""
+    depth = max(1, min(int(depth), 256))
+    key = tuple(_frames(depth, skip + 1))
+    sig = _stack_sigs.get(key)
+    if sig is None:
+        name = ";".join("%s:%d" % (_code_name(c), line) for c, line in key)
+        sig = _hook.intern(_hook.OP_ANNOTATION, name)
+        if sig and len(_stack_sigs) < _MAX_CACHE:
+            _stack_sigs[key] = sig
+    return sig
+
+
+def emit_callsite(value=0, depth=DEFAULT_DEPTH):
+    """Emits a zero-length annotation carrying the caller's stack."""
+    sig = callsite_sig(depth, skip=1)
+    t = time.time_ns()
+    return _hook.emit(sig, t, t, value, 0)
+
+
+def short(frame_text):
+    """'func@/long/path/file.py:12' -> 'func@file.py:12' (for display)."""
+    func, _, rest = frame_text.partition("@")
+    path, _, line = rest.rpartition(":")
+    return "%s@%s:%s" % (func, os.path.basename(path), line)

@@ -1,0 +1,406 @@
+#include "tools/xpu_cli/cli.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tools/xpu_cli/json_writer.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+
+namespace xpu::cli {
+namespace {
+
+constexpr char kDefaultEngine[] = "127.0.0.1:7441";
+constexpr char kTokenMetadataKey[] = "x-xpu-token";  // as the engine expects
+constexpr auto kDeadline = std::chrono::seconds(5);
+
+const char kUsage[] = R"(xpu: query the XPUTimer engine.
+
+Usage: xpu [global flags] <command> [command flags]
+
+Commands:
+  status               engine, daemons and running jobs
+  jobs [--all]         jobs (with --all: finished and earlier jobs from history)
+  ranks --job JOB      ranks of a job: liveness, record counts, drops
+  diagnose, report, hang, timeline, stacks, calibrate, run
+                       not available in this version
+
+Global flags (also accepted after the command):
+  --engine HOST:PORT   engine address (default $XPU_ENGINE or 127.0.0.1:7441)
+  --json               machine-readable output (stable field names, see `xpu <cmd> --help`)
+  --tls                connect with TLS (system roots unless --tls-ca)
+  --tls-ca PATH        CA certificate to verify the engine (implies --tls)
+  --tls-cert PATH      client certificate (with --tls-key) for engines that require one
+  --tls-key PATH       client private key
+  --token-file PATH    shared token, when the engine was started with --token-file
+  --help               this text; `xpu <command> --help` for a command
+
+Exit codes: 0 ok, 1 engine error, 2 engine unreachable, 3 not available, 64 usage.
+)";
+
+const std::map<std::string, std::string>& CommandHelp() {
+  static const auto* help = new std::map<std::string, std::string>{
+      {"status", R"(xpu status [--json]
+
+Engine identity and uptime, connected daemons, running jobs.
+JSON: {engine_id, version, uptime_s, records_total, rejected_total,
+       daemons: [{daemon_id, host, connected, last_seen_ns, batches, records, records_dropped}],
+       jobs: [{job, job_name, state, ranks, ranks_alive, records, first_seen_ns, last_seen_ns}]}
+)"},
+      {"jobs", R"(xpu jobs [--all] [--json]
+
+Jobs known to the engine. Without --all only jobs that are not finished;
+with --all also finished jobs and jobs from earlier engine runs (history).
+JSON: {jobs: [{job, job_name, state, ranks, ranks_alive, records, first_seen_ns, last_seen_ns}]}
+)"},
+      {"ranks", R"(xpu ranks --job JOB [--json]
+
+Processes of one job: rank, host, pid, liveness (alive/silent/exited),
+records received, records dropped before the engine, signatures.
+JSON: {job, ranks: [{rank, host, pid, local_rank, liveness, records, dropped,
+       signatures, last_record_ns, last_seen_ns}]}
+)"},
+  };
+  return *help;
+}
+
+const char* const kLaterCommands[] = {"diagnose", "report", "hang", "timeline",
+                                      "stacks", "calibrate", "run"};
+
+struct Flags {
+  std::string engine;
+  bool json = false;
+  bool tls = false;
+  std::string tls_ca, tls_cert, tls_key, token_file;
+  bool help = false;
+  bool all = false;
+  std::string job;
+  std::string command;
+};
+
+std::string ReadFile(const std::string& path, bool* ok) {
+  std::ifstream f(path, std::ios::binary);
+  *ok = static_cast<bool>(f);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Parses flags anywhere on the line; the first non-flag word is the command.
+bool ParseArgs(const std::vector<std::string>& args, Flags* f, std::string* error) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
+    std::string value;
+    bool has_inline = false;
+    if (absl::StartsWith(a, "--")) {
+      size_t eq = a.find('=');
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+        has_inline = true;
+      }
+    }
+    auto take = [&](std::string* out) {
+      if (has_inline) {
+        *out = value;
+        return true;
+      }
+      if (i + 1 >= args.size()) {
+        *error = a + " needs a value";
+        return false;
+      }
+      *out = args[++i];
+      return true;
+    };
+    if (a == "--help" || a == "-h") {
+      f->help = true;
+    } else if (a == "--json") {
+      f->json = true;
+    } else if (a == "--all") {
+      f->all = true;
+    } else if (a == "--tls") {
+      f->tls = true;
+    } else if (a == "--engine") {
+      if (!take(&f->engine)) return false;
+    } else if (a == "--tls-ca") {
+      if (!take(&f->tls_ca)) return false;
+      f->tls = true;
+    } else if (a == "--tls-cert") {
+      if (!take(&f->tls_cert)) return false;
+      f->tls = true;
+    } else if (a == "--tls-key") {
+      if (!take(&f->tls_key)) return false;
+      f->tls = true;
+    } else if (a == "--token-file") {
+      if (!take(&f->token_file)) return false;
+    } else if (a == "--job") {
+      if (!take(&f->job)) return false;
+    } else if (absl::StartsWith(a, "-")) {
+      *error = "unknown flag " + a;
+      return false;
+    } else if (f->command.empty()) {
+      f->command = a;
+    } else {
+      *error = "unexpected argument '" + a + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string FormatAge(uint64_t ns, uint64_t now_ns) {
+  if (ns == 0) return "-";
+  if (ns > now_ns) return "0s";
+  uint64_t s = (now_ns - ns) / 1000000000ull;
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 7200) return absl::StrCat(s / 60, "m");
+  return absl::StrCat(s / 3600, "h");
+}
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// Left-aligned text table.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> w;
+  for (const auto& r : rows) {
+    if (w.size() < r.size()) w.resize(r.size(), 0);
+    for (size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], r[i].size());
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(w[i] - r[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+void JobJson(JsonWriter& w, const xpu::v1::JobInfo& j) {
+  w.BeginObject()
+      .Field("job", j.job())
+      .Field("job_name", j.job_name())
+      .Field("state", j.state())
+      .Field("ranks", j.ranks())
+      .Field("ranks_alive", j.ranks_alive())
+      .Field("records", j.records())
+      .Field("first_seen_ns", j.first_seen_ns())
+      .Field("last_seen_ns", j.last_seen_ns())
+      .EndObject();
+}
+
+std::vector<std::vector<std::string>> JobRows(const google::protobuf::RepeatedPtrField<xpu::v1::JobInfo>& jobs) {
+  uint64_t now = NowNs();
+  std::vector<std::vector<std::string>> rows = {
+      {"JOB", "NAME", "STATE", "RANKS", "ALIVE", "RECORDS", "LAST SEEN"}};
+  for (const auto& j : jobs) {
+    rows.push_back({j.job(), j.job_name().empty() ? "-" : j.job_name(), j.state(),
+                    std::to_string(j.ranks()), std::to_string(j.ranks_alive()),
+                    std::to_string(j.records()), FormatAge(j.last_seen_ns(), now) + " ago"});
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::string StatusJson(const xpu::v1::StatusReply& r) {
+  JsonWriter w;
+  w.BeginObject()
+      .Field("engine_id", r.engine_id())
+      .Field("version", r.version())
+      .Field("uptime_s", r.uptime_s())
+      .Field("records_total", r.records_total())
+      .Field("rejected_total", r.rejected_total());
+  w.BeginArray("daemons");
+  for (const auto& d : r.daemons()) {
+    w.BeginObject()
+        .Field("daemon_id", d.daemon_id())
+        .Field("host", d.host())
+        .Field("connected", d.connected())
+        .Field("last_seen_ns", d.last_seen_ns())
+        .Field("batches", d.batches())
+        .Field("records", d.records())
+        .Field("records_dropped", d.records_dropped())
+        .EndObject();
+  }
+  w.EndArray().BeginArray("jobs");
+  for (const auto& j : r.jobs()) JobJson(w, j);
+  w.EndArray().EndObject();
+  return w.str() + "\n";
+}
+
+std::string JobsJson(const xpu::v1::JobsReply& r) {
+  JsonWriter w;
+  w.BeginObject().BeginArray("jobs");
+  for (const auto& j : r.jobs()) JobJson(w, j);
+  w.EndArray().EndObject();
+  return w.str() + "\n";
+}
+
+std::string RanksJson(const xpu::v1::RanksReply& r) {
+  JsonWriter w;
+  w.BeginObject().Field("job", r.job()).BeginArray("ranks");
+  for (const auto& k : r.ranks()) {
+    w.BeginObject()
+        .Field("rank", k.rank())
+        .Field("host", k.host())
+        .Field("pid", k.pid())
+        .Field("local_rank", k.local_rank())
+        .Field("liveness", k.liveness())
+        .Field("records", k.records())
+        .Field("dropped", k.dropped())
+        .Field("signatures", k.signatures())
+        .Field("last_record_ns", k.last_record_ns())
+        .Field("last_seen_ns", k.last_seen_ns())
+        .EndObject();
+  }
+  w.EndArray().EndObject();
+  return w.str() + "\n";
+}
+
+std::string StatusTable(const xpu::v1::StatusReply& r) {
+  uint64_t now = NowNs();
+  std::string out = absl::StrCat("engine   ", r.engine_id(), " (version ", r.version(), ", up ",
+                                 r.uptime_s(), " s)\nrecords  ", r.records_total(),
+                                 " received, ", r.rejected_total(), " messages rejected\n\n");
+  std::vector<std::vector<std::string>> rows = {
+      {"DAEMON", "HOST", "CONNECTED", "BATCHES", "RECORDS", "DROPPED", "LAST SEEN"}};
+  for (const auto& d : r.daemons()) {
+    rows.push_back({d.daemon_id(), d.host(), d.connected() ? "yes" : "no", std::to_string(d.batches()),
+                    std::to_string(d.records()), std::to_string(d.records_dropped()),
+                    FormatAge(d.last_seen_ns(), now) + " ago"});
+  }
+  out += r.daemons().empty() ? "no daemons\n" : Table(rows);
+  out += "\n";
+  out += r.jobs().empty() ? "no running jobs\n" : Table(JobRows(r.jobs()));
+  return out;
+}
+
+std::string JobsTable(const xpu::v1::JobsReply& r) {
+  return r.jobs().empty() ? "no jobs\n" : Table(JobRows(r.jobs()));
+}
+
+std::string RanksTable(const xpu::v1::RanksReply& r) {
+  uint64_t now = NowNs();
+  std::vector<std::vector<std::string>> rows = {
+      {"RANK", "HOST", "PID", "LIVENESS", "RECORDS", "DROPPED", "SIGS", "LAST RECORD"}};
+  for (const auto& k : r.ranks()) {
+    rows.push_back({k.rank() >= 0 ? std::to_string(k.rank()) : "-", k.host(), std::to_string(k.pid()),
+                    k.liveness(), std::to_string(k.records()), std::to_string(k.dropped()),
+                    std::to_string(k.signatures()), FormatAge(k.last_record_ns(), now) + " ago"});
+  }
+  return absl::StrCat("job ", r.job(), "\n", Table(rows));
+}
+
+int RunCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
+           std::ostream& err) {
+  Flags f;
+  std::string error;
+  if (!ParseArgs(args, &f, &error)) {
+    err << "xpu: " << error << " (see xpu --help)\n";
+    return kExitUsage;
+  }
+  if (f.command.empty()) {
+    if (f.help) {
+      out << kUsage;
+      return kExitOk;
+    }
+    err << kUsage;
+    return kExitUsage;
+  }
+  for (const char* later : kLaterCommands) {
+    if (f.command == later) {
+      err << "xpu " << f.command << ": not available in this version\n";
+      return kExitNotAvailable;
+    }
+  }
+  auto help = CommandHelp().find(f.command);
+  if (help == CommandHelp().end()) {
+    err << "xpu: unknown command '" << f.command << "' (see xpu --help)\n";
+    return kExitUsage;
+  }
+  if (f.help) {
+    out << help->second;
+    return kExitOk;
+  }
+  if (f.command == "ranks" && f.job.empty()) {
+    err << "xpu ranks: --job JOB is required\n";
+    return kExitUsage;
+  }
+  const std::string engine = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : kDefaultEngine;
+
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (f.tls) {
+    grpc::SslCredentialsOptions ssl;
+    bool ok = true;
+    if (!f.tls_ca.empty()) ssl.pem_root_certs = ReadFile(f.tls_ca, &ok);
+    if (ok && !f.tls_cert.empty()) ssl.pem_cert_chain = ReadFile(f.tls_cert, &ok);
+    if (ok && !f.tls_key.empty()) ssl.pem_private_key = ReadFile(f.tls_key, &ok);
+    if (!ok) {
+      err << "xpu: cannot read a TLS file (--tls-ca/--tls-cert/--tls-key)\n";
+      return kExitUsage;
+    }
+    creds = grpc::SslCredentials(ssl);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  std::string token;
+  if (!f.token_file.empty()) {
+    bool ok = true;
+    token = std::string(absl::StripAsciiWhitespace(ReadFile(f.token_file, &ok)));
+    if (!ok || token.empty()) {
+      err << "xpu: cannot read token from " << f.token_file << "\n";
+      return kExitUsage;
+    }
+  }
+  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(engine, creds));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);
+  if (!token.empty()) ctx.AddMetadata(kTokenMetadataKey, token);
+
+  auto fail = [&](const grpc::Status& st) {
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      err << "cannot reach engine at " << engine << ": " << st.error_message() << "\n";
+      return kExitUnreachable;
+    }
+    err << "xpu " << f.command << ": engine at " << engine << " answered: " << st.error_message() << "\n";
+    return kExitEngineError;
+  };
+  if (f.command == "status") {
+    xpu::v1::StatusReply r;
+    grpc::Status st = stub->Status(&ctx, xpu::v1::StatusRequest(), &r);
+    if (!st.ok()) return fail(st);
+    out << (f.json ? StatusJson(r) : StatusTable(r));
+  } else if (f.command == "jobs") {
+    xpu::v1::JobsRequest req;
+    req.set_include_finished(f.all);
+    xpu::v1::JobsReply r;
+    grpc::Status st = stub->Jobs(&ctx, req, &r);
+    if (!st.ok()) return fail(st);
+    out << (f.json ? JobsJson(r) : JobsTable(r));
+  } else if (f.command == "ranks") {
+    xpu::v1::RanksRequest req;
+    req.set_job(f.job);
+    xpu::v1::RanksReply r;
+    grpc::Status st = stub->Ranks(&ctx, req, &r);
+    if (!st.ok()) return fail(st);
+    out << (f.json ? RanksJson(r) : RanksTable(r));
+  }
+  return kExitOk;
+}
+
+}  // namespace xpu::cli

@@ -1,0 +1,102 @@
+#include "tools/xpu_cli/cli.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <sstream>
+
+#include "tools/xpu_cli/json_writer.h"
+
+namespace xpu::cli {
+namespace {
+
+struct Result {
+  int code;
+  std::string out, err;
+};
+Result RunXpu(std::vector<std::string> args, std::string env = "") {
+  std::ostringstream out, err;
+  int code = RunCli(args, env, out, err);
+  return {code, out.str(), err.str()};
+}
+
+// A loopback port nobody listens on (bound, then closed).
+int DeadPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(CliTest, HelpAndUsage) {
+  Result r = RunXpu({"--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_NE(r.out.find("jobs [--all]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--engine"), std::string::npos);
+  r = RunXpu({"ranks", "--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_NE(r.out.find("--job JOB"), std::string::npos);
+  r = RunXpu({});
+  EXPECT_EQ(r.code, kExitUsage);
+  r = RunXpu({"frobnicate"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("unknown command 'frobnicate'"), std::string::npos);
+  r = RunXpu({"ranks"});
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_NE(r.err.find("--job"), std::string::npos);
+  r = RunXpu({"status", "--bogus"});
+  EXPECT_EQ(r.code, kExitUsage);
+}
+
+TEST(CliTest, LaterCommandsSayNotAvailable) {
+  for (const char* c : {"diagnose", "report", "hang", "timeline", "stacks", "calibrate", "run"}) {
+    Result r = RunXpu({c});
+    EXPECT_EQ(r.code, kExitNotAvailable) << c;
+    EXPECT_NE(r.err.find("not available in this version"), std::string::npos) << c;
+  }
+}
+
+TEST(CliTest, UnreachableEngineExitsWith2) {
+  const std::string addr = "127.0.0.1:" + std::to_string(DeadPort());
+  Result r = RunXpu({"status", "--engine", addr});
+  EXPECT_EQ(r.code, kExitUnreachable);
+  EXPECT_NE(r.err.find("cannot reach engine at " + addr + ": "), std::string::npos) << r.err;
+  // $XPU_ENGINE is used when --engine is absent.
+  r = RunXpu({"jobs"}, addr);
+  EXPECT_EQ(r.code, kExitUnreachable);
+  EXPECT_NE(r.err.find(addr), std::string::npos) << r.err;
+}
+
+TEST(CliTest, JsonRendering) {
+  xpu::v1::RanksReply rr;
+  rr.set_job("j\"1");
+  auto* k = rr.add_ranks();
+  k->set_rank(3);
+  k->set_host("h");
+  k->set_records(18446744073709551615ull);
+  k->set_liveness("silent");
+  EXPECT_EQ(RanksJson(rr),
+            "{\"job\":\"j\\\"1\",\"ranks\":[{\"rank\":3,\"host\":\"h\",\"pid\":0,\"local_rank\":0,"
+            "\"liveness\":\"silent\",\"records\":18446744073709551615,\"dropped\":0,\"signatures\":0,"
+            "\"last_record_ns\":0,\"last_seen_ns\":0}]}\n");
+  xpu::v1::JobsReply jr;
+  EXPECT_EQ(JobsJson(jr), "{\"jobs\":[]}\n");
+  jr.add_jobs()->set_job("a");
+  EXPECT_NE(JobsJson(jr).find("\"state\":\"\",\"ranks\":0"), std::string::npos);
+  EXPECT_NE(JobsTable(jr).find("JOB"), std::string::npos);
+}
+
+TEST(JsonWriterTest, EscapesControlCharacters) {
+  EXPECT_EQ(JsonWriter::Quote(std::string("a\x01\n\\", 4)), "\"a\\u0001\\n\\\\\"");
+}
+
+}  // namespace
+}  // namespace xpu::cli
