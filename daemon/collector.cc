@@ -48,6 +48,8 @@ void Collector::MarkDisconnected(uint64_t key, uint64_t now_ns) {
 void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
   if (s.reader == nullptr || s.exited) return;
   RingReader& reader = *s.reader;
+  const uint64_t bad_before = reader.counters().records_corrupt + reader.counters().records_lapped +
+                              reader.counters().records_abandoned;
   scratch_records_.clear();
   reader.Poll(now_ns, options_.max_records_per_poll, &scratch_records_);
   scratch_sigs_.clear();
@@ -61,6 +63,15 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
       if (s.pending_records.empty()) s.pending_first_position = r.position;
       AppendPacked(r.rec, &s.pending_records);
     }
+  }
+  const uint64_t bad_after = reader.counters().records_corrupt + reader.counters().records_lapped +
+                             reader.counters().records_abandoned;
+  uint64_t suppressed = 0;
+  if (bad_after != bad_before && bad_limiter_.Allow(now_ns, &suppressed)) {
+    Log()->warn("process key={} job={} rank={}: {} records lost (corrupt={} lapped={} abandoned={} so far; {} "
+                "similar messages suppressed)",
+                s.key, s.identity.job, s.identity.rank, bad_after - bad_before, reader.counters().records_corrupt,
+                reader.counters().records_lapped, reader.counters().records_abandoned, suppressed);
   }
   if (options_.collect_for_engine) {
     const size_t max_bytes = options_.max_pending_records * sizeof(xpu_record_v1);

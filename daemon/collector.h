@@ -10,11 +10,13 @@
 #define XPU_DAEMON_COLLECTOR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "daemon/log_util.h"
 #include "daemon/process_table.h"
 #include "daemon/ring_reader.h"
 #include "xpu/v1/xpu.pb.h"
@@ -100,6 +102,7 @@ class Collector : public CommandHandler, public StateProvider {
   uint64_t records_dropped_pending_ = 0;
   std::vector<RingRecord> scratch_records_;
   std::vector<SignatureInfo> scratch_sigs_;
+  RateLimiter bad_limiter_{10, 10000000000ull};  // per-record losses are logged sparingly
 };
 
 }  // namespace xpu::daemon

@@ -70,6 +70,7 @@ absl::Status Daemon::Start() {
   absl::Status s = hook_server_->Start();
   if (!s.ok()) return s;
   if (engine_client_) engine_client_->Start();
+  started_ = true;
   drain_thread_ = std::thread([this] { DrainLoop(); });
   Log()->info("xpu-daemon ready: socket {} engine {}", config_.hook.socket.path,
               config_.engine_enabled ? config_.engine.target : std::string("(none)"));
@@ -128,7 +129,7 @@ void Daemon::Stop(uint64_t flush_timeout_ms) {
     }
     engine_client_->Stop();
   }
-  if (collector_) Log()->info("xpu-daemon stopped");
+  if (started_) Log()->info("xpu-daemon stopped");
 }
 
 }  // namespace xpu::daemon

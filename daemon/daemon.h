@@ -59,6 +59,7 @@ class Daemon {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool started_ = false;
 };
 
 }  // namespace xpu::daemon

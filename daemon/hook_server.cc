@@ -104,7 +104,11 @@ void HookServer::Accept() {
     const bool root = geteuid() == 0;
     if (!root && !options_.allow_any_uid && cred.uid != geteuid()) {
       ++stats_.denied_uid;
-      Log()->warn("refusing pid {} of uid {} (daemon uid {})", cred.pid, cred.uid, geteuid());
+      uint64_t suppressed = 0;
+      if (warn_limiter_.Allow(MonotonicNs(), &suppressed)) {
+        Log()->warn("refusing pid {} of uid {} (daemon uid {}; {} similar suppressed)", cred.pid, cred.uid, geteuid(),
+                    suppressed);
+      }
       SendAck(fd, XPU_HELLO_DENIED);
       close(fd);
       continue;
@@ -162,7 +166,10 @@ bool HookServer::HandleHello(Connection& c) {
     } else {
       ++stats_.bad_hello;
     }
-    Log()->warn("hello from pid {} rejected: {}", c.peer.pid, why);
+    uint64_t suppressed = 0;
+    if (warn_limiter_.Allow(MonotonicNs(), &suppressed)) {
+      Log()->warn("hello from pid {} rejected: {} ({} similar messages suppressed)", c.peer.pid, why, suppressed);
+    }
     SendAck(c.fd, status);
     return false;
   };
@@ -186,7 +193,8 @@ bool HookServer::HandleHello(Connection& c) {
     return reject(XPU_HELLO_BAD_RING, "ring validation failed");
   }
   if (!(*reader)->shrink_sealed()) {
-    Log()->warn("ring of pid {} cannot be sealed against shrinking", c.peer.pid);
+    // Needs MFD_ALLOW_SEALING on the hook's memfd (or is a ring file on disk).
+    Log()->info("ring of pid {} could not be sealed against shrinking", c.peer.pid);
   }
   c.peer.start_ticks = ReadProcStartTicks(c.peer.pid);
   auto key = collector_->AddRing(std::move(*reader), c.peer, MonotonicNs());

@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  umask(077);  // logs and sockets are private to the daemon's user
   int ready_fd = -1;
   if (!options->foreground && Detach(&ready_fd) != 0) {
     perror("xpu-daemon: fork");

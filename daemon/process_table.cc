@@ -39,13 +39,16 @@ ProcessState::ProcessState(uint64_t k, std::unique_ptr<RingReader> r, const Peer
     : key(k), identity(r->identity()), peer(p), reader(std::move(r)), history(history_records),
       aggregator(window_ns) {}
 
+// The pid is the kernel's (SO_PEERCRED) when there is a peer: the header's
+// pid is only what the producer claims (and lives in its pid namespace).
 ProcessTable::NaturalKey ProcessTable::KeyOf(const ProcessState& s) {
-  return NaturalKey(s.identity.job, s.identity.pid, s.identity.start_time_ticks);
+  return NaturalKey(s.identity.job, s.peer.pid > 0 ? s.peer.pid : s.identity.pid, s.identity.start_time_ticks);
 }
 
 absl::StatusOr<uint64_t> ProcessTable::Add(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
                                            uint64_t now_ns) {
-  const NaturalKey natural(reader->identity().job, reader->identity().pid, reader->identity().start_time_ticks);
+  const NaturalKey natural(reader->identity().job, peer.pid > 0 ? peer.pid : reader->identity().pid,
+                           reader->identity().start_time_ticks);
   size_t live = 0;
   for (auto& [key, s] : entries_) {
     if (s->reader == nullptr) continue;

@@ -1,6 +1,7 @@
 #include "engine/ingest_service.h"
 
 #include <chrono>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "engine/batch_decoder.h"
@@ -31,6 +32,19 @@ class RateLimit {
  private:
   std::atomic<int64_t> last_ms_{-1000000};
 };
+
+// Read() returns false both for a clean half-close and for a call that gRPC
+// failed (oversized message, transport error, client cancel). The sync API
+// reports the cancellation asynchronously, so give it a moment to arrive. A
+// clean close costs this wait once per daemon disconnect.
+bool StreamWasCancelled(grpc::ServerContext* ctx) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
+  while (!ctx->IsCancelled()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
 
 RateLimit g_unknown_sig_log;
 RateLimit g_reject_log;
@@ -121,9 +135,10 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
   xpu::v1::DaemonMessage msg;
   while (true) {
     if (!stream->Read(&msg)) {
-      if (ctx->IsCancelled()) {
+      if (StreamWasCancelled(ctx)) {
         // Includes messages over --max-receive-mb: gRPC rejects those with
-        // RESOURCE_EXHAUSTED before we see any byte.
+        // RESOURCE_EXHAUSTED (the daemon sees that status) before any byte
+        // reaches us, so this is where they are counted.
         metrics_.AddRejected("stream_aborted");
         result = grpc::Status(grpc::StatusCode::CANCELLED, "stream aborted");
       }

@@ -244,6 +244,24 @@ TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
   EXPECT_EQ(engine_->metrics().Render().find("op=\"allreduce\""), std::string::npos);
 }
 
+TEST_F(IngestTest, DropCountersBecomeDeltas) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  for (uint64_t lapped : {2u, 10u}) {  // cumulative counters, sent twice
+    xpu::v1::Batch b = RankBatch("jobD", 0, 1, lapped == 2u);
+    xpu::v1::ProcessCounters* c = b.mutable_processes(0)->mutable_counters();
+    c->add_hook(5);  // XPU_CNT_DROPPED_FULL
+    c->set_records_lapped(lapped);
+    ASSERT_TRUE(d.Send(b));
+  }
+  ASSERT_TRUE(d.Finish().ok());
+  ASSERT_TRUE(WaitFor([&] { return RankRecords("jobD", "rank:0") == 2; }));
+  EXPECT_NE(engine_->metrics().Render().find("xpu_records_dropped_total{job=\"jobD\"} 15"),
+            std::string::npos)
+      << engine_->metrics().Render();
+}
+
 TEST_F(IngestTest, RefusesNonLoopbackWithoutProtection) {
   EngineOptions o = TestOptions();
   o.listen = "0.0.0.0:0";

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "xpu/formulas.h"
+#include "xpu/ring.h"
 
 namespace xpu::engine {
 namespace {
@@ -171,7 +172,8 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
 void JobState::ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, uint64_t now_ns) {
   if (pb.has_counters()) {
     p.counters = pb.counters();
-    uint64_t hook_dropped = p.counters.hook_size() > 0 ? p.counters.hook(0) : 0;  // XPU_CNT_DROPPED_FULL
+    uint64_t hook_dropped =
+        p.counters.hook_size() > XPU_CNT_DROPPED_FULL ? p.counters.hook(XPU_CNT_DROPPED_FULL) : 0;
     p.dropped = hook_dropped + p.counters.records_lapped() + p.counters.records_dropped_daemon();
   }
   for (const auto& w : pb.windows()) {

@@ -4,7 +4,9 @@
 // and that the test programs use, on top of fake_core (streams = worker
 // threads, kernels = timed sleeps, events = timestamps; see fake_core.h).
 // Definitions sit inside extern "C" after the real cuda_runtime_api.h, so a
-// signature that differs from the real declaration fails to compile.
+// signature that differs from the real declaration fails to compile. The
+// launch-stub and per-thread-stream entry points are in
+// fake_cudart_variants.cc.
 // Anything not implemented here is absent (the dynamic linker reports it);
 // implemented calls never crash on bad handles: they return an error code.
 //
@@ -16,12 +18,15 @@
 #include <cstring>
 
 #include "fake_core.h"
+#include "fake_cudart_internal.h"
 
 namespace fk = xpu::fake;
 
 namespace {
-
 thread_local cudaError_t t_last_error = cudaSuccess;
+}  // namespace
+
+namespace xpu::fake::cudart {
 
 // Records a failure as the thread's last error (cudaErrorNotReady is a
 // status, not an error, as in CUDA).
@@ -29,6 +34,12 @@ cudaError_t Ret(cudaError_t e) {
   if (e != cudaSuccess && e != cudaErrorNotReady) t_last_error = e;
   return e;
 }
+
+}  // namespace xpu::fake::cudart
+
+namespace {
+
+using xpu::fake::cudart::Ret;
 
 constexpr size_t kFakeMemBytes = 80ull << 30;  // reported total memory
 
@@ -52,6 +63,10 @@ constexpr ErrorText kErrors[] = {
     {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
+
+}  // namespace
+
+namespace xpu::fake::cudart {
 
 cudaError_t Memcpy(void* dst, const void* src, size_t n, cudaStream_t stream, bool sync) {
   if (n != 0 && (dst == nullptr || src == nullptr)) return cudaErrorInvalidValue;
@@ -95,8 +110,7 @@ cudaError_t Launch(const void* func, void** args, cudaStream_t stream) {
 }
 
 // Driver entry points come from the (fake) driver's cuGetProcAddress, as the
-// real runtime does. Internal, so that the public variants do not call each
-// other through the PLT (an interposer would see the call twice).
+// real runtime does.
 cudaError_t DriverEntryPoint(const char* symbol, void** funcPtr, unsigned int cudaVersion,
                              unsigned long long flags,
                              enum cudaDriverEntryPointQueryResult* driverStatus) {
@@ -114,7 +128,14 @@ cudaError_t DriverEntryPoint(const char* symbol, void** funcPtr, unsigned int cu
   return found ? cudaSuccess : Ret(cudaErrorSymbolNotFound);
 }
 
-}  // namespace
+}  // namespace xpu::fake::cudart
+
+using xpu::fake::cudart::DriverEntryPoint;
+using xpu::fake::cudart::Launch;
+using xpu::fake::cudart::Memcpy;
+using xpu::fake::cudart::Memcpy2D;
+using xpu::fake::cudart::Memset;
+using xpu::fake::cudart::Ret;
 
 extern "C" {
 
@@ -513,125 +534,6 @@ cudaError_t cudaGetDriverEntryPoint(const char* symbol, void** funcPtr, unsigned
                                     enum cudaDriverEntryPointQueryResult* driverStatus) {
   XPU_FAKE_COUNT_CALL();
   return DriverEntryPoint(symbol, funcPtr, 13000, flags, driverStatus);
-}
-
-// --- Entry points of CUDA 13 launch stubs and per-thread-stream variants ------
-// The _ptsz/_ptds symbols are what code built with
-// --default-stream per-thread calls; the double maps the per-thread default
-// stream to the legacy stream (see fake_core.h), so they share the plain
-// implementations. __cudaLaunchKernel is called by nvcc-generated host stubs
-// with a cudaKernel_t, which here is the handle of cudaGetKernel.
-
-cudaError_t cudaGetKernel(cudaKernel_t* kernelPtr, const void* entryFuncAddr) {
-  XPU_FAKE_COUNT_CALL();
-  if (kernelPtr == nullptr || entryFuncAddr == nullptr) return Ret(cudaErrorInvalidDeviceFunction);
-  *kernelPtr = static_cast<cudaKernel_t>(fk::FunctionForHostFn(entryFuncAddr));
-  return cudaSuccess;
-}
-
-cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
-                               size_t shmem, cudaStream_t stream) {
-  XPU_FAKE_COUNT_CALL();
-  if (kernel == nullptr || !fk::IsFunction(kernel)) return Ret(cudaErrorInvalidDeviceFunction);
-  return Ret(Launch(fk::FunctionHostFn(kernel), args, stream));
-}
-
-cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
-                                    size_t shmem, cudaStream_t stream) {
-  XPU_FAKE_COUNT_CALL();
-  if (kernel == nullptr || !fk::IsFunction(kernel)) return Ret(cudaErrorInvalidDeviceFunction);
-  return Ret(Launch(fk::FunctionHostFn(kernel), args, stream));
-}
-
-cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args,
-                                  size_t sharedMem, cudaStream_t stream) {
-  XPU_FAKE_COUNT_CALL();
-  return Ret(Launch(func, args, stream));
-}
-
-cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim,
-                                             void** args, size_t sharedMem, cudaStream_t stream) {
-  XPU_FAKE_COUNT_CALL();
-  return Ret(Launch(func, args, stream));
-}
-
-cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func,
-                                     void** args) {
-  XPU_FAKE_COUNT_CALL();
-  if (config == nullptr) return Ret(cudaErrorInvalidValue);
-  return Ret(Launch(func, args, config->stream));
-}
-
-cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t s) {
-  XPU_FAKE_COUNT_CALL();
-  return Ret(fk::SynchronizeStream(fk::ResolveStream(s)));
-}
-
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream) {
-  XPU_FAKE_COUNT_CALL();
-  return Ret(fk::LaunchGraph(exec, fk::ResolveStream(stream)));
-}
-
-cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  XPU_FAKE_COUNT_CALL();
-  return Ret(Memcpy(dst, src, count, nullptr, true));
-}
-
-cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                         size_t height, enum cudaMemcpyKind kind) {
-  XPU_FAKE_COUNT_CALL();
-  return Ret(Memcpy2D(dst, dpitch, src, spitch, width, height));
-}
-
-cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch,
-                              size_t width, size_t height, enum cudaMemcpyKind kind) {
-  XPU_FAKE_COUNT_CALL();
-  return Ret(Memcpy2D(dst, dpitch, src, spitch, width, height));
-}
-
-// A "symbol" is its host shadow variable here: copies go to/from its bytes.
-cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
-                               enum cudaMemcpyKind kind) {
-  XPU_FAKE_COUNT_CALL();
-  if (symbol == nullptr) return Ret(cudaErrorInvalidSymbol);
-  return Ret(Memcpy(static_cast<char*>(const_cast<void*>(symbol)) + offset, src, count, nullptr,
-                    true));
-}
-
-cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count,
-                                    size_t offset, enum cudaMemcpyKind kind) {
-  XPU_FAKE_COUNT_CALL();
-  if (symbol == nullptr) return Ret(cudaErrorInvalidSymbol);
-  return Ret(Memcpy(static_cast<char*>(const_cast<void*>(symbol)) + offset, src, count, nullptr,
-                    true));
-}
-
-cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
-                                 enum cudaMemcpyKind kind) {
-  XPU_FAKE_COUNT_CALL();
-  if (symbol == nullptr) return Ret(cudaErrorInvalidSymbol);
-  return Ret(Memcpy(dst, static_cast<const char*>(symbol) + offset, count, nullptr, true));
-}
-
-cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
-                                      enum cudaMemcpyKind kind) {
-  XPU_FAKE_COUNT_CALL();
-  if (symbol == nullptr) return Ret(cudaErrorInvalidSymbol);
-  return Ret(Memcpy(dst, static_cast<const char*>(symbol) + offset, count, nullptr, true));
-}
-
-cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** funcPtr,
-                                         unsigned long long flags,
-                                         enum cudaDriverEntryPointQueryResult* driverStatus) {
-  XPU_FAKE_COUNT_CALL();
-  return DriverEntryPoint(symbol, funcPtr, 13000, flags, driverStatus);
-}
-
-cudaError_t cudaGetDriverEntryPointByVersion_ptsz(
-    const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult* driverStatus) {
-  XPU_FAKE_COUNT_CALL();
-  return DriverEntryPoint(symbol, funcPtr, cudaVersion, flags, driverStatus);
 }
 
 }  // extern "C"

@@ -6,7 +6,8 @@
 // SIGCONT releases them).
 //
 // Every wait has a deadline far above what a loaded 2-core machine needs; no
-// assertion depends on wall-clock speed.
+// assertion depends on wall-clock speed. Thread-safety: single-threaded; the
+// processes under test are children in their own process group.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -302,6 +303,21 @@ TEST(FakeTrain, StoppedRankBlocksTheOthersInTheCollective) {
   // Still blocked a while later: a hang, not a slow step.
   std::this_thread::sleep_for(std::chrono::seconds(1));
   EXPECT_EQ(seg.Snapshot(kRanks), last);
+  // The status tool reports the same counters and names the stopped rank as
+  // the one behind when the others wait for it in a collective.
+  pid_t tool = Spawn({XPU_FAKE_NCCL_STATUS_PATH, "--id-file", id_file}, {},
+                     dir.path + "/status.txt");
+  ASSERT_EQ(WaitFor(tool, std::chrono::seconds(30)), 0);
+  std::string report = ReadFile(dir.path + "/status.txt");
+  EXPECT_NE(report.find("rank 2 pid " + std::to_string(stopped)), std::string::npos) << report;
+  EXPECT_NE(report.find("coll_arrived " + std::to_string(a) + " "), std::string::npos) << report;
+  bool others_wait_in_collective = false;
+  for (int r = 0; r < kRanks; ++r) {
+    if (r != kStopped && seg.Arrived(r) > a) others_wait_in_collective = true;
+  }
+  if (others_wait_in_collective) {
+    EXPECT_NE(report.find("behind 2\n"), std::string::npos) << report;
+  }
 
   ASSERT_EQ(kill(stopped, SIGCONT), 0);
   const uint64_t resume_target = a + 10;

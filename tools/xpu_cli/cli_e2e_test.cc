@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "engine/testing/fake_daemon.h"
@@ -104,6 +106,36 @@ TEST(CliE2eTest, JobsSurviveEngineRestart) {
   Proc ranks = RunXpu("ranks --job old-job --json " + engine);
   ASSERT_EQ(ranks.code, 0) << ranks.output;
   EXPECT_NE(ranks.output.find("\"records\":10"), std::string::npos) << ranks.output;
+}
+
+TEST(CliE2eTest, TlsAndTokenFlags) {
+  const std::string dir = testing::TempPath("tls");
+  ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem", token = dir + "/token";
+  std::string gen = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                    "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + key +
+                    " -out " + cert + " >/dev/null 2>&1";
+  if (system(gen.c_str()) != 0) GTEST_SKIP() << "openssl cannot generate a test certificate";
+  { std::ofstream(token) << "tok3n\n"; }
+  EngineOptions o = testing::TestOptions();
+  o.tls_cert = cert;
+  o.tls_key = key;
+  o.token_file = token;
+  auto e = Engine::Start(o);
+  ASSERT_TRUE(e.ok()) << e.status();
+  const std::string engine = "--engine 127.0.0.1:" + std::to_string((*e)->port());
+
+  Proc ok = RunXpu("status --json --tls-ca " + cert + " --token-file " + token + " " + engine);
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_NE(ok.output.find("\"engine_id\""), std::string::npos) << ok.output;
+
+  Proc no_token = RunXpu("status --tls-ca " + cert + " " + engine);
+  EXPECT_EQ(no_token.code, 1) << no_token.output;
+  EXPECT_NE(no_token.output.find("requires a token"), std::string::npos) << no_token.output;
+
+  Proc plaintext = RunXpu("status --token-file " + token + " " + engine);
+  EXPECT_EQ(plaintext.code, 2) << plaintext.output;
+  EXPECT_NE(plaintext.output.find("cannot reach engine at"), std::string::npos) << plaintext.output;
 }
 
 TEST(CliE2eTest, UnreachableEngine) {
