@@ -83,6 +83,13 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
       records_dropped_pending_ += drop / sizeof(xpu_record_v1);
     }
   }
+  if (reader.faulted() && !s.disconnected) {
+    // The producer shrank its ring: nothing more can be read from it.
+    s.disconnected = true;
+    s.disconnected_at_ns = now_ns;
+    Log()->warn("process key={} job={} rank={}: ring lost its pages (file shrunk); closing it", s.key,
+                s.identity.job, s.identity.rank);
+  }
   // Liveness: a process that vanished without closing its socket (or whose
   // pid now belongs to someone else) is treated like a closed connection.
   if (!s.disconnected && s.peer.pid > 0 && now_ns - s.last_liveness_check_ns >= options_.liveness_interval_ns) {

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/shm_guard.h"
 
 namespace xpu::daemon {
 namespace {
@@ -17,14 +18,6 @@ namespace {
 constexpr uint32_t kMaxSignatureScanPerCall = 65536;
 constexpr uint64_t kMaxNameLen = 64 * 1024;
 
-template <typename T>
-T AtomicLoadAcquire(const T* p) {
-  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-}
-template <typename T>
-T AtomicLoadRelaxed(const T* p) {
-  return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
 
 // True when [off, off+len) lies inside [0, size) without overflow.
 bool RangeInside(uint64_t off, uint64_t len, uint64_t size) {
@@ -124,6 +117,7 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::FromPath(const std::stri
 }
 
 absl::StatusOr<std::unique_ptr<RingReader>> RingReader::FromFd(int fd, const RingReaderOptions& options) {
+  InstallShmFaultHandler();
   // Seal first so the size validated below cannot shrink under the mapping.
   bool sealed = false;
   if (!options.read_only) {
@@ -175,7 +169,7 @@ RingReader::RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layou
   if (options_.read_only) {
     cursor_ = w > layout_.ring_capacity ? w - layout_.ring_capacity : 0;
   } else {
-    const uint64_t r = AtomicLoadRelaxed(&header_->read_index);
+    const uint64_t r = Load64(&header_->read_index, false);
     // A read_index beyond write_index is garbage; start from what is there.
     cursor_ = r <= w ? r : w;
   }
@@ -183,20 +177,49 @@ RingReader::RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layou
 
 RingReader::~RingReader() { munmap(base_, map_size_); }
 
-uint64_t RingReader::LoadWriteIndex() const { return AtomicLoadAcquire(&header_->write_index); }
+uint64_t RingReader::Load64(const uint64_t* p, bool acquire) const {
+  uint64_t v = 0;
+  if (faulted_ || !(acquire ? ShmLoadAcquire64(p, &v) : ShmLoadRelaxed64(p, &v))) {
+    faulted_ = true;
+    return 0;
+  }
+  return v;
+}
 
-bool RingReader::Drained() const { return cursor_ >= LoadWriteIndex(); }
+uint32_t RingReader::Load32(const uint32_t* p, bool acquire) const {
+  uint32_t v = 0;
+  if (faulted_ || !(acquire ? ShmLoadAcquire32(p, &v) : ShmLoadRelaxed32(p, &v))) {
+    faulted_ = true;
+    return 0;
+  }
+  return v;
+}
+
+bool RingReader::Copy(void* dst, const void* src, size_t n) const {
+  if (faulted_ || !ShmCopy(dst, src, n)) {
+    faulted_ = true;
+    return false;
+  }
+  return true;
+}
+
+uint64_t RingReader::LoadWriteIndex() const { return Load64(&header_->write_index, true); }
+
+bool RingReader::Drained() const {
+  const uint64_t w = LoadWriteIndex();
+  return faulted_ || cursor_ >= w;  // a faulted ring has nothing more to give
+}
 
 RingLiveState RingReader::ReadLiveState() const {
   RingLiveState s;
-  s.write_index = AtomicLoadAcquire(&header_->write_index);
-  s.read_index = AtomicLoadRelaxed(&header_->read_index);
-  s.sig_count = AtomicLoadRelaxed(&header_->sig_count);
-  s.str_used = AtomicLoadAcquire(&header_->str_used);
-  s.heartbeat_ns = AtomicLoadRelaxed(&header_->heartbeat_ns);
-  s.producer_state = AtomicLoadRelaxed(&header_->producer_state);
-  s.timing_policy = AtomicLoadRelaxed(&header_->timing_policy);
-  for (int i = 0; i < XPU_CNT_MAX; ++i) s.counters[i] = AtomicLoadRelaxed(&header_->counters[i]);
+  s.write_index = Load64(&header_->write_index, true);
+  s.read_index = Load64(&header_->read_index, false);
+  s.sig_count = Load64(&header_->sig_count, false);
+  s.str_used = Load64(&header_->str_used, true);
+  s.heartbeat_ns = Load64(&header_->heartbeat_ns, false);
+  s.producer_state = Load32(&header_->producer_state, false);
+  s.timing_policy = Load32(&header_->timing_policy, false);
+  for (int i = 0; i < XPU_CNT_MAX; ++i) s.counters[i] = Load64(&header_->counters[i], false);
   return s;
 }
 
@@ -217,6 +240,7 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
   const uint64_t cap = layout_.ring_capacity;
   const uint64_t w = LoadWriteIndex();
   size_t appended = 0;
+  if (faulted_) return 0;
   if (w < cursor_) {
     // write_index only grows; a producer that moves it back is broken.
     ++counters_.index_regressions;
@@ -233,12 +257,15 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
   while (cursor_ < w && appended < max_records) {
     const xpu_record_v1* slot = &slots[cursor_ & (cap - 1)];
     const uint32_t expected = static_cast<uint32_t>(cursor_ + 1);
-    const uint32_t commit = AtomicLoadAcquire(&slot->commit);
+    const uint32_t commit = Load32(&slot->commit, true);
+    if (faulted_) break;
     if (commit == expected) {
       xpu_record_v1 copy;
-      memcpy(&copy, slot, sizeof(copy));
+      if (!Copy(&copy, slot, sizeof(copy))) break;
       std::atomic_thread_fence(std::memory_order_acquire);
-      if (AtomicLoadRelaxed(&slot->commit) != expected) {
+      const uint32_t recheck = Load32(&slot->commit, false);
+      if (faulted_) break;
+      if (recheck != expected) {
         ++counters_.records_lapped;  // rewritten while we copied
       } else {
         copy.commit = 0;
@@ -278,7 +305,7 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
     }
     break;
   }
-  if (!options_.read_only) __atomic_store_n(&header_->read_index, cursor_, __ATOMIC_RELEASE);
+  if (!options_.read_only && !faulted_ && !ShmStoreRelease64(&header_->read_index, cursor_)) faulted_ = true;
   return appended;
 }
 
@@ -288,12 +315,14 @@ bool RingReader::TryReadSignature(uint32_t id) {
   if (bad_sigs_.count(id)) return false;
   const auto* table = reinterpret_cast<const xpu_signature_v1*>(base_ + layout_.sig_offset);
   const xpu_signature_v1* entry = &table[id];
-  const uint32_t commit = AtomicLoadAcquire(&entry->commit);
-  if (commit == 0) return false;  // not published yet
+  const uint32_t commit = Load32(&entry->commit, true);
+  if (commit == 0) return false;  // not published yet (or faulted)
   SignatureInfo info;
-  memcpy(&info.sig, entry, sizeof(info.sig));
+  if (!Copy(&info.sig, entry, sizeof(info.sig))) return false;
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (info.sig.commit != id || AtomicLoadRelaxed(&entry->commit) != id || !IsKnownOpKind(info.sig.kind)) {
+  const uint32_t recheck = Load32(&entry->commit, false);
+  if (faulted_) return false;
+  if (info.sig.commit != id || recheck != id || !IsKnownOpKind(info.sig.kind)) {
     bad_sigs_.insert(id);
     ++counters_.signatures_corrupt;
     return false;
@@ -302,9 +331,12 @@ bool RingReader::TryReadSignature(uint32_t id) {
   if (len <= XPU_SIG_NAME_INLINE) {
     info.name = SanitizeName(info.sig.name, strnlen(info.sig.name, len));
   } else {
-    const uint64_t used = std::min<uint64_t>(AtomicLoadAcquire(&header_->str_used), layout_.str_capacity);
+    const uint64_t used = std::min<uint64_t>(Load64(&header_->str_used, true), layout_.str_capacity);
+    std::string raw;
     if (len <= kMaxNameLen && RangeInside(info.sig.name_off, len, used)) {
-      info.name = SanitizeName(reinterpret_cast<const char*>(base_ + layout_.str_offset + info.sig.name_off), len);
+      raw.resize(len);
+      if (!Copy(&raw[0], base_ + layout_.str_offset + info.sig.name_off, len)) return false;
+      info.name = SanitizeName(raw.data(), raw.size());
     } else {
       ++counters_.names_bad;
       info.name = SanitizeName(info.sig.name, strnlen(info.sig.name, XPU_SIG_NAME_INLINE));
@@ -318,11 +350,12 @@ bool RingReader::TryReadSignature(uint32_t id) {
 }
 
 void RingReader::PollSignatures(std::vector<SignatureInfo>* out) {
-  const uint64_t hint = AtomicLoadRelaxed(&header_->sig_count);
+  const uint64_t hint = Load64(&header_->sig_count, false);
   const uint32_t end = static_cast<uint32_t>(std::min<uint64_t>(hint, layout_.sig_capacity));
   uint32_t scanned = 0;
   bool contiguous = true;
-  for (uint32_t id = lowest_unknown_sig_; id < end && scanned < kMaxSignatureScanPerCall; ++id, ++scanned) {
+  for (uint32_t id = lowest_unknown_sig_; id < end && scanned < kMaxSignatureScanPerCall && !faulted_;
+       ++id, ++scanned) {
     if (!sigs_.count(id) && !bad_sigs_.count(id)) TryReadSignature(id);
     const bool settled = sigs_.count(id) || bad_sigs_.count(id);
     if (contiguous && settled) {

@@ -7,9 +7,11 @@
 // and signatures are copied out before they are looked at, and anything
 // malformed is counted, never trusted. No input makes the reader crash.
 //
-// Residual risk: if the producer shrinks the file after it was mapped, touching
-// the lost pages raises SIGBUS. For memfds the reader therefore adds
-// F_SEAL_SHRINK when the memfd allows sealing (`shrink_sealed()` reports it).
+// A producer that shrinks the file after it was mapped would make the lost
+// pages raise SIGBUS. The reader adds F_SEAL_SHRINK when the memfd allows
+// sealing (`shrink_sealed()`), and every access to the mapping goes through
+// shm_guard.h, so a fault only marks the reader `faulted()`: it then reads
+// nothing more and counts as drained.
 //
 // Ownership: the reader owns `header.read_index` (it is the only writer of
 // it, release-stored after each Poll) unless opened read-only, in which case
@@ -150,11 +152,18 @@ class RingReader {
   const RingReaderCounters& counters() const { return counters_; }
   uint64_t cursor() const { return cursor_; }
   bool shrink_sealed() const { return shrink_sealed_; }
+  // True once an access to the mapping faulted (the file lost pages).
+  bool faulted() const { return faulted_; }
 
  private:
   RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layout, const RingIdentity& identity,
              const RingReaderOptions& options);
   uint64_t LoadWriteIndex() const;
+  // Guarded accesses to the mapping; on a fault they set faulted_ and
+  // return 0 / false.
+  uint64_t Load64(const uint64_t* p, bool acquire) const;
+  uint32_t Load32(const uint32_t* p, bool acquire) const;
+  bool Copy(void* dst, const void* src, size_t n) const;
   // Reads entry `id` of the signature table; adds it to the known set when it
   // is published and valid. Returns true when it is (now) known.
   bool TryReadSignature(uint32_t id);
@@ -182,6 +191,7 @@ class RingReader {
   uint32_t lowest_unknown_sig_ = 1;
   RingReaderCounters counters_;
   bool shrink_sealed_ = false;
+  mutable bool faulted_ = false;
 };
 
 // Replaces every byte outside printable ASCII with '?', so that names from

@@ -385,6 +385,48 @@ TEST(RingReaderTest, RandomBytesInLiveSectionsNeverCrash) {
   EXPECT_EQ(c.records_read, accepted);
 }
 
+TEST(RingReaderTest, FileShrunkAfterMappingFaultsCleanly) {
+  TestRingConfig cfg;
+  cfg.sealable = false;  // as a hook memfd without MFD_ALLOW_SEALING
+  auto w = TestRingWriter::Create(cfg);
+  const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, std::string(100, 'x'));
+  for (int i = 0; i < 10; ++i) w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0));
+  auto reader = std::move(RingReader::FromFd(w->fd(), Opts()).value());
+  EXPECT_FALSE(reader->shrink_sealed());
+  std::vector<RingRecord> recs;
+  EXPECT_EQ(reader->Poll(0, 3, &recs), 3u);
+  // The producer shrinks the file to its header page: slots, signatures and
+  // names are gone. Any touch would be SIGBUS without the guard.
+  ASSERT_EQ(ftruncate(w->fd(), XPU_RING_HEADER_SIZE), 0);
+  EXPECT_EQ(reader->Poll(0, 100, &recs), 0u);
+  EXPECT_TRUE(reader->faulted());
+  EXPECT_TRUE(reader->Drained());
+  std::vector<SignatureInfo> sigs;
+  reader->PollSignatures(&sigs);
+  (void)reader->ReadLiveState();
+  // And to nothing at all: even the header is gone.
+  ASSERT_EQ(ftruncate(w->fd(), 0), 0);
+  auto reader2 = RingReader::FromFd(w->fd(), Opts());
+  EXPECT_FALSE(reader2.ok());
+  (void)reader->ReadLiveState();
+  EXPECT_EQ(recs.size(), 3u);
+}
+
+TEST(RingReaderTest, SigbusOutsideTheGuardStillKills) {
+  // The guard must not swallow faults elsewhere in the process.
+  EXPECT_DEATH(
+      {
+        TestRingConfig cfg;
+        cfg.sealable = false;
+        auto w = TestRingWriter::Create(cfg);
+        auto reader = std::move(RingReader::FromFd(w->fd(), Opts()).value());
+        ASSERT_EQ(ftruncate(w->fd(), 0), 0);
+        volatile uint8_t b = w->base()[w->size() - 1];  // unguarded access
+        (void)b;
+      },
+      "");
+}
+
 TEST(RingReaderTest, ReadOnlyStartsAtOldestAndDoesNotWrite) {
   TestRingConfig cfg;
   cfg.ring_capacity = 8;

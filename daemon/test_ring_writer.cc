@@ -17,7 +17,7 @@ std::unique_ptr<TestRingWriter> TestRingWriter::Create(const TestRingConfig& c) 
   const uint64_t sig_off = PageUp(ring_off + uint64_t{c.ring_capacity} * sizeof(xpu_record_v1));
   const uint64_t str_off = PageUp(sig_off + uint64_t{c.sig_capacity} * sizeof(xpu_signature_v1));
   const uint64_t size = PageUp(str_off + c.str_capacity);
-  const int fd = memfd_create("xpu-test-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  const int fd = memfd_create("xpu-test-ring", MFD_CLOEXEC | (c.sealable ? MFD_ALLOW_SEALING : 0));
   if (fd < 0) return nullptr;
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
     close(fd);

@@ -28,6 +28,7 @@ struct TestRingConfig {
   int32_t rank = 0;
   int32_t world_size = 1;
   uint64_t start_time_ticks = 777;
+  bool sealable = true;  // MFD_ALLOW_SEALING
 };
 
 class TestRingWriter {

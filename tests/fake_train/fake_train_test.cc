@@ -81,15 +81,20 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Kills a launcher's process group on scope exit (test failure paths).
+// Stops a launcher still running at scope exit (test failure paths): SIGTERM
+// first so that it removes its temporary files and segment, then SIGKILL for
+// its whole process group.
 struct GroupKiller {
   pid_t pgid;
   ~GroupKiller() {
-    if (pgid > 0 && kill(-pgid, 0) == 0) {
-      kill(-pgid, SIGCONT);
+    if (pgid <= 0 || kill(-pgid, 0) != 0) return;
+    kill(-pgid, SIGCONT);
+    kill(pgid, SIGTERM);
+    if (WaitFor(pgid, std::chrono::seconds(10)) == -1) {
       kill(-pgid, SIGKILL);
       waitpid(pgid, nullptr, 0);
     }
+    kill(-pgid, SIGKILL);  // ranks that outlived the launcher, if any
   }
 };
 
