@@ -99,6 +99,8 @@ TEST(EngineClientTest, HelloResyncAndBatchesArriveWithTheRightCounts) {
     sent += 100 + round;
   }
   ASSERT_TRUE(WaitFor([&] { return client->stats().batches_sent == 3; }));
+  // Written by the client is not yet read by the server: wait for the latter.
+  ASSERT_TRUE(WaitFor([&] { return engine.service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }));
   engine.service.With([&](FakeIngest& s) {
     ASSERT_EQ(s.hellos_.size(), 1u);
     EXPECT_EQ(s.hellos_[0].protocol_version(), 1u);
@@ -157,6 +159,10 @@ TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {
   engine = std::make_unique<FakeEngine>(port);
   ASSERT_EQ(engine->port(), port);
   ASSERT_TRUE(WaitFor([&] { return client->stats().connects == 2 && client->stats().batches_buffered == 0; }));
+  const uint64_t expected_batches = 1 + client->stats().batches_sent;  // resync + buffered ones
+  ASSERT_TRUE(WaitFor([&] {
+    return engine->service.With([&](FakeIngest& s) { return s.batches_.size() == expected_batches; });
+  }));
   engine->service.With([&](FakeIngest& s) {
     ASSERT_EQ(s.hellos_.size(), 1u);
     ASSERT_GE(s.batches_.size(), 2u);

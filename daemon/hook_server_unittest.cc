@@ -197,6 +197,26 @@ TEST_F(HookServerTest, BadPeersGetErrorAcksAndTheDaemonSurvives) {
   EXPECT_EQ(good.ReadAck(), XPU_HELLO_OK);
 }
 
+TEST_F(HookServerTest, HookThatShrinksItsRingAfterHelloCannotKillTheDaemon) {
+  TestRingConfig cfg;
+  cfg.sealable = false;  // memfd without MFD_ALLOW_SEALING: the daemon cannot seal it
+  auto ring = TestRingWriter::Create(cfg);
+  const uint32_t sig = ring->AddSignature(XPU_OP_KERNEL, "k");
+  FakeHook hook(server_->path());
+  ASSERT_TRUE(hook.SendHello(ring->fd(), ring->size()));
+  ASSERT_EQ(hook.ReadAck(), XPU_HELLO_OK);
+  ring->Write(TestRingWriter::MakeRecord(sig, 1, 1, 0));
+  ASSERT_TRUE(WaitFor([&] { return RecordsRead() == 1; }));
+  ASSERT_EQ(ftruncate(ring->fd(), 0), 0);
+  // The drain thread keeps running over the shrunk mapping; the process is
+  // closed although its socket is still open.
+  EXPECT_TRUE(WaitFor([&] { return collector_->stats().processes_live == 0; }));
+  auto other = TestRingWriter::Create(TestRingConfig{});
+  FakeHook second(server_->path());
+  ASSERT_TRUE(second.SendHello(other->fd(), other->size()));
+  EXPECT_EQ(second.ReadAck(), XPU_HELLO_OK);
+}
+
 TEST_F(HookServerTest, SameProcessTwiceIsBusyTwoJobsStaySeparate) {
   TestRingConfig a_cfg;
   a_cfg.job = "job-a";

@@ -149,7 +149,9 @@ TEST_F(DaemonClientTest, ForkedChildDoesNotHoldTheConnection) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    // mutation
+    close(go[1]);  // EOF on go[0] once the parent is gone, whatever happened
+    alarm(30);     // and a hard bound on top
+    dc->CloseInForkedChild();
     char c;
     (void)!read(go[0], &c, 1);  // live until the parent has checked
     _exit(0);

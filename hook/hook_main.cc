@@ -71,7 +71,11 @@ void Count(xpu_counter counter, uint64_t n) {
   if (rt != nullptr) rt->ring.Count(counter, n);
 }
 
-ReentrancyGuard::ReentrancyGuard() : entered_(t_guard_depth++ == 0) {}
+ReentrancyGuard::ReentrancyGuard() : entered_(t_guard_depth++ == 0) {
+  // Counted here so that every pass-through (a library calling another
+  // interposed function, the hook's own calls) shows up once.
+  if (!entered_) Count(XPU_CNT_REENTRANT);
+}
 ReentrancyGuard::~ReentrancyGuard() { --t_guard_depth; }
 
 uint16_t StreamIndex(const void* stream) {

@@ -65,6 +65,9 @@ void ReleaseOp(Runtime* rt, uint32_t slot) {
 
 }  // namespace
 
+// The calling layer holds the ReentrancyGuard around Begin, the real call and
+// End, so the CUDA calls made here (through Runtime::cuda, never through an
+// interposer anyway) and any nested interposed call pass straight through.
 OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t extra_flags) {
   OpHandle h;
   if (!Active() || sig_id == 0) return h;

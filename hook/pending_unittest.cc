@@ -307,6 +307,21 @@ TEST_F(PendingTest, ForkedChildStopsProducing) {
   EXPECT_TRUE(Active());
 }
 
+TEST_F(PendingTest, ReentrancyGuardOutermostOnlyAndNestedCounted) {
+  uint64_t before = Counter(XPU_CNT_REENTRANT);
+  {
+    ReentrancyGuard outer;
+    EXPECT_TRUE(outer.entered());
+    {
+      ReentrancyGuard inner;
+      EXPECT_FALSE(inner.entered());
+    }
+  }
+  ReentrancyGuard again;
+  EXPECT_TRUE(again.entered());
+  EXPECT_EQ(Counter(XPU_CNT_REENTRANT), before + 1);
+}
+
 TEST(StreamIndexTest, InternsPointers) {
   EXPECT_EQ(StreamIndex(nullptr), 0);
   EXPECT_EQ(StreamIndex(reinterpret_cast<const void*>(1)), 0);  // cudaStreamLegacy

@@ -47,7 +47,6 @@ bool IsOurs(void* p) {
 }  // namespace
 
 void* ResolveReal(Library lib, const char* name) {
-  ReentrancyGuard guard;  // dlopen may run constructors that call CUDA
   void* p = dlsym(RTLD_NEXT, name);
   if (p != nullptr && !IsOurs(p)) return p;
   // Python extension modules load libcudart RTLD_LOCAL: invisible to
