@@ -64,6 +64,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, token, e->engine_id_);
   e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(), token,
                                              e->engine_id_, kEngineVersion, start_ns);
+  e->query_->SetCommandSender([ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
+    return ingest->SendCommand(id, std::move(c));
+  });
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (!o.tls_cert.empty()) {
     absl::StatusOr<std::string> cert = ReadSecretFile(o.tls_cert, "TLS certificate");

@@ -119,4 +119,18 @@ grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksR
   return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", req->job(), "'"));
 }
 
+grpc::Status QueryService::TimelineDump(grpc::ServerContext* ctx,
+                                        const xpu::v1::TimelineDumpRequest* req,
+                                        grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) {
+  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (!send_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no command channel to the daemons");
+  if (req->job().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
+  absl::Status st = timeline::RunTimelineDump(
+      registry_, send_, *req,
+      [&](const xpu::v1::TimelineDumpMessage& m) { return !ctx->IsCancelled() && writer->Write(m); });
+  if (st.ok()) return grpc::Status::OK;
+  if (absl::IsNotFound(st)) return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(st.message()));
+  return grpc::Status(grpc::StatusCode::CANCELLED, std::string(st.message()));
+}
+
 }  // namespace xpu::engine

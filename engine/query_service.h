@@ -9,11 +9,13 @@
 #define XPU_ENGINE_QUERY_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "engine/metrics.h"
 #include "engine/registry.h"
 #include "engine/store.h"
+#include "engine/timeline/dump_fanout.h"
 #include "xpu/v1/xpu.grpc.pb.h"
 
 namespace xpu::engine {
@@ -31,6 +33,11 @@ class QueryService final : public xpu::v1::Query::Service {
                     xpu::v1::JobsReply* reply) override;
   grpc::Status Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksRequest* req,
                      xpu::v1::RanksReply* reply) override;
+  // Fans a history command out to the job's daemons (engine/timeline/dump_fanout.h).
+  grpc::Status TimelineDump(grpc::ServerContext* ctx, const xpu::v1::TimelineDumpRequest* req,
+                            grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) override;
+  // How TimelineDump reaches the daemons; set once by the engine before serving.
+  void SetCommandSender(timeline::CommandSender send) { send_ = std::move(send); }
 
  private:
   grpc::Status CheckToken(grpc::ServerContext* ctx) const;
@@ -38,6 +45,7 @@ class QueryService final : public xpu::v1::Query::Service {
   Registry& registry_;
   Metrics& metrics_;
   Store* store_;  // may be null
+  timeline::CommandSender send_;  // empty: TimelineDump answers UNAVAILABLE
   const std::string token_;
   const std::string engine_id_;
   const std::string version_;

@@ -1,6 +1,8 @@
 // hook/event_pool.cc — see event_pool.h.
 #include "event_pool.h"
 
+#include <algorithm>
+
 #include "tracer.h"
 
 namespace xpu::hook {
@@ -44,19 +46,39 @@ cudaEvent_t EventPool::Get(uint32_t handle) const {
 bool EventPool::Create(int device) {
   Device& d = dev_[device];
   for (int kind = 0; kind < 2; ++kind) {
+    // The handle array is sized once: Get() may index it from any thread
+    // while later chunks are still being created.
     d.events[kind].reset(new cudaEvent_t[per_device_]());
     d.free[kind].Init(per_device_);
+    d.created[kind] = 0;
+  }
+  return Grow(device);
+}
+
+bool EventPool::Grow(int device) {
+  Device& d = dev_[device];
+  bool full = true;
+  for (int kind = 0; kind < 2; ++kind) {
     unsigned flags = kind == 1 ? cudaEventDefault : cudaEventDisableTiming;
-    for (uint32_t i = 0; i < per_device_; ++i) {
+    uint32_t end = std::min(per_device_, d.created[kind] + kChunk);
+    for (uint32_t i = d.created[kind]; i < end; ++i) {
       if (api_->event_create(&d.events[kind][i], flags) != cudaSuccess) return false;
-      d.free[kind].TryPush(i);
+      d.free[kind].TryPush(i);  // release: publishes the handle written above
+      d.created[kind] = i + 1;
     }
+    full = full && d.created[kind] == per_device_;
+  }
+  if (full) {
+    growing_.fetch_and(~(1ull << device), std::memory_order_relaxed);
+  } else {
+    growing_.fetch_or(1ull << device, std::memory_order_relaxed);
   }
   return true;
 }
 
 int EventPool::ServiceRequests(GpuClock* clock) {
   uint64_t req = requested_.exchange(0, std::memory_order_acquire);
+  const uint64_t created_now = req;  // these grow from the next pass on
   int n = 0;
   for (int dev = 0; req != 0 && dev < kMaxDevices; ++dev) {
     if ((req & (1ull << dev)) == 0) continue;
@@ -68,6 +90,19 @@ int EventPool::ServiceRequests(GpuClock* clock) {
     // A failed device stays failed: retrying per launch would hammer a
     // broken driver; its ops are counted as untracked.
     dev_[dev].state.store(ok ? kReady : kFailed, std::memory_order_release);
+  }
+  uint64_t grow = growing_.load(std::memory_order_relaxed) & ~created_now;
+  for (int dev = 0; grow != 0 && dev < kMaxDevices; ++dev) {
+    if ((grow & (1ull << dev)) == 0 || dev_[dev].state.load(std::memory_order_relaxed) != kReady) {
+      continue;
+    }
+    grow &= ~(1ull << dev);
+    ++n;
+    // A failed chunk keeps what exists: a smaller pool still works.
+    if (api_->set_device(dev) != cudaSuccess || !Grow(dev)) {
+      Count(XPU_CNT_CUDA_ERROR);
+      growing_.fetch_and(~(1ull << dev), std::memory_order_relaxed);
+    }
   }
   return n;
 }

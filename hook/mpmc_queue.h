@@ -3,9 +3,13 @@
 // free lists and the pending-op hand-off to the completion thread.
 //
 // Thread-safety: TryPush/TryPop from any thread; Init once before use.
-// No allocation after Init; a full/empty queue fails instead of blocking.
+// No allocation after Init. TryPush fails only when the queue is really full
+// (it waits out a concurrent pop that is half done); TryPop may report
+// "empty" while a push is half done (the item shows up on the next call).
 #ifndef XPU_HOOK_MPMC_QUEUE_H_
 #define XPU_HOOK_MPMC_QUEUE_H_
+
+#include <sched.h>
 
 #include <atomic>
 #include <cstdint>
@@ -29,6 +33,7 @@ class MpmcQueue {
 
   bool TryPush(uint32_t v) {
     uint64_t pos = tail_.load(std::memory_order_relaxed);
+    uint32_t spins = 0;
     for (;;) {
       Cell& c = cells_[pos & mask_];
       uint64_t seq = c.seq.load(std::memory_order_acquire);
@@ -40,7 +45,15 @@ class MpmcQueue {
           return true;
         }
       } else if (dif < 0) {
-        return false;  // full
+        // The cell still holds the previous lap's value. Either the queue is
+        // full, or a consumer has claimed that value (moved head) and not
+        // yet released the cell: a window of a few instructions. Only the
+        // first is a real failure; callers that hold at most capacity()
+        // items (free lists) must never lose one to the second.
+        uint64_t head = head_.load(std::memory_order_acquire);
+        if (head <= pos && pos - head >= mask_ + 1) return false;
+        if (++spins > 64) sched_yield();  // the consumer was preempted mid-pop
+        pos = tail_.load(std::memory_order_relaxed);
       } else {
         pos = tail_.load(std::memory_order_relaxed);
       }

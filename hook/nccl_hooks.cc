@@ -32,6 +32,7 @@
 
 #include "hook/comm_registry.h"
 #include "hook/layer_util.h"
+#include "hook/nccl_plugin_join.h"
 #include "hook/tracer.h"
 
 #define XPU_EXPORT extern "C" __attribute__((visibility("default")))
@@ -68,6 +69,7 @@ struct PendingOp {
   uint32_t sig_id;
   uint32_t seq;
   const void* stream;
+  uint16_t flags;  // extra_flags for BeginGpuOp (XPU_REC_NOT_TIMED: plugin-timed)
 };
 constexpr uint32_t kMaxGroupOps = 128;
 // Trivially constructible: zero-initialised per thread, no TLS init guard.
@@ -184,17 +186,36 @@ inline ncclResult_t CommOp(const ReentrancyGuard& g, uint16_t kind, const char (
   const uint32_t sig_id = InternSignature(sig, name, N - 1);
   if (sig_id == 0) return call();
   GroupState& grp = t_group;
+  // With the NCCL profiler plugin attached, the plugin times this op and
+  // joins it through the issue list (nccl_plugin_join.h); the core then only
+  // tracks its completion (docs/timing-policy.md).
+  const uint16_t flags = NcclPluginTimes(kind) ? static_cast<uint16_t>(XPU_REC_NOT_TIMED) : 0;
+  NcclIssuedOp issued;
+  issued.sig_id = sig_id;
+  issued.seq = seq;
+  issued.comm_id = sig.comm_id;
+  issued.count = count;
+  issued.bytes = static_cast<uint64_t>(count) * xpu_dtype_size(sig.dtype);
+  issued.kind = kind;
+  issued.stream = StreamIndex(stream);
+  issued.peer = peer;
+  issued.rank = sig.comm_rank;
+  issued.nranks = sig.comm_nranks;
   if (grp.depth > 0) {
     // Enqueued only: timed around the outermost ncclGroupEnd.
     if (grp.n < kMaxGroupOps) {
-      grp.ops[grp.n++] = PendingOp{sig_id, seq, stream};
+      grp.ops[grp.n++] = PendingOp{sig_id, seq, stream, flags};
     } else {
       Count(XPU_CNT_PENDING_FULL);
     }
+    if (!NcclIssuePush(issued)) Count(XPU_CNT_PENDING_FULL);
     return call();
   }
-  const OpHandle op = BeginGpuOp(sig_id, stream, seq, 0);
+  const OpHandle op = BeginGpuOp(sig_id, stream, seq, flags);
+  issued.launch_ns = op.launch_ns != 0 ? op.launch_ns : NowNs();
+  if (!NcclIssuePush(issued)) Count(XPU_CNT_PENDING_FULL);
   const ncclResult_t status = call();
+  NcclIssueClear();
   EndGpuOp(op, stream, NcclOk(status) ? 0 : static_cast<int>(status));
   return status;
 }
@@ -519,16 +540,24 @@ XPU_EXPORT ncclResult_t ncclGroupEnd() {
   if (!real) return xpu::hook::kMissing;
   xpu::hook::GroupState& grp = xpu::hook::t_group;
   if (!g.entered() || grp.depth <= 0) return real();
-  if (--grp.depth > 0 || grp.n == 0) return real();
+  if (--grp.depth > 0) return real();
+  if (grp.n == 0) {
+    const ncclResult_t rc = real();
+    xpu::hook::NcclIssueClear();
+    return rc;
+  }
   // Outermost end with collected ops: their kernels launch inside this call.
   // Each op's seq was assigned at its own call; records keep issue order.
   const uint32_t n = grp.n;
   grp.n = 0;
   xpu::hook::OpHandle handles[xpu::hook::kMaxGroupOps];
   for (uint32_t i = 0; i < n; ++i) {
-    handles[i] = xpu::hook::BeginGpuOp(grp.ops[i].sig_id, grp.ops[i].stream, grp.ops[i].seq, 0);
+    handles[i] = xpu::hook::BeginGpuOp(grp.ops[i].sig_id, grp.ops[i].stream, grp.ops[i].seq,
+                                       grp.ops[i].flags);
   }
+  xpu::hook::NcclIssueSetLaunch(xpu::hook::NowNs());
   const ncclResult_t rc = real();
+  xpu::hook::NcclIssueClear();
   const int status = xpu::hook::NcclOk(rc) ? 0 : static_cast<int>(rc);
   for (uint32_t i = 0; i < n; ++i) xpu::hook::EndGpuOp(handles[i], grp.ops[i].stream, status);
   return rc;

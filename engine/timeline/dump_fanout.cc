@@ -1,0 +1,162 @@
+#include "engine/timeline/dump_fanout.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace xpu::engine::timeline {
+namespace {
+
+struct DaemonRequest {
+  std::string daemon_id;
+  std::set<int32_t> ranks;  // ranks the engine last saw on this daemon
+  CommandFuture future;
+  bool done = false;
+};
+
+uint64_t ElapsedMs(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
+}  // namespace
+
+absl::Status RunTimelineDump(Registry& registry, const CommandSender& send,
+                             const xpu::v1::TimelineDumpRequest& request, const DumpWriter& write) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<JobState> job = registry.FindJob(request.job());
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job '", request.job(), "'"));
+  const std::set<int32_t> wanted(request.ranks().begin(), request.ranks().end());
+
+  // Rank -> daemon, from what the engine last saw. Rank-less processes are
+  // included only when no rank filter was given (the daemon returns every
+  // process of the job then).
+  std::map<std::string, std::unique_ptr<DaemonRequest>> daemons;
+  std::set<int32_t> known;
+  {
+    std::lock_guard<std::mutex> l(job->mu());
+    for (const auto& [key, p] : job->processes()) {
+      const int32_t rank = p->identity.rank();
+      if (!wanted.empty() && (rank < 0 || wanted.count(rank) == 0)) continue;
+      auto& d = daemons[p->daemon_id];
+      if (!d) {
+        d = std::make_unique<DaemonRequest>();
+        d->daemon_id = p->daemon_id;
+      }
+      if (rank >= 0) {
+        d->ranks.insert(rank);
+        known.insert(rank);
+      }
+    }
+  }
+
+  xpu::v1::TimelineDumpDone done;
+  for (int32_t r : wanted) {
+    if (known.count(r) == 0) {
+      xpu::v1::TimelineMissingRank* m = done.add_missing();
+      m->set_rank(r);
+      m->set_reason("rank not known to the engine for this job");
+    }
+  }
+  const auto deadline_ms = request.deadline_ms() > 0 ? std::chrono::milliseconds(request.deadline_ms())
+                                                     : kDefaultDumpDeadline;
+  const auto deadline = t0 + deadline_ms;
+
+  // Send every command first, so that the daemons work in parallel.
+  for (auto& [id, d] : daemons) {
+    xpu::v1::Command cmd;
+    cmd.set_kind("history");
+    cmd.set_job(request.job());
+    if (!wanted.empty()) {
+      for (int32_t r : d->ranks) cmd.add_ranks(r);
+    }
+    cmd.set_last_n(request.last_n());
+    cmd.set_since_ns(request.since_ns());
+    // The daemon-side deadline is a little longer than ours, so that a late
+    // reply is still consumed (and dropped) by the pending-command table.
+    cmd.set_deadline_ms(static_cast<uint64_t>(deadline_ms.count()) + 5000);
+    d->future = send(id, std::move(cmd));
+  }
+
+  xpu::v1::TimelineDumpProgress progress;
+  progress.set_ranks_total(static_cast<uint32_t>(known.size()));
+  progress.set_daemons_total(static_cast<uint32_t>(daemons.size()));
+  auto write_progress = [&]() {
+    xpu::v1::TimelineDumpMessage m;
+    *m.mutable_progress() = progress;
+    m.mutable_progress()->set_elapsed_ms(ElapsedMs(t0));
+    return write(m);
+  };
+  if (!write_progress()) return absl::CancelledError("client went away");
+
+  std::set<int32_t> answered;
+  size_t pending = daemons.size();
+  while (pending > 0) {
+    bool any = false;
+    for (auto& [id, d] : daemons) {
+      if (d->done) continue;
+      if (d->future.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) continue;
+      d->done = true;
+      --pending;
+      any = true;
+      absl::StatusOr<xpu::v1::CommandReply> reply = d->future.get();
+      std::string failure;
+      if (!reply.ok()) {
+        failure = std::string(reply.status().message());
+      } else if (!reply->ok()) {
+        failure = absl::StrCat("daemon error: ", reply->error());
+      }
+      std::set<int32_t> got;
+      if (failure.empty()) {
+        if (reply->payload() == "truncated") done.add_truncated_daemons(id);
+        for (xpu::v1::ProcessBatch& pb : *reply->mutable_processes()) {
+          const int32_t rank = pb.identity().rank();
+          if (!wanted.empty() && wanted.count(rank) == 0) continue;
+          if (rank >= 0) got.insert(rank);
+          xpu::v1::TimelineDumpMessage m;
+          *m.mutable_rank() = std::move(pb);
+          if (!write(m)) return absl::CancelledError("client went away");
+        }
+      }
+      for (int32_t r : d->ranks) {
+        if (got.count(r)) {
+          answered.insert(r);
+          continue;
+        }
+        xpu::v1::TimelineMissingRank* m = done.add_missing();
+        m->set_rank(r);
+        m->set_daemon_id(id);
+        m->set_reason(!failure.empty() ? failure : "daemon answered without this rank (history expired?)");
+      }
+      for (int32_t r : got) answered.insert(r);
+      progress.set_daemons_answered(progress.daemons_answered() + 1);
+      progress.set_ranks_answered(static_cast<uint32_t>(answered.size()));
+      if (!write_progress()) return absl::CancelledError("client went away");
+    }
+    if (pending == 0) break;
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  for (auto& [id, d] : daemons) {
+    if (d->done) continue;
+    for (int32_t r : d->ranks) {
+      xpu::v1::TimelineMissingRank* m = done.add_missing();
+      m->set_rank(r);
+      m->set_daemon_id(id);
+      m->set_reason(absl::StrCat("no answer within ", deadline_ms.count(), " ms"));
+    }
+  }
+  done.set_ranks_total(static_cast<uint32_t>(known.size()));
+  done.set_ranks_answered(static_cast<uint32_t>(answered.size()));
+  done.set_elapsed_ms(ElapsedMs(t0));
+  xpu::v1::TimelineDumpMessage m;
+  *m.mutable_done() = std::move(done);
+  if (!write(m)) return absl::CancelledError("client went away");
+  return absl::OkStatus();
+}
+
+}  // namespace xpu::engine::timeline
