@@ -76,6 +76,13 @@ OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t 
   EnsureStarted();
   const uint16_t sidx = StreamIndex(stream);
   const uint32_t stream_seq = rt->stream_seq[sidx].fetch_add(1, std::memory_order_relaxed) + 1;
+  // Until a slot is tracked, the handle describes an untracked op: EndGpuOp
+  // then writes a CPU-side record so that no occurrence goes missing.
+  h.sig_id = sig_id;
+  h.launch_ns = launch_ns;
+  h.seq = seq != 0 ? seq : stream_seq;
+  h.stream = sidx;
+  h.untracked = 1;
 
   const Config& c = rt->config;
   bool timed;
@@ -149,13 +156,28 @@ OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t 
     }
   }
   h.slot = slot;
-  h.sig_id = sig_id;
-  h.launch_ns = launch_ns;
+  h.untracked = 0;
   return h;
 }
 
 void EndGpuOp(const OpHandle& op, const void* stream, int status) {
-  if (op.slot == 0) return;
+  if (op.slot == 0) {
+    if (op.untracked == 0 || op.sig_id == 0) return;
+    Runtime* rt = GetRuntime();
+    if (rt == nullptr) return;
+    const uint64_t end_ns = NowNs();
+    xpu_record_v1 r{};
+    r.sig_id = op.sig_id;
+    r.start_ns = op.launch_ns;
+    uint16_t f = XPU_REC_NOT_TIMED | XPU_REC_UNTRACKED;
+    if (status != 0) f |= XPU_REC_CALL_FAILED;
+    r.duration = EncodeDuration(end_ns > op.launch_ns ? end_ns - op.launch_ns : 0, &f);
+    r.seq = op.seq;
+    r.stream = op.stream;
+    r.flags = f;
+    rt->ring.Write(r);
+    return;
+  }
   Runtime* rt = GetRuntime();
   if (rt == nullptr || op.slot > rt->pending.capacity()) return;
   PendingOp& p = rt->pending.op(op.slot);

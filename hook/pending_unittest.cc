@@ -222,6 +222,31 @@ TEST_F(PendingTest, PendingTableFullIsCounted) {
   EXPECT_NE(BeginGpuOp(sig, g_capturing_stream, 0, 0).slot, 0u);  // slots came back
 }
 
+TEST_F(PendingTest, UntrackedOpsStillWriteCpuSideRecords) {
+  // When no slot is free the op cannot be completion-tracked, but its
+  // occurrence (and its sequence number) must not go missing.
+  Drain();
+  uint32_t sig = Sig(XPU_OP_GEMM, 550);
+  std::vector<OpHandle> held, untracked;
+  for (uint32_t i = 0; i < rt_->pending.capacity() + 2; ++i) {
+    OpHandle h = BeginGpuOp(sig, g_capturing_stream, /*seq=*/1000 + i, 0);
+    (h.slot != 0 ? held : untracked).push_back(h);
+  }
+  ASSERT_GE(untracked.size(), 2u);  // an earlier test may still hold a slot
+  for (const OpHandle& h : untracked) EndGpuOp(h, g_capturing_stream, 0);
+  auto recs = Drain();
+  ASSERT_EQ(recs.size(), untracked.size());
+  for (size_t i = 0; i < recs.size(); ++i) {
+    EXPECT_EQ(recs[i].sig_id, sig);
+    EXPECT_EQ(recs[i].seq, untracked[i].seq);
+    EXPECT_NE(recs[i].flags & XPU_REC_UNTRACKED, 0);
+    EXPECT_NE(recs[i].flags & XPU_REC_NOT_TIMED, 0);
+    EXPECT_EQ(recs[i].flags & XPU_REC_TIMED, 0);
+  }
+  for (const OpHandle& h : held) EndGpuOp(h, g_capturing_stream, 0);
+  EXPECT_EQ(Drain().size(), held.size());
+}
+
 TEST_F(PendingTest, FlushWritesIncomplete) {
   Drain();
   uint32_t sig = Sig(XPU_OP_KERNEL, 600);  // kernels reaching the core are always timed

@@ -75,6 +75,12 @@ struct OpHandle {
   uint32_t slot = 0;       // index into the pending-op table; 0 = not tracked
   uint32_t sig_id = 0;
   uint64_t launch_ns = 0;  // CPU launch time
+  // For ops that could not be tracked (no event, pending table full, runtime
+  // not ready): EndGpuOp still writes a CPU-side record with
+  // XPU_REC_UNTRACKED so counts and sequence numbers stay complete.
+  uint32_t seq = 0;
+  uint16_t stream = 0;
+  uint16_t untracked = 0;
 };
 
 // Before the real call: decides (per signature sampler, per policy, graph

@@ -35,7 +35,8 @@ class DetectorConfig {
   // Parses the override file text; unknown keys and bad numbers are errors.
   static absl::StatusOr<DetectorConfig> Parse(std::string_view text);
   static absl::StatusOr<DetectorConfig> Load(const std::string& path);
-  // Value for `key` (must be a known key; CHECKed, it is a programmer error),
+  // Value for `key` (must be a known key: asking for another is a programmer
+  // error and aborts),
   // the backbone-specific one first.
   double Get(std::string_view key, std::string_view backbone = "") const;
   void Set(const std::string& key, double v) { overrides_[key] = v; }

@@ -43,6 +43,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <sys/types.h>
 
 #include "nccl_profiler_api.h"
 #include "xpu/hook_nccl_api.h"
@@ -152,6 +153,7 @@ class Profiler {
   ClockOffset clock_;
   uint32_t max_ops_;
   uint32_t max_children_;
+  int32_t pid_;  // this process: a proxy op of another (PXN) is not ours
   std::unique_ptr<OpSlot[]> ops_;
   std::unique_ptr<ChildSlot[]> children_;
   std::unique_ptr<Context[]> contexts_;

@@ -79,7 +79,10 @@ enum xpu_record_flags {
   XPU_REC_CALL_FAILED = 1u << 9,    /* the intercepted call returned an error */
   XPU_REC_INCOMPLETE = 1u << 10,    /* never observed complete (flushed at exit) */
   XPU_REC_BEGIN = 1u << 11,         /* host interval opened (paired with END) */
-  XPU_REC_END = 1u << 12            /* host interval closed */
+  XPU_REC_END = 1u << 12,           /* host interval closed */
+  XPU_REC_UNTRACKED = 1u << 13      /* GPU op not completion-tracked (no event
+                                       free yet, pending table full): start is
+                                       the CPU launch, duration the CPU call */
 };
 
 /* ---------------------------------------------------------------------------
