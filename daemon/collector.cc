@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/evidence/evidence_collector.h"
+#include "daemon/evidence/ring_progress.h"
 #include "daemon/log_util.h"
 
 namespace xpu::daemon {
@@ -201,8 +203,40 @@ void Collector::HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandR
     HandleHistory(command, reply);
     return;
   }
+  if (command.kind() == "evidence") {
+    HandleEvidence(command, reply);
+    return;
+  }
   reply->set_ok(false);
   reply->set_error(absl::StrCat("unknown command: ", command.kind()));
+}
+
+// Hang evidence (daemon/evidence/): the targets are chosen under the lock,
+// the slow part (debuggers, signals) runs without it.
+void Collector::HandleEvidence(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) {
+  std::vector<EvidenceTarget> targets;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    table_.ForEach([&](ProcessState& s) {
+      if (!command.job().empty() && s.identity.job != command.job()) return;
+      if (command.ranks_size() > 0 &&
+          std::find(command.ranks().begin(), command.ranks().end(), s.identity.rank) == command.ranks().end()) {
+        return;
+      }
+      EvidenceTarget t;
+      t.process_key = s.key;
+      FillIdentity(s, &t.identity);
+      t.pid = s.peer.pid > 0 ? s.peer.pid : s.identity.pid;
+      t.start_ticks = s.peer.start_ticks;
+      t.exited = s.exited;
+      if (s.reader != nullptr) t.has_progress = ReadProgress(*s.reader, &t.progress);
+      targets.push_back(std::move(t));
+    });
+  }
+  const uint64_t deadline_ms = command.deadline_ms() > 0 ? command.deadline_ms() : 20000;
+  xpu::v1::EvidenceReply ev = CollectEvidence(targets, EvidenceOptionsFromEnv(), deadline_ms);
+  reply->set_ok(true);
+  reply->set_payload(ev.SerializeAsString());
 }
 
 void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) {

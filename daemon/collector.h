@@ -95,6 +95,9 @@ class Collector : public CommandHandler, public StateProvider {
  private:
   void DrainProcess(ProcessState& s, uint64_t now_ns);
   void HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandReply* reply);
+  // Kind "evidence" (daemon/evidence/evidence_collector.h); blocks the
+  // calling thread up to the command's deadline, not the table lock.
+  void HandleEvidence(const xpu::v1::Command& command, xpu::v1::CommandReply* reply);
 
   const CollectorOptions options_;
   std::mutex mu_;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/evidence/ring_progress.h"
 
 namespace xpu::daemon {
 
@@ -150,6 +151,8 @@ void FillCounters(const ProcessState& s, xpu::v1::ProcessCounters* out) {
   out->set_records_dropped_daemon(s.records_dropped_daemon);
   out->set_heartbeat_ns(live.heartbeat_ns);
   out->set_producer_state(live.producer_state);
+  // Hang-watch table (ring.h): only when the hook keeps one.
+  if (!ReadProgress(*s.reader, out->mutable_progress())) out->clear_progress();
 }
 
 uint64_t ReadProcStartTicks(int32_t pid) {

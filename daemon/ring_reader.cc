@@ -210,6 +210,10 @@ bool RingReader::Drained() const {
   return faulted_ || cursor_ >= w;  // a faulted ring has nothing more to give
 }
 
+bool RingReader::CopyHeaderPage(void* dst, size_t n) const {
+  return Copy(dst, base_, n < XPU_RING_HEADER_SIZE ? n : XPU_RING_HEADER_SIZE);
+}
+
 RingLiveState RingReader::ReadLiveState() const {
   RingLiveState s;
   s.write_index = Load64(&header_->write_index, true);

@@ -147,6 +147,10 @@ class RingReader {
   bool Drained() const;
 
   RingLiveState ReadLiveState() const;
+  // Guarded copy of the first `n` bytes of the header page (n is clamped to
+  // XPU_RING_HEADER_SIZE); false when the mapping faulted. Used for the
+  // hang-watch progress table (daemon/evidence/ring_progress.h).
+  bool CopyHeaderPage(void* dst, size_t n) const;
   const RingIdentity& identity() const { return identity_; }
   const RingLayout& layout() const { return layout_; }
   const RingReaderCounters& counters() const { return counters_; }

@@ -5,7 +5,9 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/alerting/http_client.h"
 #include "engine/detectors/rank_liveness.h"
+#include "engine/detectors/slowdown_detectors.h"
 #include "spdlog/spdlog.h"
 
 namespace xpu::engine {
@@ -56,6 +58,29 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   for (const JobSummary& j : *history) e->registry_.AddHistoricalJob(j);
 
   e->detectors_.push_back(std::make_unique<RankLivenessDetector>(e->registry_.silent_after_ns()));
+  auto config = std::make_shared<DetectorConfig>();
+  if (!o.detector_config.empty()) {
+    absl::StatusOr<DetectorConfig> c = DetectorConfig::Load(o.detector_config);
+    if (!c.ok()) return c.status();
+    *config = std::move(*c);
+  }
+  e->views_ = AddSlowdownDetectors(config, &e->detectors_);
+  auto figures = std::make_unique<FiguresExporter>(e->views_, config, e->metrics_.registry());
+  e->figures_ = figures.get();
+  e->detectors_.push_back(std::move(figures));
+  e->tracker_ = std::make_unique<DiagnosisTracker>(static_cast<int>(o.resolve_after_windows));
+  e->diagnosis_metrics_ = std::make_unique<DiagnosisMetrics>(e->metrics_.registry());
+  if (!o.alertmanager_url.empty() || !o.webhook_url.empty()) {
+    for (const std::string& url : {o.alertmanager_url, o.webhook_url}) {
+      if (url.empty()) continue;
+      if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
+    }
+    AlertNotifierOptions no;
+    no.alertmanager_url = o.alertmanager_url;
+    no.webhook_url = o.webhook_url;
+    no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
+    e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
+  }
 
   if (o.metrics_addr != "off" && !o.metrics_addr.empty()) {
     if (absl::Status st = e->metrics_.Serve(o.metrics_addr); !st.ok()) return st;
@@ -143,6 +168,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
   registry_.UpdateLiveness();
   const uint64_t now = registry_.Now();
   std::vector<Diagnosis> all;
+  std::set<std::string> ticked;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     VectorSink sink;
     WindowSummaryRow row;
@@ -192,16 +218,32 @@ std::vector<Diagnosis> Engine::TickWindow() {
     store_->EnqueueJob(summary);
     for (const RankRow& r : ranks) store_->EnqueueRank(r);
     if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
-    for (Diagnosis& d : sink.out) {
-      store_->EnqueueDiagnosis(d);
-      all.push_back(std::move(d));
-    }
+    for (Diagnosis& d : sink.out) all.push_back(std::move(d));
+    ticked.insert(job->job());
   }
   for (const DaemonState& d : registry_.Daemons()) store_->EnqueueDaemon(d);
   for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {
     busbw_ops_.erase(job);
     Log()->info("job {} finished; kept in history only", job);
   }
+  // Diagnosis lifecycle: persisting findings keep their first_seen, absent
+  // ones resolve; then history, metrics and notifications.
+  std::set<std::string> alive;
+  std::vector<std::string> alive_list;
+  for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
+    alive.insert(job->job());
+    alive_list.push_back(job->job());
+  }
+  TrackerUpdate update = tracker_->Update(&all, ticked, alive, now);
+  for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);
+  for (const ResolvedDiagnosis& r : update.resolved) {
+    store_->EnqueueDiagnosisResolution(
+        DiagnosisResolution{r.diagnosis.job, r.diagnosis.kind, r.diagnosis.subject, r.resolved_ns});
+  }
+  diagnosis_metrics_->Apply(update, alive);
+  if (notifier_) notifier_->Publish(update, now);
+  views_->Retain(alive_list);
+  figures_->Retain(alive_list);
   if (ingest_) ingest_->ExpirePending();
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
   return all;

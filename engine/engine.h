@@ -20,7 +20,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/alerting/alert_notifier.h"
+#include "engine/alerting/diagnosis_metrics.h"
+#include "engine/alerting/diagnosis_tracker.h"
 #include "engine/detector.h"
+#include "engine/detectors/figures_exporter.h"
+#include "engine/detectors/window_view.h"
 #include "engine/engine_options.h"
 #include "engine/ingest_service.h"
 #include "engine/metrics.h"
@@ -50,6 +55,8 @@ class Engine {
   Registry& registry() { return registry_; }
   Metrics& metrics() { return metrics_; }
   Store& store() { return *store_; }
+  // Diagnosis delivery (Alertmanager / webhook); null when neither is set.
+  AlertNotifier* notifier() { return notifier_.get(); }
 
   CommandFuture SendCommand(const std::string& daemon_id, xpu::v1::Command cmd) {
     return ingest_->SendCommand(daemon_id, std::move(cmd));
@@ -71,6 +78,11 @@ class Engine {
   Metrics metrics_;
   std::unique_ptr<Store> store_;
   std::vector<std::unique_ptr<Detector>> detectors_;
+  std::shared_ptr<WindowViews> views_;  // shared by the slowdown detectors
+  FiguresExporter* figures_ = nullptr;  // owned by detectors_
+  std::unique_ptr<DiagnosisTracker> tracker_;
+  std::unique_ptr<DiagnosisMetrics> diagnosis_metrics_;
+  std::unique_ptr<AlertNotifier> notifier_;
   std::unique_ptr<IngestService> ingest_;
   std::unique_ptr<QueryService> query_;
   std::unique_ptr<grpc::Server> server_;

@@ -29,6 +29,10 @@ Usage: xpu-engine [flags]
   --max-receive-mb=MB    largest accepted gRPC message (default 64)
   --ring-records=N       recent records kept in memory per rank (default 65536)
   --log-level=LEVEL      trace, debug, info, warn, error (default info)
+  --alertmanager-url=URL post diagnoses to Prometheus Alertmanager (http://host:port)
+  --webhook-url=URL      post diagnosis changes as JSON to this URL
+  --detector-config=PATH detector thresholds (key = value; docs/diagnosis-catalogue.md)
+  --resolve-after-windows=N  windows without a report before a diagnosis resolves (default 1)
   --help                 this text
 )";
 }
@@ -77,6 +81,15 @@ absl::StatusOr<EngineOptions> ParseEngineFlags(const std::vector<std::string>& a
       o.tls_client_ca = value;
     } else if (name == "log-level") {
       o.log_level = value;
+    } else if (name == "alertmanager-url") {
+      o.alertmanager_url = value;
+    } else if (name == "webhook-url") {
+      o.webhook_url = value;
+    } else if (name == "detector-config") {
+      o.detector_config = value;
+    } else if (name == "resolve-after-windows") {
+      if (auto st = number(&d); !st.ok()) return st;
+      o.resolve_after_windows = d;
     } else if (name == "silent-after-s") {
       if (auto st = number(&d); !st.ok()) return st;
       o.silent_after_s = d;

@@ -25,6 +25,12 @@ struct EngineOptions {
   uint64_t max_receive_bytes = 64ull << 20;
   uint64_t ring_records = 65536;  // recent records kept per rank
   std::string log_level = "info";
+  // Diagnoses out of the engine (engine/alerting/): Alertmanager base URL
+  // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.
+  std::string alertmanager_url;
+  std::string webhook_url;
+  std::string detector_config;    // thresholds file (engine/detectors/detector_config.h)
+  double resolve_after_windows = 1;  // a diagnosis absent this many windows is resolved
   bool help = false;
 };
 

@@ -1,5 +1,8 @@
 #include "engine/query_service.h"
 
+#include <map>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "engine/ingest_service.h"
 
@@ -131,6 +134,46 @@ grpc::Status QueryService::TimelineDump(grpc::ServerContext* ctx,
   if (st.ok()) return grpc::Status::OK;
   if (absl::IsNotFound(st)) return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(st.message()));
   return grpc::Status(grpc::StatusCode::CANCELLED, std::string(st.message()));
+}
+
+grpc::Status QueryService::Diagnoses(grpc::ServerContext* ctx, const xpu::v1::DiagnosesRequest* req,
+                                     xpu::v1::DiagnosesReply* reply) {
+  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  reply->set_job(req->job());
+  if (store_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no history store");
+  // What the window thread enqueued must be visible to this query.
+  store_->Flush().IgnoreError();
+  absl::StatusOr<std::vector<Diagnosis>> ds = store_->LoadDiagnoses(req->job());
+  if (!ds.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(ds.status().message()));
+  absl::StatusOr<std::vector<DiagnosisResolution>> res = store_->LoadDiagnosisResolutions(req->job());
+  if (!res.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(res.status().message()));
+  if (ds->empty() && !registry_.FindJob(req->job())) {
+    absl::StatusOr<std::vector<RankRow>> ranks = store_->LoadRanks(req->job());
+    if (!ranks.ok() || ranks->empty()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", req->job(), "'"));
+    }
+  }
+  std::map<std::pair<std::string, std::string>, uint64_t> resolved;
+  for (const DiagnosisResolution& r : *res) resolved[{r.kind, r.subject}] = r.resolved_ns;
+  for (const Diagnosis& d : *ds) {
+    auto it = resolved.find({d.kind, d.subject});
+    const bool active = it == resolved.end();
+    if (!active && !req->include_resolved()) continue;
+    xpu::v1::DiagnosisInfo* o = reply->add_diagnoses();
+    o->set_job(d.job);
+    o->set_kind(d.kind);
+    o->set_subject(d.subject);
+    o->set_team(std::string(TeamName(d.team)));
+    o->set_severity(std::string(SeverityName(d.severity)));
+    for (int32_t r : d.ranks) o->add_ranks(r);
+    for (const std::string& h : d.hosts) o->add_hosts(h);
+    o->set_evidence(d.evidence);
+    o->set_first_seen_ns(d.first_seen_ns);
+    o->set_last_seen_ns(d.last_seen_ns);
+    o->set_active(active);
+    o->set_resolved_ns(active ? 0 : it->second);
+  }
+  return grpc::Status::OK;
 }
 
 }  // namespace xpu::engine

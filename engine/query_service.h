@@ -33,6 +33,9 @@ class QueryService final : public xpu::v1::Query::Service {
                     xpu::v1::JobsReply* reply) override;
   grpc::Status Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksRequest* req,
                      xpu::v1::RanksReply* reply) override;
+  // Diagnoses of a job from the store (active and, on request, resolved).
+  grpc::Status Diagnoses(grpc::ServerContext* ctx, const xpu::v1::DiagnosesRequest* req,
+                         xpu::v1::DiagnosesReply* reply) override;
   // Fans a history command out to the job's daemons (engine/timeline/dump_fanout.h).
   grpc::Status TimelineDump(grpc::ServerContext* ctx, const xpu::v1::TimelineDumpRequest* req,
                             grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) override;

@@ -48,6 +48,13 @@ CREATE TABLE diagnoses (
   first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
   PRIMARY KEY (job, kind, subject));
 )sql",
+    // 2: diagnoses that stopped being reported (resolved), for the active
+    // flag of Query.Diagnoses and `xpu diagnose`.
+    R"sql(
+CREATE TABLE diagnosis_resolutions (
+  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, resolved_ns INTEGER NOT NULL,
+  PRIMARY KEY (job, kind, subject));
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVersion,
               "kSchemaVersion must equal the number of migration steps");
@@ -208,6 +215,7 @@ void Store::EnqueueRank(const RankRow& r) { Enqueue(r); }
 void Store::EnqueueDaemon(const DaemonState& d) { Enqueue(d); }
 void Store::EnqueueWindow(const WindowSummaryRow& w) { Enqueue(w); }
 void Store::EnqueueDiagnosis(const Diagnosis& d) { Enqueue(d); }
+void Store::EnqueueDiagnosisResolution(const DiagnosisResolution& r) { Enqueue(r); }
 
 absl::Status Store::Flush() {
   std::unique_lock<std::mutex> l(mu_);
@@ -286,6 +294,13 @@ absl::Status Store::Write(const std::vector<Op>& ops) {
                .Bind(5, SeverityName(g->severity)).Bind(6, absl::StrJoin(g->ranks, ","))
                .Bind(7, absl::StrJoin(g->hosts, ",")).Bind(8, g->evidence).Bind(9, g->first_seen_ns)
                .Bind(10, g->last_seen_ns).Run();
+      if (st.ok()) {  // reported again: active
+        Stmt del(db, "DELETE FROM diagnosis_resolutions WHERE job=?1 AND kind=?2 AND subject=?3;");
+        st = del.Bind(1, g->job).Bind(2, g->kind).Bind(3, g->subject).Run();
+      }
+    } else if (const auto* res = std::get_if<DiagnosisResolution>(&op)) {
+      Stmt s(db, "INSERT OR REPLACE INTO diagnosis_resolutions VALUES (?1,?2,?3,?4);");
+      st = s.Bind(1, res->job).Bind(2, res->kind).Bind(3, res->subject).Bind(4, res->resolved_ns).Run();
     }
     if (!st.ok()) break;
   }
@@ -381,6 +396,22 @@ absl::StatusOr<std::vector<Diagnosis>> Store::LoadDiagnoses(const std::string& j
     d.first_seen_ns = q.Int(7);
     d.last_seen_ns = q.Int(8);
     out.push_back(std::move(d));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<DiagnosisResolution>> Store::LoadDiagnosisResolutions(
+    const std::string& job) {
+  std::lock_guard<std::mutex> l(read_mu_);
+  Stmt q(read_db_, "SELECT kind, subject, resolved_ns FROM diagnosis_resolutions WHERE job=?1;");
+  if (!q.ok()) return SqlError(read_db_, "load diagnosis resolutions");
+  q.Bind(1, job);
+  std::vector<DiagnosisResolution> out;
+  while (true) {
+    absl::StatusOr<bool> row = q.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) break;
+    out.push_back(DiagnosisResolution{job, q.Text(0), q.Text(1), static_cast<uint64_t>(q.Int(2))});
   }
   return out;
 }

@@ -46,9 +46,18 @@ struct RankRow {
   uint64_t last_seen_ns = 0;
 };
 
+// A diagnosis that is no longer reported (stored in diagnosis_resolutions;
+// a later report of the same job/kind/subject deletes the row again).
+struct DiagnosisResolution {
+  std::string job;
+  std::string kind;
+  std::string subject;
+  uint64_t resolved_ns = 0;
+};
+
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Opens (creating if needed) and migrates the database at `path`.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
@@ -59,6 +68,7 @@ class Store {
   void EnqueueDaemon(const DaemonState& d);
   void EnqueueWindow(const WindowSummaryRow& w);
   void EnqueueDiagnosis(const Diagnosis& d);
+  void EnqueueDiagnosisResolution(const DiagnosisResolution& r);
   // Blocks until everything enqueued before the call is committed; returns
   // the first write error since the previous Flush.
   absl::Status Flush();
@@ -66,11 +76,13 @@ class Store {
   absl::StatusOr<std::vector<JobSummary>> LoadJobs();
   absl::StatusOr<std::vector<RankRow>> LoadRanks(const std::string& job);
   absl::StatusOr<std::vector<Diagnosis>> LoadDiagnoses(const std::string& job);
+  absl::StatusOr<std::vector<DiagnosisResolution>> LoadDiagnosisResolutions(const std::string& job);
   absl::StatusOr<std::vector<WindowSummaryRow>> LoadWindows(const std::string& job);
   absl::StatusOr<int> SchemaVersion();
 
  private:
-  using Op = std::variant<JobSummary, RankRow, DaemonState, WindowSummaryRow, Diagnosis>;
+  using Op = std::variant<JobSummary, RankRow, DaemonState, WindowSummaryRow, Diagnosis,
+                          DiagnosisResolution>;
   Store() = default;
   absl::StatusOr<int> SchemaVersionOn(sqlite3* db);
   void Enqueue(Op op);

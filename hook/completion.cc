@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "hang_watch.h"
 #include "runtime.h"
 #include "tracer.h"
 
@@ -16,6 +17,14 @@ namespace {
 constexpr uint64_t kMs = 1000 * 1000;
 constexpr uint64_t kHeartbeatNs = 100 * kMs;
 constexpr int kBusyPolls = 64;  // polls without sleeping after the last progress
+constexpr uint64_t kHangCheckNs = 100 * kMs;
+constexpr uint32_t kMaxWatchedHeads = 256;  // streams examined per hang check
+
+// Hang watch (hang_watch.h): touched by the completion thread only.
+HangWatch& Watch() {
+  static HangWatch* w = new HangWatch();  // never destroyed: the thread outlives exit
+  return *w;
+}
 
 void SleepNs(uint64_t ns) {
   struct timespec ts = {static_cast<time_t>(ns / 1000000000ull),
@@ -30,6 +39,11 @@ void CompletionWorker::Init(Runtime* rt) {
   head_.reset(new uint32_t[kMaxStreams]());
   tail_.reset(new uint32_t[kMaxStreams]());
   active_.reset(new uint16_t[kMaxStreams]());
+  xpu_ring_header_v1* h = rt->ring.header();
+  Watch().Init(h != nullptr ? reinterpret_cast<xpu_ring_progress_v1*>(
+                                  reinterpret_cast<uint8_t*>(h) + XPU_RING_PROGRESS_OFFSET)
+                            : nullptr,
+               rt->ring.signatures(), rt->ring.layout().sig_capacity, HangWatchOptionsFromEnv());
 }
 
 bool CompletionWorker::Start() {
@@ -102,6 +116,16 @@ void CompletionWorker::Housekeeping(uint64_t now) {
     rt_->clock.MaybeRecalibrate(now);
   }
   if (now >= next_daemon_ns_) next_daemon_ns_ = rt_->daemon.Tick(now);
+  if (now >= next_hang_check_ns_ && Watch().enabled()) {
+    WatchedOp heads[kMaxWatchedHeads];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < active_count_ && n < kMaxWatchedHeads; ++i) {
+      const PendingOp& p = rt_->pending.op(head_[active_[i]]);
+      heads[n++] = WatchedOp{p.sig_id, p.seq, p.launch_ns};
+    }
+    Watch().Check(heads, n, now);
+    next_hang_check_ns_ = now + kHangCheckNs;
+  }
 }
 
 void CompletionWorker::DrainSubmitted() {
@@ -118,6 +142,7 @@ void CompletionWorker::DrainSubmitted() {
     }
     tail_[s] = slot;
     ++pending_count_;
+    Watch().OnIssued(WatchedOp{p.sig_id, p.seq, p.launch_ns}, p.launch_ns);
   }
 }
 
@@ -208,6 +233,8 @@ void CompletionWorker::Complete(uint32_t slot, uint64_t now) {
   r.duration = EncodeDuration(duration_ns, &flags);
   r.flags = flags;
   rt_->ring.Write(r);
+  Watch().OnCompleted(WatchedOp{p.sig_id, p.seq, p.launch_ns},
+                      now > p.launch_ns ? now - p.launch_ns : 0, now);
   rt_->pool.Give(p.start_ev);
   rt_->pool.Give(p.end_ev);
   p.start_ev = p.end_ev = 0;
@@ -227,6 +254,8 @@ void CompletionWorker::Abandon(uint32_t slot, uint64_t now, uint16_t extra) {
   r.duration = EncodeDuration(now > p.launch_ns ? now - p.launch_ns : 0, &flags);
   r.flags = flags;
   rt_->ring.Write(r);
+  Watch().OnCompleted(WatchedOp{p.sig_id, p.seq, p.launch_ns},
+                      now > p.launch_ns ? now - p.launch_ns : 0, now);
   // The events may still be pending on a broken device: returning them is
   // still right, a later record on them simply overrides the old one.
   rt_->pool.Give(p.start_ev);

@@ -73,6 +73,7 @@ class CompletionWorker {
   uint64_t next_resolve_ns_ = 0;
   uint64_t resolve_backoff_ns_ = 0;
   uint64_t next_daemon_ns_ = 0;
+  uint64_t next_hang_check_ns_ = 0;  // hang_watch.h checks, ~10 Hz
 };
 
 }  // namespace xpu::hook

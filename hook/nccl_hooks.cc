@@ -17,6 +17,13 @@
 // the real ncclGroupEnd and EndGpuOp'ed after it. Ops on one stream then
 // share the fused kernel's timing, which is what the GPU did.
 //
+// NCCL profiler plugin (hook/nccl_profiler/, docs/timing-policy.md): every
+// collective / p2p call is also appended to a thread-local issue list for
+// the duration of the real call (until the outermost ncclGroupEnd for grouped
+// ops), so that the plugin can join its events to this call's sig_id and seq
+// (nccl_plugin_join.h). Once a plugin attached, the kinds it times get a
+// non-timing completion event only (extra flag XPU_REC_NOT_TIMED).
+//
 // Non-blocking communicators (config->blocking = 0) may return
 // ncclInProgress: that is treated as success for records, and the op's
 // timing is then an upper bound of the enqueue, not of the kernel.
@@ -213,6 +220,7 @@ inline ncclResult_t CommOp(const ReentrancyGuard& g, uint16_t kind, const char (
   }
   const OpHandle op = BeginGpuOp(sig_id, stream, seq, flags);
   issued.launch_ns = op.launch_ns != 0 ? op.launch_ns : NowNs();
+  NcclIssueClear();  // no group open: anything left is from an abandoned group
   if (!NcclIssuePush(issued)) Count(XPU_CNT_PENDING_FULL);
   const ncclResult_t status = call();
   NcclIssueClear();

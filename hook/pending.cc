@@ -85,8 +85,13 @@ OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t 
   h.untracked = 1;
 
   const Config& c = rt->config;
+  const uint32_t kind = rt->sigs.KindOf(sig_id);
   bool timed;
-  if (rt->sigs.KindOf(sig_id) == XPU_OP_KERNEL) {
+  if ((extra_flags & XPU_REC_NOT_TIMED) != 0) {
+    // The caller has another timer for this op (a collective timed by the
+    // NCCL profiler plugin, docs/timing-policy.md): completion tracking only.
+    timed = false;
+  } else if (kind == XPU_OP_KERNEL) {
     // Plain kernels reach us only when the layer's XPU_KERNEL_SAMPLE_EVERY
     // tally picked this launch: traced like a sampled op.
     timed = true;

@@ -152,6 +152,26 @@ TEST_F(PendingTest, SamplerTimesFirstNThenOneInEvery) {
   }
 }
 
+// A caller with its own timer (the NCCL interposer when the profiler plugin
+// times collectives) asks for completion tracking only, even for occurrences
+// the sampler would pick.
+TEST_F(PendingTest, NotTimedRequestSkipsTimingEvents) {
+  Drain();
+  g_auto_complete = true;
+  uint32_t sig = Sig(XPU_OP_ALLREDUCE, 11);
+  OpHandle h = BeginGpuOp(sig, kStreamA, 9, XPU_REC_NOT_TIMED);
+  ASSERT_NE(h.slot, 0u);
+  EXPECT_EQ(rt_->pending.op(h.slot).start_ev, 0u);
+  EXPECT_NE(rt_->pending.op(h.slot).end_ev, 0u);
+  EndGpuOp(h, kStreamA, 0);
+  EXPECT_EQ(rt_->worker.PollOnce(NowNs()), 1);
+  auto recs = Drain();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].flags & XPU_REC_NOT_TIMED, XPU_REC_NOT_TIMED);
+  EXPECT_EQ(recs[0].flags & (XPU_REC_TIMED | XPU_REC_SAMPLED), 0);
+  EXPECT_EQ(recs[0].seq, 9u);
+}
+
 TEST_F(PendingTest, CompletionIsFifoPerStreamAndCallerSeqWins) {
   Drain();
   uint32_t sig = Sig(XPU_OP_GEMM, 200);

@@ -54,6 +54,12 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
   for (const Op& op : t.ops) {
     if (IsGpuOp(op.kind) && op.timed()) streams[op.stream].push_back(&op);
   }
+  // Ends of collectives on this rank, for cross-stream waits.
+  std::vector<uint64_t> comm_ends;
+  for (const Op& op : t.ops) {
+    if (xpu_op_is_collective(op.kind)) comm_ends.push_back(op.end_ns());
+  }
+  std::sort(comm_ends.begin(), comm_ends.end());
   for (size_t i = 0; i + 1 < b.size(); ++i) {
     const uint64_t s = b[i], e = b[i + 1];
     if (s < from_ns || s >= to_ns) continue;
@@ -78,7 +84,12 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
         if (!IsComputeKernel(prev->kind) || !IsComputeKernel(next->kind)) continue;
         if (!next->issue_valid() || next->start_ns <= prev->end_ns()) continue;
         if (next->launch_ns() > prev->end_ns()) continue;  // host was late: not minority work
-        v.minority_s += static_cast<double>(next->start_ns - prev->end_ns()) * 1e-9;
+        // A collective ending inside the gap may be what `next` waited for
+        // (event wait across streams): only the part after it counts.
+        uint64_t gap_start = prev->end_ns();
+        auto ce = std::upper_bound(comm_ends.begin(), comm_ends.end(), next->start_ns);
+        if (ce != comm_ends.begin() && *(ce - 1) > gap_start) gap_start = *(ce - 1);
+        v.minority_s += static_cast<double>(next->start_ns - gap_start) * 1e-9;
       }
     }
   }

@@ -14,9 +14,11 @@
 // end of the earlier op) means the GPU was busy with something we did not
 // trace — not waiting for the host. T_minority sums those gaps. Gaps whose
 // later op has no valid issue latency are not counted (we cannot tell host
-// starvation from hidden work), and neither are gaps next to a collective
-// (cross-stream waits look the same). This is an estimate from the traced
-// data only; it never counts host starvation as minority time.
+// starvation from hidden work), nor are gaps next to a collective on the
+// same stream; when a collective on another stream of the rank ends inside
+// the gap, only the part after that end counts (the op may have waited for
+// it through an event). This is an estimate from the traced data only; it
+// never counts host starvation as minority time.
 #ifndef XPU_ENGINE_ANALYSIS_VOID_TIME_H_
 #define XPU_ENGINE_ANALYSIS_VOID_TIME_H_
 

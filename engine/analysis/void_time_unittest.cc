@@ -53,6 +53,17 @@ TEST(VoidTest, InterAndMinorityFromDataLoaderAndQueuedGaps) {
   EXPECT_NEAR(v.VMinority(), 100.0 / 1650.0, 1e-9);
 }
 
+TEST(VoidTest, CrossStreamWaitIsNotMinorityTime) {
+  RankTrace t = TwoSteps();
+  // A collective on stream 2 ending at 470 us: of the 400..500 us gap only
+  // 470..500 us counts.
+  t.sigs[5] = testing::Coll(XPU_OP_ALLREDUCE, 1000, 3, 0, 2);
+  t.ops.push_back(MakeOp(5, XPU_OP_ALLREDUCE, 300000, 170000, 1, XPU_REC_TIMED, 2));
+  t.Sort();
+  VoidFigures v = ComputeVoid(t, FindSteps(t));
+  EXPECT_NEAR(v.minority_s, 30e-6, 1e-12);
+}
+
 TEST(VoidTest, WithoutDataLoaderTheGapAroundTheBoundaryCounts) {
   RankTrace t = TwoSteps();
   t.ops.erase(std::remove_if(t.ops.begin(), t.ops.end(),

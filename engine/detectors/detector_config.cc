@@ -32,6 +32,8 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"issue_stall.shift_ratio", 0.5, "and median issue latency below ratio x the reference median"},
       {"issue_stall.floor_us", 20, "issue latencies below this are 'no queue' (steep CDF)"},
       {"issue_stall.steep_fraction", 0.6, "fraction under floor_us that makes a CDF steep"},
+      {"issue_stall.step_fraction", 0.1,
+       "or: median issue latency below this fraction of the step time (queue never fills)"},
       {"issue_stall.max_syncs_per_step", 2, "synchronizations per step a healthy backbone needs"},
       {"issue_stall.min_gc_share", 0.02, "GC time share of the step time to blame GC"},
       {"dataloader.min_share", 0.10, "DataLoader time / step time to consider a rank"},
@@ -58,7 +60,7 @@ bool Known(std::string_view key) {
 absl::StatusOr<DetectorConfig> DetectorConfig::Parse(std::string_view text) {
   DetectorConfig c;
   int line_no = 0;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
     ++line_no;
     line = line.substr(0, line.find('#'));
     line = absl::StripAsciiWhitespace(line);
@@ -92,7 +94,7 @@ absl::StatusOr<DetectorConfig> DetectorConfig::Load(const std::string& path) {
 
 double DetectorConfig::Get(std::string_view key, std::string_view backbone) const {
   if (!backbone.empty()) {
-    auto it = overrides_.find(absl::StrCat(key, "@", backbone));
+    auto it = overrides_.find(std::string(key) + "@" + std::string(backbone));
     if (it != overrides_.end()) return it->second;
   }
   auto it = overrides_.find(key);

@@ -123,12 +123,85 @@ typedef struct xpu_ring_header_v1 {
   /* --- producer-owned counters (relaxed atomics), xpu_counter. */
   uint64_t counters[XPU_CNT_MAX] __attribute__((aligned(64)));
   /* --- per-communicator progress for hang diagnosis lives after the counters
-   *     (added in a later ABI minor; readers ignore bytes they do not know). */
+   *     (added in a later ABI minor; readers ignore bytes they do not know):
+   *     xpu_ring_progress_v1 at XPU_RING_PROGRESS_OFFSET, see below. */
 } xpu_ring_header_v1;
+
+/* ---------------------------------------------------------------------------
+ * Hang-watch progress table (ABI 1, minor "progress 1"), in the header page:
+ *
+ *   0 .. sizeof(xpu_ring_header_v1)   the header above
+ *   XPU_RING_PROGRESS_OFFSET (2048)   xpu_ring_progress_v1 (1088 bytes)
+ *
+ * Writer: the hook's completion thread only (hook/hang_watch.cc), single
+ * writer, so no CAS. Readers: the daemon (daemon/evidence/ring_progress.cc),
+ * tools. Zero bytes mean "no table" (magic 0): an older hook leaves it zero.
+ *
+ * Each comm entry and the suspect block are guarded by a sequence word
+ * (`gen`): the writer stores gen+1 (odd, release), the fields, then gen+2
+ * (even, release). A reader acquire-loads gen, copies, re-loads gen and
+ * accepts the copy when both loads are equal and even; otherwise it retries
+ * a few times and then reports the entry as unreadable. The reader validates
+ * every field (slot counts, kinds) and never trusts them.
+ *
+ * Semantics per communicator (comm_id as in xpu_signature_v1):
+ *   last_issued_seq     highest collective seq handed to the completion thread
+ *   last_completed_seq  highest collective seq observed complete (or failed)
+ *   pending_*           the oldest collective still outstanding on the comm
+ *                       (pending_seq 0: none)
+ * Suspect block: set when an op (any traced GPU op, collective or not) has
+ * been outstanding for longer than max(floor, multiple x the recent maximum
+ * duration of its signature); cleared when it completes. `suspect_since_ns`
+ * is the op's launch time (host clock), `detected_ns` when the hook noticed.
+ * ------------------------------------------------------------------------- */
+#define XPU_RING_PROGRESS_OFFSET 2048u
+#define XPU_RING_PROGRESS_MAGIC 0x31475250u /* "PRG1" */
+#define XPU_RING_PROGRESS_COMMS 16u
+
+typedef struct xpu_comm_progress_v1 {
+  uint32_t gen;                 /* sequence word, see above */
+  uint32_t pending_sig_id;      /* signature of the oldest outstanding collective */
+  uint64_t comm_id;             /* 0 = unused entry */
+  uint32_t last_issued_seq;
+  uint32_t last_completed_seq;
+  uint32_t pending_seq;         /* 0 = nothing outstanding */
+  uint16_t pending_kind;        /* xpu_op_kind */
+  uint16_t flags;               /* XPU_PROGRESS_* */
+  uint64_t pending_bytes;       /* count x dtype size of the outstanding op */
+  uint64_t pending_since_ns;    /* its CPU launch time */
+  int32_t comm_rank;
+  int32_t comm_nranks;
+  uint64_t updated_ns;          /* last change of this entry */
+} xpu_comm_progress_v1;
+
+enum xpu_progress_flags {
+  XPU_PROGRESS_SUSPECT = 1u << 0 /* the outstanding op exceeds its threshold */
+};
+
+typedef struct xpu_ring_progress_v1 {
+  uint32_t magic;               /* XPU_RING_PROGRESS_MAGIC once initialised */
+  uint32_t ncomms;              /* XPU_RING_PROGRESS_COMMS; entries in use: comm_id != 0 */
+  uint32_t suspect_gen;         /* sequence word of the suspect block */
+  uint32_t suspect_sig_id;      /* 0 = no suspected hang */
+  uint64_t suspect_since_ns;    /* launch time of the overdue op */
+  uint64_t suspect_detected_ns; /* when the threshold was crossed */
+  uint64_t suspect_threshold_ns;
+  uint32_t suspect_seq;
+  uint16_t suspect_kind;
+  uint16_t reserved0;
+  uint64_t suspect_comm_id;     /* 0 for a non-collective op */
+  uint64_t suspects_total;      /* suspicions raised since start */
+  xpu_comm_progress_v1 comms[XPU_RING_PROGRESS_COMMS]; /* overflow: ignored, not counted */
+} xpu_ring_progress_v1;
 
 #ifdef __cplusplus
 }  /* extern "C" */
 static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_HEADER_SIZE, "header fits its page");
+static_assert(sizeof(xpu_comm_progress_v1) == 64, "comm progress entry is 64 bytes");
+static_assert(sizeof(xpu_ring_progress_v1) == 64 + 64 * XPU_RING_PROGRESS_COMMS, "progress table size");
+static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_PROGRESS_OFFSET, "progress table after the header");
+static_assert(XPU_RING_PROGRESS_OFFSET + sizeof(xpu_ring_progress_v1) <= XPU_RING_HEADER_SIZE,
+              "progress table fits the header page");
 #else
 _Static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_HEADER_SIZE, "header fits its page");
 #endif

@@ -34,6 +34,7 @@
 
 #include "fake_core.h"
 #include "fake_nccl_comm.h"
+#include "fake_nccl_profiler.h"
 #include "fake_nccl_shm.h"
 
 namespace fk = xpu::fake;
@@ -54,10 +55,19 @@ using xpu::fake::nccl::WaitAtLeast;
 namespace {
 
 thread_local int t_group_depth = 0;
+
+// Enqueues `ops` (one stream) as one fused op, with the profiler plugin's
+// launch-side events around it (fake_nccl_profiler.h).
+ncclResult_t Launch(std::vector<PendingOp> ops) {
+  void* group = xpu::fake::nccl::prof::LaunchBegin(&ops);
+  ncclResult_t r = EnqueueOps(ops);
+  xpu::fake::nccl::prof::LaunchEnd(ops, group);
+  return r;
+}
 thread_local std::vector<PendingOp>* t_group_ops = nullptr;
 
 ncclResult_t Submit(ncclComm* comm, Kind kind, size_t count, ncclDataType_t dt, int peer,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, int root = -1) {
   if (!ValidComm(comm) || comm->aborted.load()) return ncclInvalidArgument;
   size_t el = TypeSize(dt);
   if (el == 0) return ncclInvalidArgument;
@@ -76,12 +86,15 @@ ncclResult_t Submit(ncclComm* comm, Kind kind, size_t count, ncclDataType_t dt, 
       break;
   }
   PendingOp op{comm, kind, size, peer, stream};
+  op.count = count;
+  op.dtype = dt;
+  op.root = root;
   if (t_group_depth > 0) {
     if (t_group_ops == nullptr) t_group_ops = new std::vector<PendingOp>;
     t_group_ops->push_back(op);
     return ncclSuccess;
   }
-  return EnqueueOps({op});
+  return Launch({op});
 }
 
 }  // namespace
@@ -260,7 +273,7 @@ ncclResult_t ncclGroupEnd() {
   t_group_ops->clear();
   ncclResult_t result = ncclSuccess;
   for (cudaStream_t s : order) {
-    ncclResult_t r = EnqueueOps(std::move(by_stream[s]));
+    ncclResult_t r = Launch(std::move(by_stream[s]));
     if (r != ncclSuccess) result = r;
   }
   return result;
@@ -291,14 +304,14 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                            cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Submit(comm, Kind::kBroadcast, count, datatype, -1, stream);
+  return Submit(comm, Kind::kBroadcast, count, datatype, -1, stream, root);
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
                        ncclComm_t comm, cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Submit(comm, Kind::kBroadcast, count, datatype, -1, stream);
+  return Submit(comm, Kind::kBroadcast, count, datatype, -1, stream, root);
 }
 
 ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
@@ -306,7 +319,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
                         cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Submit(comm, Kind::kReduce, count, datatype, -1, stream);
+  return Submit(comm, Kind::kReduce, count, datatype, -1, stream, root);
 }
 
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
@@ -320,7 +333,7 @@ ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
                         cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Submit(comm, Kind::kGather, count, datatype, -1, stream);
+  return Submit(comm, Kind::kGather, count, datatype, -1, stream, root);
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
@@ -328,7 +341,7 @@ ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
                          cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
-  return Submit(comm, Kind::kScatter, count, datatype, -1, stream);
+  return Submit(comm, Kind::kScatter, count, datatype, -1, stream, root);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,

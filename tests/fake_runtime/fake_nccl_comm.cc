@@ -14,11 +14,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <unordered_set>
 
 #include "fake_core.h"
+#include "fake_nccl_profiler.h"
 
 namespace xpu::fake::nccl {
 
@@ -74,11 +76,49 @@ namespace {
 
 bool IsColl(Kind k) { return k != Kind::kSend && k != Kind::kRecv; }
 
+// XPU_FAKE_NCCL_STALL_SEQ / _LINK (fake_nccl_shm.h): read once.
+struct StallKnob {
+  uint64_t seq = 0;  // 0: off
+  int link = 0;
+};
+const StallKnob& Stall() {
+  static const StallKnob k = [] {
+    StallKnob s;
+    if (const char* v = getenv("XPU_FAKE_NCCL_STALL_SEQ")) s.seq = strtoull(v, nullptr, 10);
+    if (const char* v = getenv("XPU_FAKE_NCCL_STALL_LINK")) s.link = atoi(v);
+    return s;
+  }();
+  return k;
+}
+
+// (kind << 56) | bytes, compared across the members of one collective.
+uint64_t Shape(const PendingOp& op) {
+  return (static_cast<uint64_t>(op.kind) << 56) | (op.size_bytes & ((1ull << 56) - 1));
+}
+
+void BlockForever(ncclComm* c) {
+  while (!c->aborted.load(std::memory_order_relaxed)) {
+    timespec ts{0, 100 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+// A broken ring link: this rank finishes its modelled steps, then waits
+// forever inside the "kernel" (until the communicator is aborted).
+void StallForever(ncclComm* c) {
+  const int n = c->nranks;
+  const int link = ((Stall().link % n) + n) % n;
+  const uint64_t steps = static_cast<uint64_t>(((c->rank - (link + 1)) % n + n) % n);
+  Store(&c->seg->slots[c->rank].coll_step, steps);
+  BlockForever(c);
+}
+
 // Runs on the stream worker: the whole rendezvous of a (possibly fused)
 // group of ops of one stream.
 void ExecuteOps(const std::vector<PendingOp>& ops) {
   struct Ticket {
     uint64_t seq;
+    uint64_t arrival_ns;  // the modelled kernel starts here (waits for peers inside)
   };
   std::vector<Ticket> tickets(ops.size());
   // 1. Announce every arrival first (a fused group must not wait before all
@@ -88,9 +128,12 @@ void ExecuteOps(const std::vector<PendingOp>& ops) {
     ncclComm* c = op.comm;
     xpu_fake_nccl_slot& me = c->seg->slots[c->rank];
     uint64_t now = fk::NowNs();
+    tickets[i].arrival_ns = now;
     if (IsColl(op.kind)) {
       uint64_t seq = ++c->coll_seq;
       me.coll_arrival_ns[seq % XPU_FAKE_NCCL_RING] = now;
+      Store(&me.coll_step, uint64_t{0});
+      me.coll_shape[seq % XPU_FAKE_NCCL_RING] = Shape(op);
       Store(&me.coll_arrived, seq);
       tickets[i].seq = seq;
     } else if (op.kind == Kind::kSend) {
@@ -105,6 +148,11 @@ void ExecuteOps(const std::vector<PendingOp>& ops) {
       tickets[i].seq = seq;
     }
   }
+  // The profiler plugin sees the kernel start (kernel-channel, proxy events).
+  std::vector<prof::KernelEvents> kernel_events(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    prof::KernelStart(ops[i], tickets[i].arrival_ns, &kernel_events[i]);
+  }
   // 2. Wait for the peers; the op starts when its last participant arrived.
   uint64_t end = 0;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -115,10 +163,13 @@ void ExecuteOps(const std::vector<PendingOp>& ops) {
     uint64_t start = 0;
     bool ok = true;
     if (IsColl(op.kind)) {
+      bool mismatch = false;
       for (int r = 0; r < c->nranks && ok; ++r) {
         ok = WaitAtLeast(c, &seg->slots[r].coll_arrived, seq);
         if (ok) start = std::max(start, seg->slots[r].coll_arrival_ns[seq % XPU_FAKE_NCCL_RING]);
+        if (ok && seg->slots[r].coll_shape[seq % XPU_FAKE_NCCL_RING] != Shape(op)) mismatch = true;
       }
+      if (mismatch) BlockForever(c);
     } else if (op.kind == Kind::kSend) {
       xpu_fake_nccl_slot& peer = seg->slots[op.peer];
       ok = WaitAtLeast(c, &peer.recv_arrived[c->rank], seq);
@@ -135,12 +186,19 @@ void ExecuteOps(const std::vector<PendingOp>& ops) {
       }
     }
     if (ok) end = std::max(end, start + DurationNs(op));
+    if (ok && IsColl(op.kind) && Stall().seq != 0 && seq == Stall().seq) StallForever(c);
   }
   // 3. Run for the modelled time, then publish completion.
   fk::SleepUntilNs(end);
+  const uint64_t done = fk::NowNs();
+  for (size_t i = 0; i < ops.size(); ++i) prof::KernelStop(ops[i], done, &kernel_events[i]);
   for (size_t i = 0; i < ops.size(); ++i) {
     const PendingOp& op = ops[i];
-    if (IsColl(op.kind)) Store(&op.comm->seg->slots[op.comm->rank].coll_completed, tickets[i].seq);
+    if (IsColl(op.kind)) {
+      xpu_fake_nccl_slot& me = op.comm->seg->slots[op.comm->rank];
+      Store(&me.coll_step, static_cast<uint64_t>(2 * (op.comm->nranks - 1)));
+      Store(&me.coll_completed, tickets[i].seq);
+    }
   }
   for (const PendingOp& op : ops) op.comm->pending.fetch_sub(1);
 }
@@ -254,6 +312,7 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
       if (seg->slots[r].global_rank == slow) c->link_factor = cfg.slow_link_factor;
     }
   }
+  prof::CommInit(c);  // as NCCL: once the communicator is up
   {
     std::lock_guard<std::mutex> lock(CommMu());
     Comms().insert(c);
@@ -266,6 +325,7 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
 // member to detach removes it.
 ncclResult_t Release(ncclComm_t comm) {
   while (comm->pending.load() > 0) SleepUs(100);
+  prof::CommFinalize(comm);
   {
     std::lock_guard<std::mutex> lock(CommMu());
     Comms().erase(comm);

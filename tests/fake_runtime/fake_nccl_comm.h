@@ -38,6 +38,10 @@ struct ncclComm {
   std::atomic<uint64_t> shrinks{0};  // host: ncclCommShrink generation
   std::atomic<int> pending{0};      // enqueued ops not yet finished
   std::atomic<bool> aborted{false};
+  // Profiler plugin context of this communicator (fake_nccl_profiler.h);
+  // null when no plugin is loaded or its init failed.
+  void* prof_ctx = nullptr;
+  int prof_mask = 0;
 };
 
 namespace xpu::fake::nccl {
@@ -51,6 +55,12 @@ struct PendingOp {
   uint64_t size_bytes;  // nccl-tests "size"
   int peer;             // Send/Recv only
   cudaStream_t stream;
+  // For the profiler plugin's descriptors (fake_nccl_profiler.h).
+  size_t count = 0;                     // as passed to the API
+  ncclDataType_t dtype = ncclInt8;
+  int root = -1;                        // rooted collectives
+  void* prof = nullptr;                 // the plugin's Coll/P2p event handle
+  uint8_t nchannels = 0;
 };
 
 inline uint64_t Load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }

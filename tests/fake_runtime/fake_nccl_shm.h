@@ -31,6 +31,12 @@
  * a ring of RING arrival stamps cannot be overwritten before it is read.
  * Send/Recv use the per-peer counters the same way, paired by the per-pair
  * sequence (the n-th send from a to b matches the n-th recv of b from a).
+ *
+ * Stalled kernel (tests of communication hangs): with
+ * XPU_FAKE_NCCL_STALL_SEQ=s and XPU_FAKE_NCCL_STALL_LINK=r, collective s
+ * never completes on any member: every rank arrives, then models a ring whose
+ * link r -> r+1 (mod nranks) carries nothing: rank r+1+k stops after k ring
+ * steps (coll_step = k), so progress drops to 0 right behind the broken link.
  */
 #ifndef XPU_TESTS_FAKE_RUNTIME_FAKE_NCCL_SHM_H_
 #define XPU_TESTS_FAKE_RUNTIME_FAKE_NCCL_SHM_H_
@@ -76,6 +82,17 @@ typedef struct xpu_fake_nccl_slot {
   uint64_t recv_arrived[XPU_FAKE_NCCL_MAX_RANKS];
   uint64_t send_ns[XPU_FAKE_NCCL_MAX_RANKS][XPU_FAKE_NCCL_P2P_RING];
   uint64_t recv_ns[XPU_FAKE_NCCL_MAX_RANKS][XPU_FAKE_NCCL_P2P_RING];
+
+  /* intra-kernel progress of the collective coll_arrived: ring steps this
+   * rank finished (0 at arrival, 2*(nranks-1) at completion). The source the
+   * hang diagnosis reads where real GPUs would be read with cuda-gdb; with
+   * XPU_FAKE_NCCL_STALL_SEQ it shows where a broken ring link stopped it. */
+  uint64_t coll_step;
+  /* shape of collective s at [s % RING]: (kind << 56) | size in bytes,
+   * written before coll_arrived. Members that arrive at the same seq with
+   * different shapes never complete it (as a real mismatched NCCL
+   * collective would hang). */
+  uint64_t coll_shape[XPU_FAKE_NCCL_RING];
 } xpu_fake_nccl_slot;
 
 typedef struct xpu_fake_nccl_segment {

@@ -4,7 +4,7 @@
 //
 // usage: xpu-fake-nccl-status (--id-file PATH | --id HEX)
 // Output: one line per rank,
-//   rank <r> pid <pid> global_rank <g> device <d> coll_arrived <a> coll_completed <c>
+//   rank <r> pid <pid> global_rank <g> device <d> coll_arrived <a> coll_completed <c> coll_step <k>
 // and a last line "behind <r>..." listing the ranks whose coll_arrived is
 // below the maximum (the ranks the others wait for), or "behind none".
 // Exit status: 0, or 1 when the segment does not exist / is not valid.
@@ -70,9 +70,11 @@ int main(int argc, char** argv) {
     const xpu_fake_nccl_slot& s = seg->slots[r];
     uint64_t arrived = __atomic_load_n(&s.coll_arrived, __ATOMIC_ACQUIRE);
     uint64_t completed = __atomic_load_n(&s.coll_completed, __ATOMIC_ACQUIRE);
-    printf("rank %d pid %d global_rank %d device %d coll_arrived %llu coll_completed %llu\n", r,
-           s.pid, s.global_rank, s.device, static_cast<unsigned long long>(arrived),
-           static_cast<unsigned long long>(completed));
+    uint64_t step = __atomic_load_n(&s.coll_step, __ATOMIC_ACQUIRE);
+    printf("rank %d pid %d global_rank %d device %d coll_arrived %llu coll_completed %llu"
+           " coll_step %llu\n",
+           r, s.pid, s.global_rank, s.device, static_cast<unsigned long long>(arrived),
+           static_cast<unsigned long long>(completed), static_cast<unsigned long long>(step));
     if (arrived < max_arrived) behind += " " + std::to_string(r);
   }
   printf("behind%s\n", behind.empty() ? " none" : behind.c_str());

@@ -40,6 +40,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -88,6 +89,9 @@ struct Options {
   int extra_collective_at = -1;
   int hang_at = -1;
   int exit_at = -1;
+  int spin_at = -1;
+  int checkpoint_at = -1;
+  int checkpoint_ms = 60000;
   int fault_rank = -1;  // -1: fault options apply to every rank
   bool print_plan = false;
 };
@@ -109,6 +113,10 @@ void Usage(FILE* f) {
           "  --extra-collective-at S one extra ncclAllReduce in step S (fault ranks)\n"
           "  --hang-at S             stop issuing work at the start of step S, forever (fault ranks)\n"
           "  --exit-at S             exit with status 3 at the start of step S (fault ranks)\n"
+          "  --spin-at S             spin forever in native code at the start of step S (fault ranks)\n"
+          "  --checkpoint-at S       save a \"checkpoint\" (host sleep of --checkpoint-ms inside a\n"
+          "                          checkpoint host event) at the start of step S (fault ranks)\n"
+          "  --checkpoint-ms MS      checkpoint duration (60000)\n"
           "  --fault-rank R          the fault options apply to RANK R only (default: all)\n"
           "  --print-plan            print the per-step op counts and exit\n"
           "  --help\n"
@@ -157,6 +165,12 @@ bool Parse(int argc, char** argv, Options* o) {
       if (!int_arg(&o->hang_at)) return false;
     } else if (a == "--exit-at") {
       if (!int_arg(&o->exit_at)) return false;
+    } else if (a == "--spin-at") {
+      if (!int_arg(&o->spin_at)) return false;
+    } else if (a == "--checkpoint-at") {
+      if (!int_arg(&o->checkpoint_at)) return false;
+    } else if (a == "--checkpoint-ms") {
+      if (!int_arg(&o->checkpoint_ms)) return false;
     } else if (a == "--fault-rank") {
       if (!int_arg(&o->fault_rank)) return false;
     } else if (a == "--nccl-id-file") {
@@ -383,6 +397,33 @@ void Setup(const Options& o, Runtime& rt) {
 
 bool IsFaultRank(const Options& o, int rank) { return o.fault_rank < 0 || o.fault_rank == rank; }
 
+// --spin-at: a rank stuck in a native busy loop (an endless algorithmic loop).
+volatile uint64_t g_spin_sink = 0;
+extern "C" __attribute__((noinline, used, visibility("default"))) void fake_spin_forever() {
+  for (;;) g_spin_sink = g_spin_sink + 1;
+}
+
+// --checkpoint-at: a long host-side save inside an XPU_OP_PY_CHECKPOINT host
+// interval, announced through the hook's C API (include/xpu/hook_api.h) as
+// the Python package does: a BEGIN record when it starts, END when it ends.
+// Without the hook the save is just the sleep.
+extern "C" __attribute__((noinline, used, visibility("default"))) void fake_save_checkpoint(int ms) {
+  using InternFn = uint32_t (*)(uint32_t, const char*, uint32_t, int32_t);
+  using EmitFn = int (*)(uint32_t, uint64_t, uint64_t, uint32_t, uint32_t);
+  using NowFn = uint64_t (*)();
+  auto intern = reinterpret_cast<InternFn>(dlsym(RTLD_DEFAULT, "xpu_intern_host_signature"));
+  auto emit = reinterpret_cast<EmitFn>(dlsym(RTLD_DEFAULT, "xpu_emit_host_event"));
+  auto now = reinterpret_cast<NowFn>(dlsym(RTLD_DEFAULT, "xpu_now_ns"));
+  const char kName[] = "checkpoint.save";
+  uint32_t sig = intern && emit && now ? intern(68 /* XPU_OP_PY_CHECKPOINT */, kName,
+                                                sizeof(kName) - 1, 0)
+                                       : 0;
+  uint64_t t0 = sig ? now() : 0;
+  if (sig) emit(sig, t0, t0, 0, 1u << 11 /* XPU_REC_BEGIN */);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  if (sig) emit(sig, t0, now(), 0, 1u << 12 /* XPU_REC_END */);
+}
+
 void Step(const Options& o, Runtime& rt, int step) {
   const int H = o.hidden, T = o.tokens, L = o.layers;
   const bool faulty = IsFaultRank(o, rt.rank);
@@ -474,6 +515,16 @@ int main(int argc, char** argv) {
       printf("rank %d exiting at step %d\n", rt.rank, step);
       fflush(stdout);
       _exit(3);  // abrupt, like a crashed rank: no teardown
+    }
+    if (faulty && step == o.spin_at) {
+      printf("rank %d spinning at step %d\n", rt.rank, step);
+      fflush(stdout);
+      fake_spin_forever();
+    }
+    if (faulty && step == o.checkpoint_at) {
+      printf("rank %d checkpoint at step %d for %d ms\n", rt.rank, step, o.checkpoint_ms);
+      fflush(stdout);
+      fake_save_checkpoint(o.checkpoint_ms);
     }
     if (faulty && step == o.hang_at) {
       printf("rank %d hanging at step %d\n", rt.rank, step);

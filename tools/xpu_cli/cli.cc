@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tools/xpu_cli/json_writer.h"
+#include "tools/xpu_cli/timeline_cli.h"
 #include "xpu/v1/xpu.grpc.pb.h"
 
 namespace xpu::cli {
@@ -29,7 +30,14 @@ Commands:
   status               engine, daemons and running jobs
   jobs [--all]         jobs (with --all: finished and earlier jobs from history)
   ranks --job JOB      ranks of a job: liveness, record counts, drops
-  diagnose, report, hang, timeline, stacks, calibrate, run
+  diagnose --job JOB [--all]
+                       diagnoses of a job (with --all: resolved ones too)
+  report --job JOB     readable slowdown report: job, ranks, diagnoses by team
+  timeline dump|summary --job JOB ...
+                       on-demand timelines: Perfetto / Chrome traces, summary
+                       (see xpu timeline --help)
+  stacks --job JOB     live stacks (reserved: not available in this version)
+  hang, calibrate, run
                        not available in this version
 
 Global flags (also accepted after the command):
@@ -60,6 +68,22 @@ Jobs known to the engine. Without --all only jobs that are not finished;
 with --all also finished jobs and jobs from earlier engine runs (history).
 JSON: {jobs: [{job, job_name, state, ranks, ranks_alive, records, first_seen_ns, last_seen_ns}]}
 )"},
+      {"diagnose", R"(xpu diagnose --job JOB [--all] [--json]
+
+What the engine's detectors found about a job: kind, team (operations /
+infrastructure / algorithm), severity, ranks, hosts, first and last seen,
+and the evidence (figures and the comparison made). Active diagnoses only;
+with --all also resolved ones. Kinds: docs/diagnosis-catalogue.md.
+JSON: {job, diagnoses: [{kind, subject, team, severity, active, ranks: [int],
+       hosts: [str], evidence, first_seen_ns, last_seen_ns, resolved_ns}]}
+)"},
+      {"report", R"(xpu report --job JOB [--json]
+
+A readable slowdown report: the job and its ranks, then the active
+diagnoses grouped by the team that can act on them, then resolved ones.
+JSON: {job, job_name, state, ranks, ranks_alive, records,
+       diagnoses: [as in xpu diagnose --json]}
+)"},
       {"ranks", R"(xpu ranks --job JOB [--json]
 
 Processes of one job: rank, host, pid, liveness (alive/silent/exited),
@@ -71,8 +95,7 @@ JSON: {job, ranks: [{rank, host, pid, local_rank, liveness, records, dropped,
   return *help;
 }
 
-const char* const kLaterCommands[] = {"diagnose", "report", "hang", "timeline",
-                                      "stacks", "calibrate", "run"};
+const char* const kLaterCommands[] = {"hang", "calibrate", "run"};
 
 struct Flags {
   std::string engine;
@@ -305,8 +328,121 @@ std::string RanksTable(const xpu::v1::RanksReply& r) {
   return absl::StrCat("job ", r.job(), "\n", Table(rows));
 }
 
+namespace {
+
+void DiagnosisJson(JsonWriter& w, const xpu::v1::DiagnosisInfo& d) {
+  w.BeginObject()
+      .Field("kind", d.kind())
+      .Field("subject", d.subject())
+      .Field("team", d.team())
+      .Field("severity", d.severity())
+      .Field("active", d.active());
+  w.BeginArray("ranks");
+  for (int32_t r : d.ranks()) w.Field("", r);
+  w.EndArray().BeginArray("hosts");
+  for (const std::string& h : d.hosts()) w.Field("", h);
+  w.EndArray()
+      .Field("evidence", d.evidence())
+      .Field("first_seen_ns", d.first_seen_ns())
+      .Field("last_seen_ns", d.last_seen_ns())
+      .Field("resolved_ns", d.resolved_ns())
+      .EndObject();
+}
+
+std::string RankList(const xpu::v1::DiagnosisInfo& d) {
+  if (d.ranks().empty()) return "-";
+  std::string s;
+  for (int i = 0; i < d.ranks_size(); ++i) absl::StrAppend(&s, i ? "," : "", d.ranks(i));
+  return s;
+}
+
+// Word-wraps `text` at `width` columns with `indent` before every line.
+std::string Wrap(const std::string& text, size_t width, const std::string& indent) {
+  std::string out, line;
+  std::istringstream words(text);
+  std::string word;
+  while (words >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += indent + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) out += indent + line + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string DiagnosesJson(const xpu::v1::DiagnosesReply& r) {
+  JsonWriter w;
+  w.BeginObject().Field("job", r.job()).BeginArray("diagnoses");
+  for (const auto& d : r.diagnoses()) DiagnosisJson(w, d);
+  w.EndArray().EndObject();
+  return w.str() + "\n";
+}
+
+std::string DiagnosesTable(const xpu::v1::DiagnosesReply& r) {
+  if (r.diagnoses().empty()) return absl::StrCat("job ", r.job(), ": no diagnoses\n");
+  uint64_t now = NowNs();
+  std::string out = absl::StrCat("job ", r.job(), "\n");
+  std::vector<std::vector<std::string>> rows = {
+      {"KIND", "TEAM", "SEVERITY", "STATE", "RANKS", "FIRST SEEN", "LAST SEEN"}};
+  for (const auto& d : r.diagnoses()) {
+    rows.push_back({d.kind(), d.team(), d.severity(), d.active() ? "active" : "resolved", RankList(d),
+                    FormatAge(d.first_seen_ns(), now) + " ago", FormatAge(d.last_seen_ns(), now) + " ago"});
+  }
+  out += Table(rows);
+  out += "\n";
+  for (const auto& d : r.diagnoses()) {
+    out += absl::StrCat(d.kind(), " (", d.subject(), "):\n");
+    out += Wrap(d.evidence(), 100, "  ");
+  }
+  return out;
+}
+
+std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& ranks,
+                       const xpu::v1::DiagnosesReply& diags) {
+  uint64_t now = NowNs();
+  std::string out = absl::StrCat("XPUTimer slowdown report for job ", job.job(),
+                                 job.job_name().empty() ? "" : absl::StrCat(" (", job.job_name(), ")"), "\n");
+  std::map<std::string, int> hosts;
+  for (const auto& k : ranks.ranks()) hosts[k.host()]++;
+  absl::StrAppend(&out, "state ", job.state(), ", ", job.ranks_alive(), " of ", job.ranks(), " ranks alive on ",
+                  hosts.size(), " host(s), ", job.records(), " records, last seen ",
+                  FormatAge(job.last_seen_ns(), now), " ago\n\n");
+  int active = 0;
+  for (const auto& d : diags.diagnoses()) active += d.active();
+  if (active == 0) {
+    out += "No active diagnosis: no slowdown detected.\n";
+  }
+  for (const char* team : {"operations", "infrastructure", "algorithm"}) {
+    std::string section;
+    for (const auto& d : diags.diagnoses()) {
+      if (!d.active() || d.team() != team) continue;
+      std::string hl;
+      for (int i = 0; i < d.hosts_size(); ++i) absl::StrAppend(&hl, i ? "," : "", d.hosts(i));
+      absl::StrAppend(&section, "  * ", d.kind(), " [", d.severity(), "] ranks ", RankList(d),
+                      hl.empty() ? "" : absl::StrCat(" on ", hl), "; since ", FormatAge(d.first_seen_ns(), now),
+                      " ago, last seen ", FormatAge(d.last_seen_ns(), now), " ago\n");
+      section += Wrap(d.evidence(), 96, "      ");
+    }
+    if (!section.empty()) absl::StrAppend(&out, "For the ", team, " team:\n", section, "\n");
+  }
+  std::string resolved;
+  for (const auto& d : diags.diagnoses()) {
+    if (d.active()) continue;
+    absl::StrAppend(&resolved, "  - ", d.kind(), " (", d.subject(), ", ", d.team(), "), resolved ",
+                    FormatAge(d.resolved_ns(), now), " ago\n");
+  }
+  if (!resolved.empty()) absl::StrAppend(&out, "Resolved:\n", resolved);
+  return out;
+}
+
 int RunCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
            std::ostream& err) {
+  // `timeline` and `stacks` have their own flags (timeline_cli.cc).
+  if (IsTimelineCommand(args)) return RunTimelineCli(args, env_engine, out, err);
   Flags f;
   std::string error;
   if (!ParseArgs(args, &f, &error)) {
@@ -336,8 +472,8 @@ int RunCli(const std::vector<std::string>& args, const std::string& env_engine, 
     out << help->second;
     return kExitOk;
   }
-  if (f.command == "ranks" && f.job.empty()) {
-    err << "xpu ranks: --job JOB is required\n";
+  if ((f.command == "ranks" || f.command == "diagnose" || f.command == "report") && f.job.empty()) {
+    err << "xpu " << f.command << ": --job JOB is required\n";
     return kExitUsage;
   }
   const std::string engine = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : kDefaultEngine;
@@ -399,6 +535,60 @@ int RunCli(const std::vector<std::string>& args, const std::string& env_engine, 
     grpc::Status st = stub->Ranks(&ctx, req, &r);
     if (!st.ok()) return fail(st);
     out << (f.json ? RanksJson(r) : RanksTable(r));
+  } else if (f.command == "diagnose") {
+    xpu::v1::DiagnosesRequest req;
+    req.set_job(f.job);
+    req.set_include_resolved(f.all);
+    xpu::v1::DiagnosesReply r;
+    grpc::Status st = stub->Diagnoses(&ctx, req, &r);
+    if (!st.ok()) return fail(st);
+    out << (f.json ? DiagnosesJson(r) : DiagnosesTable(r));
+  } else if (f.command == "report") {
+    // Three calls, each with its own context (a context serves one call).
+    xpu::v1::DiagnosesRequest dreq;
+    dreq.set_job(f.job);
+    dreq.set_include_resolved(true);
+    xpu::v1::DiagnosesReply diags;
+    grpc::Status st = stub->Diagnoses(&ctx, dreq, &diags);
+    if (!st.ok()) return fail(st);
+    auto call_ctx = [&](grpc::ClientContext* c) {
+      c->set_deadline(std::chrono::system_clock::now() + kDeadline);
+      if (!token.empty()) c->AddMetadata(kTokenMetadataKey, token);
+    };
+    grpc::ClientContext jctx, rctx;
+    call_ctx(&jctx);
+    call_ctx(&rctx);
+    xpu::v1::JobsRequest jreq;
+    jreq.set_include_finished(true);
+    xpu::v1::JobsReply jobs;
+    if (st = stub->Jobs(&jctx, jreq, &jobs); !st.ok()) return fail(st);
+    xpu::v1::JobInfo info;
+    info.set_job(f.job);
+    info.set_state("unknown");
+    for (const auto& j : jobs.jobs()) {
+      if (j.job() == f.job) info = j;
+    }
+    xpu::v1::RanksRequest rreq;
+    rreq.set_job(f.job);
+    xpu::v1::RanksReply ranks;
+    st = stub->Ranks(&rctx, rreq, &ranks);
+    if (!st.ok() && st.error_code() != grpc::StatusCode::NOT_FOUND) return fail(st);
+    if (f.json) {
+      JsonWriter w;
+      w.BeginObject()
+          .Field("job", info.job())
+          .Field("job_name", info.job_name())
+          .Field("state", info.state())
+          .Field("ranks", info.ranks())
+          .Field("ranks_alive", info.ranks_alive())
+          .Field("records", info.records())
+          .BeginArray("diagnoses");
+      for (const auto& d : diags.diagnoses()) DiagnosisJson(w, d);
+      w.EndArray().EndObject();
+      out << w.str() << "\n";
+    } else {
+      out << ReportText(info, ranks, diags);
+    }
   }
   return kExitOk;
 }

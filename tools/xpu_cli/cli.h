@@ -16,6 +16,10 @@
 //            first_seen_ns, last_seen_ns}
 //   ranks:  {job, ranks: [{rank, host, pid, local_rank, liveness, records,
 //            dropped, signatures, last_record_ns, last_seen_ns}]}
+//   diagnose: {job, diagnoses: [DIAG]}
+//   report: {job, job_name, state, ranks, ranks_alive, records, diagnoses: [DIAG]}
+//   DIAG:   {kind, subject, team, severity, active, ranks: [int], hosts: [str],
+//            evidence, first_seen_ns, last_seen_ns, resolved_ns}
 #ifndef XPU_TOOLS_XPU_CLI_CLI_H_
 #define XPU_TOOLS_XPU_CLI_CLI_H_
 
@@ -44,6 +48,10 @@ std::string RanksJson(const xpu::v1::RanksReply& r);
 std::string StatusTable(const xpu::v1::StatusReply& r);
 std::string JobsTable(const xpu::v1::JobsReply& r);
 std::string RanksTable(const xpu::v1::RanksReply& r);
+std::string DiagnosesJson(const xpu::v1::DiagnosesReply& r);
+std::string DiagnosesTable(const xpu::v1::DiagnosesReply& r);
+std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& ranks,
+                       const xpu::v1::DiagnosesReply& diags);
 
 }  // namespace xpu::cli
 

@@ -57,11 +57,53 @@ TEST(CliTest, HelpAndUsage) {
 }
 
 TEST(CliTest, LaterCommandsSayNotAvailable) {
-  for (const char* c : {"diagnose", "report", "hang", "timeline", "stacks", "calibrate", "run"}) {
+  // `timeline` exists now (timeline_cli_unittest); `stacks` stays reserved.
+  for (const char* c : {"hang", "stacks", "calibrate", "run"}) {
     Result r = RunXpu({c});
     EXPECT_EQ(r.code, kExitNotAvailable) << c;
     EXPECT_NE(r.err.find("not available in this version"), std::string::npos) << c;
   }
+}
+
+TEST(CliTest, DiagnoseAndReportNeedAJob) {
+  for (const char* c : {"diagnose", "report"}) {
+    Result r = RunXpu({c});
+    EXPECT_EQ(r.code, kExitUsage) << c;
+    EXPECT_NE(r.err.find("--job"), std::string::npos) << c;
+  }
+}
+
+TEST(CliTest, DiagnosisRenderers) {
+  xpu::v1::DiagnosesReply r;
+  r.set_job("j1");
+  xpu::v1::DiagnosisInfo* d = r.add_diagnoses();
+  d->set_kind("slow_gpu");
+  d->set_subject("rank:3");
+  d->set_team("operations");
+  d->set_severity("critical");
+  d->set_active(true);
+  d->add_ranks(3);
+  d->add_hosts("node0");
+  d->set_evidence("rank 3 at \"half\" speed");
+  d->set_first_seen_ns(1);
+  d->set_last_seen_ns(2);
+  EXPECT_EQ(DiagnosesJson(r),
+            "{\"job\":\"j1\",\"diagnoses\":[{\"kind\":\"slow_gpu\",\"subject\":\"rank:3\",\"team\":"
+            "\"operations\",\"severity\":\"critical\",\"active\":true,\"ranks\":[3],\"hosts\":[\"node0\"],"
+            "\"evidence\":\"rank 3 at \\\"half\\\" speed\",\"first_seen_ns\":1,\"last_seen_ns\":2,"
+            "\"resolved_ns\":0}]}\n");
+  std::string table = DiagnosesTable(r);
+  EXPECT_NE(table.find("slow_gpu"), std::string::npos);
+  EXPECT_NE(table.find("active"), std::string::npos);
+  xpu::v1::JobInfo job;
+  job.set_job("j1");
+  job.set_state("running");
+  std::string report = ReportText(job, xpu::v1::RanksReply(), r);
+  EXPECT_NE(report.find("For the operations team:"), std::string::npos) << report;
+  EXPECT_EQ(report.find("For the algorithm team:"), std::string::npos) << report;
+  EXPECT_EQ(report.find("No active diagnosis"), std::string::npos) << report;
+  d->set_active(false);
+  EXPECT_NE(ReportText(job, xpu::v1::RanksReply(), r).find("No active diagnosis"), std::string::npos);
 }
 
 TEST(CliTest, UnreachableEngineExitsWith2) {

@@ -1,0 +1,188 @@
+// daemon/evidence/evidence_collector.cc — see evidence_collector.h.
+#include "daemon/evidence/evidence_collector.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "daemon/evidence/fake_nccl_probe.h"
+#include "daemon/evidence/gpu_health.h"
+#include "daemon/evidence/process_probe.h"
+
+namespace xpu::daemon {
+namespace {
+
+uint64_t MonoMs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+}
+
+bool Alive(const std::string& state) {
+  return state != "gone" && state != "zombie" && state != "dead";
+}
+
+// Native stacks of all threads. The debugger attaches (stopping the process
+// for the time of the backtrace) and detaches when -batch ends.
+void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::string& state_before,
+                  uint64_t budget_ms, xpu::v1::ProcessEvidence* ev) {
+  if (o.debugger == "none") {
+    ev->set_native_error("native stacks disabled");
+    return;
+  }
+  if (!Alive(state_before)) {
+    ev->set_native_error("process " + state_before + ": no stacks");
+    return;
+  }
+  ev->set_native_tool(o.debugger);
+  RunResult r = RunWithTimeout({o.debugger, "-p", std::to_string(t.pid), "-batch", "-nx", "-q",
+                                "-ex", "set pagination off", "-ex", "set print thread-events off",
+                                "-ex", "thread apply all bt", "-ex", "detach"},
+                               budget_ms, o.max_stack_bytes);
+  if (!r.started) {
+    ev->set_native_error(r.error);
+    return;
+  }
+  if (r.timed_out) {
+    ev->set_native_error("debugger timed out after " + std::to_string(budget_ms) + " ms");
+    // A debugger killed mid-attach can leave its stop pending: resume a
+    // process that was not stopped before we came.
+    if (state_before != "stopped" && ProcState(t.pid, t.start_ticks) == "stopped") {
+      kill(t.pid, SIGCONT);
+    }
+  } else if (r.output.find("#0") == std::string::npos) {
+    ev->set_native_error("no frames from " + o.debugger + " (exit " + std::to_string(r.exit_code) +
+                         "); ptrace not permitted?");
+  }
+  ev->set_native_stacks(r.output);
+}
+
+// Python stacks: the package's faulthandler file, else py-spy.
+void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::string& state,
+                  uint64_t budget_ms, xpu::v1::ProcessEvidence* ev) {
+  if (!Alive(state)) {
+    ev->set_python_error("process " + state);
+    return;
+  }
+  const std::string file = o.pystack_dir + "/xpu-pystack-" + std::to_string(t.pid) + ".txt";
+  struct stat st;
+  if (!o.pystack_dir.empty() && stat(file.c_str(), &st) == 0) {
+    if (state == "stopped") {
+      ev->set_python_error("process stopped: it cannot run its faulthandler");
+      return;
+    }
+    const off_t before = st.st_size;
+    kill(t.pid, o.pystack_signal);
+    // faulthandler writes from the signal handler; wait until the file stops
+    // growing (or the budget ends).
+    const uint64_t end = MonoMs() + std::min<uint64_t>(budget_ms, 3000);
+    off_t last = before;
+    int stable = 0;
+    while (MonoMs() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      if (stat(file.c_str(), &st) != 0) break;
+      if (st.st_size > before && st.st_size == last) {
+        if (++stable >= 2) break;
+      } else {
+        stable = 0;
+      }
+      last = st.st_size;
+    }
+    std::ifstream in(file, std::ios::binary);
+    in.seekg(before);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str().substr(0, o.max_stack_bytes);
+    if (text.empty()) {
+      ev->set_python_error("faulthandler file " + file + " did not grow after the signal");
+    } else {
+      ev->set_python_stacks(text);
+    }
+    return;
+  }
+  if (!FindInPath("py-spy").empty()) {
+    RunResult r = RunWithTimeout({"py-spy", "dump", "--pid", std::to_string(t.pid)}, budget_ms,
+                                 o.max_stack_bytes);
+    if (r.exit_code == 0 && !r.output.empty()) {
+      ev->set_python_stacks(r.output);
+    } else {
+      ev->set_python_error("py-spy failed: " + r.output.substr(0, 200));
+    }
+    return;
+  }
+  ev->set_python_error("python stacks unavailable (no faulthandler registration at " + file +
+                       ", no py-spy)");
+}
+
+}  // namespace
+
+EvidenceOptions EvidenceOptionsFromEnv() {
+  EvidenceOptions o;
+  const char* dbg = getenv("XPU_EVIDENCE_DEBUGGER");
+  if (dbg != nullptr && *dbg != '\0') {
+    o.debugger = dbg;
+  } else {
+    o.debugger = !FindInPath("cuda-gdb").empty() ? "cuda-gdb" : "gdb";
+  }
+  const char* dir = getenv("XPU_PYSTACK_DIR");
+  o.pystack_dir = dir != nullptr && *dir != '\0'
+                      ? dir
+                      : "/tmp/xpu-" + std::to_string(static_cast<unsigned>(getuid())) + "/pystacks";
+  const char* sig = getenv("XPU_PYSTACK_SIGNAL");
+  o.pystack_signal = sig != nullptr ? atoi(sig) : 0;
+  if (o.pystack_signal <= 0 || o.pystack_signal >= NSIG) o.pystack_signal = SIGUSR2;
+  o.fake_nccl = FakeNcclProbeEnabled();
+  return o;
+}
+
+xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& targets,
+                                       const EvidenceOptions& options, uint64_t deadline_ms) {
+  const uint64_t t0 = MonoMs();
+  xpu::v1::EvidenceReply reply;
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  reply.set_host(host);
+  const std::string gpu = GpuHealthSummary();
+  std::vector<xpu::v1::ProcessEvidence> out(targets.size());
+  std::vector<std::thread> threads;
+  // The debugger gets most of the budget; Python stacks run after it (a
+  // process under ptrace cannot run its signal handler).
+  const uint64_t budget = deadline_ms > 500 ? deadline_ms - 500 : deadline_ms;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const uint64_t start = MonoMs();
+      const EvidenceTarget& t = targets[i];
+      xpu::v1::ProcessEvidence& ev = out[i];
+      ev.set_process_key(t.process_key);
+      *ev.mutable_identity() = t.identity;
+      ev.set_exited(t.exited);
+      if (t.has_progress) *ev.mutable_progress() = t.progress;
+      const std::string state = t.exited ? "gone" : ProcState(t.pid, t.start_ticks);
+      ev.set_proc_state(state);
+      // Counters before the debugger stops anything.
+      if (options.fake_nccl && Alive(state)) {
+        for (auto& k : ProbeFakeNccl(t.pid)) *ev.add_kernel() = std::move(k);
+      }
+      NativeStacks(t, options, state, budget * 2 / 3, &ev);
+      uint64_t used = MonoMs() - start;
+      PythonStacks(t, options, ProcState(t.pid, t.start_ticks), budget > used ? budget - used : 100,
+                   &ev);
+      ev.set_gpu_health(gpu);
+      ev.set_collect_ms(MonoMs() - start);
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (auto& ev : out) *reply.add_processes() = std::move(ev);
+  reply.set_elapsed_ms(MonoMs() - t0);
+  return reply;
+}
+
+}  // namespace xpu::daemon

@@ -1,0 +1,149 @@
+// daemon/evidence/evidence_unittest.cc — process probes, the progress-table
+// reader and a real evidence collection from a child process.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "daemon/evidence/evidence_collector.h"
+#include "daemon/evidence/process_probe.h"
+#include "daemon/evidence/ring_progress.h"
+#include "xpu/ring.h"
+
+namespace xpu::daemon {
+namespace {
+
+TEST(ProcessProbeTest, ParsesStatWithAwkwardComm) {
+  std::string stat = "1234 (a) b (c)) T 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 98765 20 21";
+  char state = 0;
+  uint64_t ticks = 0;
+  ASSERT_TRUE(ParseProcStat(stat, &state, &ticks));
+  EXPECT_EQ(state, 'T');
+  EXPECT_EQ(ticks, 98765u);
+  EXPECT_FALSE(ParseProcStat("garbage", &state, &ticks));
+  EXPECT_EQ(ProcStateName('D'), "disk-sleep");
+  EXPECT_EQ(ProcStateName('Z'), "zombie");
+}
+
+TEST(ProcessProbeTest, StatesOfRealProcesses) {
+  EXPECT_EQ(ProcState(getpid(), 0), "running");
+  pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ProcState(child, 0), "sleeping");
+  kill(child, SIGSTOP);
+  for (int i = 0; i < 100 && ProcState(child, 0) != "stopped"; ++i) usleep(10000);
+  EXPECT_EQ(ProcState(child, 0), "stopped");
+  EXPECT_EQ(ProcState(child, 1), "gone");  // start time mismatch: pid reuse
+  kill(child, SIGKILL);
+  for (int i = 0; i < 100 && ProcState(child, 0) != "zombie"; ++i) usleep(10000);
+  EXPECT_EQ(ProcState(child, 0), "zombie");
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(ProcState(child, 0), "gone");
+}
+
+TEST(ProcessProbeTest, RunWithTimeoutKillsOverrunningHelpers) {
+  auto t0 = std::chrono::steady_clock::now();
+  RunResult r = RunWithTimeout({"sleep", "30"}, 300, 1024);
+  EXPECT_TRUE(r.started);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  RunResult ok = RunWithTimeout({"echo", "hello"}, 5000, 3);
+  EXPECT_FALSE(ok.timed_out);
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_EQ(ok.output, "hel");  // truncated to max_bytes
+  EXPECT_FALSE(RunWithTimeout({"no-such-helper-xyz"}, 100, 10).started);
+}
+
+TEST(RingProgressTest, ParsesStableEntriesAndSkipsTornOnes) {
+  std::vector<uint8_t> a(XPU_RING_HEADER_SIZE, 0);
+  auto* t = reinterpret_cast<xpu_ring_progress_v1*>(a.data() + XPU_RING_PROGRESS_OFFSET);
+  xpu::v1::HangProgress out;
+  EXPECT_FALSE(ParseProgress(a.data(), a.data(), a.size(), nullptr, &out));  // no table
+  t->magic = XPU_RING_PROGRESS_MAGIC;
+  t->ncomms = XPU_RING_PROGRESS_COMMS;
+  t->suspect_sig_id = 7;
+  t->suspect_seq = 12;
+  t->suspect_since_ns = 1000;
+  t->suspect_comm_id = 0x55;
+  t->comms[0] = xpu_comm_progress_v1{};
+  t->comms[0].comm_id = 0x55;
+  t->comms[0].last_issued_seq = 12;
+  t->comms[0].last_completed_seq = 11;
+  t->comms[0].pending_seq = 12;
+  t->comms[0].pending_kind = XPU_OP_ALLREDUCE;
+  t->comms[0].pending_sig_id = 7;
+  t->comms[0].flags = XPU_PROGRESS_SUSPECT;
+  t->comms[1].comm_id = 0x66;
+  t->comms[1].gen = 3;  // writer in progress
+  t->comms[2].comm_id = 0x77;
+  t->comms[2].last_issued_seq = 1;
+  t->comms[2].last_completed_seq = 5;  // impossible: rejected
+  std::vector<uint8_t> b = a;
+  auto name_of = [](uint32_t id) { return id == 7 ? std::string("ncclAllReduce") : std::string(); };
+  ASSERT_TRUE(ParseProgress(a.data(), b.data(), a.size(), name_of, &out));
+  EXPECT_TRUE(out.suspect());
+  EXPECT_EQ(out.suspect_seq(), 12u);
+  EXPECT_EQ(out.suspect_name(), "ncclAllReduce");
+  ASSERT_EQ(out.comms_size(), 1);
+  EXPECT_EQ(out.comms(0).comm_id(), 0x55u);
+  EXPECT_TRUE(out.comms(0).suspect());
+  EXPECT_EQ(out.comms(0).pending_name(), "ncclAllReduce");
+  // A copy that changed in between: the entry is not trusted.
+  auto* tb = reinterpret_cast<xpu_ring_progress_v1*>(b.data() + XPU_RING_PROGRESS_OFFSET);
+  tb->comms[0].last_completed_seq = 12;
+  ASSERT_TRUE(ParseProgress(a.data(), b.data(), a.size(), name_of, &out));
+  EXPECT_EQ(out.comms_size(), 0);
+}
+
+TEST(EvidenceCollectorTest, CollectsStateAndNativeStacksOfALiveProcess) {
+  if (FindInPath("gdb").empty()) GTEST_SKIP() << "gdb not installed";
+  pid_t child = fork();
+  if (child == 0) {
+    for (;;) pause();
+  }
+  ASSERT_GT(child, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EvidenceTarget t;
+  t.pid = child;
+  t.identity.set_rank(3);
+  EvidenceTarget gone;
+  gone.pid = 0;
+  gone.exited = true;
+  gone.identity.set_rank(4);
+  EvidenceOptions o;
+  o.debugger = "gdb";
+  o.pystack_dir = "/nonexistent";
+  o.pystack_signal = SIGUSR2;
+  xpu::v1::EvidenceReply r = CollectEvidence({t, gone}, o, 30000);
+  ASSERT_EQ(r.processes_size(), 2);
+  const auto& ev = r.processes(0);
+  EXPECT_EQ(ev.identity().rank(), 3);
+  EXPECT_EQ(ev.proc_state(), "sleeping");
+  if (ev.native_error().empty()) {
+    EXPECT_NE(ev.native_stacks().find("#0"), std::string::npos) << ev.native_stacks();
+    EXPECT_NE(ev.native_stacks().find("pause"), std::string::npos) << ev.native_stacks();
+  } else {
+    ADD_FAILURE() << "native stacks: " << ev.native_error() << "\n" << ev.native_stacks();
+  }
+  EXPECT_NE(ev.python_error().find("unavailable"), std::string::npos);
+  EXPECT_FALSE(ev.gpu_health().empty());
+  // The process was detached and runs on.
+  EXPECT_EQ(ProcState(child, 0), "sleeping");
+  EXPECT_EQ(r.processes(1).proc_state(), "gone");
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+}
+
+}  // namespace
+}  // namespace xpu::daemon

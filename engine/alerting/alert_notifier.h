@@ -1,0 +1,80 @@
+// alert_notifier — sends diagnoses out of the engine:
+//  * Prometheus Alertmanager (v2 API, POST /api/v2/alerts): every window,
+//    every active diagnosis as an alert (labels alertname=xpu_<kind>, team,
+//    job, severity, kind, subject; annotations summary/evidence/ranks/hosts;
+//    startsAt = first seen, endsAt = now + ttl so that alerts lapse if the
+//    engine stops), and each resolved one once with endsAt = its resolution
+//    time, which Alertmanager treats as resolved.
+//  * a generic JSON webhook: one POST per window with changes,
+//    {"source":"xpu-engine","events":[{"status":"firing"|"resolved", ...}]}.
+//
+// Delivery runs on the notifier's own thread so the window thread never
+// blocks on the network; the queue is bounded (oldest payload dropped and
+// counted). Failures are counted (xpu_alert_posts_total{target,result}) and
+// logged, rate-limited.
+// Thread-safety: Publish() from one thread (the window thread); counters
+// from any.
+#ifndef XPU_ENGINE_ALERTING_ALERT_NOTIFIER_H_
+#define XPU_ENGINE_ALERTING_ALERT_NOTIFIER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/alerting/diagnosis_tracker.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/registry.h"
+
+namespace xpu::engine {
+
+struct AlertNotifierOptions {
+  std::string alertmanager_url;  // base, e.g. http://127.0.0.1:9093 ("" = off)
+  std::string webhook_url;       // full URL ("" = off)
+  double alert_ttl_s = 300;      // endsAt of active alerts = now + ttl
+  int timeout_ms = 5000;
+  size_t max_queue = 64;
+};
+
+// Payload builders, exposed for tests.
+std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s);
+std::string WebhookPayload(const TrackerUpdate& u);
+
+class AlertNotifier {
+ public:
+  AlertNotifier(AlertNotifierOptions o, prometheus::Registry& registry);
+  ~AlertNotifier();  // delivers what is queued (bounded by the timeout), then stops
+
+  void Publish(const TrackerUpdate& u, uint64_t now_ns);
+  // Blocks until the queue is empty and nothing is in flight (tests).
+  void Drain();
+  uint64_t posted_ok() const { return ok_; }
+  uint64_t posted_failed() const { return failed_; }
+
+ private:
+  struct Post {
+    std::string target;  // "alertmanager" / "webhook"
+    std::string url;
+    std::string body;
+  };
+  void Loop();
+
+  AlertNotifierOptions o_;
+  prometheus::Family<prometheus::Counter>& posts_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  std::deque<Post> queue_;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::atomic<uint64_t> ok_{0}, failed_{0};
+  std::thread worker_;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_ALERTING_ALERT_NOTIFIER_H_

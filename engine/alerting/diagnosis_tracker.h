@@ -1,0 +1,57 @@
+// diagnosis_tracker — the lifecycle of diagnoses across windows: a finding
+// reported again (same job, kind, subject) is the same diagnosis, whose
+// first_seen_ns stays and last_seen_ns moves on; one not reported for
+// `resolve_after_windows` consecutive windows of its job (or whose job is
+// gone) is resolved.
+//
+// Thread-safety: none; owned by the engine and used on the window thread.
+#ifndef XPU_ENGINE_ALERTING_DIAGNOSIS_TRACKER_H_
+#define XPU_ENGINE_ALERTING_DIAGNOSIS_TRACKER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/diagnosis.h"
+
+namespace xpu::engine {
+
+struct ResolvedDiagnosis {
+  Diagnosis diagnosis;      // as last reported
+  uint64_t resolved_ns = 0;
+};
+
+struct TrackerUpdate {
+  std::vector<Diagnosis> opened;    // first report
+  std::vector<Diagnosis> active;    // every active diagnosis after this window (opened included)
+  std::vector<ResolvedDiagnosis> resolved;
+};
+
+class DiagnosisTracker {
+ public:
+  explicit DiagnosisTracker(int resolve_after_windows = 1)
+      : resolve_after_(resolve_after_windows < 1 ? 1 : resolve_after_windows) {}
+
+  // One window: `reported` are this window's diagnoses of the jobs in
+  // `jobs_ticked` (jobs that were analysed); active diagnoses of other jobs
+  // that are not in `jobs_alive` resolve. `reported` is rewritten in place
+  // with the tracked first_seen_ns.
+  TrackerUpdate Update(std::vector<Diagnosis>* reported, const std::set<std::string>& jobs_ticked,
+                       const std::set<std::string>& jobs_alive, uint64_t now_ns);
+  size_t active_count() const { return active_.size(); }
+
+ private:
+  struct Entry {
+    Diagnosis d;
+    int missed = 0;
+  };
+  static std::string Key(const Diagnosis& d);
+  int resolve_after_;
+  std::map<std::string, Entry> active_;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_ALERTING_DIAGNOSIS_TRACKER_H_

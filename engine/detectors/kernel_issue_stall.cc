@@ -1,0 +1,179 @@
+#include "engine/detectors/kernel_issue_stall.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/analysis/stats.h"
+#include "engine/analysis/steps.h"
+#include "engine/analysis/void_time.h"
+
+namespace xpu::engine {
+namespace {
+
+using analysis::KernelFamily;
+constexpr size_t kMaxBaselineSamples = 20000;
+
+const char* FamilyName(KernelFamily f) {
+  return f == KernelFamily::kCompute ? "compute" : "communication";
+}
+
+double FractionBelow(const std::vector<double>& v, double x) {
+  if (v.empty()) return 0;
+  size_t n = 0;
+  for (double s : v) n += s < x;
+  return static_cast<double>(n) / static_cast<double>(v.size());
+}
+
+struct Finding {
+  int32_t rank;
+  std::string what;  // the comparison made, with figures
+};
+
+}  // namespace
+
+void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
+  const WindowView& v = views_->Get(job);
+  if (v.ranks.empty()) return;
+  const size_t min_samples = static_cast<size_t>(Param(v, "issue_stall.min_samples"));
+  const double ks_thr = Param(v, "issue_stall.ks");
+  const double shift = Param(v, "issue_stall.shift_ratio");
+  const double floor_us = Param(v, "issue_stall.floor_us");
+  const double steep = Param(v, "issue_stall.steep_fraction");
+  const double step_fraction = Param(v, "issue_stall.step_fraction");
+  const double max_syncs = Param(v, "issue_stall.max_syncs_per_step");
+  const double min_gc = Param(v, "issue_stall.min_gc_share");
+  const double min_dataloader = Param(v, "dataloader.min_share");
+  const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
+
+  // Per rank: samples per family, steps, host events.
+  struct RankData {
+    std::map<KernelFamily, std::vector<double>> lat;
+    double step_s = 0;
+    size_t steps = 0;
+    analysis::HostTime gc, sync, dataloader;
+  };
+  std::vector<RankData> data(v.ranks.size());
+  for (size_t i = 0; i < v.ranks.size(); ++i) {
+    const analysis::RankTrace& t = v.ranks[i];
+    for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
+      data[i].lat[f] = analysis::IssueLatenciesUs(t, f);
+    }
+    analysis::Steps st = analysis::FindSteps(t);
+    for (double s : st.DurationsS()) data[i].step_s += s;
+    data[i].steps = st.boundaries_ns.size() > 1 ? st.boundaries_ns.size() - 1 : 0;
+    data[i].gc = analysis::HostEventTime(t, XPU_OP_PY_GC);
+    data[i].sync = analysis::SyncTime(t);
+    data[i].dataloader = analysis::HostEventTime(t, XPU_OP_PY_DATALOADER);
+  }
+  auto syncs_per_step = [&](size_t i) {
+    return data[i].steps ? static_cast<double>(data[i].sync.count) / static_cast<double>(data[i].steps) : 0.0;
+  };
+
+  std::map<std::string, Baseline>& base = baseline_[job.job()];
+  std::map<int32_t, std::vector<std::string>> stalled;  // rank -> comparisons
+  for (size_t i = 0; i < v.ranks.size(); ++i) {
+    const int32_t rank = v.ranks[i].rank;
+    for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
+      const std::vector<double>& mine = data[i].lat[f];
+      if (mine.size() < min_samples) continue;
+      const double my_med = analysis::Median(mine);
+      // Peers.
+      std::vector<double> peers;
+      for (size_t j = 0; j < v.ranks.size(); ++j) {
+        if (j != i) peers.insert(peers.end(), data[j].lat[f].begin(), data[j].lat[f].end());
+      }
+      bool flagged = false;
+      if (peers.size() >= min_samples) {
+        const double ks = analysis::KsDistance(mine, peers);
+        const double peer_med = analysis::Median(peers);
+        if (ks >= ks_thr && my_med < shift * peer_med) {
+          stalled[rank].push_back(absl::StrCat(
+              FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1), " us vs peers ",
+              Fmt(peer_med, 1), " us, KS ", Fmt(ks), ", W1 ", Fmt(analysis::Wasserstein1(mine, peers), 1), " us"));
+          flagged = true;
+        }
+      }
+      // History.
+      Baseline& b = base[absl::StrCat(rank, "/", FamilyName(f))];
+      if (b.windows >= baseline_windows && !flagged) {
+        const double ks = analysis::KsDistance(mine, b.samples_us);
+        const double hist_med = analysis::Median(b.samples_us);
+        if (ks >= ks_thr && my_med < shift * hist_med) {
+          stalled[rank].push_back(absl::StrCat(
+              FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1), " us vs this rank's history ",
+              Fmt(hist_med, 1), " us, KS ", Fmt(ks), ", W1 ",
+              Fmt(analysis::Wasserstein1(mine, b.samples_us), 1), " us"));
+          flagged = true;
+        }
+      }
+      // Steep CDF with excess synchronization, no reference needed.
+      const double below = FractionBelow(mine, floor_us);
+      const double step_us = data[i].steps ? data[i].step_s * 1e6 / static_cast<double>(data[i].steps) : 0;
+      const bool compressed = step_us > 0 && my_med < step_fraction * step_us;
+      if (!flagged && (below >= steep || compressed) && syncs_per_step(i) > max_syncs) {
+        stalled[rank].push_back(absl::StrCat(
+            FamilyName(f), " kernels: ", Fmt(below * 100, 0), " % of issue latencies under ", Fmt(floor_us, 0),
+            " us, median ", Fmt(my_med, 1), " us = ", Fmt(step_us > 0 ? my_med / step_us * 100 : 0, 1),
+            " % of the ", Fmt(step_us / 1e3, 1), " ms step (steep CDF: the host never gets ahead)"));
+        flagged = true;
+      }
+      if (!flagged && b.windows < baseline_windows) {
+        b.samples_us.insert(b.samples_us.end(), mine.begin(), mine.end());
+        if (b.samples_us.size() > kMaxBaselineSamples) {
+          b.samples_us.erase(b.samples_us.begin(), b.samples_us.end() - kMaxBaselineSamples);
+        }
+        b.windows++;
+      }
+    }
+  }
+  if (stalled.empty()) return;
+
+  // Attribution.
+  struct Cause {
+    std::vector<int32_t> ranks;
+    std::vector<std::string> lines;
+  };
+  std::map<std::string, Cause> causes;
+  // A rank whose DataLoader takes >= dataloader.min_share of the step is
+  // delayed between steps, not within: slow_dataloader reports it.
+  for (const auto& [rank, what] : stalled) {
+    size_t i = 0;
+    while (v.ranks[i].rank != rank) ++i;
+    const RankData& d = data[i];
+    const double gc_share = d.step_s > 0 ? d.gc.seconds / d.step_s : 0;
+    if (d.step_s > 0 && d.dataloader.seconds / d.step_s >= min_dataloader) continue;
+    std::string cause, why;
+    if (d.gc.count > 0 && gc_share >= min_gc) {
+      cause = "gc";
+      why = absl::StrCat("Python GC: ", d.gc.count, " collections, ", Fmt(d.gc.seconds * 1e3, 1), " ms (",
+                         Fmt(gc_share * 100, 1), " % of step time)");
+    } else if (syncs_per_step(i) > max_syncs) {
+      cause = "sync";
+      why = absl::StrCat("synchronization: ", d.sync.count, " sync calls, ", Fmt(syncs_per_step(i), 1),
+                         " per step (a healthy step needs <= ", Fmt(max_syncs, 0), "), ",
+                         Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
+    } else {
+      cause = "host";
+      why = "no GC or synchronization event coincides: unattributed host-side stall";
+    }
+    Cause& c = causes[cause];
+    c.ranks.push_back(rank);
+    c.lines.push_back(absl::StrCat("rank ", rank, ": ", absl::StrJoin(what, "; "), "; ", why));
+  }
+  for (auto& [cause, c] : causes) {
+    Diagnosis d = NewDiagnosis(job, "kernel_issue_stall", Team::kAlgorithm);
+    d.ranks = c.ranks;
+    d.hosts = HostsOf(v, d.ranks);
+    d.subject = cause;
+    d.severity = Severity::kWarning;
+    const char* label = cause == "gc" ? "garbage collection" : cause == "sync" ? "unnecessary synchronization"
+                                                                               : "host stall";
+    d.evidence = absl::StrCat("kernel-issue stall (", label, ") on ", c.ranks.size(), " rank(s): ",
+                              absl::StrJoin(c.lines, " | "));
+    sink.Report(std::move(d));
+  }
+}
+
+}  // namespace xpu::engine

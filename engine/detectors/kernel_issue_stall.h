@@ -1,0 +1,50 @@
+// kernel_issue_stall — intra-step CPU work that starves the GPU (XPUTimer
+// §5.2.2): issue latencies (GPU start - CPU launch) become much SHORTER,
+// because the GPU's queue runs dry while the host is busy, and their CDF
+// rises steeply near zero → algorithm.
+//
+// Per rank and kernel family (communication, compute) over the window:
+//  * vs peers: KS distance to the pooled other ranks >= issue_stall.ks and
+//    median below shift_ratio × the peers' median (one rank stalls: GC);
+//  * vs history: the same test against the rank's own baseline (first
+//    windows of the job) (every rank stalls from some point on: a new
+//    synchronize in the model);
+//  * steep without history: more than steep_fraction of the samples below
+//    floor_us, or a median below step_fraction of the step time (the host
+//    never gets ahead of the GPU), while the rank synchronizes more than
+//    max_syncs_per_step times per step.
+// Ranks whose DataLoader takes >= dataloader.min_share of the step are left
+// to slow_dataloader (an inter-step delay, not an intra-step stall).
+// Attribution to coinciding host events on the rank: Python GC
+// (XPU_OP_PY_GC, time share >= min_gc_share of the steps), synchronization
+// (XPU_OP_SYNC_*, XPU_OP_PY_SYNC, more than max_syncs_per_step per step),
+// else "unattributed". One diagnosis per cause, subject = the cause.
+#ifndef XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_
+#define XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/detectors/window_view.h"
+
+namespace xpu::engine {
+
+class KernelIssueStallDetector : public ViewDetector {
+ public:
+  using ViewDetector::ViewDetector;
+  std::string_view name() const override { return "kernel_issue_stall"; }
+  void OnWindow(const JobState& job, DiagnosisSink& sink) override;
+
+ private:
+  struct Baseline {
+    std::vector<double> samples_us;
+    int windows = 0;
+  };
+  // job -> "rank/family" -> baseline
+  std::map<std::string, std::map<std::string, Baseline>> baseline_;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_

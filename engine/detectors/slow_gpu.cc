@@ -1,0 +1,70 @@
+#include "engine/detectors/slow_gpu.h"
+
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/analysis/gemm.h"
+#include "engine/analysis/stats.h"
+
+namespace xpu::engine {
+
+void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
+  const WindowView& v = views_->Get(job);
+  const double min_drop = Param(v, "slow_gpu.min_drop");
+  const double k = Param(v, "slow_gpu.mad_k");
+  const uint64_t min_count = static_cast<uint64_t>(Param(v, "slow_gpu.min_count"));
+  const size_t min_ranks = static_cast<size_t>(Param(v, "slow_gpu.min_ranks"));
+
+  // shape -> (rank, TFLOPS)
+  std::map<std::string, std::vector<std::pair<int32_t, double>>> by_shape;
+  for (const analysis::RankTrace& t : v.ranks) {
+    for (const auto& [key, g] : analysis::GemmTflops(t)) {
+      if (g.count >= min_count) by_shape[key].emplace_back(t.rank, g.Tflops());
+    }
+  }
+  struct RankScore {
+    int shapes = 0, low = 0;
+    double worst_ratio = 1;
+    std::string worst_shape;
+    double worst_tflops = 0, worst_median = 0;
+  };
+  std::map<int32_t, RankScore> score;
+  for (const auto& [key, rows] : by_shape) {
+    if (rows.size() < min_ranks) continue;
+    std::vector<double> vals;
+    for (const auto& r : rows) vals.push_back(r.second);
+    const double med = analysis::Median(vals);
+    if (med <= 0) continue;
+    std::vector<size_t> low = analysis::MadOutliers(vals, k, analysis::Tail::kLow, min_drop);
+    for (const auto& r : rows) score[r.first].shapes++;
+    for (size_t i : low) {
+      RankScore& s = score[rows[i].first];
+      s.low++;
+      double ratio = rows[i].second / med;
+      if (ratio < s.worst_ratio) {
+        s.worst_ratio = ratio;
+        s.worst_shape = key;
+        s.worst_tflops = rows[i].second;
+        s.worst_median = med;
+      }
+    }
+  }
+  for (const auto& [rank, s] : score) {
+    if (s.low == 0 || 2 * s.low < s.shapes) continue;
+    Diagnosis d = NewDiagnosis(job, "slow_gpu", Team::kOperations);
+    d.ranks = {rank};
+    d.hosts = HostsOf(v, d.ranks);
+    d.subject = absl::StrCat("rank:", rank);
+    d.severity = s.worst_ratio < 0.6 ? Severity::kCritical : Severity::kWarning;
+    d.evidence = absl::StrCat("rank ", rank, " on ", d.hosts.empty() ? "?" : d.hosts[0], ": GEMM ",
+                              Fmt(s.worst_tflops, 1), " TFLOPS vs peer median ", Fmt(s.worst_median, 1),
+                              " TFLOPS on '", s.worst_shape, "' (", Fmt(s.worst_ratio), "x); below peers on ",
+                              s.low, " of ", s.shapes,
+                              " shapes (rule: > ", Fmt(min_drop * 100, 0), " % and ", Fmt(k, 0),
+                              " MAD below the median; GEMMs overlapping collectives excluded)");
+    sink.Report(std::move(d));
+  }
+}
+
+}  // namespace xpu::engine

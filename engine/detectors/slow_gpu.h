@@ -1,0 +1,25 @@
+// slow_gpu — a rank whose GEMM TFLOPS is far below its peers on the same
+// shapes (XPUTimer §5.2.1: underclocked or faulty GPU) → operations.
+//
+// Per GEMM shape, each rank's TFLOPS over the window (timed GEMMs that do not
+// overlap a collective, analysis/gemm.h) is compared with the median of the
+// ranks: a rank is low on a shape when it is more than min_drop below the
+// median and beyond median - k·MAD. A rank low on at least half of the shapes
+// it ran (and on one at least) is reported, one diagnosis per rank.
+#ifndef XPU_ENGINE_DETECTORS_SLOW_GPU_H_
+#define XPU_ENGINE_DETECTORS_SLOW_GPU_H_
+
+#include "engine/detectors/window_view.h"
+
+namespace xpu::engine {
+
+class SlowGpuDetector : public ViewDetector {
+ public:
+  using ViewDetector::ViewDetector;
+  std::string_view name() const override { return "slow_gpu"; }
+  void OnWindow(const JobState& job, DiagnosisSink& sink) override;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_DETECTORS_SLOW_GPU_H_

@@ -1,0 +1,164 @@
+#include "engine/detectors/slow_link.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/analysis/collective.h"
+#include "engine/analysis/stats.h"
+
+namespace xpu::engine {
+namespace {
+
+std::string Gbps(double bytes_per_s) { return absl::StrCat(Fmt(bytes_per_s / 1e9, 2), " GB/s"); }
+
+std::string Locality(bool any_inter, bool any_intra) {
+  if (any_inter && any_intra) return "intra- and inter-node";
+  return any_inter ? "inter-node" : "intra-node";
+}
+
+}  // namespace
+
+void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
+  const WindowView& v = views_->Get(job);
+  if (v.ranks.empty()) return;
+  const double min_drop = Param(v, "slow_link.min_drop");
+  const double k = Param(v, "slow_link.mad_k");
+  const double expected = Param(v, "slow_link.expected_busbw_gbps") * 1e9;
+  const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
+  std::set<int32_t> reported;
+
+  // --- point-to-point links
+  std::vector<analysis::LinkBandwidth> links = analysis::P2pLinks(v.ranks);
+  if (links.size() >= 3) {
+    std::vector<double> bw;
+    for (const auto& l : links) bw.push_back(l.Bw());
+    const double med = analysis::Median(bw);
+    std::vector<size_t> slow = analysis::MadOutliers(bw, k, analysis::Tail::kLow, min_drop);
+    if (!slow.empty()) {
+      std::map<int32_t, int> touch;
+      for (size_t i : slow) {
+        touch[links[i].src]++;
+        touch[links[i].dst]++;
+      }
+      std::vector<int32_t> members;
+      for (const auto& [r, n] : touch) {
+        if (n == static_cast<int>(slow.size()) && (slow.size() >= 2 || touch.size() == 2)) members.push_back(r);
+      }
+      // With a single slow link both ends qualify; TFD cannot split them
+      // without another link of each, which a ring provides (2 links per rank).
+      bool inter = false, intra = false;
+      std::vector<std::string> desc;
+      double worst = 1;
+      for (size_t i : slow) {
+        const auto& l = links[i];
+        (l.inter_node() ? inter : intra) = true;
+        worst = std::min(worst, l.Bw() / med);
+        desc.push_back(absl::StrCat(l.src, "->", l.dst, " ", Gbps(l.Bw()), " (", l.src_host,
+                                    l.inter_node() ? " to " : " within ", l.inter_node() ? l.dst_host : "", ")"));
+      }
+      Diagnosis d = NewDiagnosis(job, "slow_link", Team::kOperations);
+      d.severity = worst < 0.5 ? Severity::kCritical : Severity::kWarning;
+      if (members.size() == 1) {
+        d.ranks = members;
+        d.subject = absl::StrCat("rank:", members[0]);
+        d.evidence = absl::StrCat("one slow ring member: rank ", members[0], " on ", v.HostOf(members[0]),
+                                  " touches all ", slow.size(), " slow point-to-point links (",
+                                  absl::StrJoin(desc, "; "), ") vs median link ", Gbps(med), " over ",
+                                  links.size(), " links; ", Locality(inter, intra),
+                                  "; links not touching it are at the median");
+      } else {
+        std::set<int32_t> rs;
+        for (size_t i : slow) {
+          rs.insert(links[i].src);
+          rs.insert(links[i].dst);
+        }
+        d.ranks.assign(rs.begin(), rs.end());
+        d.subject = absl::StrCat("links:", absl::StrJoin(d.ranks, ","));
+        d.evidence = absl::StrCat(slow.size(), " slow point-to-point links without a common member (",
+                                  absl::StrJoin(desc, "; "), ") vs median link ", Gbps(med), "; ",
+                                  Locality(inter, intra));
+      }
+      d.hosts = HostsOf(v, d.ranks);
+      for (int32_t r : d.ranks) reported.insert(r);
+      sink.Report(std::move(d));
+    }
+  }
+
+  // --- communicators of one class
+  std::vector<analysis::CommBandwidth> comms = analysis::CommunicatorBandwidth(v.ranks);
+  std::map<std::string, std::vector<const analysis::CommBandwidth*>> classes;
+  for (const auto& c : comms) classes[c.ClassKey()].push_back(&c);
+  for (const auto& [cls, members] : classes) {
+    if (members.size() < 2) continue;
+    std::vector<double> bw;
+    for (const auto* c : members) bw.push_back(c->BusBw());
+    const double med = analysis::Median(bw);
+    if (med <= 0) continue;
+    std::vector<const analysis::CommBandwidth*> slow, healthy;
+    for (const auto* c : members) (c->BusBw() < (1 - min_drop) * med ? slow : healthy).push_back(c);
+    if (slow.empty()) continue;
+    std::set<int32_t> common = slow[0]->ranks;
+    for (const auto* c : slow) {
+      std::set<int32_t> keep;
+      std::set_intersection(common.begin(), common.end(), c->ranks.begin(), c->ranks.end(),
+                            std::inserter(keep, keep.begin()));
+      common = keep;
+    }
+    for (const auto* c : healthy) {
+      for (int32_t r : c->ranks) common.erase(r);
+    }
+    std::vector<int32_t> suspects;
+    for (int32_t r : common) {
+      if (!reported.count(r)) suspects.push_back(r);
+    }
+    if (suspects.empty()) continue;
+    bool inter = false;
+    for (const auto* c : slow) inter |= c->hosts.size() > 1;
+    Diagnosis d = NewDiagnosis(job, "slow_link", Team::kOperations);
+    d.ranks = suspects;
+    d.hosts = HostsOf(v, d.ranks);
+    d.subject = suspects.size() == 1 ? absl::StrCat("rank:", suspects[0])
+                                     : absl::StrCat("ranks:", absl::StrJoin(suspects, ","));
+    d.evidence = absl::StrCat(slow.size(), " of ", members.size(), " communicators of class ", cls,
+                              " (op/bytes/ranks) are slow: busbw ", Gbps(slow[0]->BusBw()), " vs median ",
+                              Gbps(med), "; rank(s) ", absl::StrJoin(suspects, ","),
+                              " are in every slow communicator and in no healthy one; ",
+                              inter ? "the slow communicators span nodes" : "intra-node communicators");
+    for (int32_t r : suspects) reported.insert(r);
+    sink.Report(std::move(d));
+  }
+
+  // --- each communicator against its own history or the expected busbw
+  std::map<std::string, Baseline>& base = baseline_[job.job()];
+  for (const auto& c : comms) {
+    const std::string key = absl::StrCat(c.comm_id, "/", c.kind, "/", c.bytes);
+    Baseline& b = base[key];
+    const double bw = c.BusBw();
+    if (b.windows < baseline_windows) {
+      b.busbw = std::max(b.busbw, bw);
+      b.windows++;
+      if (expected <= 0) continue;
+    }
+    const double ref = expected > 0 ? expected : b.busbw;
+    if (ref <= 0 || bw >= (1 - min_drop) * ref) continue;
+    bool any_new = false;
+    for (int32_t r : c.ranks) any_new |= !reported.count(r);
+    if (!any_new) continue;  // already localized above
+    Diagnosis d = NewDiagnosis(job, "slow_link", Team::kOperations);
+    d.ranks.assign(c.ranks.begin(), c.ranks.end());
+    d.hosts.assign(c.hosts.begin(), c.hosts.end());
+    d.subject = absl::StrCat("comm:", c.comm_id);
+    d.severity = bw < 0.5 * ref ? Severity::kCritical : Severity::kWarning;
+    d.evidence = absl::StrCat("slow ring: communicator ", c.comm_id, " (", c.ranks.size(), " ranks, ",
+                              c.hosts.size() > 1 ? "inter-node" : "intra-node", ") ", OpKindName(c.kind), " of ",
+                              c.bytes, " bytes at busbw ", Gbps(bw), " (last-arrival, ", c.count,
+                              " collectives) vs ", expected > 0 ? "expected " : "its baseline ", Gbps(ref),
+                              "; no single member can be singled out");
+    sink.Report(std::move(d));
+  }
+}
+
+}  // namespace xpu::engine

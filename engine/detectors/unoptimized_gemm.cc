@@ -1,0 +1,63 @@
+#include "engine/detectors/unoptimized_gemm.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/analysis/gemm.h"
+#include "engine/analysis/stats.h"
+
+namespace xpu::engine {
+
+void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
+  const WindowView& v = views_->Get(job);
+  const double ratio = Param(v, "unoptimized_gemm.ratio");
+  const double min_flops = Param(v, "unoptimized_gemm.min_gflop") * 1e9;
+  const double peak = Param(v, "unoptimized_gemm.peak_tflops");
+  const uint64_t min_count = static_cast<uint64_t>(Param(v, "slow_gpu.min_count"));
+
+  struct Shape {
+    analysis::OpSig sig;
+    std::vector<double> tflops;
+    std::vector<int32_t> ranks;
+  };
+  std::map<std::string, Shape> shapes;
+  for (const analysis::RankTrace& t : v.ranks) {
+    for (const auto& [key, g] : analysis::GemmTflops(t)) {
+      if (g.count < min_count || g.sig.flops < min_flops) continue;
+      Shape& s = shapes[key];
+      s.sig = g.sig;
+      s.tflops.push_back(g.Tflops());
+      s.ranks.push_back(t.rank);
+    }
+  }
+  std::map<uint8_t, double>& best = best_[job.job()];
+  for (const auto& [key, s] : shapes) {
+    double med = analysis::Median(s.tflops);
+    best[s.sig.dtype] = std::max(best[s.sig.dtype], med);
+  }
+  for (const auto& [key, s] : shapes) {
+    const double reference = peak > 0 ? peak : best[s.sig.dtype];
+    if (reference <= 0) continue;
+    const double top = *std::max_element(s.tflops.begin(), s.tflops.end());
+    if (top >= ratio * reference) continue;
+    Diagnosis d = NewDiagnosis(job, "unoptimized_gemm", Team::kInfrastructure);
+    d.ranks = s.ranks;
+    d.hosts = HostsOf(v, d.ranks);
+    d.subject = key;
+    d.severity = Severity::kWarning;
+    std::vector<std::string> why = analysis::AlignmentIssues(s.sig);
+    d.evidence = absl::StrCat(
+        "GEMM '", key, "' (", Fmt(s.sig.flops / 1e9, 1), " GFLOP per call) reaches at most ",
+        Fmt(top, 1), " TFLOPS (median ", Fmt(analysis::Median(s.tflops), 1), ") on all ", s.ranks.size(),
+        " ranks vs reference ", Fmt(reference, 1), " TFLOPS (",
+        peak > 0 ? "configured peak" : "best shape of this job", "): ", Fmt(top / reference), "x < ",
+        Fmt(ratio), "x",
+        why.empty() ? std::string("; dimensions are aligned, check the kernel choice / layout")
+                    : absl::StrCat("; likely cause: ", absl::StrJoin(why, "; ")));
+    sink.Report(std::move(d));
+  }
+}
+
+}  // namespace xpu::engine

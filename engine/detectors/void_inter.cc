@@ -1,0 +1,53 @@
+#include "engine/detectors/void_inter.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/analysis/steps.h"
+#include "engine/analysis/void_time.h"
+
+namespace xpu::engine {
+
+void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
+  const WindowView& v = views_->Get(job);
+  const double thr = Param(v, "void_inter.threshold");
+  const double delta = Param(v, "void_inter.history_delta");
+  const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
+  auto& base = baseline_[job.job()];
+  Diagnosis d = NewDiagnosis(job, "void_inter", Team::kAlgorithm);
+  std::vector<std::string> lines;
+  for (const analysis::RankTrace& t : v.ranks) {
+    analysis::Steps st = analysis::FindSteps(t);
+    analysis::VoidFigures f = analysis::ComputeVoid(t, st);
+    if (f.steps == 0) continue;
+    const double vi = f.VInter();
+    Baseline& b = base[t.rank];
+    const bool have_base = b.windows >= baseline_windows;
+    const double mean_base = b.windows ? b.sum / b.windows : 0;
+    const bool over = vi >= thr || (have_base && vi > mean_base + delta);
+    const bool dataloader_explains = f.inter_from_dataloader && f.dataloader_s > 0.5 * f.inter_s;
+    if (!over) {
+      if (!have_base) {
+        b.sum += vi;
+        b.windows++;
+      }
+      continue;
+    }
+    if (dataloader_explains) continue;
+    d.ranks.push_back(t.rank);
+    lines.push_back(absl::StrCat("rank ", t.rank, " V_inter ", Fmt(vi * 100, 1), " % (T_inter ",
+                                 Fmt(f.inter_s * 1e3, 1), " ms of ", Fmt(f.step_s * 1e3, 1), " ms over ", f.steps,
+                                 " steps", have_base ? absl::StrCat(", baseline ", Fmt(mean_base * 100, 1), " %") : "",
+                                 ")"));
+  }
+  if (d.ranks.empty()) return;
+  d.hosts = HostsOf(v, d.ranks);
+  d.subject = "void_inter";
+  d.evidence = absl::StrCat("inter-step CPU time leaves the GPU idle: ", absl::StrJoin(lines, ", "),
+                            " (threshold ", Fmt(thr * 100, 1), " %", v.backbone.empty() ? "" : " for backbone ",
+                            v.backbone, ", or baseline + ", Fmt(delta * 100, 1), " points)");
+  sink.Report(std::move(d));
+}
+
+}  // namespace xpu::engine

@@ -1,0 +1,36 @@
+// void_inter — inter-step CPU work leaves the GPU idle between steps
+// (XPUTimer §5.2.2, V_inter = T_inter / T_step, analysis/void_time.h)
+// → algorithm.
+//
+// A rank is reported when V_inter >= void_inter.threshold (per backbone:
+// void_inter.threshold@JOB_NAME) or exceeds the rank's baseline (first
+// windows of the job) by void_inter.history_delta. When DataLoader calls
+// account for more than half of T_inter, slow_dataloader is the more
+// specific diagnosis and this one stays silent.
+#ifndef XPU_ENGINE_DETECTORS_VOID_INTER_H_
+#define XPU_ENGINE_DETECTORS_VOID_INTER_H_
+
+#include <map>
+#include <string>
+
+#include "engine/detectors/window_view.h"
+
+namespace xpu::engine {
+
+class VoidInterDetector : public ViewDetector {
+ public:
+  using ViewDetector::ViewDetector;
+  std::string_view name() const override { return "void_inter"; }
+  void OnWindow(const JobState& job, DiagnosisSink& sink) override;
+
+ private:
+  struct Baseline {
+    double sum = 0;
+    int windows = 0;
+  };
+  std::map<std::string, std::map<int32_t, Baseline>> baseline_;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_DETECTORS_VOID_INTER_H_

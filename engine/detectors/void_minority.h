@@ -1,0 +1,35 @@
+// void_minority — untraced ("minority") GPU kernels take a large share of
+// the step (XPUTimer §5.2.2, V_minority = T_minority / (T_step - T_inter),
+// estimated from queued gaps between traced kernels, analysis/void_time.h)
+// → infrastructure (kernel fusion, backbone).
+//
+// A rank is reported when V_minority >= void_minority.threshold (per
+// backbone: void_minority.threshold@JOB_NAME) or exceeds the rank's baseline
+// (first windows of the job) by void_minority.history_delta.
+#ifndef XPU_ENGINE_DETECTORS_VOID_MINORITY_H_
+#define XPU_ENGINE_DETECTORS_VOID_MINORITY_H_
+
+#include <map>
+#include <string>
+
+#include "engine/detectors/window_view.h"
+
+namespace xpu::engine {
+
+class VoidMinorityDetector : public ViewDetector {
+ public:
+  using ViewDetector::ViewDetector;
+  std::string_view name() const override { return "void_minority"; }
+  void OnWindow(const JobState& job, DiagnosisSink& sink) override;
+
+ private:
+  struct Baseline {
+    double sum = 0;
+    int windows = 0;
+  };
+  std::map<std::string, std::map<int32_t, Baseline>> baseline_;
+};
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_DETECTORS_VOID_MINORITY_H_

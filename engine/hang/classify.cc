@@ -1,0 +1,335 @@
+// engine/hang/classify.cc — see classify.h.
+#include "engine/hang/classify.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "xpu/record.h"
+
+namespace xpu::engine::hang {
+namespace {
+
+bool Dead(const RankEvidence& r) {
+  return r.exited || r.proc_state == "gone" || r.proc_state == "zombie" || r.proc_state == "dead";
+}
+
+bool InCommunication(const RankEvidence& r) {
+  for (const auto* threads : {&r.native, &r.python}) {
+    for (const ThreadStack& t : *threads) {
+      for (const std::string& f : t.frames) {
+        if (IsCommunicationFrame(f)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool HasPending(const RankEvidence& r) {
+  for (const CommState& c : r.comms) {
+    if (c.pending_seq != 0) return true;
+  }
+  return false;
+}
+
+// Waiting in a collective: an outstanding collective, or (without a progress
+// table) a communication frame on its stacks.
+bool Waiting(const RankEvidence& r) { return HasPending(r) || (!r.has_progress && InCommunication(r)); }
+
+// The innermost non-runtime frame of the rank's main (first) native thread:
+// where a culprit sits.
+std::string WhereIs(const RankEvidence& r) {
+  const std::vector<ThreadStack>& ts = !r.python.empty() ? r.python : r.native;
+  for (const ThreadStack& t : ts) {
+    // The thread with the deepest stack is usually the main one.
+    (void)t;
+  }
+  const ThreadStack* best = nullptr;
+  for (const ThreadStack& t : ts) {
+    if (best == nullptr || t.frames.size() > best->frames.size()) best = &t;
+  }
+  if (best == nullptr || best->frames.empty()) return "no stacks";
+  std::string out;
+  size_t n = best->frames.size();
+  for (size_t i = n > 3 ? n - 3 : 0; i < n; ++i) out += (out.empty() ? "" : " > ") + best->frames[i];
+  return out;
+}
+
+void SetCulprits(const std::vector<RankEvidence>& all, const std::vector<int32_t>& culprits, Verdict* v) {
+  v->culprits = culprits;
+  std::sort(v->culprits.begin(), v->culprits.end());
+  std::set<std::string> hosts;
+  for (const RankEvidence& r : all) {
+    if (std::find(culprits.begin(), culprits.end(), r.rank) != culprits.end()) hosts.insert(r.host);
+  }
+  v->hosts.assign(hosts.begin(), hosts.end());
+}
+
+std::string Ranks(const std::vector<int32_t>& r) { return CompressRanks(r); }
+
+// The collective a communicator is stuck on: the smallest outstanding seq.
+struct CommView {
+  uint32_t stuck_seq = 0;
+  std::map<int32_t, const CommState*> by_rank;  // members that reported the comm
+};
+
+std::map<uint64_t, CommView> Communicators(const std::vector<RankEvidence>& ranks) {
+  std::map<uint64_t, CommView> out;
+  for (const RankEvidence& r : ranks) {
+    for (const CommState& c : r.comms) {
+      CommView& v = out[c.comm_id];
+      v.by_rank[r.rank] = &c;
+      if (c.pending_seq != 0 && (v.stuck_seq == 0 || c.pending_seq < v.stuck_seq)) v.stuck_seq = c.pending_seq;
+    }
+  }
+  return out;
+}
+
+std::string OpName(uint32_t kind) {
+  switch (kind) {
+    case XPU_OP_ALLREDUCE: return "allreduce";
+    case XPU_OP_ALLGATHER: return "allgather";
+    case XPU_OP_REDUCESCATTER: return "reducescatter";
+    case XPU_OP_BROADCAST: return "broadcast";
+    case XPU_OP_REDUCE: return "reduce";
+    case XPU_OP_ALLTOALL: return "alltoall";
+    case XPU_OP_GATHER: return "gather";
+    case XPU_OP_SCATTER: return "scatter";
+    case XPU_OP_SEND: return "send";
+    case XPU_OP_RECV: return "recv";
+    case XPU_OP_PY_CHECKPOINT: return "checkpoint";
+    case XPU_OP_PY_DATALOADER: return "dataloader";
+    case XPU_OP_PY_GC: return "gc";
+    default: return "op" + std::to_string(kind);
+  }
+}
+
+}  // namespace
+
+const char* HangClassName(HangClass c) {
+  switch (c) {
+    case HangClass::kNone: return "none";
+    case HangClass::kCommunication: return "communication";
+    case HangClass::kNonCommunication: return "non-communication";
+    case HangClass::kMismatch: return "mismatch";
+    case HangClass::kCrash: return "crash";
+    case HangClass::kBusyWait: return "busy-wait";
+  }
+  return "none";
+}
+
+int FindStalledLink(const std::vector<uint64_t>& p) {
+  const int n = static_cast<int>(p.size());
+  if (n < 2) return -1;
+  int best = -1;
+  uint64_t best_drop = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint64_t prev = p[static_cast<size_t>((i - 1 + n) % n)];
+    if (prev > p[static_cast<size_t>(i)] && prev - p[static_cast<size_t>(i)] > best_drop) {
+      best_drop = prev - p[static_cast<size_t>(i)];
+      best = i;
+    }
+  }
+  return best;
+}
+
+Verdict Classify(const std::vector<RankEvidence>& ranks) {
+  Verdict v;
+  std::vector<int32_t> waiting, dead, stopped, dstate, idle;
+  for (const RankEvidence& r : ranks) {
+    if (Dead(r)) {
+      dead.push_back(r.rank);
+    } else if (r.proc_state == "stopped" || r.proc_state == "tracing-stop") {
+      stopped.push_back(r.rank);
+    } else if (r.proc_state == "disk-sleep") {
+      dstate.push_back(r.rank);
+    } else if (Waiting(r)) {
+      waiting.push_back(r.rank);
+    } else {
+      idle.push_back(r.rank);
+    }
+  }
+  const std::map<uint64_t, CommView> comms = Communicators(ranks);
+  auto describe_ranks = [&](const std::vector<int32_t>& set) {
+    for (const RankEvidence& r : ranks) {
+      if (std::find(set.begin(), set.end(), r.rank) == set.end()) continue;
+      v.details.push_back("rank " + std::to_string(r.rank) + " (" + r.host + " pid " + std::to_string(r.pid) +
+                          "): " + r.proc_state + ", at " + WhereIs(r));
+    }
+  };
+  // 1. crash
+  if (!dead.empty()) {
+    v.cls = HangClass::kCrash;
+    v.team = "operations";
+    SetCulprits(ranks, dead, &v);
+    v.reason = "rank(s) " + Ranks(dead) + " exited or died while rank(s) " + Ranks(waiting) +
+               " wait in a collective";
+    describe_ranks(dead);
+    return v;
+  }
+  // 2. stopped / D state
+  if (!stopped.empty() || !dstate.empty()) {
+    std::vector<int32_t> bad = stopped;
+    bad.insert(bad.end(), dstate.begin(), dstate.end());
+    v.cls = HangClass::kNonCommunication;
+    v.team = "operations";
+    SetCulprits(ranks, bad, &v);
+    v.reason = (!stopped.empty() ? "rank(s) " + Ranks(stopped) + " stopped (SIGSTOP / job control)" : "") +
+               std::string(!stopped.empty() && !dstate.empty() ? "; " : "") +
+               (!dstate.empty() ? "rank(s) " + Ranks(dstate) + " in uninterruptible sleep (D: I/O, driver)" : "") +
+               "; the others wait in a collective";
+    describe_ranks(bad);
+    return v;
+  }
+  // 3. busy-wait: the ranks outside the collective are inside an open host
+  //    interval (checkpoint, data loading).
+  if (!idle.empty() && !waiting.empty()) {
+    bool all_busy = true;
+    for (const RankEvidence& r : ranks) {
+      if (std::find(idle.begin(), idle.end(), r.rank) == idle.end()) continue;
+      if (r.open.empty()) all_busy = false;
+    }
+    if (all_busy) {
+      v.cls = HangClass::kBusyWait;
+      v.team = "";
+      SetCulprits(ranks, idle, &v);
+      for (const RankEvidence& r : ranks) {
+        if (std::find(idle.begin(), idle.end(), r.rank) == idle.end()) continue;
+        for (const OpenInterval& o : r.open) {
+          v.details.push_back("rank " + std::to_string(r.rank) + " busy in " + OpName(o.kind) + " \"" + o.name +
+                              "\" since " + std::to_string(o.since_ns));
+        }
+      }
+      v.reason = "rank(s) " + Ranks(waiting) + " wait in a collective for busy rank(s) " + Ranks(idle) +
+                 " (open host interval, e.g. checkpoint save): not a fault";
+      return v;
+    }
+  }
+  // 4./5. sequence analysis per communicator.
+  for (const auto& [comm_id, view] : comms) {
+    if (view.stuck_seq == 0) continue;
+    // Shapes of the members at the stuck seq.
+    std::map<std::tuple<uint32_t, uint64_t>, std::vector<int32_t>> shapes;
+    std::vector<int32_t> missing;
+    for (const auto& [rank, c] : view.by_rank) {
+      if (c->last_issued < view.stuck_seq) {
+        missing.push_back(rank);
+      } else if (c->pending_seq == view.stuck_seq) {
+        shapes[{c->pending_kind, c->pending_bytes}].push_back(rank);
+      }
+    }
+    // Members the communicator has but that never reported it at all.
+    if (shapes.size() > 1) {
+      size_t majority = 0;
+      for (const auto& [shape, rs] : shapes) majority = std::max(majority, rs.size());
+      std::vector<int32_t> odd;
+      for (const auto& [shape, rs] : shapes) {
+        // With a tie every group is listed.
+        if (rs.size() < majority || shapes.size() == rs.size()) odd.insert(odd.end(), rs.begin(), rs.end());
+        v.details.push_back("seq " + std::to_string(view.stuck_seq) + ": ranks " + Ranks(rs) + " issued " +
+                            OpName(std::get<0>(shape)) + " of " + std::to_string(std::get<1>(shape)) + " bytes");
+      }
+      if (odd.empty()) {
+        for (const auto& [shape, rs] : shapes) {
+          if (rs.size() == majority) continue;
+          odd.insert(odd.end(), rs.begin(), rs.end());
+        }
+      }
+      v.cls = HangClass::kMismatch;
+      v.team = "algorithm";
+      v.comm_id = comm_id;
+      v.stuck_seq = view.stuck_seq;
+      SetCulprits(ranks, odd, &v);
+      v.reason = "collective mismatch at seq " + std::to_string(view.stuck_seq) + " on communicator " +
+                 std::to_string(comm_id) + ": rank(s) " + Ranks(odd) + " issued a different op or size";
+      return v;
+    }
+    if (!missing.empty() && !shapes.empty()) {
+      v.cls = HangClass::kNonCommunication;
+      v.team = "algorithm";
+      v.comm_id = comm_id;
+      v.stuck_seq = view.stuck_seq;
+      SetCulprits(ranks, missing, &v);
+      const auto& [shape, rs] = *shapes.begin();
+      v.reason = "rank(s) " + Ranks(missing) + " never issued collective seq " + std::to_string(view.stuck_seq) +
+                 " (" + OpName(std::get<0>(shape)) + ") that rank(s) " + Ranks(rs) + " wait in";
+      describe_ranks(missing);
+      return v;
+    }
+  }
+  // 6. communication: everybody is inside the same collective.
+  for (const auto& [comm_id, view] : comms) {
+    if (view.stuck_seq == 0) continue;
+    bool all_in = !view.by_rank.empty();
+    for (const auto& [rank, c] : view.by_rank) all_in = all_in && c->pending_seq == view.stuck_seq;
+    if (!all_in) continue;
+    v.cls = HangClass::kCommunication;
+    v.team = "infrastructure";
+    v.comm_id = comm_id;
+    v.stuck_seq = view.stuck_seq;
+    const CommState* any = view.by_rank.begin()->second;
+    v.reason = "all " + std::to_string(view.by_rank.size()) + " ranks issued " + OpName(any->pending_kind) +
+               " seq " + std::to_string(view.stuck_seq) + " and are stuck inside it";
+    // Intra-kernel progress along the ring.
+    std::map<std::string, std::map<int32_t, std::pair<int32_t, uint64_t>>> rings;  // channel -> pos -> (rank, step)
+    std::map<std::string, int32_t> ring_size;
+    for (const RankEvidence& r : ranks) {
+      for (const KernelProgress& k : r.kernel) {
+        if (k.ring_pos < 0 || k.completed_seq >= k.seq) continue;  // not inside a kernel
+        rings[k.channel][k.ring_pos] = {r.rank, k.step};
+        ring_size[k.channel] = k.ring_size;
+      }
+    }
+    std::vector<int32_t> culprits;
+    for (const auto& [channel, by_pos] : rings) {
+      const int32_t n = ring_size[channel];
+      if (n <= 1 || static_cast<int32_t>(by_pos.size()) != n) continue;  // need the whole ring
+      std::vector<uint64_t> steps;
+      std::string line = "ring " + channel.substr(0, 12) + " steps:";
+      for (const auto& [pos, rs] : by_pos) {
+        steps.push_back(rs.second);
+        line += " " + std::to_string(rs.first) + "=" + std::to_string(rs.second);
+      }
+      v.details.push_back(line);
+      int at = FindStalledLink(steps);
+      if (at < 0) continue;
+      const int32_t from = by_pos.at((at - 1 + n) % n).first, to = by_pos.at(at).first;
+      v.faulty_link = std::to_string(from) + "->" + std::to_string(to);
+      culprits = {from, to};
+      v.details.push_back("progress stops on ring link rank " + std::to_string(from) + " -> rank " +
+                          std::to_string(to));
+      break;
+    }
+    if (culprits.empty()) {
+      for (const auto& [rank, c] : view.by_rank) culprits.push_back(rank);
+      v.details.push_back("no intra-kernel progress available: the faulty link is not located");
+    }
+    SetCulprits(ranks, culprits, &v);
+    if (!v.faulty_link.empty()) v.reason += "; progress stops on link " + v.faulty_link;
+    return v;
+  }
+  // 7. stacks only.
+  std::vector<int32_t> in_comm, not_comm;
+  for (const RankEvidence& r : ranks) (InCommunication(r) ? in_comm : not_comm).push_back(r.rank);
+  if (!in_comm.empty() && !not_comm.empty()) {
+    v.cls = HangClass::kNonCommunication;
+    v.team = "algorithm";
+    SetCulprits(ranks, not_comm, &v);
+    v.reason = "rank(s) " + Ranks(not_comm) + " are outside communication code while rank(s) " + Ranks(in_comm) +
+               " wait in it (from stacks)";
+    describe_ranks(not_comm);
+    return v;
+  }
+  if (!in_comm.empty()) {
+    v.cls = HangClass::kCommunication;
+    v.team = "infrastructure";
+    SetCulprits(ranks, in_comm, &v);
+    v.reason = "every rank waits in communication code (from stacks); no progress table to locate the link";
+    return v;
+  }
+  v.reason = "no rank waits in a collective: no hang pattern recognised";
+  return v;
+}
+
+}  // namespace xpu::engine::hang

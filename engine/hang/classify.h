@@ -1,0 +1,111 @@
+// engine/hang/classify.h — from the evidence of every rank of a hung job to
+// a verdict: what kind of hang, which ranks (and hosts) are the culprits,
+// which team acts on it.
+//
+// Order of the rules (first match wins):
+//  1. crash          a rank is gone / zombie / exited while others wait
+//                    (operations);
+//  2. process state  a rank is stopped (SIGSTOP, 'T') or in uninterruptible
+//                    sleep ('D'): non-communication hang, operations;
+//  3. busy-wait      the ranks not in the collective are inside an open
+//                    host interval such as a checkpoint save while the others
+//                    wait for them: not a fault, reported with the busy ranks;
+//  4. mismatch       at the sequence number the communicator is stuck on,
+//                    ranks issued a different op kind or size (algorithm);
+//  5. missing        ranks never issued the collective the others wait in
+//                    and sit in non-communication code: non-communication
+//                    hang, algorithm team (the paper's "stuck rank");
+//  6. communication  every rank issued the same collective and is stuck
+//                    inside it: infrastructure; intra-kernel ring progress
+//                    (cuda-gdb step counters, or the test runtime's) names
+//                    the link where progress stops;
+//  7. stacks only    without progress tables: ranks whose stacks hold no
+//                    communication frame while others' do are culprits.
+//
+// Thread-safety: pure functions.
+#ifndef XPU_ENGINE_HANG_CLASSIFY_H_
+#define XPU_ENGINE_HANG_CLASSIFY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/hang/stacks.h"
+
+namespace xpu::engine::hang {
+
+struct CommState {
+  uint64_t comm_id = 0;
+  uint32_t last_issued = 0;
+  uint32_t last_completed = 0;
+  uint32_t pending_seq = 0;   // 0: nothing outstanding
+  uint32_t pending_kind = 0;  // xpu_op_kind
+  uint64_t pending_bytes = 0;
+  uint64_t pending_since_ns = 0;
+  std::string pending_name;
+  int32_t comm_rank = -1;
+  int32_t comm_nranks = 0;
+};
+
+struct OpenInterval {
+  uint32_t kind = 0;  // xpu_op_kind, e.g. XPU_OP_PY_CHECKPOINT
+  std::string name;
+  uint64_t since_ns = 0;
+};
+
+// Progress inside a collective's kernel on one rank (ring step counters).
+struct KernelProgress {
+  std::string channel;     // communicator / channel identity
+  int32_t ring_pos = -1;   // position in the ring (comm rank for a plain ring)
+  int32_t ring_size = 0;
+  uint64_t seq = 0;        // collective the counters belong to
+  uint64_t completed_seq = 0;
+  uint64_t step = 0;
+  uint64_t steps_total = 0;
+  std::string source;
+};
+
+struct RankEvidence {
+  int32_t rank = -1;
+  std::string host;
+  int32_t pid = 0;
+  std::string proc_state;   // process_probe.h names; "unknown" without evidence
+  bool exited = false;      // reported exited by its daemon
+  bool answered = true;     // its daemon answered the evidence command
+  std::vector<ThreadStack> native;
+  std::vector<ThreadStack> python;
+  std::string native_error, python_error;
+  bool has_progress = false;
+  std::vector<CommState> comms;
+  std::vector<OpenInterval> open;
+  std::vector<KernelProgress> kernel;
+  std::string gpu_health;
+};
+
+enum class HangClass { kNone, kCommunication, kNonCommunication, kMismatch, kCrash, kBusyWait };
+const char* HangClassName(HangClass c);
+
+struct Verdict {
+  HangClass cls = HangClass::kNone;
+  std::string team;                 // "operations" / "infrastructure" / "algorithm" / "" (none)
+  std::vector<int32_t> culprits;
+  std::vector<std::string> hosts;   // of the culprits
+  std::string reason;               // one line
+  std::vector<std::string> details; // evidence lines
+  // Communication hangs: the ring link where progress stops, as "a->b".
+  std::string faulty_link;
+  uint64_t comm_id = 0;
+  uint32_t stuck_seq = 0;
+};
+
+// Along one ring (progress indexed by ring position), the position whose
+// predecessor progressed further than it did: data stopped on the link
+// predecessor -> position. Returns -1 when progress is uniform (no link
+// stands out). Pure; shared by the test runtime and cuda-gdb paths.
+int FindStalledLink(const std::vector<uint64_t>& progress_by_pos);
+
+Verdict Classify(const std::vector<RankEvidence>& ranks);
+
+}  // namespace xpu::engine::hang
+
+#endif  // XPU_ENGINE_HANG_CLASSIFY_H_

@@ -1,0 +1,53 @@
+// engine/hang/report.h — one hang diagnosis of a job: the verdict
+// (classify.h), per-rank evidence summaries, the merged stack view, timings.
+// Rendered as JSON (for `xpu hang --json` and tools) and as text.
+//
+// Thread-safety: a value type.
+#ifndef XPU_ENGINE_HANG_REPORT_H_
+#define XPU_ENGINE_HANG_REPORT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/hang/classify.h"
+#include "engine/hang/stack_tree.h"
+
+namespace xpu::engine::hang {
+
+struct RankSummary {
+  int32_t rank = -1;
+  std::string host;
+  int32_t pid = 0;
+  std::string proc_state;
+  bool answered = false;
+  std::string where;          // innermost frames of the main thread
+  std::string comms;          // "comm 1a2b: issued 12 completed 11 pending allreduce#12 (2048 B)"
+  std::string open;           // open host intervals
+  std::string kernel;         // intra-kernel progress
+  std::string native_error, python_error, gpu_health;
+  uint64_t collect_ms = 0;
+};
+
+struct HangReport {
+  std::string job;
+  bool on_demand = false;       // `xpu stacks`: collected on request, no suspicion
+  std::string trigger;          // why the engine suspected a hang
+  uint64_t stall_since_ns = 0;  // last progress (host clock), 0 unknown
+  uint64_t suspected_ns = 0;    // engine noticed
+  uint64_t diagnosed_ns = 0;    // verdict ready
+  uint64_t evidence_ms = 0;     // fan-out to daemons
+  uint32_t daemons_asked = 0, daemons_answered = 0;
+  Verdict verdict;
+  std::vector<RankSummary> ranks;
+  StackTree tree;
+  std::string Json() const;
+  std::string Text() const;
+};
+
+// JSON string literal of `s` (quotes included).
+std::string JsonString(const std::string& s);
+
+}  // namespace xpu::engine::hang
+
+#endif  // XPU_ENGINE_HANG_REPORT_H_

@@ -1,0 +1,70 @@
+// flamegraph — kernel call-site flame graphs from Python call stacks.
+//
+// Stacks are XPU_OP_ANNOTATION host signatures whose name is a list of
+// "qualname@file:line" frames joined by ';', innermost first
+// (python/xputimer/callsite.py). Each annotation record is one sample of its
+// stack. A sample is tied to the GPU op it launched when the data allows:
+//
+//   1. exact join (the hook proposal in python/README.md, "Call sites"): the
+//      annotation follows the launch record with the same `stream` and its
+//      `seq` equal to the launch's seq; the nearest such launch at or before
+//      the annotation wins;
+//   2. otherwise, within `max_gap_ns` after the annotation, the first GPU op
+//      of the rank launched (start - issue latency, when valid) that no
+//      other annotation claimed.
+//
+// A linked sample weighs the op's GPU time and ends in a leaf frame
+// "[gemm] <name>" / "[allreduce] ..." / "[kernel] <symbol>"; it is coloured by
+// that kind (GEMM / collective / other). Samples that link to nothing weigh
+// `unlinked_weight_ns` (1 µs by default) and end in "[unlinked]".
+//
+// Folded format (Brendan Gregg's): "outer;...;inner;leaf <weight>" per line.
+// The SVG writer is self-contained (no scripts): one <rect> + <title> per
+// frame, width proportional to weight.
+//
+// Thread-safety: pure functions.
+#ifndef XPU_ENGINE_TIMELINE_FLAMEGRAPH_H_
+#define XPU_ENGINE_TIMELINE_FLAMEGRAPH_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/timeline/rank_dump.h"
+
+namespace xpu::engine::timeline {
+
+enum class FrameKind { kOther = 0, kGemm = 1, kCollective = 2 };
+
+struct FoldedStack {
+  uint64_t weight = 0;   // ns of GPU time (linked) or unlinked_weight_ns per sample
+  uint64_t samples = 0;
+  FrameKind kind = FrameKind::kOther;
+};
+
+struct CallsiteOptions {
+  uint64_t max_gap_ns = 2000000;  // 2 ms
+  uint64_t unlinked_weight_ns = 1000;
+};
+
+struct CallsiteStats {
+  uint64_t annotations = 0;    // call-site samples seen
+  uint64_t linked_exact = 0;   // by (stream, seq)
+  uint64_t linked_nearby = 0;  // by launch time
+  uint64_t unlinked = 0;
+};
+
+// Folded stack text (outermost frame first, ';'-joined, leaf last) -> data.
+std::map<std::string, FoldedStack> BuildCallsiteStacks(const std::vector<RankDump>& ranks,
+                                                       const CallsiteOptions& opt, CallsiteStats* stats);
+// True when `name` looks like a call-site stack (every frame "x@y:line").
+bool IsCallsiteName(const std::string& name);
+
+std::string FoldedText(const std::map<std::string, FoldedStack>& stacks);
+std::string FlameGraphSvg(const std::map<std::string, FoldedStack>& stacks, const std::string& title,
+                          int width = 1200);
+
+}  // namespace xpu::engine::timeline
+
+#endif  // XPU_ENGINE_TIMELINE_FLAMEGRAPH_H_

@@ -1,0 +1,508 @@
+#include "tools/xpu_cli/timeline_cli.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "engine/timeline/dump_outputs.h"
+#include "engine/timeline/rank_dump.h"
+#include "engine/timeline/summary.h"
+#include "tools/xpu_cli/cli.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+
+namespace xpu::cli {
+namespace {
+
+namespace tl = ::xpu::engine::timeline;
+
+constexpr char kDefaultEngine[] = "127.0.0.1:7441";
+constexpr char kTokenMetadataKey[] = "x-xpu-token";
+
+const char kTimelineHelp[] = R"(xpu timeline: on-demand timelines from the daemons' history.
+
+xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--out DIR]
+                  [--format perfetto|json|both|auto] [--deadline-s S] [--json]
+    Asks every daemon holding one of the ranks for what it kept (exited
+    ranks included), shows progress, and writes into DIR (default
+    ./xpu-timeline-JOB-<time>):
+      trace.perfetto-trace  Perfetto trace (open in ui.perfetto.dev)
+      trace.json            Chrome trace-event JSON (format json/both, or auto
+                            for dumps up to 200000 ops)
+      callsites.folded, callsites.svg   kernel call-site flame graph (when the
+                            job recorded Python call sites)
+      raw/*.xpb             the records as received (32 bytes per op)
+      dump.json             manifest: ranks answered / missing, clock offsets
+    GPU times are aligned across hosts with clock offsets estimated from
+    collective completion (reference: the lowest rank).
+    --last N: the last N records per rank; --since T: ns since the epoch or
+    an age (90s, 5m, 2h). --deadline-s: wait for daemons (default 30).
+
+xpu timeline summary (--in DIR | --job JOB [--ranks ..] [--last N | --since T]) [--json]
+    Top signatures by time, per-rank step breakdown (step time, compute /
+    communication / host time, V_inter, V_minority, GEMM TFLOPS), communicator
+    bus bandwidth and clock offsets, computed on the dumped window only.
+JSON (summary): {job, window_start_ns, window_end_ns, ops, top: [...], ranks: [...],
+       communicators: [...], clock: {reference_rank, hosts: [{host, offset_ns, ...}]}}
+)";
+
+const char kStacksHelp[] = R"(xpu stacks --job JOB
+
+Live Python/native stacks of every rank. Reserved: live stack collection is
+provided by the hang-diagnosis component and is not available in this
+version (exit 3). Recorded call sites are in `xpu timeline dump` output
+(callsites.folded / callsites.svg).
+)";
+
+struct Flags {
+  std::string engine, tls_ca, tls_cert, tls_key, token_file;
+  bool tls = false, json = false, help = false;
+  std::vector<std::string> words;  // command, subcommand
+  std::string job, ranks, last, since, out, in, format = "auto", deadline_s;
+};
+
+const std::set<std::string>& ValueFlags() {
+  static const auto* s = new std::set<std::string>{"--engine", "--tls-ca", "--tls-cert", "--tls-key",
+                                                   "--token-file", "--job", "--ranks", "--last", "--since",
+                                                   "--out", "--in", "--format", "--deadline-s"};
+  return *s;
+}
+
+bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], value;
+    bool inline_value = false;
+    if (absl::StartsWith(a, "--")) {
+      size_t eq = a.find('=');
+      if (eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        a = a.substr(0, eq);
+        inline_value = true;
+      }
+    }
+    if (ValueFlags().count(a)) {
+      if (!inline_value) {
+        if (i + 1 >= args.size()) {
+          *error = a + " needs a value";
+          return false;
+        }
+        value = args[++i];
+      }
+      if (a == "--engine") f->engine = value;
+      else if (a == "--tls-ca") f->tls_ca = value, f->tls = true;
+      else if (a == "--tls-cert") f->tls_cert = value, f->tls = true;
+      else if (a == "--tls-key") f->tls_key = value, f->tls = true;
+      else if (a == "--token-file") f->token_file = value;
+      else if (a == "--job") f->job = value;
+      else if (a == "--ranks") f->ranks = value;
+      else if (a == "--last") f->last = value;
+      else if (a == "--since") f->since = value;
+      else if (a == "--out") f->out = value;
+      else if (a == "--in") f->in = value;
+      else if (a == "--format") f->format = value;
+      else if (a == "--deadline-s") f->deadline_s = value;
+    } else if (a == "--json") {
+      f->json = true;
+    } else if (a == "--tls") {
+      f->tls = true;
+    } else if (a == "--help" || a == "-h") {
+      f->help = true;
+    } else if (absl::StartsWith(a, "-")) {
+      *error = "unknown flag " + a;
+      return false;
+    } else {
+      f->words.push_back(a);
+    }
+  }
+  return true;
+}
+
+std::string ReadFile(const std::string& path, bool* ok) {
+  std::ifstream f(path, std::ios::binary);
+  *ok = static_cast<bool>(f);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+std::string DefaultOutDir(const std::string& job) {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  std::string safe = job;
+  for (char& c : safe) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+  }
+  return absl::StrCat("xpu-timeline-", safe, "-", buf);
+}
+
+struct Fetched {
+  std::vector<tl::RankDump> ranks;
+  xpu::v1::TimelineDumpDone done;
+  double seconds = 0;
+  uint64_t raw_bytes = 0;
+};
+
+// Runs Query.TimelineDump; writes raw files into `raw_dir` when not empty.
+int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::TimelineDumpRequest& req,
+          const std::string& raw_dir, Fetched* got, std::ostream& err) {
+  const std::string engine = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : kDefaultEngine;
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (f.tls) {
+    grpc::SslCredentialsOptions ssl;
+    bool ok = true;
+    if (!f.tls_ca.empty()) ssl.pem_root_certs = ReadFile(f.tls_ca, &ok);
+    if (ok && !f.tls_cert.empty()) ssl.pem_cert_chain = ReadFile(f.tls_cert, &ok);
+    if (ok && !f.tls_key.empty()) ssl.pem_private_key = ReadFile(f.tls_key, &ok);
+    if (!ok) {
+      err << "xpu: cannot read a TLS file (--tls-ca/--tls-cert/--tls-key)\n";
+      return kExitUsage;
+    }
+    creds = grpc::SslCredentials(ssl);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  std::string token;
+  if (!f.token_file.empty()) {
+    bool ok = true;
+    token = std::string(absl::StripAsciiWhitespace(ReadFile(f.token_file, &ok)));
+    if (!ok || token.empty()) {
+      err << "xpu: cannot read token from " << f.token_file << "\n";
+      return kExitUsage;
+    }
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(512 << 20);  // one rank's history per message
+  auto stub = xpu::v1::Query::NewStub(grpc::CreateCustomChannel(engine, creds, args));
+  grpc::ClientContext ctx;
+  // Daemons get the request deadline; transfers and the engine get 60 s more.
+  const uint64_t deadline_ms = req.deadline_ms() > 0 ? req.deadline_ms() : 30000;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms + 60000));
+  if (!token.empty()) ctx.AddMetadata(kTokenMetadataKey, token);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto reader = stub->TimelineDump(&ctx, req);
+  xpu::v1::TimelineDumpMessage m;
+  bool have_done = false;
+  auto last_print = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  std::string write_error;
+  while (reader->Read(&m)) {
+    if (m.has_progress()) {
+      const auto& p = m.progress();
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_print > std::chrono::milliseconds(250) || p.daemons_answered() == p.daemons_total()) {
+        err << absl::StrFormat("xpu timeline: %d/%d ranks answered (%d/%d daemons, %.1f s)\n", p.ranks_answered(),
+                               p.ranks_total(), p.daemons_answered(), p.daemons_total(), p.elapsed_ms() / 1000.0);
+        last_print = now;
+      }
+    } else if (m.has_rank()) {
+      if (!raw_dir.empty() && write_error.empty()) {
+        absl::StatusOr<uint64_t> b = tl::WriteRaw(raw_dir, m.rank());
+        if (b.ok()) {
+          got->raw_bytes += *b;
+        } else {
+          write_error = std::string(b.status().message());
+        }
+      }
+      absl::StatusOr<tl::RankDump> d = tl::FromProcessBatch(std::move(*m.mutable_rank()));
+      if (!d.ok()) {
+        err << "xpu timeline: skipping a malformed process: " << d.status().message() << "\n";
+        continue;
+      }
+      got->ranks.push_back(std::move(*d));
+    } else if (m.has_done()) {
+      got->done = m.done();
+      have_done = true;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  got->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!st.ok()) {
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      err << "cannot reach engine at " << engine << ": " << st.error_message() << "\n";
+      return kExitUnreachable;
+    }
+    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      err << "xpu timeline: the engine at " << engine << " does not support timeline dumps\n";
+      return kExitNotAvailable;
+    }
+    err << "xpu timeline: engine at " << engine << " answered: " << st.error_message() << "\n";
+    return kExitEngineError;
+  }
+  if (!write_error.empty()) {
+    err << "xpu timeline: " << write_error << "\n";
+    return kExitEngineError;
+  }
+  if (!have_done) {
+    err << "xpu timeline: the engine ended the dump early\n";
+    return kExitEngineError;
+  }
+  for (const auto& miss : got->done.missing()) {
+    err << "xpu timeline: rank " << miss.rank() << " did not answer"
+        << (miss.daemon_id().empty() ? "" : " (daemon " + miss.daemon_id() + ")") << ": " << miss.reason() << "\n";
+  }
+  for (const auto& d : got->done.truncated_daemons()) {
+    err << "xpu timeline: daemon " << d << " hit its reply budget; older records of its ranks are left out\n";
+  }
+  tl::SortRanks(&got->ranks);
+  return kExitOk;
+}
+
+bool BuildRequest(const Flags& f, xpu::v1::TimelineDumpRequest* req, std::string* error) {
+  req->set_job(f.job);
+  if (!f.ranks.empty()) {
+    std::vector<int32_t> ranks;
+    if (!ParseRankList(f.ranks, &ranks)) {
+      *error = "bad --ranks '" + f.ranks + "' (expected e.g. 0-7,12)";
+      return false;
+    }
+    for (int32_t r : ranks) req->add_ranks(r);
+  }
+  if (!f.last.empty() && !f.since.empty()) {
+    *error = "--last and --since are exclusive";
+    return false;
+  }
+  if (!f.last.empty()) {
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(f.last, &n) || n == 0) {
+      *error = "bad --last '" + f.last + "'";
+      return false;
+    }
+    req->set_last_n(n);
+  }
+  if (!f.since.empty()) {
+    uint64_t since = 0;
+    if (!ParseSince(f.since, NowNs(), &since)) {
+      *error = "bad --since '" + f.since + "' (ns since the epoch, or an age like 90s, 5m, 2h)";
+      return false;
+    }
+    req->set_since_ns(since);
+  }
+  if (!f.deadline_s.empty()) {
+    double s = 0;
+    if (!absl::SimpleAtod(f.deadline_s, &s) || s <= 0 || s > 3600) {
+      *error = "bad --deadline-s '" + f.deadline_s + "'";
+      return false;
+    }
+    req->set_deadline_ms(static_cast<uint64_t>(s * 1000));
+  }
+  return true;
+}
+
+tl::DumpContext Context(const xpu::v1::TimelineDumpRequest& req, const Fetched& got) {
+  tl::DumpContext ctx;
+  ctx.job = req.job();
+  ctx.ranks_requested.assign(req.ranks().begin(), req.ranks().end());
+  ctx.ranks_total = got.done.ranks_total();
+  ctx.ranks_answered = got.done.ranks_answered();
+  for (const auto& m : got.done.missing()) ctx.missing.push_back(absl::StrCat("rank ", m.rank(), ": ", m.reason()));
+  ctx.truncated_daemons.assign(got.done.truncated_daemons().begin(), got.done.truncated_daemons().end());
+  ctx.last_n = req.last_n();
+  ctx.since_ns = req.since_ns();
+  ctx.fetch_s = got.seconds;
+  return ctx;
+}
+
+int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::ostream& err) {
+  tl::TraceFormat format;
+  if (!tl::ParseTraceFormat(f.format, &format)) {
+    err << "xpu timeline dump: bad --format '" << f.format << "' (perfetto, json, both or auto)\n";
+    return kExitUsage;
+  }
+  xpu::v1::TimelineDumpRequest req;
+  std::string error;
+  if (!BuildRequest(f, &req, &error)) {
+    err << "xpu timeline dump: " << error << "\n";
+    return kExitUsage;
+  }
+  const std::string dir = !f.out.empty() ? f.out : DefaultOutDir(f.job);
+  Fetched got;
+  if (int rc = Fetch(f, env_engine, req, dir, &got, err); rc != kExitOk) return rc;
+  if (got.ranks.empty()) {
+    err << "xpu timeline dump: no rank answered; nothing written\n";
+    return kExitEngineError;
+  }
+  absl::StatusOr<tl::DumpOutputs> o = tl::WriteDumpOutputs(dir, got.ranks, format, Context(req, got));
+  if (!o.ok()) {
+    err << "xpu timeline dump: " << o.status().message() << "\n";
+    return kExitEngineError;
+  }
+  if (f.json) {
+    bool ok = true;
+    out << ReadFile(o->manifest_path, &ok);
+    return kExitOk;
+  }
+  out << absl::StrFormat("job %s: %d/%d ranks, %d ops (%d bytes packed, %.1f bytes/op) in %.2f s\n", f.job,
+                         got.done.ranks_answered(), got.done.ranks_total(), o->ops, o->packed_bytes,
+                         o->ops ? double(o->packed_bytes) / o->ops : 0.0, got.seconds);
+  if (!o->perfetto_path.empty()) {
+    out << absl::StrFormat("  %-40s %d bytes, %d slices, %d flow events\n", o->perfetto_path, o->perfetto.bytes,
+                           o->perfetto.slices, o->perfetto.flow_events);
+  }
+  if (!o->json_path.empty()) out << absl::StrFormat("  %-40s %d bytes\n", o->json_path, o->json.bytes);
+  if (!o->svg_path.empty()) {
+    out << absl::StrFormat("  %-40s %d call-site samples, %d linked to a launch\n", o->svg_path,
+                           o->callsites.annotations, o->callsites.linked_exact + o->callsites.linked_nearby);
+  }
+  out << absl::StrFormat("  %-40s manifest\n", o->manifest_path);
+  out << "clock offsets (reference rank " << o->clock.reference_rank << "):\n";
+  for (const tl::HostOffset& h : o->clock.hosts) {
+    out << absl::StrFormat("  %-20s %+12.3f us  %s\n", h.host, h.offset_ns * 1e-3,
+                           h.aligned ? (h.samples ? absl::StrCat("from ", h.samples, " collectives") : "reference")
+                                     : "not aligned (no shared collective)");
+  }
+  if (got.done.missing_size() > 0) out << got.done.missing_size() << " rank(s) missing, see above\n";
+  return kExitOk;
+}
+
+int Summary(const Flags& f, const std::string& env_engine, std::ostream& out, std::ostream& err) {
+  std::vector<tl::RankDump> ranks;
+  if (!f.in.empty()) {
+    absl::StatusOr<std::vector<tl::RankDump>> r = tl::ReadRawDir(f.in);
+    if (!r.ok()) {
+      err << "xpu timeline summary: " << r.status().message() << "\n";
+      return kExitEngineError;
+    }
+    ranks = std::move(*r);
+  } else {
+    xpu::v1::TimelineDumpRequest req;
+    std::string error;
+    if (!BuildRequest(f, &req, &error)) {
+      err << "xpu timeline summary: " << error << "\n";
+      return kExitUsage;
+    }
+    Fetched got;
+    if (int rc = Fetch(f, env_engine, req, f.out, &got, err); rc != kExitOk) return rc;
+    if (got.ranks.empty()) {
+      err << "xpu timeline summary: no rank answered\n";
+      return kExitEngineError;
+    }
+    ranks = std::move(got.ranks);
+  }
+  tl::TimelineSummary s = tl::Summarize(ranks, tl::EstimateClockOffsets(ranks));
+  out << (f.json ? tl::SummaryJson(s) : tl::SummaryText(s));
+  return kExitOk;
+}
+
+}  // namespace
+
+bool ParseRankList(const std::string& s, std::vector<int32_t>* out) {
+  out->clear();
+  if (s.empty()) return false;
+  std::set<int32_t> seen;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    int64_t lo = 0, hi = 0;
+    const size_t dash = part.find('-');
+    if (dash == absl::string_view::npos) {
+      if (!absl::SimpleAtoi(part, &lo)) return false;
+      hi = lo;
+    } else if (!absl::SimpleAtoi(part.substr(0, dash), &lo) || !absl::SimpleAtoi(part.substr(dash + 1), &hi)) {
+      return false;
+    }
+    if (lo < 0 || hi < lo || hi - lo > (1 << 20) || hi > INT32_MAX) return false;
+    for (int64_t r = lo; r <= hi; ++r) {
+      if (seen.insert(static_cast<int32_t>(r)).second) out->push_back(static_cast<int32_t>(r));
+    }
+  }
+  return !out->empty();
+}
+
+bool ParseSince(const std::string& s, uint64_t now_ns, uint64_t* since_ns) {
+  uint64_t v = 0;
+  if (absl::SimpleAtoi(s, &v)) {
+    *since_ns = v;
+    return true;
+  }
+  static const std::pair<const char*, uint64_t> kUnits[] = {
+      {"ms", 1000000ull}, {"s", 1000000000ull}, {"m", 60000000000ull}, {"h", 3600000000000ull}};
+  for (const auto& [suffix, mult] : kUnits) {
+    if (!absl::EndsWith(s, suffix)) continue;
+    double n = 0;
+    if (!absl::SimpleAtod(s.substr(0, s.size() - std::strlen(suffix)), &n) || n < 0) return false;
+    const uint64_t age = static_cast<uint64_t>(n * static_cast<double>(mult));
+    *since_ns = age < now_ns ? now_ns - age : 0;
+    return true;
+  }
+  return false;
+}
+
+bool IsTimelineCommand(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (absl::StartsWith(a, "-")) {
+      if (ValueFlags().count(a) && a.find('=') == std::string::npos) ++i;
+      continue;
+    }
+    return a == "timeline" || a == "stacks";
+  }
+  return false;
+}
+
+int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
+                   std::ostream& err) {
+  Flags f;
+  std::string error;
+  if (!Parse(args, &f, &error)) {
+    err << "xpu: " << error << " (see xpu timeline --help)\n";
+    return kExitUsage;
+  }
+  if (f.words.empty()) return kExitUsage;
+  if (f.words[0] == "stacks") {
+    if (f.help) {
+      out << kStacksHelp;
+      return kExitOk;
+    }
+    err << "xpu stacks: live stack collection is provided by the hang-diagnosis component and is not "
+           "available in this version; recorded call sites are in `xpu timeline dump` (callsites.svg)\n";
+    return kExitNotAvailable;
+  }
+  const std::string sub = f.words.size() > 1 ? f.words[1] : "";
+  if (f.help || sub.empty()) {
+    (f.help ? out : err) << kTimelineHelp;
+    return f.help ? kExitOk : kExitUsage;
+  }
+  if (f.words.size() > 2) {
+    err << "xpu timeline: unexpected argument '" << f.words[2] << "'\n";
+    return kExitUsage;
+  }
+  if (sub == "dump") {
+    if (f.job.empty()) {
+      err << "xpu timeline dump: --job JOB is required\n";
+      return kExitUsage;
+    }
+    if (!f.in.empty()) {
+      err << "xpu timeline dump: --in is for `timeline summary`\n";
+      return kExitUsage;
+    }
+    return Dump(f, env_engine, out, err);
+  }
+  if (sub == "summary") {
+    if (f.in.empty() == f.job.empty()) {
+      err << "xpu timeline summary: give either --in DIR or --job JOB\n";
+      return kExitUsage;
+    }
+    return Summary(f, env_engine, out, err);
+  }
+  err << "xpu timeline: unknown subcommand '" << sub << "' (dump or summary)\n";
+  return kExitUsage;
+}
+
+}  // namespace xpu::cli

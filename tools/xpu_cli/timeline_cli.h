@@ -1,0 +1,35 @@
+// timeline_cli — `xpu timeline dump|summary` and `xpu stacks`, dispatched
+// from RunCli (cli.cc). Exit codes as in cli.h.
+//
+//   xpu timeline dump --job J [--ranks 0-7,12] [--last N | --since T]
+//                     [--out DIR] [--format perfetto|json|both|auto]
+//                     [--deadline-s S] [--json]
+//   xpu timeline summary (--in DIR | --job J [--ranks ..] [--last N | --since T]) [--json]
+//   xpu stacks --job J      (reserved: exit 3 until live stacks exist)
+//
+// --since T: nanoseconds since the Unix epoch, or an age such as 90s, 5m, 2h.
+// dump --json prints the manifest (DIR/dump.json, see docs/timeline.md).
+#ifndef XPU_TOOLS_XPU_CLI_TIMELINE_CLI_H_
+#define XPU_TOOLS_XPU_CLI_TIMELINE_CLI_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace xpu::cli {
+
+// True when `args` names the timeline or stacks command (first word that
+// is neither a flag nor a flag's value).
+bool IsTimelineCommand(const std::vector<std::string>& args);
+int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
+                   std::ostream& err);
+
+// "0-7,12" -> {0..7, 12}; false on malformed input or ranges over 1<<20 ranks.
+bool ParseRankList(const std::string& s, std::vector<int32_t>* out);
+// "1700000000000000000" (ns since epoch) or "90s", "5m", "2h", "250ms" ago.
+bool ParseSince(const std::string& s, uint64_t now_ns, uint64_t* since_ns);
+
+}  // namespace xpu::cli
+
+#endif  // XPU_TOOLS_XPU_CLI_TIMELINE_CLI_H_
