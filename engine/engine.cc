@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/alerting/http_client.h"
 #include "engine/detectors/rank_liveness.h"
+#include "engine/hang/hang_detector.h"
 #include "engine/detectors/slowdown_detectors.h"
 #include "spdlog/spdlog.h"
 
@@ -58,6 +59,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   for (const JobSummary& j : *history) e->registry_.AddHistoricalJob(j);
 
   e->detectors_.push_back(std::make_unique<RankLivenessDetector>(e->registry_.silent_after_ns()));
+  // Hang diagnosis (engine/hang/): its findings enter the window tick.
+  e->hang_ = std::make_unique<hang::HangMonitor>(
+      e->registry_,
+      [p = e.get()](const std::string& id, xpu::v1::Command c) { return p->SendCommand(id, std::move(c)); },
+      hang::HangMonitorOptionsFromEnv());
+  e->detectors_.push_back(std::make_unique<hang::HangDetector>(e->hang_.get()));
   auto config = std::make_shared<DetectorConfig>();
   if (!o.detector_config.empty()) {
     absl::StatusOr<DetectorConfig> c = DetectorConfig::Load(o.detector_config);
@@ -115,12 +122,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_bytes));
   builder.RegisterService(e->ingest_.get());
   builder.RegisterService(e->query_.get());
+  e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, token);
+  builder.RegisterService(e->hang_service_.get());
   e->server_ = builder.BuildAndStart();
   if (!e->server_ || e->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen,
                                                " (address in use or not resolvable)"));
   }
   e->window_thread_ = std::thread([p = e.get()] { p->WindowLoop(); });
+  e->hang_->Start();
   Log()->info("xpu-engine {} listening on {} (port {}), metrics on port {}, db {}", e->engine_id_,
               o.listen, e->port_, e->metrics_.port(), o.db);
   return e;
@@ -138,6 +148,7 @@ void Engine::Shutdown() {
   cv_.notify_all();
   if (window_thread_.joinable()) window_thread_.join();
   if (ingest_) ingest_->FailAllPending(absl::UnavailableError("engine shutting down"));
+  if (hang_) hang_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   // Persist the final picture.
   if (store_) {

@@ -27,6 +27,8 @@
 #include "engine/detectors/figures_exporter.h"
 #include "engine/detectors/window_view.h"
 #include "engine/engine_options.h"
+#include "engine/hang/hang_monitor.h"
+#include "engine/hang/hang_service.h"
 #include "engine/ingest_service.h"
 #include "engine/metrics.h"
 #include "engine/query_service.h"
@@ -77,6 +79,8 @@ class Engine {
   Registry registry_;
   Metrics metrics_;
   std::unique_ptr<Store> store_;
+  std::unique_ptr<hang::HangMonitor> hang_;  // before detectors_: HangDetector points into it
+  std::unique_ptr<hang::HangService> hang_service_;
   std::vector<std::unique_ptr<Detector>> detectors_;
   std::shared_ptr<WindowViews> views_;  // shared by the slowdown detectors
   FiguresExporter* figures_ = nullptr;  // owned by detectors_

@@ -10,8 +10,10 @@
 // the replies and the engine's own state (progress tables, open host
 // intervals from the record rings, liveness) become RankEvidence; classify.h
 // gives the verdict, stack_tree.h the merged stacks. The result is kept per
-// job (Latest), stored as a Diagnosis (kind "hang_<class>") and handed to
-// the alert callback.
+// job (Latest) and, while the episode lasts, offered as a Diagnosis (kind
+// "hang_<class>") to the engine's window tick through HangDetector
+// (hang_detector.h): the same tracker, store and alert routing as every
+// other detector. The episode ends when no suspicion remains.
 //
 // CollectNow runs the same collection on demand (`xpu stacks`) for any job.
 //
@@ -37,10 +39,6 @@
 #include "engine/ingest_service.h"
 #include "engine/registry.h"
 
-namespace xpu::engine {
-class Store;
-}
-
 namespace xpu::engine::hang {
 
 using EvidenceSender = std::function<CommandFuture(const std::string& daemon_id, xpu::v1::Command)>;
@@ -58,7 +56,7 @@ HangMonitorOptions HangMonitorOptionsFromEnv();
 
 class HangMonitor {
  public:
-  HangMonitor(Registry& registry, Store* store, EvidenceSender send, HangMonitorOptions options);
+  HangMonitor(Registry& registry, EvidenceSender send, HangMonitorOptions options);
   ~HangMonitor();
   HangMonitor(const HangMonitor&) = delete;
   HangMonitor& operator=(const HangMonitor&) = delete;
@@ -70,8 +68,10 @@ class HangMonitor {
 
   std::optional<HangReport> Latest(const std::string& job) const;
   absl::StatusOr<HangReport> CollectNow(const std::string& job, uint64_t deadline_ms);
-  // Called with every hang diagnosis (alert routing).
-  void SetAlert(std::function<void(const Diagnosis&)> alert);
+  // The diagnosis of the job's ongoing hang episode, if any.
+  std::optional<Diagnosis> ActiveDiagnosis(const std::string& job) const;
+  // Called with every new hang diagnosis, right away (logging, tests).
+  void SetListener(std::function<void(const Diagnosis&)> listener);
 
   // Converts a report into the engine's Diagnosis (public for tests).
   static Diagnosis ToDiagnosis(const HangReport& r);
@@ -85,7 +85,6 @@ class HangMonitor {
   HangReport Diagnose(const std::string& job, uint64_t deadline_ms, bool on_demand);
 
   Registry& registry_;
-  Store* store_;
   EvidenceSender send_;
   const HangMonitorOptions options_;
 
@@ -94,7 +93,8 @@ class HangMonitor {
   bool stop_ = false;
   std::map<std::string, HangReport> latest_;        // guarded by mu_
   std::map<std::string, uint64_t> episode_start_;   // job -> engine time of its last diagnosis
-  std::function<void(const Diagnosis&)> alert_;     // guarded by mu_
+  std::map<std::string, Diagnosis> active_;         // guarded by mu_
+  std::function<void(const Diagnosis&)> listener_;  // guarded by mu_
   std::thread thread_;
 };
 

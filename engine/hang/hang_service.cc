@@ -1,0 +1,36 @@
+// engine/hang/hang_service.cc — see hang_service.h.
+#include "engine/hang/hang_service.h"
+
+namespace xpu::engine::hang {
+
+grpc::Status HangService::Get(grpc::ServerContext* ctx, const xpu::v1::HangRequest* req,
+                              xpu::v1::HangReply* reply) {
+  if (!token_.empty()) {
+    auto it = ctx->client_metadata().find("x-xpu-token");
+    if (it == ctx->client_metadata().end() || std::string(it->second.data(), it->second.size()) != token_) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong x-xpu-token");
+    }
+  }
+  if (req->job().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
+  reply->set_job(req->job());
+  std::optional<HangReport> report;
+  if (req->collect_now()) {
+    absl::StatusOr<HangReport> r = monitor_.CollectNow(req->job(), req->deadline_ms());
+    if (!r.ok()) return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(r.status().message()));
+    report = std::move(*r);
+  } else {
+    report = monitor_.Latest(req->job());
+  }
+  if (!report) {
+    reply->set_found(false);
+    return grpc::Status::OK;
+  }
+  reply->set_found(true);
+  reply->set_report_json(report->Json());
+  reply->set_text(report->Text());
+  reply->set_folded(report->tree.Folded());
+  reply->set_svg(report->tree.Svg("xpu stacks: job " + report->job));
+  return grpc::Status::OK;
+}
+
+}  // namespace xpu::engine::hang

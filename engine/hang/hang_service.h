@@ -1,0 +1,29 @@
+// engine/hang/hang_service.h — the HangQuery gRPC service (proto xpu.v1):
+// Get returns the latest hang report of a job, or with collect_now a merged
+// stack view collected on the spot (`xpu stacks`). Same token rule as Query
+// ("x-xpu-token" metadata when the engine has a token).
+//
+// Thread-safety: handlers run concurrently; HangMonitor is thread-safe.
+#ifndef XPU_ENGINE_HANG_HANG_SERVICE_H_
+#define XPU_ENGINE_HANG_HANG_SERVICE_H_
+
+#include <string>
+
+#include "engine/hang/hang_monitor.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+
+namespace xpu::engine::hang {
+
+class HangService final : public xpu::v1::HangQuery::Service {
+ public:
+  HangService(HangMonitor& monitor, std::string token) : monitor_(monitor), token_(std::move(token)) {}
+  grpc::Status Get(grpc::ServerContext* ctx, const xpu::v1::HangRequest* req, xpu::v1::HangReply* reply) override;
+
+ private:
+  HangMonitor& monitor_;
+  const std::string token_;
+};
+
+}  // namespace xpu::engine::hang
+
+#endif  // XPU_ENGINE_HANG_HANG_SERVICE_H_
