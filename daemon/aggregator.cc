@@ -22,8 +22,12 @@ void Aggregator::Add(const xpu_record_v1& rec, const xpu_signature_v1* sig) {
   newest_start_ns_ = std::max(newest_start_ns_, rec.start_ns);
   Stats& s = it->second[rec.sig_id];
   const uint64_t dur = xpu_record_duration_ns(&rec);
-  ++s.count;
-  s.total_ns += dur;
+  // A plugin record times an occurrence the interposer already recorded
+  // (same sig_id and seq, record.h): it adds timing, not an occurrence.
+  if ((rec.flags & XPU_REC_PLUGIN) == 0) {
+    ++s.count;
+    s.total_ns += dur;
+  }
   if (rec.flags & XPU_REC_TIMED) {
     s.timed_min_ns = s.timed_count == 0 ? dur : std::min(s.timed_min_ns, dur);
     s.timed_max_ns = std::max(s.timed_max_ns, dur);

@@ -130,3 +130,40 @@ TEST(AggregatorTest, HostileTimestampsKeepOpenWindowsBounded) {
 
 }  // namespace
 }  // namespace xpu::daemon
+
+namespace xpu::daemon {
+namespace {
+
+TEST(AggregatorTest, PluginRecordsAddTimingNotOccurrences) {
+  Aggregator agg(1000000000ull);
+  xpu_signature_v1 sig{};
+  sig.kind = XPU_OP_ALLREDUCE;
+  sig.dtype = XPU_DT_F32;
+  sig.count = 1024;
+  sig.comm_nranks = 4;
+  xpu_record_v1 occurrence{};
+  occurrence.sig_id = 3;
+  occurrence.start_ns = 5000000000ull;
+  occurrence.duration = 900;
+  occurrence.seq = 7;
+  occurrence.flags = XPU_REC_NOT_TIMED;
+  xpu_record_v1 timing = occurrence;
+  timing.start_ns += 100;
+  timing.duration = 400;
+  timing.flags = XPU_REC_PLUGIN | XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID;
+  agg.Add(occurrence, &sig);
+  agg.Add(timing, &sig);
+  std::vector<xpu::v1::WindowSummary> windows;
+  agg.TakeCompleted(/*force=*/true, &windows);
+  ASSERT_EQ(windows.size(), 1u);
+  ASSERT_EQ(windows[0].stats_size(), 1);
+  const auto& st = windows[0].stats(0);
+  EXPECT_EQ(st.count(), 1u);
+  EXPECT_EQ(st.total_ns(), 900u);
+  EXPECT_EQ(st.timed_count(), 1u);
+  EXPECT_EQ(st.timed_total_ns(), 400u);
+  EXPECT_DOUBLE_EQ(st.bytes(), 4096.0);
+}
+
+}  // namespace
+}  // namespace xpu::daemon

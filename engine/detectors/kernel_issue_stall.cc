@@ -63,9 +63,13 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     analysis::Steps st = analysis::FindSteps(t);
     for (double s : st.DurationsS()) data[i].step_s += s;
     data[i].steps = st.boundaries_ns.size() > 1 ? st.boundaries_ns.size() - 1 : 0;
-    data[i].gc = analysis::HostEventTime(t, XPU_OP_PY_GC);
-    data[i].sync = analysis::SyncTime(t);
-    data[i].dataloader = analysis::HostEventTime(t, XPU_OP_PY_DATALOADER);
+    // Host events within the complete steps, so that shares and per-step
+    // counts compare like with like.
+    const uint64_t from = data[i].steps ? st.boundaries_ns.front() : 0;
+    const uint64_t to = data[i].steps ? st.boundaries_ns.back() : UINT64_MAX;
+    data[i].gc = analysis::HostEventTime(t, XPU_OP_PY_GC, from, to);
+    data[i].sync = analysis::SyncTime(t, from, to);
+    data[i].dataloader = analysis::HostEventTime(t, XPU_OP_PY_DATALOADER, from, to);
   }
   auto syncs_per_step = [&](size_t i) {
     return data[i].steps ? static_cast<double>(data[i].sync.count) / static_cast<double>(data[i].steps) : 0.0;

@@ -56,8 +56,10 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
         const auto& l = links[i];
         (l.inter_node() ? inter : intra) = true;
         worst = std::min(worst, l.Bw() / med);
-        desc.push_back(absl::StrCat(l.src, "->", l.dst, " ", Gbps(l.Bw()), " (", l.src_host,
-                                    l.inter_node() ? " to " : " within ", l.inter_node() ? l.dst_host : "", ")"));
+        desc.push_back(absl::StrCat(l.src, "->", l.dst, " ", Gbps(l.Bw()), " (",
+                                    l.inter_node() ? absl::StrCat(l.src_host, " to ", l.dst_host)
+                                                   : absl::StrCat("within ", l.src_host),
+                                    ")"));
       }
       Diagnosis d = NewDiagnosis(job, "slow_link", Team::kOperations);
       d.severity = worst < 0.5 ? Severity::kCritical : Severity::kWarning;
@@ -110,10 +112,14 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     for (const auto* c : healthy) {
       for (int32_t r : c->ranks) common.erase(r);
     }
-    std::vector<int32_t> suspects;
-    for (int32_t r : common) {
-      if (!reported.count(r)) suspects.push_back(r);
+    // A slow communicator that contains an already localized member is
+    // explained by it.
+    bool explained = false;
+    for (const auto* c : slow) {
+      for (int32_t r : c->ranks) explained |= reported.count(r) > 0;
     }
+    if (explained) continue;
+    std::vector<int32_t> suspects(common.begin(), common.end());
     if (suspects.empty()) continue;
     bool inter = false;
     for (const auto* c : slow) inter |= c->hosts.size() > 1;

@@ -167,7 +167,7 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
     const int32_t rank = p->identity.rank();
     if (p->liveness != Liveness::kAlive) {
       gone = true;
-      gone_ranks += absl::StrCat(gone_ranks.empty() ? "" : ",", rank, "(", LivenessName(p->liveness), ")");
+      gone_ranks += absl::StrCat(gone_ranks.empty() ? "" : ",", rank, "(", std::string(LivenessName(p->liveness)), ")");
       continue;
     }
     if (!p->counters.has_progress()) continue;

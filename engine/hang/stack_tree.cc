@@ -55,9 +55,9 @@ void StackTree::Add(int32_t rank, const std::vector<ThreadStack>& threads) {
     if (t.python) frames.push_back("[python]");
     frames.insert(frames.end(), t.frames.begin(), t.frames.end());
     for (const std::string& f : frames) {
-      std::unique_ptr<Node>& child = n->children[f];
+      std::shared_ptr<Node>& child = n->children[f];
       if (!child) {
-        child = std::make_unique<Node>();
+        child = std::make_shared<Node>();
         child->frame = f;
       }
       n = child.get();

@@ -4,7 +4,8 @@
 // thread through it and, by difference, the ranks without. Renders a
 // readable text view, folded stacks and an SVG flame graph.
 //
-// Thread-safety: a StackTree is a value; not synchronised.
+// Thread-safety: not synchronised. Copies share nodes: build a tree, then
+// copy it freely, but do not Add() to a copy.
 #ifndef XPU_ENGINE_HANG_STACK_TREE_H_
 #define XPU_ENGINE_HANG_STACK_TREE_H_
 
@@ -25,7 +26,7 @@ class StackTree {
     std::string frame;
     std::set<int32_t> ranks;
     uint64_t stacks = 0;  // (rank, thread) stacks through this node
-    std::map<std::string, std::unique_ptr<Node>> children;
+    std::map<std::string, std::shared_ptr<Node>> children;  // shared: copies of a built tree share its nodes
   };
 
   // Adds every thread of `rank` (Python threads are prefixed with a

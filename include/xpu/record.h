@@ -75,7 +75,12 @@ enum xpu_record_flags {
   XPU_REC_HOST = 1u << 5,           /* host-side event (Python API, sync call) */
   XPU_REC_ISSUE_LAT_VALID = 1u << 6,/* issue_latency_ns holds a measured value */
   XPU_REC_GRAPH_CAPTURE = 1u << 7,  /* launched into a stream under graph capture */
-  XPU_REC_PLUGIN = 1u << 8,         /* timed by the NCCL profiler plugin */
+  XPU_REC_PLUGIN = 1u << 8,         /* timed by the NCCL profiler plugin. Such a
+                                       record is a timing SUPPLEMENT: the
+                                       interposer wrote the occurrence itself
+                                       (same sig_id and seq, XPU_REC_NOT_TIMED).
+                                       Count occurrences from non-plugin
+                                       records; take timing from the plugin one. */
   XPU_REC_CALL_FAILED = 1u << 9,    /* the intercepted call returned an error */
   XPU_REC_INCOMPLETE = 1u << 10,    /* never observed complete (flushed at exit) */
   XPU_REC_BEGIN = 1u << 11,         /* host interval opened (paired with END) */

@@ -238,6 +238,7 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
   EXPECT_EQ(h.rank, rep.rank);
   EXPECT_EQ(h.world_size, rep.world);
   const bool off = m.timing == "off";
+  EXPECT_EQ(rep.values.at("ring_mapped"), "1");  // the hook was loaded
   const uint64_t plain = ToU64(rep.values.at("plain_launches"));
   EXPECT_EQ(plain, uint64_t(16) * m.block);  // kernel phase 14 blocks, graph, sync
 
@@ -612,6 +613,8 @@ TEST(E2eHookProbe, TimingOffWritesNoGpuRecords) {
   auto reps = RunProbe(dir, m, 1);
   ASSERT_EQ(reps.size(), 1u);
   ASSERT_TRUE(reps[0].done);
+  // The probe saw its ring while it ran: the hook was loaded.
+  EXPECT_EQ(reps[0].values["ring_mapped"], "1");
   // A ring that never held anything is removed at exit; one that did must
   // hold no GPU record.
   const std::string path = dir.path() + "/xpu-ring-" + std::to_string(reps[0].pid) + ".bin";
@@ -817,7 +820,9 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
       if (is_untracked) {
         ++untracked;
         EXPECT_LT(i + w.per_step, recs.size()) << "untracked op in the last step";
-        if (i > 0) EXPECT_TRUE(recs[i - 1].flags & XPU_REC_UNTRACKED) << "occurrence " << i + 1;
+        if (i > 0) {
+          EXPECT_TRUE(recs[i - 1].flags & XPU_REC_UNTRACKED) << "occurrence " << i + 1;
+        }
       }
       const bool want =
           !is_untracked && (m.timing == "all" || Sampled(i + 1, m.first, m.every));

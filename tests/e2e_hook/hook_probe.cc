@@ -196,6 +196,7 @@ void WarmUp(cublasHandle_t blas) {
          "ctype=%d compute=%d",
          CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F),
      calls);
+  fprintf(g_report, "value ring_mapped=%d\n", h != nullptr);
   fprintf(g_report, "value warmup_ready=%d\n",
           h != nullptr && __atomic_load_n(&h->counters[XPU_CNT_SAMPLED], __ATOMIC_ACQUIRE) > 0);
 }

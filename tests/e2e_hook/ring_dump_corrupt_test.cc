@@ -48,7 +48,7 @@ class RingDumpCorrupt : public ::testing::Test {
  protected:
   void SetUp() override {
     // A real ring: a short training run under the hook, timing every op.
-    RunResult rr = Run({XPU_FAKE_TRAIN_PATH, "--steps", "4", "--layers", "1", "--hidden", "64",
+    RunResult rr = xpu::e2e::Run({XPU_FAKE_TRAIN_PATH, "--steps", "4", "--layers", "1", "--hidden", "64",
                         "--tokens", "32", "--step-sleep-ms", "40"},
                        {{"LD_PRELOAD", XPU_HOOK_SO}, {"LD_LIBRARY_PATH", XPU_FAKE_LIB_DIR},
                         {"XPU_RING_DIR", dir_.path()}, {"XPU_DAEMON", "off"},
@@ -195,7 +195,7 @@ TEST_F(RingDumpCorrupt, RandomBitFlipsNeverCrash) {
     }
     for (const char* fmt : {"--json", "--csv", "--no-records"}) {
       std::string p = Mutated("flipped", b);
-      RunResult r = Run({XPU_RING_DUMP_PATH, fmt, p}, {}, 30);
+      RunResult r = xpu::e2e::Run({XPU_RING_DUMP_PATH, fmt, p}, {}, 30);
       ExpectCleanExit(r, "round " + std::to_string(round) + " " + fmt);
     }
   }

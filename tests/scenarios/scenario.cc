@@ -74,6 +74,7 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
     const Struct& fs = f->struct_value();
     ScenarioFault& fault = sc.job.fault;
     fault.from_step = static_cast<int>(Num(fs, "from_step", 0));
+    fault.until_step = static_cast<int>(Num(fs, "until_step", -1));
     const int n = sc.job.ranks;
     for (const auto& [name, val] : fs.fields()) {
       if (val.kind_case() != Value::kStructValue) continue;

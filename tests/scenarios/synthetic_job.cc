@@ -172,6 +172,11 @@ void SyntheticJob::Step() {
       if (active && f.sync_ranks.count(r)) Sync(r);
     }
   }
+  // LM head at the end of the forward.
+  for (int r = 0; r < n; ++r) {
+    const uint32_t k = f.bad_gemm ? 8484 : 8512;
+    Launch(r, kLmHead, GemmNs(r, Flops(kH, kT, k), f.bad_gemm ? kBadEfficiency : kEfficiency), false);
+  }
   // Tensor-parallel all-reduce per host, once per step after the forward.
   const int per_host = std::max(1, spec_.ranks_per_host);
   for (int h = 0; h * per_host < n; ++h) {
@@ -195,10 +200,6 @@ void SyntheticJob::Step() {
     }
     Collective(kGradAllReduce, world, kWorldComm,
                static_cast<uint64_t>(kGradBytes * xpu_busbw_factor(XPU_OP_ALLREDUCE, n)));
-  }
-  for (int r = 0; r < n; ++r) {
-    const uint32_t k = f.bad_gemm ? 8484 : 8512;
-    Launch(r, kLmHead, GemmNs(r, Flops(kH, kT, k), f.bad_gemm ? kBadEfficiency : kEfficiency), false);
   }
   Collective(kAllGather, world, kWorldComm,
              static_cast<uint64_t>(kGatherBytes * xpu_busbw_factor(XPU_OP_ALLGATHER, n)));

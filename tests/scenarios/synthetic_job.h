@@ -11,12 +11,12 @@
 //   host: [step marker] DataLoader call, then launches (launch_us each);
 //   forward per layer on the compute stream: layernorm kernel, QKV GEMM,
 //     an untraced ("minority") kernel, MLP-up GEMM, gelu kernel;
+//   then an LM-head GEMM (m x n x k with k = 8512, or 8484 for bad_gemm);
 //   backward per layer: dgrad + wgrad GEMMs, then the layer's gradient
 //     all-reduce on the comm stream (waits for the compute stream, overlaps
 //     the next layer's backward);
 //   per step: all-gather and reduce-scatter on the world communicator, a
-//     tensor-parallel all-reduce per host, a ring send/recv (r -> r+1),
-//     an LM-head GEMM (m x n x k with k = 8512, or 8484 for bad_gemm), the
+//     tensor-parallel all-reduce per host, a ring send/recv (r -> r+1), the
 //     optimizer kernel, and one stream synchronize.
 //   GPU: an op starts at max(launch, stream free, dependency); collectives
 //   start on each member when it is ready and end together at last
@@ -43,6 +43,7 @@ namespace xpu::scenarios {
 
 struct ScenarioFault {
   int from_step = 0;
+  int until_step = -1;          // fault ends before this step (-1: never)
   std::set<int> slow_gpu_ranks;
   double slow_gpu_factor = 2.0;
   std::set<int> slow_link_ranks;
@@ -93,7 +94,9 @@ class SyntheticJob {
     kGradAllReduce, kAllGather, kReduceScatter, kTpAllReduce, kSend, kRecv,
     kStep, kDataLoader, kGc, kSync,
   };
-  bool Active() const { return step_ >= spec_.fault.from_step; }
+  bool Active() const {
+    return step_ >= spec_.fault.from_step && (spec_.fault.until_step < 0 || step_ < spec_.fault.until_step);
+  }
   double Jitter();
   void Launch(int r, Sig sig, uint64_t dur_ns, bool comm_stream, uint64_t dep_ns = 0,
               bool traced = true);

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "tools/xpu_cli/json_writer.h"
+#include "tools/xpu_cli/hang_cli.h"
 #include "tools/xpu_cli/timeline_cli.h"
 #include "xpu/v1/xpu.grpc.pb.h"
 
@@ -36,9 +37,10 @@ Commands:
   timeline dump|summary --job JOB ...
                        on-demand timelines: Perfetto / Chrome traces, summary
                        (see xpu timeline --help)
-  stacks --job JOB     live stacks (reserved: not available in this version)
-  hang, calibrate, run
-                       not available in this version
+  hang --job JOB       latest hang diagnosis: class, culprit ranks, merged stacks
+  stacks --job JOB     collect and merge the live stacks of every rank now
+                       (see xpu hang --help)
+  calibrate, run       not available in this version
 
 Global flags (also accepted after the command):
   --engine HOST:PORT   engine address (default $XPU_ENGINE or 127.0.0.1:7441)
@@ -95,7 +97,7 @@ JSON: {job, ranks: [{rank, host, pid, local_rank, liveness, records, dropped,
   return *help;
 }
 
-const char* const kLaterCommands[] = {"hang", "calibrate", "run"};
+const char* const kLaterCommands[] = {"calibrate", "run"};
 
 struct Flags {
   std::string engine;
@@ -441,7 +443,9 @@ std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& r
 
 int RunCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
            std::ostream& err) {
-  // `timeline` and `stacks` have their own flags (timeline_cli.cc).
+  // `hang` and `stacks` (hang_cli.cc), `timeline` (timeline_cli.cc) have
+  // their own flags.
+  if (IsHangCommand(args)) return RunHangCli(args, env_engine, out, err);
   if (IsTimelineCommand(args)) return RunTimelineCli(args, env_engine, out, err);
   Flags f;
   std::string error;

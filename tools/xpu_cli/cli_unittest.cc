@@ -57,8 +57,14 @@ TEST(CliTest, HelpAndUsage) {
 }
 
 TEST(CliTest, LaterCommandsSayNotAvailable) {
-  // `timeline` exists now (timeline_cli_unittest); `stacks` stays reserved.
-  for (const char* c : {"hang", "stacks", "calibrate", "run"}) {
+  // `timeline` exists now (timeline_cli_unittest), `hang` and `stacks` too
+  // (hang_cli.cc): they need a job.
+  for (const char* c : {"hang", "stacks"}) {
+    Result r = RunXpu({c});
+    EXPECT_EQ(r.code, kExitUsage) << c;
+    EXPECT_NE(r.err.find("--job"), std::string::npos) << c;
+  }
+  for (const char* c : {"calibrate", "run"}) {
     Result r = RunXpu({c});
     EXPECT_EQ(r.code, kExitNotAvailable) << c;
     EXPECT_NE(r.err.find("not available in this version"), std::string::npos) << c;

@@ -56,14 +56,6 @@ JSON (summary): {job, window_start_ns, window_end_ns, ops, top: [...], ranks: [.
        communicators: [...], clock: {reference_rank, hosts: [{host, offset_ns, ...}]}}
 )";
 
-const char kStacksHelp[] = R"(xpu stacks --job JOB
-
-Live Python/native stacks of every rank. Reserved: live stack collection is
-provided by the hang-diagnosis component and is not available in this
-version (exit 3). Recorded call sites are in `xpu timeline dump` output
-(callsites.folded / callsites.svg).
-)";
-
 struct Flags {
   std::string engine, tls_ca, tls_cert, tls_key, token_file;
   bool tls = false, json = false, help = false;
@@ -451,7 +443,7 @@ bool IsTimelineCommand(const std::vector<std::string>& args) {
       if (ValueFlags().count(a) && a.find('=') == std::string::npos) ++i;
       continue;
     }
-    return a == "timeline" || a == "stacks";
+    return a == "timeline";
   }
   return false;
 }
@@ -464,16 +456,7 @@ int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_
     err << "xpu: " << error << " (see xpu timeline --help)\n";
     return kExitUsage;
   }
-  if (f.words.empty()) return kExitUsage;
-  if (f.words[0] == "stacks") {
-    if (f.help) {
-      out << kStacksHelp;
-      return kExitOk;
-    }
-    err << "xpu stacks: live stack collection is provided by the hang-diagnosis component and is not "
-           "available in this version; recorded call sites are in `xpu timeline dump` (callsites.svg)\n";
-    return kExitNotAvailable;
-  }
+  if (f.words.empty() || f.words[0] != "timeline") return kExitUsage;
   const std::string sub = f.words.size() > 1 ? f.words[1] : "";
   if (f.help || sub.empty()) {
     (f.help ? out : err) << kTimelineHelp;

@@ -1,11 +1,11 @@
-// timeline_cli — `xpu timeline dump|summary` and `xpu stacks`, dispatched
-// from RunCli (cli.cc). Exit codes as in cli.h.
+// timeline_cli — `xpu timeline dump|summary`, dispatched from RunCli
+// (cli.cc). Exit codes as in cli.h. (`xpu stacks`, live stacks, belongs to
+// the hang-diagnosis component: hang_cli.*.)
 //
 //   xpu timeline dump --job J [--ranks 0-7,12] [--last N | --since T]
 //                     [--out DIR] [--format perfetto|json|both|auto]
 //                     [--deadline-s S] [--json]
 //   xpu timeline summary (--in DIR | --job J [--ranks ..] [--last N | --since T]) [--json]
-//   xpu stacks --job J      (reserved: exit 3 until live stacks exist)
 //
 // --since T: nanoseconds since the Unix epoch, or an age such as 90s, 5m, 2h.
 // dump --json prints the manifest (DIR/dump.json, see docs/timeline.md).
@@ -19,7 +19,7 @@
 
 namespace xpu::cli {
 
-// True when `args` names the timeline or stacks command (first word that
+// True when `args` names the timeline command (first word that
 // is neither a flag nor a flag's value).
 bool IsTimelineCommand(const std::vector<std::string>& args);
 int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,

@@ -1,0 +1,165 @@
+// engine/hang/hang_classify_unittest.cc — the verdict rules on synthetic
+// 8-rank evidence, one test per hang pattern.
+#include <gtest/gtest.h>
+
+#include "engine/hang/classify.h"
+#include "xpu/record.h"
+
+namespace xpu::engine::hang {
+namespace {
+
+constexpr uint64_t kComm = 0xc0ffee;
+
+ThreadStack Stack(std::vector<std::string> frames) {
+  ThreadStack t;
+  t.frames = std::move(frames);
+  return t;
+}
+
+// Eight healthy ranks that issued collectives 1..12 and wait in seq 10.
+std::vector<RankEvidence> Waiting(int n = 8) {
+  std::vector<RankEvidence> out;
+  for (int r = 0; r < n; ++r) {
+    RankEvidence e;
+    e.rank = r;
+    e.host = r < 4 ? "node-a" : "node-b";
+    e.pid = 1000 + r;
+    e.proc_state = "sleeping";
+    e.has_progress = true;
+    CommState c;
+    c.comm_id = kComm;
+    c.last_issued = 12;
+    c.last_completed = 9;
+    c.pending_seq = 10;
+    c.pending_kind = XPU_OP_ALLREDUCE;
+    c.pending_bytes = 1 << 20;
+    c.comm_rank = r;
+    c.comm_nranks = n;
+    e.comms.push_back(c);
+    e.native.push_back(Stack({"main", "Step", "cudaStreamSynchronize", "nanosleep"}));
+    out.push_back(e);
+  }
+  return out;
+}
+
+// Rank `r` stopped issuing before seq 10 and sits in `frame`.
+void Idle(RankEvidence& e, const std::string& frame) {
+  e.comms[0].last_issued = 9;
+  e.comms[0].pending_seq = 0;
+  e.comms[0].pending_kind = 0;
+  e.native = {Stack({"main", frame})};
+}
+
+TEST(ClassifyTest, RankThatNeverIssuedIsANonCommunicationCulprit) {
+  auto ranks = Waiting();
+  Idle(ranks[5], "fake_spin_forever");
+  ranks[5].proc_state = "running";
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.team, "algorithm");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({5}));
+  EXPECT_EQ(v.hosts, std::vector<std::string>({"node-b"}));
+  EXPECT_EQ(v.stuck_seq, 10u);
+  EXPECT_NE(v.reason.find("never issued collective seq 10"), std::string::npos) << v.reason;
+}
+
+TEST(ClassifyTest, StoppedProcessIsForOperations) {
+  auto ranks = Waiting();
+  ranks[2].proc_state = "stopped";
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.team, "operations");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({2}));
+  ranks[2].proc_state = "disk-sleep";
+  EXPECT_EQ(Classify(ranks).team, "operations");
+}
+
+TEST(ClassifyTest, ExitedRankIsACrash) {
+  auto ranks = Waiting();
+  ranks[7].exited = true;
+  ranks[7].proc_state = "gone";
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kCrash);
+  EXPECT_EQ(v.team, "operations");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({7}));
+}
+
+TEST(ClassifyTest, CheckpointingRankIsABusyWaitNotAFault) {
+  auto ranks = Waiting();
+  Idle(ranks[0], "fake_save_checkpoint");
+  ranks[0].open.push_back(OpenInterval{XPU_OP_PY_CHECKPOINT, "checkpoint.save", 123});
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kBusyWait);
+  EXPECT_EQ(v.team, "");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0}));
+  EXPECT_NE(v.reason.find("busy rank(s) 0"), std::string::npos);
+  // The same rank without an open interval is a hang.
+  ranks[0].open.clear();
+  EXPECT_EQ(Classify(ranks).cls, HangClass::kNonCommunication);
+}
+
+TEST(ClassifyTest, DifferentOpAtTheSameSeqIsAMismatch) {
+  auto ranks = Waiting();
+  ranks[6].comms[0].pending_kind = XPU_OP_ALLGATHER;
+  ranks[6].comms[0].last_issued = 13;
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kMismatch);
+  EXPECT_EQ(v.team, "algorithm");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({6}));
+  // A size difference is a mismatch too.
+  ranks = Waiting();
+  ranks[1].comms[0].pending_bytes = 4096;
+  ranks[2].comms[0].pending_bytes = 4096;
+  v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kMismatch);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({1, 2}));
+}
+
+TEST(ClassifyTest, AllInsideTheKernelIsCommunicationAndTheRingLocatesTheLink) {
+  auto ranks = Waiting();
+  // Link 4 -> 5 broken: rank 5 did 0 steps, 6 did 1, ..., 4 did 7.
+  for (int r = 0; r < 8; ++r) {
+    KernelProgress k;
+    k.channel = "seg";
+    k.ring_pos = r;
+    k.ring_size = 8;
+    k.seq = 10;
+    k.completed_seq = 9;
+    k.step = static_cast<uint64_t>((r - 5 + 8) % 8);
+    ranks[static_cast<size_t>(r)].kernel.push_back(k);
+  }
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kCommunication);
+  EXPECT_EQ(v.team, "infrastructure");
+  EXPECT_EQ(v.faulty_link, "4->5");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({4, 5}));
+  EXPECT_EQ(v.hosts, std::vector<std::string>({"node-a", "node-b"}));
+  // Without kernel progress every member is listed, the link unknown.
+  for (auto& r : ranks) r.kernel.clear();
+  v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kCommunication);
+  EXPECT_EQ(v.culprits.size(), 8u);
+  EXPECT_TRUE(v.faulty_link.empty());
+}
+
+TEST(ClassifyTest, StacksAloneWithoutProgressTables) {
+  auto ranks = Waiting();
+  for (auto& r : ranks) {
+    r.has_progress = false;
+    r.comms.clear();
+  }
+  ranks[3].native = {Stack({"main", "Step", "pause"})};
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({3}));
+}
+
+TEST(ClassifyTest, FindStalledLink) {
+  EXPECT_EQ(FindStalledLink({3, 3, 3, 3}), -1);
+  EXPECT_EQ(FindStalledLink({2, 3, 0, 1}), 2);  // 3 -> 0 drop at position 2
+  EXPECT_EQ(FindStalledLink({0, 1, 2, 3}), 0);  // wraps: 3 -> 0 at position 0
+  EXPECT_EQ(FindStalledLink({5}), -1);
+}
+
+}  // namespace
+}  // namespace xpu::engine::hang

@@ -1,0 +1,218 @@
+// hang_cli.cc — see hang_cli.h.
+#include "tools/xpu_cli/hang_cli.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "tools/xpu_cli/cli.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+
+namespace xpu::cli {
+namespace {
+
+constexpr char kHangUsage[] =
+    "xpu hang --job JOB [--json] [--svg FILE] [--folded FILE]\n"
+    "    latest hang diagnosis of JOB: classification, culprit ranks/hosts, team,\n"
+    "    evidence and the merged stacks of all ranks\n"
+    "xpu stacks --job JOB [--json] [--svg FILE] [--folded FILE] [--deadline-s S]\n"
+    "    collect the stacks of every rank now and print the merged view\n"
+    "common: --engine ADDR, --token-file F, --tls, --tls-ca F, --tls-cert F, --tls-key F\n";
+
+struct HangFlags {
+  std::string command, job, engine, token_file, svg, folded, tls_ca, tls_cert, tls_key;
+  bool json = false, help = false, tls = false;
+  double deadline_s = 20;
+};
+
+bool ReadAll(const std::string& path, std::string* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+bool WriteAll(const std::string& path, const std::string& data) {
+  std::ofstream o(path, std::ios::binary | std::ios::trunc);
+  o << data;
+  return static_cast<bool>(o);
+}
+
+std::string Strip(std::string s) {
+  while (!s.empty() && isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  size_t i = 0;
+  while (i < s.size() && isspace(static_cast<unsigned char>(s[i]))) ++i;
+  return s.substr(i);
+}
+
+bool Parse(const std::vector<std::string>& args, HangFlags* f, std::string* error) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) {
+      if (i + 1 >= args.size()) {
+        *error = a + " needs a value";
+        return false;
+      }
+      *out = args[++i];
+      return true;
+    };
+    std::string v;
+    if (a == "--job") {
+      if (!value(&f->job)) return false;
+    } else if (a == "--engine") {
+      if (!value(&f->engine)) return false;
+    } else if (a == "--token-file") {
+      if (!value(&f->token_file)) return false;
+    } else if (a == "--svg") {
+      if (!value(&f->svg)) return false;
+    } else if (a == "--folded") {
+      if (!value(&f->folded)) return false;
+    } else if (a == "--tls-ca") {
+      if (!value(&f->tls_ca)) return false;
+      f->tls = true;
+    } else if (a == "--tls-cert") {
+      if (!value(&f->tls_cert)) return false;
+      f->tls = true;
+    } else if (a == "--tls-key") {
+      if (!value(&f->tls_key)) return false;
+      f->tls = true;
+    } else if (a == "--deadline-s") {
+      if (!value(&v)) return false;
+      char* end = nullptr;
+      f->deadline_s = strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || f->deadline_s <= 0 || f->deadline_s > 600) {
+        *error = "--deadline-s needs seconds in (0, 600]";
+        return false;
+      }
+    } else if (a == "--tls") {
+      f->tls = true;
+    } else if (a == "--json") {
+      f->json = true;
+    } else if (a == "--help" || a == "-h") {
+      f->help = true;
+    } else if (!a.empty() && a[0] == '-') {
+      *error = "unknown flag " + a;
+      return false;
+    } else if (f->command.empty()) {
+      f->command = a;
+    } else {
+      *error = "unexpected argument " + a;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool IsHangCommand(const std::vector<std::string>& args) {
+  static const char* const kWithValue[] = {"--job", "--engine", "--token-file", "--svg", "--folded",
+                                           "--tls-ca", "--tls-cert", "--tls-key", "--deadline-s"};
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (!a.empty() && a[0] == '-') {
+      for (const char* w : kWithValue) {
+        if (a == w) ++i;
+      }
+      continue;
+    }
+    return a == "hang" || a == "stacks";
+  }
+  return false;
+}
+
+int RunHangCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
+               std::ostream& err) {
+  HangFlags f;
+  std::string error;
+  if (!Parse(args, &f, &error)) {
+    err << "xpu: " << error << " (see xpu hang --help)\n";
+    return kExitUsage;
+  }
+  if (f.help) {
+    out << kHangUsage;
+    return kExitOk;
+  }
+  if (f.job.empty()) {
+    err << "xpu " << f.command << ": --job JOB is required\n";
+    return kExitUsage;
+  }
+  const std::string engine = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : "127.0.0.1:7441";
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (f.tls) {
+    grpc::SslCredentialsOptions ssl;
+    bool ok = (f.tls_ca.empty() || ReadAll(f.tls_ca, &ssl.pem_root_certs)) &&
+              (f.tls_cert.empty() || ReadAll(f.tls_cert, &ssl.pem_cert_chain)) &&
+              (f.tls_key.empty() || ReadAll(f.tls_key, &ssl.pem_private_key));
+    if (!ok) {
+      err << "xpu: cannot read a TLS file (--tls-ca/--tls-cert/--tls-key)\n";
+      return kExitUsage;
+    }
+    creds = grpc::SslCredentials(ssl);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  std::string token;
+  if (!f.token_file.empty()) {
+    if (!ReadAll(f.token_file, &token) || (token = Strip(token)).empty()) {
+      err << "xpu: cannot read token from " << f.token_file << "\n";
+      return kExitUsage;
+    }
+  }
+  auto stub = xpu::v1::HangQuery::NewStub(grpc::CreateChannel(engine, creds));
+  grpc::ClientContext ctx;
+  const bool collect = f.command == "stacks";
+  // Collecting waits for the daemons: the engine's deadline plus a margin.
+  const double wait_s = collect ? f.deadline_s + 10 : 10;
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
+  if (!token.empty()) ctx.AddMetadata("x-xpu-token", token);
+  xpu::v1::HangRequest req;
+  req.set_job(f.job);
+  req.set_collect_now(collect);
+  req.set_deadline_ms(static_cast<uint64_t>(f.deadline_s * 1000));
+  xpu::v1::HangReply r;
+  grpc::Status st = stub->Get(&ctx, req, &r);
+  if (!st.ok()) {
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      err << "cannot reach engine at " << engine << ": " << st.error_message() << "\n";
+      return kExitUnreachable;
+    }
+    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      err << "xpu " << f.command << ": the engine at " << engine << " has no hang diagnosis\n";
+      return kExitNotAvailable;
+    }
+    err << "xpu " << f.command << ": engine at " << engine << " answered: " << st.error_message() << "\n";
+    return kExitEngineError;
+  }
+  if (!r.found()) {
+    if (f.json) {
+      out << "{\"job\":\"" << f.job << "\",\"found\":false}\n";
+    } else {
+      out << "no hang diagnosed for job " << f.job << "\n";
+    }
+    return kExitOk;
+  }
+  if (!f.svg.empty() && !WriteAll(f.svg, r.svg())) {
+    err << "xpu: cannot write " << f.svg << "\n";
+    return kExitUsage;
+  }
+  if (!f.folded.empty() && !WriteAll(f.folded, r.folded())) {
+    err << "xpu: cannot write " << f.folded << "\n";
+    return kExitUsage;
+  }
+  if (f.json) {
+    // {"found":true, ...the report's fields}
+    const std::string& j = r.report_json();
+    out << "{\"found\":true" << (j.size() > 2 ? "," + j.substr(1) : "}") << "\n";
+  } else {
+    out << r.text();
+  }
+  return kExitOk;
+}
+
+}  // namespace xpu::cli
