@@ -116,8 +116,9 @@ absl::Status ValidateRingHeader(const xpu_ring_header_v1& h, uint64_t actual_siz
 // True when `kind` is a value of enum xpu_op_kind.
 bool IsKnownOpKind(uint32_t kind);
 
-// Mask of every XPU_REC_* flag defined by ABI version 1.
-constexpr uint16_t kKnownRecordFlags = (1u << 13) - 1;
+// Mask of every XPU_REC_* flag defined by ABI version 1. Derived from the
+// highest flag so that a flag added to record.h is not rejected as corruption.
+constexpr uint16_t kKnownRecordFlags = (XPU_REC_UNTRACKED << 1) - 1;
 
 class RingReader {
  public:

@@ -186,6 +186,25 @@ TEST(RingReaderTest, InvalidRecordsAreCountedNotReturned) {
   EXPECT_EQ(reader->counters().records_read, 1u);
 }
 
+// Every flag record.h defines is accepted; XPU_REC_UNTRACKED (the hook's
+// CPU-side record of an op it could not completion-track) was once rejected
+// as corruption because the mask stopped one bit short.
+TEST(RingReaderTest, EveryDefinedFlagIsAccepted) {
+  auto w = TestRingWriter::Create(TestRingConfig{});
+  const uint32_t sig = w->AddSignature(XPU_OP_GEMM, "cublasGemmEx");
+  auto reader = std::move(RingReader::FromFd(w->fd(), Opts()).value());
+  w->Write(TestRingWriter::MakeRecord(sig, 1, 1, XPU_REC_NOT_TIMED | XPU_REC_UNTRACKED));
+  for (uint32_t bit = 0; (1u << bit) <= XPU_REC_UNTRACKED; ++bit) {
+    if ((1u << bit) == XPU_REC_NOT_TIMED) continue;  // TIMED and NOT_TIMED exclude each other
+    w->Write(TestRingWriter::MakeRecord(sig, 2 + bit, 1, static_cast<uint16_t>(1u << bit)));
+  }
+  std::vector<RingRecord> recs;
+  reader->Poll(0, 100, &recs);
+  EXPECT_EQ(reader->counters().records_corrupt, 0u);
+  ASSERT_FALSE(recs.empty());
+  EXPECT_EQ(recs[0].rec.flags, XPU_REC_NOT_TIMED | XPU_REC_UNTRACKED);
+}
+
 TEST(RingReaderTest, CorruptSignaturesAndBadNameReferences) {
   TestRingConfig cfg;
   auto w = TestRingWriter::Create(cfg);

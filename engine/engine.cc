@@ -47,6 +47,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     if (!t.ok()) return t.status();
     token = *t;
   }
+  // Slowdown-detector thresholds and notification URLs are checked before
+  // anything starts, so that a bad flag is a plain error.
+  auto config = std::make_shared<DetectorConfig>();
+  if (!o.detector_config.empty()) {
+    absl::StatusOr<DetectorConfig> c = DetectorConfig::Load(o.detector_config);
+    if (!c.ok()) return c.status();
+    *config = std::move(*c);
+  }
+  for (const std::string& url : {o.alertmanager_url, o.webhook_url}) {
+    if (url.empty()) continue;
+    if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
+  }
   std::unique_ptr<Engine> e(new Engine(o, std::move(clock)));
   const uint64_t start_ns = e->registry_.Now();
   e->engine_id_ = MakeEngineId(start_ns);
@@ -65,12 +77,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       [p = e.get()](const std::string& id, xpu::v1::Command c) { return p->SendCommand(id, std::move(c)); },
       hang::HangMonitorOptionsFromEnv());
   e->detectors_.push_back(std::make_unique<hang::HangDetector>(e->hang_.get()));
-  auto config = std::make_shared<DetectorConfig>();
-  if (!o.detector_config.empty()) {
-    absl::StatusOr<DetectorConfig> c = DetectorConfig::Load(o.detector_config);
-    if (!c.ok()) return c.status();
-    *config = std::move(*c);
-  }
   e->views_ = AddSlowdownDetectors(config, &e->detectors_);
   auto figures = std::make_unique<FiguresExporter>(e->views_, config, e->metrics_.registry());
   e->figures_ = figures.get();
@@ -78,10 +84,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   e->tracker_ = std::make_unique<DiagnosisTracker>(static_cast<int>(o.resolve_after_windows));
   e->diagnosis_metrics_ = std::make_unique<DiagnosisMetrics>(e->metrics_.registry());
   if (!o.alertmanager_url.empty() || !o.webhook_url.empty()) {
-    for (const std::string& url : {o.alertmanager_url, o.webhook_url}) {
-      if (url.empty()) continue;
-      if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
-    }
     AlertNotifierOptions no;
     no.alertmanager_url = o.alertmanager_url;
     no.webhook_url = o.webhook_url;
@@ -244,6 +246,11 @@ std::vector<Diagnosis> Engine::TickWindow() {
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     alive.insert(job->job());
     alive_list.push_back(job->job());
+  }
+  if (!tracker_) {  // Start() failed before the detectors were set up
+    for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);
+    if (ingest_) ingest_->ExpirePending();
+    return all;
   }
   TrackerUpdate update = tracker_->Update(&all, ticked, alive, now);
   for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);

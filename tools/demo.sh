@@ -114,7 +114,7 @@ say "XPUTimer demo from $DIR ($LAYOUT layout), work directory $TMP"
 # ----------------------------------------------------------------- engine
 "$ENGINE" --listen=127.0.0.1:0 --metrics-addr=127.0.0.1:0 --db="$TMP/engine.db" --window-s=2 \
   >"$TMP/engine.log" 2>&1 &
-PIDS+=($!)
+PIDS+=("$!")
 wait_log "$TMP/engine.log" "listening on" 20 $! || { show_log "$TMP/engine.log"; die "xpu-engine did not start"; }
 read -r PORT MPORT < <(sed -n 's/.*(port \([0-9]*\)), metrics on port \([0-9]*\).*/\1 \2/p' "$TMP/engine.log" | head -1)
 [ -n "${PORT:-}" ] && [ -n "${MPORT:-}" ] || { show_log "$TMP/engine.log"; die "cannot read the engine's ports from its log"; }
@@ -125,9 +125,9 @@ echo "xpu-engine pid ${PIDS[-1]}: gRPC $ENGINE_ADDR, metrics $METRICS_URL"
 
 # ----------------------------------------------------------------- daemon
 SOCK=$TMP/daemon/daemon.sock
-mkdir -p -m 700 "$TMP/daemon"
+mkdir -m 700 "$TMP/daemon"
 "$DAEMON" --foreground --socket "$SOCK" --engine "$ENGINE_ADDR" --flush-ms 500 >"$TMP/daemon.log" 2>&1 &
-PIDS+=($!)
+PIDS+=("$!")
 wait_log "$TMP/daemon.log" "xpu-daemon ready" 20 $! || { show_log "$TMP/daemon.log"; die "xpu-daemon did not start"; }
 echo "xpu-daemon pid ${PIDS[-1]}: socket $SOCK -> $ENGINE_ADDR"
 
@@ -163,7 +163,7 @@ else
     >"$TMP/job.log" 2>&1 &
 fi
 JOB_PID=$!
-PIDS+=($JOB_PID)
+PIDS+=("$JOB_PID")
 
 # The job id the engine knows (torchrun's run id wins over XPU_JOB).
 find_job() {

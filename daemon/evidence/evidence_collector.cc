@@ -79,6 +79,21 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
       ev->set_python_error("process stopped: it cannot run its faulthandler");
       return;
     }
+    // The file must be this very process's (pystacks.py writes
+    // "xputimer-pystacks pid P start T"): a signal to a process that only
+    // reuses the pid could kill it.
+    std::ifstream head(file);
+    std::string tag;
+    long long pid = 0;
+    std::string start_word;
+    unsigned long long start = 0;
+    std::string pid_word;
+    head >> tag >> pid_word >> pid >> start_word >> start;
+    const uint64_t ticks = ProcStartTicks(t.pid);
+    if (tag != "xputimer-pystacks" || pid != t.pid || ticks == 0 || start != ticks) {
+      ev->set_python_error("faulthandler file " + file + " belongs to another process: not signalled");
+      return;
+    }
     const off_t before = st.st_size;
     kill(t.pid, o.pystack_signal);
     // faulthandler writes from the signal handler; wait until the file stops

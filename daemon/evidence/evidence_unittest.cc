@@ -145,5 +145,56 @@ TEST(EvidenceCollectorTest, CollectsStateAndNativeStacksOfALiveProcess) {
   waitpid(child, nullptr, 0);
 }
 
+#ifdef XPU_PYTHON_SRC
+// The Python side's faulthandler registration (python/xputimer/pystacks.py)
+// and the daemon's reading of it, with a real interpreter.
+TEST(EvidenceCollectorTest, PythonStacksThroughTheFaulthandlerFile) {
+  if (FindInPath("python3").empty()) GTEST_SKIP() << "python3 not installed";
+  char dir_tmpl[] = "/tmp/xpu-pystack-test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir_tmpl), nullptr);
+  const std::string dir = dir_tmpl;
+  pid_t child = fork();
+  if (child == 0) {
+    setenv("XPU_PYSTACK_DIR", dir.c_str(), 1);
+    const std::string code = std::string("import sys, time; sys.path.insert(0, '") + XPU_PYTHON_SRC +
+                             "'); from xputimer import pystacks; assert pystacks.install()\n"
+                             "def wait_in_checkpoint():\n    time.sleep(60)\nwait_in_checkpoint()\n";
+    execlp("python3", "python3", "-c", code.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(child, 0);
+  const std::string file = dir + "/xpu-pystack-" + std::to_string(child) + ".txt";
+  for (int i = 0; i < 200 && access(file.c_str(), R_OK) != 0; ++i) usleep(20000);
+  usleep(200000);  // the registration follows the header line
+  EvidenceTarget t;
+  t.pid = child;
+  EvidenceOptions o;
+  o.debugger = "none";
+  o.pystack_dir = dir;
+  o.pystack_signal = SIGUSR2;
+  xpu::v1::EvidenceReply r = CollectEvidence({t}, o, 10000);
+  ASSERT_EQ(r.processes_size(), 1);
+  EXPECT_NE(r.processes(0).python_stacks().find("in wait_in_checkpoint"), std::string::npos)
+      << r.processes(0).python_error();
+  EXPECT_EQ(ProcState(child, 0), "sleeping");  // the signal did not hurt it
+  // A file whose header names another process is never acted on.
+  EvidenceTarget other;
+  other.pid = getpid();
+  std::string mine = dir + "/xpu-pystack-" + std::to_string(getpid()) + ".txt";
+  FILE* f = fopen(mine.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fprintf(f, "xputimer-pystacks pid %d start 1\n", static_cast<int>(getpid()));
+  fclose(f);
+  r = CollectEvidence({other}, o, 5000);
+  EXPECT_NE(r.processes(0).python_error().find("belongs to another process"), std::string::npos)
+      << r.processes(0).python_error();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  unlink(mine.c_str());
+  unlink(file.c_str());
+  rmdir(dir.c_str());
+}
+#endif
+
 }  // namespace
 }  // namespace xpu::daemon

@@ -84,6 +84,14 @@ std::string ProcState(int32_t pid, uint64_t start_ticks) {
   return ProcStateName(state);
 }
 
+uint64_t ProcStartTicks(int32_t pid) {
+  std::string stat;
+  char state = 0;
+  uint64_t ticks = 0;
+  if (pid <= 0 || !ReadSmallFile("/proc/" + std::to_string(pid) + "/stat", &stat)) return 0;
+  return ParseProcStat(stat, &state, &ticks) ? ticks : 0;
+}
+
 std::string FindInPath(const std::string& name) {
   if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : "";
   const char* path = getenv("PATH");

@@ -23,6 +23,8 @@ std::string ProcState(int32_t pid, uint64_t start_ticks);
 // Parses the content of /proc/<pid>/stat; false if malformed. Pure.
 bool ParseProcStat(const std::string& stat, char* state, uint64_t* start_ticks);
 std::string ProcStateName(char state);
+// /proc/<pid>/stat starttime, 0 when the process is gone.
+uint64_t ProcStartTicks(int32_t pid);
 
 struct RunResult {
   bool started = false;

@@ -37,23 +37,11 @@ bool HasPending(const RankEvidence& r) {
 // table) a communication frame on its stacks.
 bool Waiting(const RankEvidence& r) { return HasPending(r) || (!r.has_progress && InCommunication(r)); }
 
-// The innermost non-runtime frame of the rank's main (first) native thread:
-// where a culprit sits.
+// Where a culprit sits: the innermost frames of its main thread (Python
+// first when there are Python stacks).
 std::string WhereIs(const RankEvidence& r) {
-  const std::vector<ThreadStack>& ts = !r.python.empty() ? r.python : r.native;
-  for (const ThreadStack& t : ts) {
-    // The thread with the deepest stack is usually the main one.
-    (void)t;
-  }
-  const ThreadStack* best = nullptr;
-  for (const ThreadStack& t : ts) {
-    if (best == nullptr || t.frames.size() > best->frames.size()) best = &t;
-  }
-  if (best == nullptr || best->frames.empty()) return "no stacks";
-  std::string out;
-  size_t n = best->frames.size();
-  for (size_t i = n > 3 ? n - 3 : 0; i < n; ++i) out += (out.empty() ? "" : " > ") + best->frames[i];
-  return out;
+  const ThreadStack* t = MainThread(!r.python.empty() ? r.python : r.native);
+  return t != nullptr ? Innermost(*t, 4) : "no stacks";
 }
 
 void SetCulprits(const std::vector<RankEvidence>& all, const std::vector<int32_t>& culprits, Verdict* v) {

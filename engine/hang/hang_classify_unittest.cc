@@ -117,7 +117,8 @@ TEST(ClassifyTest, DifferentOpAtTheSameSeqIsAMismatch) {
 
 TEST(ClassifyTest, AllInsideTheKernelIsCommunicationAndTheRingLocatesTheLink) {
   auto ranks = Waiting();
-  // Link 4 -> 5 broken: rank 5 did 0 steps, 6 did 1, ..., 4 did 7.
+  // Link 3 -> 4 (between the hosts) broken: rank 4 did 0 steps, 5 did 1,
+  // ..., 3 did 7.
   for (int r = 0; r < 8; ++r) {
     KernelProgress k;
     k.channel = "seg";
@@ -125,14 +126,14 @@ TEST(ClassifyTest, AllInsideTheKernelIsCommunicationAndTheRingLocatesTheLink) {
     k.ring_size = 8;
     k.seq = 10;
     k.completed_seq = 9;
-    k.step = static_cast<uint64_t>((r - 5 + 8) % 8);
+    k.step = static_cast<uint64_t>((r - 4 + 8) % 8);
     ranks[static_cast<size_t>(r)].kernel.push_back(k);
   }
   Verdict v = Classify(ranks);
   EXPECT_EQ(v.cls, HangClass::kCommunication);
   EXPECT_EQ(v.team, "infrastructure");
-  EXPECT_EQ(v.faulty_link, "4->5");
-  EXPECT_EQ(v.culprits, std::vector<int32_t>({4, 5}));
+  EXPECT_EQ(v.faulty_link, "3->4");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({3, 4}));
   EXPECT_EQ(v.hosts, std::vector<std::string>({"node-a", "node-b"}));
   // Without kernel progress every member is listed, the link unknown.
   for (auto& r : ranks) r.kernel.clear();

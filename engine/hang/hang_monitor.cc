@@ -22,6 +22,8 @@ std::shared_ptr<spdlog::logger> Log() {
 }
 
 constexpr size_t kOpenScanRecords = 8192;
+// No batch about a process for this long: its daemon stopped reporting it.
+constexpr uint64_t kUnreportedNs = 10ull * 1000000000ull;
 
 uint64_t EnvU64(const char* name, uint64_t def) {
   const char* v = getenv(name);
@@ -89,16 +91,8 @@ std::string Hex(uint64_t v) {
 }
 
 std::string WhereOf(const RankEvidence& r) {
-  const std::vector<ThreadStack>& ts = !r.python.empty() ? r.python : r.native;
-  const ThreadStack* best = nullptr;
-  for (const ThreadStack& t : ts) {
-    if (best == nullptr || t.frames.size() > best->frames.size()) best = &t;
-  }
-  if (best == nullptr) return "";
-  std::string out;
-  size_t n = best->frames.size();
-  for (size_t i = n > 4 ? n - 4 : 0; i < n; ++i) out += (out.empty() ? "" : " > ") + best->frames[i];
-  return out;
+  const ThreadStack* t = MainThread(!r.python.empty() ? r.python : r.native);
+  return t != nullptr ? Innermost(*t, 4) : "";
 }
 
 }  // namespace
@@ -165,9 +159,14 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
   uint64_t oldest_pending = 0;
   for (const auto& [key, p] : job.processes()) {
     const int32_t rank = p->identity.rank();
-    if (p->liveness != Liveness::kAlive) {
+    // A hung rank writes no records and turns "silent" while its daemon still
+    // reports it: only an exited rank, or one nobody reports any more (its
+    // daemon is gone too), counts as gone.
+    const bool unreported = now > p->last_seen_ns && now - p->last_seen_ns > kUnreportedNs;
+    if (p->liveness == Liveness::kExited || (p->liveness == Liveness::kSilent && unreported)) {
       gone = true;
-      gone_ranks += absl::StrCat(gone_ranks.empty() ? "" : ",", rank, "(", std::string(LivenessName(p->liveness)), ")");
+      gone_ranks += absl::StrCat(gone_ranks.empty() ? "" : ",", rank, "(",
+                                 p->liveness == Liveness::kExited ? "exited" : "not reported", ")");
       continue;
     }
     if (!p->counters.has_progress()) continue;

@@ -55,6 +55,7 @@ TEST(StacksTest, ParsesGdbThreadsRootFirst) {
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[0].frames.front(), "clone3");
   EXPECT_EQ(t[0].frames.back(), "clock_nanosleep");
+  EXPECT_EQ(t[0].frames[2], "xpu::hook::CompletionWorker::Run()");
   EXPECT_NE(t[0].thread.find("LWP 4101"), std::string::npos);
   EXPECT_NE(t[0].thread.find("xpu-hook"), std::string::npos);
   ASSERT_EQ(t[1].frames.size(), 6u);
@@ -64,6 +65,15 @@ TEST(StacksTest, ParsesGdbThreadsRootFirst) {
   EXPECT_TRUE(IsCommunicationFrame(t[1].frames[2]));
   EXPECT_FALSE(IsCommunicationFrame(t[1].frames[1]));
   EXPECT_TRUE(ParseGdbBacktrace("garbage\nno frames here").empty());
+  // Argument lists are found as the last balanced group, after the location.
+  std::vector<ThreadStack> f = ParseGdbBacktrace(
+      "#0  std::function<void ()>::operator()() const (this=0x1) at /usr/include/c++/12/std_function.h:591\n"
+      "#1  0x00007f in xpu::hook::CompletionWorker::Run() () from libxpu_hook.so\n");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].frames[1], "std::function<void ()>::operator()() const");
+  EXPECT_EQ(f[0].frames[0], "xpu::hook::CompletionWorker::Run()");
+  EXPECT_EQ(MainThread(t), &t[1]);
+  EXPECT_EQ(Innermost(t[1], 2), "nanosleep > clock_nanosleep");
 }
 
 TEST(StacksTest, ParsesFaulthandlerAndPySpy) {

@@ -52,11 +52,23 @@ std::string GdbFrameName(std::string_view line) {
     if (in == std::string_view::npos) return "??";
     rest = Trim(rest.substr(in + 4));
   }
-  // The name ends where its argument list starts; C++ names may contain
-  // "(anonymous namespace)" and templates, so cut at " (" first.
-  size_t cut = rest.find(" (");
-  if (cut == std::string_view::npos) cut = rest.find(" from ");
-  if (cut == std::string_view::npos) cut = rest.size();
+  // "name (args) at file:line" / "name (args) from lib": drop the location,
+  // then the argument list, found as the last balanced "(...)" (names
+  // themselves may hold "(anonymous namespace)" or "std::function<void ()>").
+  size_t loc = rest.rfind(") at ");
+  if (loc == std::string_view::npos) loc = rest.rfind(") from ");
+  if (loc != std::string_view::npos) rest = rest.substr(0, loc + 1);
+  size_t cut = rest.size();
+  if (!rest.empty() && rest.back() == ')') {
+    int depth = 0;
+    for (size_t i = rest.size(); i-- > 0;) {
+      if (rest[i] == ')') ++depth;
+      if (rest[i] == '(' && --depth == 0) {
+        cut = i;
+        break;
+      }
+    }
+  }
   std::string_view name = Trim(rest.substr(0, cut));
   return name.empty() ? "??" : Clip(name);
 }
@@ -160,6 +172,26 @@ std::string CompressRanks(std::vector<int32_t> ranks) {
     if (j > i) out += "-" + std::to_string(ranks[j]);
     i = j + 1;
   }
+  return out;
+}
+
+const ThreadStack* MainThread(const std::vector<ThreadStack>& threads) {
+  const ThreadStack* best = nullptr;
+  for (const ThreadStack& t : threads) {
+    if (t.frames.empty()) continue;
+    const std::string& root = t.frames.front();
+    const bool is_main = root == "main" || root == "__libc_start_main" || root == "_start" ||
+                         root.find("<module>") == 0 || t.thread.find("MainThread") != std::string::npos;
+    if (is_main) return &t;
+    if (best == nullptr || t.frames.size() > best->frames.size()) best = &t;
+  }
+  return best;
+}
+
+std::string Innermost(const ThreadStack& t, size_t n) {
+  std::string out;
+  const size_t size = t.frames.size();
+  for (size_t i = size > n ? size - n : 0; i < size; ++i) out += (out.empty() ? "" : " > ") + t.frames[i];
   return out;
 }
 

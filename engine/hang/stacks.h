@@ -34,6 +34,12 @@ std::vector<ThreadStack> ParsePythonStacks(std::string_view text);
 // empty.
 std::string CompressRanks(std::vector<int32_t> ranks);
 
+// The thread that runs the program: rooted in main / <module> / named
+// MainThread; else the deepest. nullptr when there is none.
+const ThreadStack* MainThread(const std::vector<ThreadStack>& threads);
+// "a > b > c": the `n` innermost frames.
+std::string Innermost(const ThreadStack& t, size_t n);
+
 // True for frames of collective communication or of waiting for it: NCCL
 // (nccl*, ncclDevKernel, ncclProxy), c10d / ProcessGroupNCCL, torch
 // distributed Python (all_reduce, barrier, wait), and the CUDA synchronisation

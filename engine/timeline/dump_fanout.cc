@@ -18,6 +18,50 @@ struct DaemonRequest {
   bool done = false;
 };
 
+// A ProcessBatch built from what the engine itself kept of a process: its
+// identity, signatures and the newest records of its ring (packed like the
+// wire). Caller holds the job lock.
+bool EngineRingBatch(const ProcessState& p, const xpu::v1::TimelineDumpRequest& req, xpu::v1::ProcessBatch* pb) {
+  std::vector<xpu_record_v1> recs = p.ring.Last(req.last_n() > 0 ? req.last_n() : p.ring.capacity());
+  std::string packed;
+  packed.reserve(recs.size() * sizeof(xpu_record_v1));
+  for (xpu_record_v1 r : recs) {
+    if (r.start_ns < req.since_ns()) continue;
+    r.commit = 0;
+    packed.append(reinterpret_cast<const char*>(&r), sizeof(r));
+  }
+  if (packed.empty()) return false;
+  *pb->mutable_identity() = p.identity;
+  pb->set_exited(p.liveness == Liveness::kExited);
+  // Signature ids are dense from 1 in practice; stop once all are found.
+  size_t found = 0;
+  for (uint32_t id = 1; found < p.sigs.size() && id < kMaxSigId; ++id) {
+    const SignatureInfo* s = p.sigs.Find(id);
+    if (s == nullptr) continue;
+    ++found;
+    xpu::v1::Signature* o = pb->add_signatures();
+    o->set_id(id);
+    o->set_kind(s->abi.kind);
+    o->set_dtype(s->abi.dtype);
+    o->set_gemm_flags(s->abi.gemm_flags);
+    o->set_name(s->name);
+    o->set_m(s->abi.m);
+    o->set_n(s->abi.n);
+    o->set_k(s->abi.k);
+    o->set_batch(s->abi.batch);
+    o->set_count(s->abi.count);
+    o->set_comm_id(s->abi.comm_id);
+    o->set_comm_rank(s->abi.comm_rank);
+    o->set_comm_nranks(s->abi.comm_nranks);
+    o->set_peer(s->abi.peer);
+    o->set_device(s->abi.device);
+    o->set_out_dtype(s->abi.out_dtype);
+    o->set_compute_type(s->abi.compute_type);
+  }
+  pb->set_records(std::move(packed));
+  return true;
+}
+
 uint64_t ElapsedMs(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
@@ -149,6 +193,34 @@ absl::Status RunTimelineDump(Registry& registry, const CommandSender& send,
       m->set_daemon_id(id);
       m->set_reason(absl::StrCat("no answer within ", deadline_ms.count(), " ms"));
     }
+  }
+  // Ranks whose daemon did not answer: what the engine kept itself.
+  if (!request.no_engine_fallback() && done.missing_size() > 0) {
+    xpu::v1::TimelineDumpDone rest;
+    std::vector<xpu::v1::ProcessBatch> batches;
+    {
+      std::lock_guard<std::mutex> l(job->mu());
+      for (const xpu::v1::TimelineMissingRank& m : done.missing()) {
+        const ProcessState* found = nullptr;
+        for (const auto& [key, p] : job->processes()) {
+          if (p->identity.rank() == m.rank()) found = p.get();
+        }
+        xpu::v1::ProcessBatch pb;
+        if (m.daemon_id().empty() || found == nullptr || !EngineRingBatch(*found, request, &pb)) {
+          *rest.add_missing() = m;
+          continue;
+        }
+        *done.add_from_engine() = m;
+        batches.push_back(std::move(pb));
+      }
+    }
+    for (xpu::v1::ProcessBatch& pb : batches) {
+      answered.insert(pb.identity().rank());
+      xpu::v1::TimelineDumpMessage m;
+      *m.mutable_rank() = std::move(pb);
+      if (!write(m)) return absl::CancelledError("client went away");
+    }
+    done.mutable_missing()->Swap(rest.mutable_missing());
   }
   done.set_ranks_total(static_cast<uint32_t>(known.size()));
   done.set_ranks_answered(static_cast<uint32_t>(answered.size()));

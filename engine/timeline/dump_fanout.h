@@ -9,7 +9,13 @@
 // relays the daemon's ProcessBatch without decoding it.
 //
 // Ranks that have exited are asked for like any other: their daemon keeps
-// their history for its retention time (daemon --retain-exited).
+// their history for its retention time (daemon --retain-exited-s).
+//
+// Fallback: a rank whose daemon does not answer (not connected, error,
+// deadline, history expired) is served from the engine's own recent-record
+// ring (--ring-records per rank, rebuilt into a ProcessBatch) unless the
+// request sets no_engine_fallback; `done.from_engine` lists those ranks with
+// the reason their daemon did not answer.
 //
 // Threading: RunTimelineDump blocks the calling thread (a gRPC handler
 // thread) until every daemon answered or the deadline passed. It takes the

@@ -135,6 +135,7 @@ TEST_F(DumpFanoutTest, SilentDaemonIsReportedAfterTheDeadline) {
   xpu::v1::TimelineDumpRequest req;
   req.set_job(job_.job);
   req.set_deadline_ms(1500);
+  req.set_no_engine_fallback(true);
   auto t0 = std::chrono::steady_clock::now();
   DumpResult r = Dump(engine_->port(), req);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -150,12 +151,33 @@ TEST_F(DumpFanoutTest, SilentDaemonIsReportedAfterTheDeadline) {
     EXPECT_NE(m.reason().find("no answer within 1500 ms"), std::string::npos) << m.reason();
   }
   EXPECT_EQ(missing, (std::set<int>{4, 5, 6, 7}));
+
+  // With the fallback (default), the engine serves d1's ranks from its own
+  // ring: the 4 records each that the daemon's first batch carried.
+  req.set_no_engine_fallback(false);
+  r = Dump(engine_->port(), req);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.ranks.size(), 8u);
+  EXPECT_EQ(r.done.missing_size(), 0);
+  EXPECT_EQ(r.done.ranks_answered(), 8u);
+  ASSERT_EQ(r.done.from_engine_size(), 4);
+  EXPECT_NE(r.done.from_engine(0).reason().find("no answer within"), std::string::npos);
+  for (const auto& pb : r.ranks) {
+    const int rank = pb.identity().rank();
+    if (rank < 4) continue;
+    EXPECT_EQ(pb.records(), SyntheticRank(job_, rank).records().substr(0, 4 * sizeof(xpu_record_v1)));
+    EXPECT_EQ(pb.signatures_size(), SyntheticRank(job_, rank).signatures_size());
+    absl::StatusOr<RankDump> d = FromProcessBatch(pb);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(d->sigs.at(3).comm_id, kWorldComm);  // the AllReduce signature survived the round trip
+  }
 }
 
 TEST_F(DumpFanoutTest, FailingAndDisconnectedDaemons) {
   StartDaemons(SyntheticDaemon::Mode::kError);
   xpu::v1::TimelineDumpRequest req;
   req.set_job(job_.job);
+  req.set_no_engine_fallback(true);
   DumpResult r = Dump(engine_->port(), req);
   ASSERT_TRUE(r.status.ok());
   EXPECT_EQ(r.ranks.size(), 4u);
@@ -176,6 +198,13 @@ TEST_F(DumpFanoutTest, FailingAndDisconnectedDaemons) {
   for (const auto& m : r.done.missing()) {
     if (m.daemon_id() == "d0") EXPECT_NE(m.reason().find("not connected"), std::string::npos) << m.reason();
   }
+  // The engine's ring still has every rank.
+  req.set_no_engine_fallback(false);
+  r = Dump(engine_->port(), req);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.ranks.size(), 8u);
+  EXPECT_EQ(r.done.from_engine_size(), 8);
+  EXPECT_EQ(r.done.missing_size(), 0);
 }
 
 TEST_F(DumpFanoutTest, UnknownJob) {

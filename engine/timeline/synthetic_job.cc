@@ -9,7 +9,9 @@
 namespace xpu::engine::timeline {
 namespace {
 
-enum SigIds : uint32_t { kSigKernel = 1, kSigGemm, kSigAllReduce, kSigDataLoader, kSigStep, kSigCallsite };
+enum SigIds : uint32_t {
+  kSigKernel = 1, kSigGemm, kSigAllReduce, kSigDataLoader, kSigStep, kSigCallsiteFwd, kSigCallsiteBwd, kSigCallsiteAr
+};
 constexpr uint64_t kKernelNs = 20000, kGemmNs = 100000, kGapNs = 5000, kIssueNs = 8000;
 constexpr uint64_t kStepGapNs = 200000;  // DataLoader time between steps
 constexpr uint64_t kArNs = 300000;       // AllReduce time after the last member arrives
@@ -35,11 +37,11 @@ double U(uint64_t seed, uint64_t a, uint64_t b) {
 }  // namespace
 
 size_t SyntheticOpsPerRank(const SyntheticJob& j) {
-  return static_cast<size_t>(j.steps) * (2 + 3 * j.layers + 1);
+  return static_cast<size_t>(j.steps) * (2 + 3 * j.layers + 2);
 }
 
 int SyntheticStepsFor(const SyntheticJob& j, size_t ops) {
-  const size_t per = 2 + 3 * j.layers + 1;
+  const size_t per = 2 + 3 * j.layers + 2;
   return static_cast<int>((ops + per - 1) / per);
 }
 
@@ -82,8 +84,12 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
   ar->set_comm_nranks(j.ranks);
   sig(kSigDataLoader, XPU_OP_PY_DATALOADER, "__next__");
   sig(kSigStep, XPU_OP_STEP, "step");
-  sig(kSigCallsite, XPU_OP_ANNOTATION,
+  sig(kSigCallsiteFwd, XPU_OP_ANNOTATION,
       "forward@/src/model.py:120;train_step@/src/train.py:42;main@/src/train.py:300");
+  sig(kSigCallsiteBwd, XPU_OP_ANNOTATION,
+      "backward@/src/model.py:160;train_step@/src/train.py:47;main@/src/train.py:300");
+  sig(kSigCallsiteAr, XPU_OP_ANNOTATION,
+      "allreduce_grads@/src/ddp.py:88;train_step@/src/train.py:49;main@/src/train.py:300");
 
   std::string packed;
   packed.reserve(SyntheticOpsPerRank(j) * sizeof(xpu_record_v1));
@@ -104,7 +110,8 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
       const uint32_t gseq = ++stream_seq;
       Add(&packed, kSigGemm, local(t), kGemmNs, gseq, kCompute, gpu, kIssueNs);
       // Call-site annotation right after the launch (launch = t - issue).
-      Add(&packed, kSigCallsite, local(t - kIssueNs + 1000), 0, gseq, kCompute, XPU_REC_HOST);
+      Add(&packed, l % 2 == 0 ? kSigCallsiteFwd : kSigCallsiteBwd, local(t - kIssueNs + 1000), 0, gseq, kCompute,
+          XPU_REC_HOST);
       t += kGemmNs + kGapNs;
     }
     // AllReduce: members arrive up to 60 us apart, all end at the same true
@@ -116,6 +123,8 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
     if (U(j.seed + 2, rank, s) < j.outlier_fraction) end += 300000;
     Add(&packed, kSigAllReduce, local(arrive), static_cast<uint64_t>(end) - arrive, static_cast<uint32_t>(s + 1),
         kComm, gpu, kIssueNs);
+    Add(&packed, kSigCallsiteAr, local(arrive - kIssueNs + 1000), 0, static_cast<uint32_t>(s + 1), kComm,
+        XPU_REC_HOST);
   }
   pb.set_records(std::move(packed));
   return pb;

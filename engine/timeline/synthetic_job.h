@@ -5,10 +5,11 @@
 //
 // Per step and rank: a step marker; per layer a kernel, a GEMM and, right
 // after the GEMM launch, a call-site annotation joined to it by (stream, seq)
-// (the hook proposal in python/README.md); one data-parallel AllReduce over
-// all ranks (comm_id kWorldComm) whose members start at different times but
-// end together (true time), plus completion jitter and rare outliers; a
-// DataLoader host event between steps.
+// (the hook proposal in python/README.md; "forward" stacks on even layers,
+// "backward" on odd ones); one data-parallel AllReduce over all ranks
+// (comm_id kWorldComm) whose members start at different times but end
+// together (true time), plus completion jitter and rare outliers, with its
+// own call-site annotation; a DataLoader host event between steps.
 //
 // Thread-safety: pure functions.
 #ifndef XPU_ENGINE_TIMELINE_SYNTHETIC_JOB_H_

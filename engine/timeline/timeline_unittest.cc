@@ -155,7 +155,7 @@ TEST_F(TraceFilesTest, PerfettoTraceIsValidAndComplete) {
   testing::ValidatedTrace v = testing::ValidatePerfettoFile(out_.perfetto_path);
   ASSERT_TRUE(v.ok()) << v.ErrorText();
   const uint64_t ops = SyntheticOpsPerRank(job_);
-  const uint64_t zero_len = job_.steps * (1 + job_.layers);  // step markers + call-site annotations
+  const uint64_t zero_len = job_.steps * (2 + job_.layers);  // step markers + call-site annotations
   EXPECT_EQ(v.processes, 8u);
   EXPECT_EQ(v.slices, 8 * (ops - zero_len));
   EXPECT_EQ(v.instants, 8 * zero_len);
@@ -227,25 +227,37 @@ TEST_F(TraceFilesTest, ValidatorRejectsBrokenTraces) {
   EXPECT_FALSE(testing::ValidateChromeJsonFile(bad).ok());
 }
 
-TEST(FlameGraphTest, StacksLinkExactlyToGemmLaunches) {
+TEST(FlameGraphTest, StacksLinkExactlyToTheirLaunches) {
   SyntheticJob j;
   j.ranks = 4;
   j.steps = 5;
   CallsiteStats st;
   auto stacks = BuildCallsiteStacks(Dumps(j), CallsiteOptions(), &st);
-  const uint64_t samples = 4ull * 5 * j.layers;
+  const uint64_t samples = 4ull * 5 * (j.layers + 1);
   EXPECT_EQ(st.annotations, samples);
   EXPECT_EQ(st.linked_exact, samples);
   EXPECT_EQ(st.unlinked, 0u);
-  ASSERT_EQ(stacks.size(), 1u);
-  const auto& [key, f] = *stacks.begin();
-  EXPECT_EQ(key,
-            "main@/src/train.py:300;train_step@/src/train.py:42;forward@/src/model.py:120;"
-            "[gemm] cublasGemmEx 4096x2048x1024");
-  EXPECT_EQ(f.samples, samples);
-  EXPECT_EQ(f.weight, samples * 100000);  // GEMM GPU time
-  EXPECT_EQ(f.kind, FrameKind::kGemm);
-  EXPECT_EQ(FoldedText(stacks), key + " " + std::to_string(samples * 100000) + "\n");
+  ASSERT_EQ(stacks.size(), 3u);
+  const std::string fwd =
+      "main@/src/train.py:300;train_step@/src/train.py:42;forward@/src/model.py:120;"
+      "[gemm] cublasGemmEx 4096x2048x1024";
+  ASSERT_EQ(stacks.count(fwd), 1u) << FoldedText(stacks);
+  EXPECT_EQ(stacks[fwd].samples, 4ull * 5 * j.layers / 2);
+  EXPECT_EQ(stacks[fwd].weight, 4ull * 5 * j.layers / 2 * 100000);  // GEMM GPU time
+  EXPECT_EQ(stacks[fwd].kind, FrameKind::kGemm);
+  const std::string ar =
+      "main@/src/train.py:300;train_step@/src/train.py:49;allreduce_grads@/src/ddp.py:88;"
+      "[allreduce] allreduce 32.0 MiB";
+  ASSERT_EQ(stacks.count(ar), 1u) << FoldedText(stacks);
+  EXPECT_EQ(stacks[ar].samples, 4ull * 5);
+  EXPECT_EQ(stacks[ar].kind, FrameKind::kCollective);
+  EXPECT_GE(stacks[ar].weight, 4ull * 5 * 300000);  // each AllReduce lasts >= 300 us
+  const std::string folded = FoldedText(stacks);
+  EXPECT_NE(folded.find(fwd + " " + std::to_string(4ull * 5 * j.layers / 2 * 100000) + "\n"), std::string::npos);
+  const std::string svg = FlameGraphSvg(stacks, "t");
+  EXPECT_NE(svg.find("#f28e2b"), std::string::npos);  // GEMM
+  EXPECT_NE(svg.find("#4e79a7"), std::string::npos);  // collective
+  EXPECT_NE(svg.find("<title>backward@/src/model.py:160"), std::string::npos);
 }
 
 TEST(FlameGraphTest, FallsBackToLaunchTimeAndReportsUnlinked) {
@@ -270,8 +282,11 @@ TEST(FlameGraphTest, FallsBackToLaunchTimeAndReportsUnlinked) {
   opt.max_gap_ns = 0;
   stacks = BuildCallsiteStacks(d, opt, &st);
   EXPECT_EQ(st.unlinked, st.annotations);
-  ASSERT_EQ(stacks.size(), 1u);
-  EXPECT_NE(stacks.begin()->first.find(";[unlinked]"), std::string::npos);
+  ASSERT_EQ(stacks.size(), 3u);  // forward, backward, allreduce_grads
+  for (const auto& [key, f] : stacks) {
+    EXPECT_NE(key.find(";[unlinked]"), std::string::npos) << key;
+    EXPECT_EQ(f.weight, f.samples * CallsiteOptions().unlinked_weight_ns);
+  }
 }
 
 TEST(FlameGraphTest, CallsiteNames) {

@@ -11,6 +11,7 @@ Environment:
   XPU_TRACED_PYTHON_API=...  extra APIs (see user_api.py)
   XPU_STEP_REPEATS=3         identical iterations needed to lock a pattern
   XPU_PYTHON_DEBUG=1         print instrumentation errors to stderr
+  XPU_PYSTACKS=0             no faulthandler stacks for hang diagnosis (pystacks.py)
 """
 
 import os
@@ -65,6 +66,9 @@ def install():
     user_api.install(specs)
     if _flag("XPU_PYTHON_TORCH"):
         torch_patches.install()
+    # Stacks on demand for hang diagnosis (faulthandler, see pystacks.py).
+    from . import pystacks
+    pystacks.install()
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_child)
     state["installed"] = True

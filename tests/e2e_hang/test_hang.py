@@ -26,13 +26,14 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e_pipeline"))
 
-from pipeline_harness import Failure, check, log, run_test, wait_for, wait_ranks_alive  # noqa: E402
+from pipeline_harness import Job, check, log, run_test, wait_for, wait_ranks_alive  # noqa: E402
 
 NPROC = 8
 FAULT = 3
@@ -68,6 +69,21 @@ FAULT_LINE = {
 }
 
 
+def start_job(pipe, name, train_args, env, launcher_args):
+    """pipeline_harness.Pipeline.start_job with extra launcher flags."""
+    jdir = os.path.join(pipe.dir, "job-" + name)
+    ring_dir = os.path.join(jdir, "rings")
+    os.makedirs(ring_dir)
+    calls = os.path.join(jdir, "calls")
+    job_env = pipe.job_env(name, ring_dir, calls, "off", env)
+    argv = [pipe.paths.fake_launch, "--nproc", str(NPROC), "--timeout", "115", "--pid-file",
+            os.path.join(jdir, "pids")] + launcher_args + [
+            "--env", "LD_PRELOAD=" + pipe.paths.hook, "--", pipe.paths.fake_train] + list(train_args)
+    proc = pipe.spawn("job-" + name, argv, job_env)
+    log("job %s: %d ranks, pid %d: %s %s" % (name, NPROC, proc.popen.pid, " ".join(train_args), env))
+    return Job(pipe, name, NPROC, proc, jdir, ring_dir, calls, train_args)
+
+
 def pids(job):
     path = os.path.join(job.dir, "pids")
     out = {}
@@ -89,12 +105,9 @@ def body(pipe, scenario):
     os.environ["XPU_EVIDENCE_DEBUGGER"] = "gdb"
     engine = pipe.start_engine()
     pipe.start_daemon(engine.addr)
-    job_env = dict(env)
-    job = pipe.start_job("e2eh-%s-%d" % (scenario, os.getpid()), NPROC, BASE + train, extra_env=job_env,
-                         timeout=115)
-    if scenario == "exit":
-        # Peers of a crashed rank hang (no elastic agent stopping them).
-        pass
+    # Peers of a crashed rank hang when no agent stops them: --keep-going.
+    job = start_job(pipe, "e2eh-%s-%d" % (scenario, os.getpid()), BASE + train, env,
+                    ["--keep-going"] if scenario == "exit" else [])
     wait_ranks_alive(pipe, engine.addr, job.job, NPROC, job_proc=job.proc)
     ranks = pids(job)
     stopped = []
@@ -197,11 +210,8 @@ def body(pipe, scenario):
 
 def pipe_status(pipe, job):
     """{comm rank: (coll_arrived, coll_completed)} from xpu-fake-nccl-status."""
-    import subprocess
     tool = os.path.join(os.path.dirname(pipe.paths.fake_train), "xpu-fake-nccl-status")
     idfile = None
-    for root, _, files in os.walk(os.environ.get("TMPDIR", "/tmp")):
-        pass
     # The launcher's id file: read from the rank's environment.
     ranks = pids(job)
     try:

@@ -65,10 +65,20 @@ class RingDumpCorrupt : public ::testing::Test {
     ASSERT_GT(ring_.sigs.size(), 2u);
     RunResult d = Dump(ring_path_);
     ASSERT_TRUE(d.exited && d.status == 0) << d.err;
-    EXPECT_EQ(ReaderCount(d.out, "records"), int64_t(ring_.records.size()));
-    EXPECT_EQ(ReaderCount(d.out, "corrupt"), 0);
-    EXPECT_EQ(ReaderCount(d.out, "uncommitted"), 0);
-    EXPECT_EQ(ReaderCount(d.out, "signatures_corrupt"), 0);
+    // Baseline of the unmodified ring; the corruption tests check deltas
+    // (RealRingReadsClean checks the baseline itself).
+    base_json_ = d.out;
+    base_records_ = ReaderCount(d.out, "records");
+    base_corrupt_ = ReaderCount(d.out, "corrupt");
+    ASSERT_GE(base_records_, 0);
+    // Records the dump accepts (no flag outside record.h's set), to mutate.
+    for (size_t i = 0; i < ring_.records.size(); ++i) {
+      if ((ring_.records[i].flags & ~uint32_t{(XPU_REC_UNTRACKED << 1) - 1}) == 0 &&
+          (ring_.records[i].flags & XPU_REC_TIMED)) {
+        timed_.push_back(i);
+      }
+    }
+    ASSERT_GE(timed_.size(), 3u);
   }
 
   // Byte offset of the slot holding the i-th record still in the ring.
@@ -84,9 +94,26 @@ class RingDumpCorrupt : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string ring_path_, bytes_;
+  std::string ring_path_, bytes_, base_json_;
   RingFile ring_;
+  int64_t base_records_ = 0, base_corrupt_ = 0;
+  std::vector<size_t> timed_;  // indices (ring order) of timed records
 };
+
+// The unmodified ring of a real run: every record the hook wrote is read,
+// none is counted as corrupt.
+TEST_F(RingDumpCorrupt, RealRingReadsClean) {
+  EXPECT_EQ(base_records_, int64_t(ring_.records.size()));
+  EXPECT_EQ(base_corrupt_, 0) << "records of the real ring rejected; flags in use: " << [&] {
+    std::string f;
+    for (const auto& r : ring_.records) f += std::to_string(r.flags) + " ";
+    return f;
+  }();
+  EXPECT_EQ(ReaderCount(base_json_, "uncommitted"), 0);
+  EXPECT_EQ(ReaderCount(base_json_, "lapped"), 0);
+  EXPECT_EQ(ReaderCount(base_json_, "signatures"), int64_t(ring_.sigs.size()));
+  EXPECT_EQ(ReaderCount(base_json_, "signatures_corrupt"), 0);
+}
 
 TEST_F(RingDumpCorrupt, RandomBytesAreRejected) {
   std::mt19937_64 rng(12345);
@@ -143,28 +170,28 @@ TEST_F(RingDumpCorrupt, BadHeaderFieldsAreRejected) {
 }
 
 TEST_F(RingDumpCorrupt, FlippedRecordAndSignatureBitsAreCounted) {
-  const size_t n = ring_.records.size();
+  const int64_t n = base_records_;
   {  // A commit word that no longer matches its position: skipped, counted.
     std::string b = bytes_;
-    b[SlotOffset(1) + offsetof(xpu_record_v1, commit)] ^= 0x01;
+    b[SlotOffset(timed_[0]) + offsetof(xpu_record_v1, commit)] ^= 0x01;
     RunResult r = Dump(Mutated("commit", b));
     ExpectCleanExit(r, "commit");
     EXPECT_EQ(r.status, 0);
-    EXPECT_EQ(ReaderCount(r.out, "records"), int64_t(n - 1));
+    EXPECT_EQ(ReaderCount(r.out, "records"), n - 1);
     EXPECT_EQ(ReaderCount(r.out, "uncommitted") + ReaderCount(r.out, "corrupt") +
                   ReaderCount(r.out, "lapped"),
-              1);
+              base_corrupt_ + 1);
   }
   {  // sig_id 0 and an id past the table: invalid records, counted.
     std::string b = bytes_;
     const uint32_t zero = 0, past = ring_.header.sig_capacity + 5;
-    memcpy(&b[SlotOffset(2) + offsetof(xpu_record_v1, sig_id)], &zero, 4);
-    memcpy(&b[SlotOffset(3) + offsetof(xpu_record_v1, sig_id)], &past, 4);
+    memcpy(&b[SlotOffset(timed_[1]) + offsetof(xpu_record_v1, sig_id)], &zero, 4);
+    memcpy(&b[SlotOffset(timed_[2]) + offsetof(xpu_record_v1, sig_id)], &past, 4);
     RunResult r = Dump(Mutated("sig_id", b));
     ExpectCleanExit(r, "sig_id");
     EXPECT_EQ(r.status, 0);
-    EXPECT_EQ(ReaderCount(r.out, "records"), int64_t(n - 2));
-    EXPECT_EQ(ReaderCount(r.out, "corrupt"), 2);
+    EXPECT_EQ(ReaderCount(r.out, "records"), n - 2);
+    EXPECT_EQ(ReaderCount(r.out, "corrupt"), base_corrupt_ + 2);
   }
   {  // A signature whose commit no longer equals its index, and one with an
      // unknown kind: both rejected and counted.

@@ -53,6 +53,9 @@ TRACED_APIS = {
 # the kernel's name.
 LAUNCH_APIS = ("cudaLaunchKernel", "cuLaunchKernel", "__cudaLaunchKernel", "cudaLaunchKernelExC",
                "cuLaunchKernelEx")
+# include/xpu/record.h: a record timed by the NCCL profiler plugin adds timing
+# to an op that has its own record; it is not an occurrence.
+XPU_REC_PLUGIN = 1 << 8
 # Ring-header counters of ops the hook did not write a record for.
 HOOK_LOSS_COUNTERS = ("dropped_full", "event_pool_empty", "pending_full")
 
@@ -387,6 +390,7 @@ class RingDump:
         self.signatures = 0
         self.records_by_name = collections.Counter()
         self.kernel_records = 0
+        self.plugin_records = 0
         self.records = 0
         for line in r.stdout.decode().splitlines():
             o = json.loads(line)
@@ -396,7 +400,9 @@ class RingDump:
                 self.signatures += 1
             elif o["type"] == "record":
                 self.records += 1
-                if o["kind"] == "kernel":
+                if o["flags"] & XPU_REC_PLUGIN:
+                    self.plugin_records += 1  # timing of an op recorded already
+                elif o["kind"] == "kernel":
                     self.kernel_records += 1  # named after the kernel, not the API
                 else:
                     self.records_by_name[o["name"]] += 1

@@ -45,7 +45,7 @@ TEST(TimelineCliTest, Dispatch) {
   EXPECT_FALSE(IsTimelineCommand({"status"}));
 }
 
-int Run(std::vector<std::string> args, std::string* out, std::string* err) {
+int RunTl(std::vector<std::string> args, std::string* out, std::string* err) {
   std::ostringstream o, e;
   int rc = RunTimelineCli(args, "127.0.0.1:1", o, e);
   *out = o.str();
@@ -55,19 +55,19 @@ int Run(std::vector<std::string> args, std::string* out, std::string* err) {
 
 TEST(TimelineCliTest, UsageErrors) {
   std::string out, err;
-  EXPECT_EQ(Run({"timeline", "dump"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "dump"}, &out, &err), kExitUsage);
   EXPECT_NE(err.find("--job JOB is required"), std::string::npos);
-  EXPECT_EQ(Run({"timeline", "dump", "--job", "j", "--format", "svg"}, &out, &err), kExitUsage);
-  EXPECT_EQ(Run({"timeline", "dump", "--job", "j", "--last", "5", "--since", "5m"}, &out, &err), kExitUsage);
-  EXPECT_EQ(Run({"timeline", "dump", "--job", "j", "--ranks", "x"}, &out, &err), kExitUsage);
-  EXPECT_EQ(Run({"timeline", "summary"}, &out, &err), kExitUsage);
-  EXPECT_EQ(Run({"timeline", "frobnicate"}, &out, &err), kExitUsage);
-  EXPECT_EQ(Run({"timeline", "--help"}, &out, &err), kExitOk);
+  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--format", "svg"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--last", "5", "--since", "5m"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--ranks", "x"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "summary"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "frobnicate"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "--help"}, &out, &err), kExitOk);
   EXPECT_NE(out.find("xpu timeline dump --job JOB"), std::string::npos);
-  EXPECT_EQ(Run({"timeline", "summary", "--in", "/nonexistent/dir"}, &out, &err), kExitEngineError);
+  EXPECT_EQ(RunTl({"timeline", "summary", "--in", "/nonexistent/dir"}, &out, &err), kExitEngineError);
   EXPECT_NE(err.find("no dump in"), std::string::npos);
   // Unreachable engine (port 1): exit 2.
-  EXPECT_EQ(Run({"timeline", "dump", "--job", "j", "--out", "/tmp/xpu_tl_unreach"}, &out, &err), kExitUnreachable);
+  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--out", "/tmp/xpu_tl_unreach"}, &out, &err), kExitUnreachable);
 }
 
 }  // namespace

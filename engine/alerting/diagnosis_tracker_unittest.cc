@@ -1,0 +1,105 @@
+#include "engine/alerting/diagnosis_tracker.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "engine/alerting/alert_notifier.h"
+#include "engine/alerting/http_client.h"
+#include "engine/alerting/json_text.h"
+
+namespace xpu::engine {
+namespace {
+
+Diagnosis D(const std::string& job, const std::string& kind, const std::string& subject, uint64_t t) {
+  Diagnosis d;
+  d.job = job;
+  d.kind = kind;
+  d.subject = subject;
+  d.team = Team::kOperations;
+  d.severity = Severity::kCritical;
+  d.ranks = {3};
+  d.hosts = {"node0"};
+  d.evidence = "rank 3 \"slow\"";
+  d.first_seen_ns = d.last_seen_ns = t;
+  return d;
+}
+
+TEST(DiagnosisTrackerTest, PersistingKeepsFirstSeenAndAbsentResolves) {
+  DiagnosisTracker t(1);
+  std::vector<Diagnosis> w1 = {D("j", "slow_gpu", "rank:3", 100)};
+  TrackerUpdate u = t.Update(&w1, {"j"}, {"j"}, 100);
+  EXPECT_EQ(u.opened.size(), 1u);
+  EXPECT_EQ(u.active.size(), 1u);
+  std::vector<Diagnosis> w2 = {D("j", "slow_gpu", "rank:3", 200)};
+  u = t.Update(&w2, {"j"}, {"j"}, 200);
+  EXPECT_TRUE(u.opened.empty());
+  ASSERT_EQ(u.active.size(), 1u);
+  EXPECT_EQ(u.active[0].first_seen_ns, 100u);
+  EXPECT_EQ(u.active[0].last_seen_ns, 200u);
+  EXPECT_EQ(w2[0].first_seen_ns, 100u);  // rewritten for the store
+  std::vector<Diagnosis> none;
+  u = t.Update(&none, {"j"}, {"j"}, 300);
+  ASSERT_EQ(u.resolved.size(), 1u);
+  EXPECT_EQ(u.resolved[0].resolved_ns, 300u);
+  EXPECT_EQ(t.active_count(), 0u);
+}
+
+TEST(DiagnosisTrackerTest, ResolveAfterSeveralWindowsAndRetiredJobs) {
+  DiagnosisTracker t(2);
+  std::vector<Diagnosis> w = {D("a", "slow_link", "rank:5", 1), D("b", "slow_gpu", "rank:1", 1)};
+  t.Update(&w, {"a", "b"}, {"a", "b"}, 1);
+  std::vector<Diagnosis> none;
+  // a: one missed window of 2 -> still active; b: job gone -> resolved.
+  TrackerUpdate u = t.Update(&none, {"a"}, {"a"}, 2);
+  ASSERT_EQ(u.resolved.size(), 1u);
+  EXPECT_EQ(u.resolved[0].diagnosis.job, "b");
+  EXPECT_EQ(u.active.size(), 1u);
+  // A window in which job a was not analysed does not count as missed.
+  u = t.Update(&none, {}, {"a"}, 3);
+  EXPECT_TRUE(u.resolved.empty());
+  u = t.Update(&none, {"a"}, {"a"}, 4);
+  EXPECT_EQ(u.resolved.size(), 1u);
+}
+
+TEST(AlertPayloadTest, AlertmanagerAndWebhookBodies) {
+  TrackerUpdate u;
+  u.active.push_back(D("j", "slow_gpu", "rank:3", 1700000000000000000ull));
+  u.opened = u.active;
+  ResolvedDiagnosis r{D("j", "slow_link", "rank:5", 1700000000000000000ull), 1700000060000000000ull};
+  u.resolved.push_back(r);
+  std::string am = AlertmanagerPayload(u, 1700000100000000000ull, 300);
+  EXPECT_TRUE(absl::StrContains(am, R"("alertname":"xpu_slow_gpu","team":"operations","job":"j","severity":"critical")")) << am;
+  EXPECT_TRUE(absl::StrContains(am, R"("startsAt":"2023-11-14T22:13:20.000Z","endsAt":"2023-11-14T22:20:00.000Z")")) << am;
+  // Resolved: endsAt = resolution time.
+  EXPECT_TRUE(absl::StrContains(am, R"("alertname":"xpu_slow_link")"));
+  EXPECT_TRUE(absl::StrContains(am, R"("endsAt":"2023-11-14T22:14:20.000Z")")) << am;
+  EXPECT_TRUE(absl::StrContains(am, R"("evidence":"rank 3 \"slow\"")")) << am;
+  std::string wh = WebhookPayload(u);
+  EXPECT_TRUE(absl::StrContains(wh, R"("status":"firing","job":"j","kind":"slow_gpu")")) << wh;
+  EXPECT_TRUE(absl::StrContains(wh, R"("status":"resolved","job":"j","kind":"slow_link")")) << wh;
+  EXPECT_TRUE(absl::StrContains(wh, R"("ranks":[3],"hosts":["node0"])")) << wh;
+}
+
+TEST(HttpUrlTest, Parse) {
+  auto u = ParseHttpUrl("http://127.0.0.1:9093/api");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->host, "127.0.0.1");
+  EXPECT_EQ(u->port, 9093);
+  EXPECT_EQ(u->path, "/api");
+  u = ParseHttpUrl("http://am");
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->port, 80);
+  EXPECT_EQ(u->path, "/");
+  EXPECT_FALSE(ParseHttpUrl("https://am").ok());
+  EXPECT_FALSE(ParseHttpUrl("http://am:99999").ok());
+  EXPECT_FALSE(HttpRequest("GET", "http://127.0.0.1:1/", "", "", 2000).ok());  // nothing listens
+}
+
+TEST(JsonTextTest, QuoteAndTime) {
+  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+  EXPECT_EQ(Rfc3339(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(Rfc3339(1500000000123456789ull), "2017-07-14T02:40:00.123Z");
+}
+
+}  // namespace
+}  // namespace xpu::engine

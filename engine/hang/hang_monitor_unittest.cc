@@ -1,0 +1,165 @@
+// engine/hang/hang_monitor_unittest.cc — suspicion, the evidence fan-out and
+// the verdict, with an injected clock and a fake daemon answering the
+// "evidence" command.
+#include <gtest/gtest.h>
+
+#include <future>
+
+#include "engine/hang/hang_detector.h"
+#include "engine/hang/hang_monitor.h"
+#include "xpu/record.h"
+
+namespace xpu::engine::hang {
+namespace {
+
+constexpr uint64_t kS = 1000000000ull;
+
+class HangMonitorTest : public ::testing::Test {
+ protected:
+  HangMonitorTest() : registry_([this] { return now_; }, 30 * kS, 1024) {}
+
+  // Four ranks on one daemon; rank 2 never issued seq 7.
+  void Populate(bool suspect) {
+    auto job = registry_.GetOrCreateJob("j", "");
+    std::lock_guard<std::mutex> l(job->mu());
+    for (int r = 0; r < 4; ++r) {
+      xpu::v1::ProcessIdentity id;
+      id.set_job("j");
+      id.set_rank(r);
+      id.set_host("node");
+      id.set_pid(100 + r);
+      ProcessState& p = job->GetOrCreateProcess(id, "d1", now_);
+      xpu::v1::ProcessBatch pb;
+      xpu::v1::HangProgress* pr = pb.mutable_counters()->mutable_progress();
+      xpu::v1::CommProgress* c = pr->add_comms();
+      c->set_comm_id(9);
+      c->set_last_issued_seq(r == 2 ? 6 : 8);
+      c->set_last_completed_seq(6);
+      c->set_pending_seq(r == 2 ? 0 : 7);
+      c->set_pending_kind(r == 2 ? 0 : XPU_OP_ALLREDUCE);
+      c->set_pending_bytes(r == 2 ? 0 : 4096);
+      c->set_pending_since_ns(r == 2 ? 0 : now_ - 11 * kS);
+      if (suspect && r != 2) {
+        pr->set_suspect(true);
+        pr->set_suspect_seq(7);
+        pr->set_suspect_since_ns(now_ - 11 * kS);
+        pr->set_suspect_name("ncclAllReduce");
+      }
+      job->ApplyCounters(p, pb, now_);
+    }
+  }
+
+  // The daemon: every process sleeping, rank 2 in `busy_loop`.
+  CommandFuture Answer(const std::string& daemon, const xpu::v1::Command& c) {
+    ++commands_;
+    EXPECT_EQ(daemon, "d1");
+    EXPECT_EQ(c.kind(), "evidence");
+    EXPECT_EQ(c.job(), "j");
+    xpu::v1::EvidenceReply ev;
+    ev.set_host("node");
+    for (int r = 0; r < 4; ++r) {
+      xpu::v1::ProcessEvidence* p = ev.add_processes();
+      p->mutable_identity()->set_rank(r);
+      p->mutable_identity()->set_host("node");
+      p->mutable_identity()->set_pid(100 + r);
+      p->set_proc_state(r == 2 ? "running" : "sleeping");
+      p->set_native_stacks(r == 2 ? "Thread 1 (LWP 102):\n#0  busy_loop () at x.cc:1\n#1  main () at x.cc:2\n"
+                                  : "Thread 1 (LWP 10):\n#0  nanosleep ()\n#1  cudaStreamSynchronize ()\n"
+                                    "#2  main ()\n");
+    }
+    xpu::v1::CommandReply reply;
+    reply.set_ok(true);
+    reply.set_payload(ev.SerializeAsString());
+    std::promise<absl::StatusOr<xpu::v1::CommandReply>> pr;
+    pr.set_value(reply);
+    return pr.get_future();
+  }
+
+  HangMonitorOptions Options() {
+    HangMonitorOptions o;
+    o.evidence_deadline_ms = 1000;
+    return o;
+  }
+
+  uint64_t now_ = 1000 * kS;
+  Registry registry_;
+  int commands_ = 0;
+};
+
+TEST_F(HangMonitorTest, NoSuspicionNoCommand) {
+  Populate(false);
+  HangMonitor m(registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+  m.Poll();
+  EXPECT_EQ(commands_, 0);
+  EXPECT_FALSE(m.Latest("j").has_value());
+  EXPECT_FALSE(m.ActiveDiagnosis("j").has_value());
+}
+
+TEST_F(HangMonitorTest, SuspicionCollectsEvidenceAndNamesTheCulprit) {
+  Populate(true);
+  HangMonitor m(registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+  std::vector<Diagnosis> heard;
+  m.SetListener([&](const Diagnosis& d) { heard.push_back(d); });
+  m.Poll();
+  EXPECT_EQ(commands_, 1);
+  std::optional<HangReport> r = m.Latest("j");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->verdict.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(r->verdict.culprits, std::vector<int32_t>({2}));
+  EXPECT_EQ(r->daemons_answered, 1u);
+  EXPECT_EQ(r->stall_since_ns, now_ - 11 * kS);
+  EXPECT_NE(r->tree.Text().find("busy_loop  [ranks 2 | not 0-1,3]"), std::string::npos) << r->tree.Text();
+  EXPECT_NE(r->Json().find("\"classification\":\"non-communication\""), std::string::npos);
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(heard[0].kind, "hang_non_communication");
+  EXPECT_EQ(heard[0].team, Team::kAlgorithm);
+  EXPECT_EQ(heard[0].severity, Severity::kCritical);
+  // Once per episode: a second poll does not ask again.
+  m.Poll();
+  EXPECT_EQ(commands_, 1);
+  // The detector adapter hands the active diagnosis to the window tick.
+  HangDetector det(&m);
+  VectorSink sink;
+  auto job = registry_.FindJob("j");
+  {
+    std::lock_guard<std::mutex> l(job->mu());
+    det.OnWindow(*job, sink);
+  }
+  ASSERT_EQ(sink.out.size(), 1u);
+  EXPECT_EQ(sink.out[0].ranks, std::vector<int32_t>({2}));
+  // Recovery ends the episode.
+  Populate(false);
+  m.Poll();
+  EXPECT_FALSE(m.ActiveDiagnosis("j").has_value());
+  EXPECT_TRUE(m.Latest("j").has_value());  // the last report stays readable
+}
+
+TEST_F(HangMonitorTest, UnansweredDaemonStillGivesAVerdictFromEngineState) {
+  Populate(true);
+  HangMonitor m(
+      registry_,
+      [](const std::string&, xpu::v1::Command) {
+        std::promise<absl::StatusOr<xpu::v1::CommandReply>> pr;
+        pr.set_value(absl::UnavailableError("daemon gone"));
+        return pr.get_future();
+      },
+      Options());
+  m.Poll();
+  std::optional<HangReport> r = m.Latest("j");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->daemons_answered, 0u);
+  EXPECT_EQ(r->verdict.culprits, std::vector<int32_t>({2}));  // from the progress tables alone
+}
+
+TEST_F(HangMonitorTest, CollectNowNeedsALiveJob) {
+  HangMonitor m(registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+  EXPECT_FALSE(m.CollectNow("nope", 100).ok());
+  Populate(false);
+  absl::StatusOr<HangReport> r = m.CollectNow("j", 100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->on_demand);
+  EXPECT_EQ(r->tree.all_ranks().size(), 4u);
+}
+
+}  // namespace
+}  // namespace xpu::engine::hang

@@ -1,0 +1,69 @@
+"""Python stacks on demand, for hang diagnosis.
+
+Registers faulthandler on XPU_PYSTACK_SIGNAL (default SIGUSR2) to write the
+stacks of all threads to <dir>/xpu-pystack-<pid>.txt, where <dir> is
+XPU_PYSTACK_DIR or /tmp/xpu-<uid>/pystacks: the convention the node daemon's
+evidence collector follows (daemon/evidence/evidence_collector.cc). The
+file's first line names the process ("xputimer-pystacks pid P start T", T =
+/proc/self/stat starttime) so that the daemon never signals a process that
+merely reuses the pid of one that registered. The file is removed at exit.
+
+XPU_PYSTACKS=0 disables it. Never raises.
+"""
+
+import atexit
+import faulthandler
+import os
+import signal
+
+_state = {"file": None, "path": None}
+
+
+def _start_ticks():
+    try:
+        with open("/proc/self/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "0"
+
+
+def _remove():
+    f, path = _state["file"], _state["path"]
+    try:
+        faulthandler.unregister(_signal())
+    except (ValueError, RuntimeError):
+        pass
+    if f is not None:
+        try:
+            f.close()
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _signal():
+    try:
+        return int(os.environ.get("XPU_PYSTACK_SIGNAL", int(signal.SIGUSR2)))
+    except ValueError:
+        return int(signal.SIGUSR2)
+
+
+def install():
+    """Idempotent; True when registered."""
+    if _state["file"] is not None:
+        return True
+    if os.environ.get("XPU_PYSTACKS", "1").strip().lower() in ("0", "off", "false", "no"):
+        return False
+    d = os.environ.get("XPU_PYSTACK_DIR") or "/tmp/xpu-%d/pystacks" % os.getuid()
+    path = os.path.join(d, "xpu-pystack-%d.txt" % os.getpid())
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        f = open(path, "w", buffering=1)
+        f.write("xputimer-pystacks pid %d start %s\n" % (os.getpid(), _start_ticks()))
+        f.flush()
+        faulthandler.register(_signal(), file=f, all_threads=True, chain=False)
+    except (OSError, ValueError, RuntimeError, AttributeError):
+        return False
+    _state["file"], _state["path"] = f, path
+    atexit.register(_remove)
+    return True
