@@ -43,7 +43,11 @@ void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
     return;
   }
   ev->set_native_tool(o.debugger);
+  // No debuginfod downloads (a stuck network must not eat the deadline);
+  // the index cache makes every later attach to the same binaries cheap. A
+  // debugger without these settings prints an error and carries on.
   RunResult r = RunWithTimeout({o.debugger, "-p", std::to_string(t.pid), "-batch", "-nx", "-q",
+                                "-iex", "set debuginfod enabled off", "-iex", "set index-cache enabled on",
                                 "-ex", "set pagination off", "-ex", "set print thread-events off",
                                 "-ex", "thread apply all bt", "-ex", "detach"},
                                budget_ms, o.max_stack_bytes);
@@ -186,7 +190,13 @@ xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& target
       if (options.fake_nccl && Alive(state)) {
         for (auto& k : ProbeFakeNccl(t.pid)) *ev.add_kernel() = std::move(k);
       }
-      NativeStacks(t, options, state, budget * 2 / 3, &ev);
+      // Python stacks need a few seconds after the debugger when the process
+      // registered for them; otherwise the debugger gets the whole budget.
+      const bool python = !options.pystack_dir.empty() &&
+                          access((options.pystack_dir + "/xpu-pystack-" + std::to_string(t.pid) + ".txt").c_str(),
+                                 F_OK) == 0;
+      const uint64_t python_ms = python ? std::min<uint64_t>(3000, budget / 3) : 0;
+      NativeStacks(t, options, state, budget - python_ms, &ev);
       uint64_t used = MonoMs() - start;
       PythonStacks(t, options, ProcState(t.pid, t.start_ticks), budget > used ? budget - used : 100,
                    &ev);

@@ -37,7 +37,13 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
     double med = analysis::Median(s.tflops);
     best[s.sig.dtype] = std::max(best[s.sig.dtype], med);
   }
+  // "Every rank" means a real majority of the window's ranks ran the shape
+  // enough times: a shape seen on one or two ranks says nothing about the
+  // kernel (noise, or a rank-specific op).
+  const size_t min_ranks = std::max<size_t>(static_cast<size_t>(Param(v, "slow_gpu.min_ranks")),
+                                            (v.ranks.size() + 1) / 2);
   for (const auto& [key, s] : shapes) {
+    if (s.ranks.size() < min_ranks) continue;
     const double reference = peak > 0 ? peak : best[s.sig.dtype];
     if (reference <= 0) continue;
     const double top = *std::max_element(s.tflops.begin(), s.tflops.end());

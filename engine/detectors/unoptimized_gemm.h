@@ -6,7 +6,8 @@
 // data-sheet peak), else the best per-shape TFLOPS of the job so far among
 // shapes of the same dtype with at least min_gflop per call (the job's own
 // well-performing GEMMs). A shape is reported when its best rank is below
-// ratio × reference; the alignment rule (analysis/gemm.h) explains why when
+// ratio × reference, provided at least max(slow_gpu.min_ranks, half the
+// window's ranks) ran it; the alignment rule (analysis/gemm.h) explains why when
 // a dimension is not a multiple of 64/128 elements.
 #ifndef XPU_ENGINE_DETECTORS_UNOPTIMIZED_GEMM_H_
 #define XPU_ENGINE_DETECTORS_UNOPTIMIZED_GEMM_H_

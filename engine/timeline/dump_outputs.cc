@@ -105,6 +105,8 @@ absl::StatusOr<DumpOutputs> WriteDumpOutputs(const std::string& dir, const std::
                                ",\"ranks_total\":", ctx.ranks_total, ",\"ranks_answered\":", ctx.ranks_answered,
                                ",\"missing\":[");
   for (size_t i = 0; i < ctx.missing.size(); ++i) absl::StrAppend(&m, i ? "," : "", Q(ctx.missing[i]));
+  m += "],\"from_engine\":[";
+  for (size_t i = 0; i < ctx.from_engine.size(); ++i) absl::StrAppend(&m, i ? "," : "", Q(ctx.from_engine[i]));
   m += "],\"truncated_daemons\":[";
   for (size_t i = 0; i < ctx.truncated_daemons.size(); ++i) absl::StrAppend(&m, i ? "," : "", Q(ctx.truncated_daemons[i]));
   m += "],\"processes\":[";

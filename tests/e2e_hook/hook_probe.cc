@@ -13,7 +13,7 @@
 //   mark phase=PH begin=NS end=NS           CLOCK_REALTIME around a phase;
 //                                           every op of it completed before end
 //   value key=V                             other facts (busy sync, launches)
-// Phases: warmup, kernels, graph, sync, memcpy, blas, fork, nccl.
+// Phases: warmup, kernels, graph, sync, memcpy, blas, fork, nccl, end.
 //
 // Kernel launches come in blocks of --kernel-block launches (default 4) per
 // API and kernel, so that with XPU_KERNEL_SAMPLE_EVERY dividing the block
@@ -176,7 +176,7 @@ const xpu_ring_header_v1* MapOwnRing() {
   return nullptr;
 }
 
-void WarmUp(cublasHandle_t blas) {
+void WarmUp(cublasHandle_t blas, cudaStream_t stream) {
   Phase ph("warmup");
   const xpu_ring_header_v1* h = MapOwnRing();
   int calls = 0;
@@ -192,6 +192,9 @@ void WarmUp(cublasHandle_t blas) {
     if (__atomic_load_n(&h->counters[XPU_CNT_SAMPLED], __ATOMIC_ACQUIRE) > 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   } while (std::chrono::steady_clock::now() < deadline);
+  // Every op of a phase completes before its end mark.
+  CUDA_OK(cudaStreamSynchronize(stream));
+  Op("phase=warmup kind=sync api=cudaStreamSynchronize");
   Op(Str("phase=warmup kind=gemm api=cublasSgemm_v2 m=4 n=4 k=4 batch=1 ta=0 tb=0 atype=%d "
          "ctype=%d compute=%d",
          CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F),
@@ -692,7 +695,7 @@ int main(int argc, char** argv) {
   BLAS_OK(cublasCreate(&blas));
   BLAS_OK(cublasSetStream(blas, s));
 
-  WarmUp(blas);
+  WarmUp(blas, s);
   KernelPhase(s);
   GraphPhase(s, blas);
   SyncPhase(s);

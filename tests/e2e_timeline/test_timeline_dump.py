@@ -10,7 +10,8 @@ decoder (xpu-trace-validate: protoc-generated code from Perfetto's protos);
 the Chrome JSON parses with Python's json and follows the trace-event schema;
 flows link each collective's kernels across the ranks; the manifest reports
 the exited rank and the clock offsets; summary --in works on the dump;
---ranks/--last restrict what the daemon returns.
+--ranks/--last restrict what the daemon returns; once the daemon is gone the
+engine serves the ranks from its own recent-record ring.
 
 usage: test_timeline_dump.py PATHS_JSON
 """
@@ -35,7 +36,7 @@ def paths_extra(pipe):
 def body(pipe):
     extra = paths_extra(pipe)
     engine = pipe.start_engine()
-    pipe.start_daemon(engine.addr)
+    daemon = pipe.start_daemon(engine.addr)
     job = "e2etl-%d" % os.getpid()
     jdir = os.path.join(pipe.dir, "job")
     os.makedirs(os.path.join(jdir, "rings"))
@@ -159,6 +160,20 @@ def body(pipe):
         check("rank 99 did not answer" in r.stderr.decode(), r.stderr.decode())
         pipe.cli(engine.addr, "timeline", "dump", "--job", "no-such-job", "--out",
                  os.path.join(pipe.dir, "dump4"), expect_rc=1)
+
+        # The daemon dies: every rank still comes, from the engine's own ring.
+        daemon.kill()
+        r = pipe.cli(engine.addr, "timeline", "dump", "--job", job, "--out", os.path.join(pipe.dir, "dump5"),
+                     "--deadline-s", "5")
+        err = r.stderr.decode()
+        check("%d/%d ranks" % (NPROC, NPROC) in r.stdout.decode(), r.stdout.decode() + err)
+        check(err.count("from the engine's recent-record ring") == NPROC, err)
+        with open(os.path.join(pipe.dir, "dump5", "dump.json")) as f:
+            m5 = json.load(f)
+        check(len(m5["from_engine"]) == NPROC and m5["missing"] == [], "dump5: %s" % m5["from_engine"])
+        check(next(p for p in m5["processes"] if p["rank"] == EXIT_RANK)["exited"], "rank 3 exited (engine)")
+        pipe.cli(engine.addr, "timeline", "dump", "--job", job, "--out", os.path.join(pipe.dir, "dump6"),
+                 "--deadline-s", "5", "--no-engine-fallback", expect_rc=1)
     finally:
         for p in procs:
             p.kill()

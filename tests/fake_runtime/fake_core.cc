@@ -8,6 +8,7 @@
 #include "fake_core.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -198,7 +199,15 @@ void DumpCounts() {
 
 void CountCall(const char* api) {
   static std::once_flag once;
-  std::call_once(once, [] { atexit(DumpCounts); });
+  std::call_once(once, [] {
+    atexit(DumpCounts);
+    // Fork safety: another thread (a stream worker, the hook's completion
+    // thread polling events) may hold the mutex when the application forks;
+    // the child would then block forever on its first call. Hold it across
+    // fork so that both sides start with it unlocked.
+    pthread_atfork([] { CountMu().lock(); }, [] { CountMu().unlock(); },
+                   [] { CountMu().unlock(); });
+  });
   std::lock_guard<std::mutex> lock(CountMu());
   ++Counts()[api];
 }

@@ -32,7 +32,8 @@ constexpr char kTokenMetadataKey[] = "x-xpu-token";
 const char kTimelineHelp[] = R"(xpu timeline: on-demand timelines from the daemons' history.
 
 xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--out DIR]
-                  [--format perfetto|json|both|auto] [--deadline-s S] [--json]
+                  [--format perfetto|json|both|auto] [--deadline-s S]
+                  [--no-engine-fallback] [--json]
     Asks every daemon holding one of the ranks for what it kept (exited
     ranks included), shows progress, and writes into DIR (default
     ./xpu-timeline-JOB-<time>):
@@ -47,6 +48,8 @@ xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--out DIR]
     collective completion (reference: the lowest rank).
     --last N: the last N records per rank; --since T: ns since the epoch or
     an age (90s, 5m, 2h). --deadline-s: wait for daemons (default 30).
+    Ranks whose daemon does not answer come from the engine's own
+    recent-record ring (listed as such) unless --no-engine-fallback.
 
 xpu timeline summary (--in DIR | --job JOB [--ranks ..] [--last N | --since T]) [--json]
     Top signatures by time, per-rank step breakdown (step time, compute /
@@ -58,7 +61,7 @@ JSON (summary): {job, window_start_ns, window_end_ns, ops, top: [...], ranks: [.
 
 struct Flags {
   std::string engine, tls_ca, tls_cert, tls_key, token_file;
-  bool tls = false, json = false, help = false;
+  bool tls = false, json = false, help = false, no_engine_fallback = false;
   std::vector<std::string> words;  // command, subcommand
   std::string job, ranks, last, since, out, in, format = "auto", deadline_s;
 };
@@ -103,6 +106,8 @@ bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
       else if (a == "--in") f->in = value;
       else if (a == "--format") f->format = value;
       else if (a == "--deadline-s") f->deadline_s = value;
+    } else if (a == "--no-engine-fallback") {
+      f->no_engine_fallback = true;
     } else if (a == "--json") {
       f->json = true;
     } else if (a == "--tls") {
@@ -250,6 +255,10 @@ int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::Timeline
     err << "xpu timeline: rank " << miss.rank() << " did not answer"
         << (miss.daemon_id().empty() ? "" : " (daemon " + miss.daemon_id() + ")") << ": " << miss.reason() << "\n";
   }
+  for (const auto& f : got->done.from_engine()) {
+    err << "xpu timeline: rank " << f.rank() << " from the engine's recent-record ring (daemon "
+        << f.daemon_id() << ": " << f.reason() << ")\n";
+  }
   for (const auto& d : got->done.truncated_daemons()) {
     err << "xpu timeline: daemon " << d << " hit its reply budget; older records of its ranks are left out\n";
   }
@@ -259,6 +268,7 @@ int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::Timeline
 
 bool BuildRequest(const Flags& f, xpu::v1::TimelineDumpRequest* req, std::string* error) {
   req->set_job(f.job);
+  req->set_no_engine_fallback(f.no_engine_fallback);
   if (!f.ranks.empty()) {
     std::vector<int32_t> ranks;
     if (!ParseRankList(f.ranks, &ranks)) {
@@ -305,6 +315,9 @@ tl::DumpContext Context(const xpu::v1::TimelineDumpRequest& req, const Fetched& 
   ctx.ranks_total = got.done.ranks_total();
   ctx.ranks_answered = got.done.ranks_answered();
   for (const auto& m : got.done.missing()) ctx.missing.push_back(absl::StrCat("rank ", m.rank(), ": ", m.reason()));
+  for (const auto& m : got.done.from_engine()) {
+    ctx.from_engine.push_back(absl::StrCat("rank ", m.rank(), ": ", m.reason()));
+  }
   ctx.truncated_daemons.assign(got.done.truncated_daemons().begin(), got.done.truncated_daemons().end());
   ctx.last_n = req.last_n();
   ctx.since_ns = req.since_ns();

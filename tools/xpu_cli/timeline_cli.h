@@ -4,7 +4,7 @@
 //
 //   xpu timeline dump --job J [--ranks 0-7,12] [--last N | --since T]
 //                     [--out DIR] [--format perfetto|json|both|auto]
-//                     [--deadline-s S] [--json]
+//                     [--deadline-s S] [--no-engine-fallback] [--json]
 //   xpu timeline summary (--in DIR | --job J [--ranks ..] [--last N | --since T]) [--json]
 //
 // --since T: nanoseconds since the Unix epoch, or an age such as 90s, 5m, 2h.
