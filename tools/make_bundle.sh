@@ -33,6 +33,8 @@ for f in "$OUT"/bin/*; do
     if ! [[ $name =~ $skip ]]; then cp -nL "$path" "$OUT/lib/$name"; fi
   done
 done
+# Debug info stays in the build tree; the bundle carries stripped copies.
+for f in "$OUT"/bin/* "$OUT"/lib/*.so*; do [ -f "$f" ] && strip --strip-unneeded "$f" 2>/dev/null || true; done
 for f in "$OUT"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
 for f in "$OUT"/lib/*.so*; do patchelf --set-rpath '$ORIGIN' "$f" 2>/dev/null || true; done
 # GPU-less test runtime, for tools/demo.sh on a machine without GPUs:
