@@ -39,8 +39,11 @@ void CollectiveTable::Add(const SignatureInfo& sig, int32_t rank, const xpu_reco
   auto same = std::find_if(e.members.begin(), e.members.end(), [&](const CollectiveMember& x) {
     return x.comm_rank == m.comm_rank && x.rank == m.rank;
   });
+  // With the NCCL profiler plugin a member sends two records for one
+  // occurrence: the interposer's (not timed) and the plugin's (timed), in
+  // either order. A timed record is never replaced by an untimed one.
   if (same != e.members.end()) {
-    *same = m;
+    if (!same->timed || m.timed) *same = m;
   } else {
     e.members.push_back(m);
   }
@@ -50,10 +53,12 @@ void CollectiveTable::Add(const SignatureInfo& sig, int32_t rank, const xpu_reco
 }
 
 void CollectiveTable::Complete(CollectiveEntry& e) {
-  e.complete = true;
   uint64_t last_start = 0, last_end = 0;
   for (const CollectiveMember& m : e.members) {
-    if (!m.timed) return;
+    if (!m.timed) return;  // not yet: a timing record may still come
+  }
+  e.complete = true;
+  for (const CollectiveMember& m : e.members) {
     last_start = std::max(last_start, m.start_ns);
     last_end = std::max(last_end, m.start_ns + m.duration_ns);
   }

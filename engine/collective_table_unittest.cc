@@ -42,8 +42,26 @@ TEST(CollectiveTableTest, IncompleteOrUntimedDoNotCount) {
   EXPECT_FALSE(t.Find(5, 1)->complete);
   t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 0, 100, 2));
   t.Add(AllReduce(1, 2, 1024), 1, MakeRecord(1, 0, 100, 2, XPU_REC_NOT_TIMED));
-  EXPECT_TRUE(t.Find(5, 2)->complete);
+  EXPECT_FALSE(t.Find(5, 2)->complete);  // a timing record may still come
   EXPECT_TRUE(t.TakeCompleted().empty());
+}
+
+TEST(CollectiveTableTest, PluginTimingRecordCompletesAnOccurrence) {
+  // With the NCCL profiler plugin each member sends the interposer's untimed
+  // record and the plugin's timed one for the same seq, in either order.
+  CollectiveTable t;
+  t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 0, 500, 3, XPU_REC_NOT_TIMED));
+  t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 10, 100, 3, XPU_REC_PLUGIN | XPU_REC_TIMED));
+  t.Add(AllReduce(1, 2, 1024), 1, MakeRecord(1, 20, 100, 3, XPU_REC_PLUGIN | XPU_REC_TIMED));
+  t.Add(AllReduce(1, 2, 1024), 1, MakeRecord(1, 0, 500, 3, XPU_REC_NOT_TIMED));
+  const CollectiveEntry* e = t.Find(5, 3);
+  ASSERT_EQ(e->members.size(), 2u);
+  EXPECT_TRUE(e->members[0].timed);
+  EXPECT_TRUE(e->members[1].timed);  // the later untimed record did not replace it
+  EXPECT_TRUE(e->complete);
+  auto done = t.TakeCompleted();
+  ASSERT_EQ(done.count(XPU_OP_ALLREDUCE), 1u);
+  EXPECT_EQ(done[XPU_OP_ALLREDUCE].count, 1u);
 }
 
 TEST(CollectiveTableTest, DuplicateMemberReplaces) {

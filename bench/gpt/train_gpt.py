@@ -85,6 +85,8 @@ def main() -> int:
     ap.add_argument("--sync-inside", action="store_true", help="inject torch.cuda.synchronize() in every block")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json-out", default="")
+    ap.add_argument("--torch-profiler", default="",
+                    help="run the steps under torch.profiler (CPU+CUDA) and write its Chrome trace to this path prefix")
     args = ap.parse_args()
     cfg = SHAPES[args.shape]
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
@@ -103,6 +105,11 @@ def main() -> int:
     loader = DataLoader(Tokens((args.steps + args.warmup) * cfg["batch"], cfg["seq"], rank),
                         batch_size=cfg["batch"], num_workers=args.workers, pin_memory=True)
     times = []
+    prof = None
+    if args.torch_profiler:
+        from torch.profiler import ProfilerActivity, profile
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof.__enter__()
     for step, batch in enumerate(loader):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -118,7 +125,13 @@ def main() -> int:
             times.append(dt)
         if rank == 0:
             print(json.dumps({"step": step, "step_ms": dt * 1e3, "loss": float(loss)}), flush=True)
-    summary = {"shape": args.shape, "parallel": args.parallel, "world": world,
+    trace_bytes = None
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        path = f"{args.torch_profiler}.rank{rank}.json"
+        prof.export_chrome_trace(path)
+        trace_bytes = os.path.getsize(path)
+    summary = {"trace_bytes_per_rank": trace_bytes, "shape": args.shape, "parallel": args.parallel, "world": world,
                "steps": len(times), "median_step_ms": statistics.median(times) * 1e3 if times else None}
     if rank == 0:
         print(json.dumps({"summary": summary}), flush=True)

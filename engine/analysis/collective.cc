@@ -24,7 +24,16 @@ std::vector<CollInstance> GroupCollectives(const std::vector<RankTrace>& ranks, 
         c.bytes = s->bytes;
         c.factor = s->busbw_factor;
       }
-      c.members.push_back(CollMember{t.rank, op.start_ns, op.end_ns(), op.timed()});
+      // One member per rank: with the NCCL profiler plugin a rank has the
+      // interposer's untimed record and the plugin's timed one (same seq).
+      CollMember m{t.rank, op.start_ns, op.end_ns(), op.timed()};
+      auto same = std::find_if(c.members.begin(), c.members.end(),
+                               [&](const CollMember& x) { return x.rank == t.rank; });
+      if (same == c.members.end()) {
+        c.members.push_back(m);
+      } else if (!same->timed || m.timed) {
+        *same = m;
+      }
     }
   }
   std::vector<CollInstance> out;

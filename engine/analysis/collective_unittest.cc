@@ -82,3 +82,32 @@ TEST(CollectiveTest, P2pLinksPairSendWithRecv) {
 
 }  // namespace
 }  // namespace xpu::engine::analysis
+
+namespace xpu::engine::analysis {
+namespace {
+
+using testing::Coll;
+using testing::MakeOp;
+
+TEST(CollectiveTest, PluginTimingRecordJoinsTheOccurrence) {
+  // With the NCCL profiler plugin each rank has the interposer's untimed
+  // record and the plugin's timed one for the same (comm, seq).
+  std::vector<RankTrace> ranks(2);
+  for (int r = 0; r < 2; ++r) {
+    ranks[r].rank = r;
+    ranks[r].sigs[5] = Coll(XPU_OP_ALLREDUCE, 1000000, 42, r, 2);
+    ranks[r].ops.push_back(MakeOp(5, XPU_OP_ALLREDUCE, 1000, 900000, 1, XPU_REC_NOT_TIMED));
+    ranks[r].ops.push_back(MakeOp(5, XPU_OP_ALLREDUCE, 2000 + 1000 * r, 100000, 1,
+                                  XPU_REC_PLUGIN | XPU_REC_TIMED));
+  }
+  auto inst = GroupCollectives(ranks);
+  ASSERT_EQ(inst.size(), 1u);
+  EXPECT_EQ(inst[0].members.size(), 2u);
+  LastArrival la = MeasureLastArrival(inst[0]);
+  ASSERT_TRUE(la.valid);
+  EXPECT_EQ(la.last_rank, 1);
+  EXPECT_DOUBLE_EQ(la.seconds, 100e-6);  // last start 3000, last end 103000
+}
+
+}  // namespace
+}  // namespace xpu::engine::analysis

@@ -90,6 +90,9 @@ def run_traced(hook_lib, tmp_path):
         paths.append(str(tmp_path))  # test modules written by the test
         paths.extend(extra_path)
         e["PYTHONPATH"] = os.pathsep.join(paths)
+        # The real hook would otherwise prepend its own copy of the autoload
+        # directory (build tree) in front of the source tree's.
+        e["XPU_PYTHON_DIR"] = AUTOLOAD
         if preload:
             e["LD_PRELOAD"] = hook_lib
         e.update(env or {})

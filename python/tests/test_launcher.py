@@ -18,7 +18,9 @@ def launcher(args, env_extra, **kw):
 
 
 def test_print_env_prepends_and_dedupes(hook_lib):
-    out = launcher(["--print-env"], {"XPU_HOOK_LIB": hook_lib,
+    # XPU_PYTHON_DIR: a real hook preloaded into the launcher itself would
+    # otherwise add its build-tree copy of the autoload directory.
+    out = launcher(["--print-env"], {"XPU_HOOK_LIB": hook_lib, "XPU_PYTHON_DIR": AUTOLOAD,
                                      "LD_PRELOAD": "libother.so " + hook_lib})
     assert out.returncode == 0, out.stderr
     env = dict(line.split("=", 1) for line in out.stdout.splitlines())

@@ -71,14 +71,18 @@ def test_instrumentation_uses_native_emit_when_installed(run_traced):
     if not ndir:
         pytest.skip("native module location unknown (XPU_TEST_NATIVE_DIR)")
     code = r'''
-import gc, json
+import gc, json, time
+gc.disable()  # only the explicit collection below: automatic ones would interleave
 from xputimer import _hook
+t0 = time.time_ns()
 gc.collect(1)
-print(json.dumps(type(_hook.emitter()).__name__))
+print(json.dumps([type(_hook.emitter()).__name__, t0]))
 '''
     run = run_traced(code, extra_path=[ndir])
-    assert run.json() == "builtin_function_or_method"
-    assert [e["sig"]["peer"] for e in run.events("gc")][:1] == [1]
+    name, t0 = run.json()
+    assert name == "builtin_function_or_method"
+    assert [e["sig"]["peer"] for e in run.events("gc") if e["start_ns"] >= t0][:1] == [1]
     run = run_traced(code, extra_path=[ndir], env={"XPU_PYTHON_NATIVE": "0"})
-    assert run.json() == "_FuncPtr"
-    assert [e["sig"]["peer"] for e in run.events("gc")][:1] == [1]
+    name, t0 = run.json()
+    assert name == "_FuncPtr"
+    assert [e["sig"]["peer"] for e in run.events("gc") if e["start_ns"] >= t0][:1] == [1]

@@ -96,9 +96,13 @@ bool IsGpuKind(uint32_t k) {
 }
 uint64_t EndNs(const xpu_record_v1& r) { return r.start_ns + xpu_record_duration_ns(&r); }
 
+// These tests check the interposers and the event-timing sampler, so the
+// NCCL profiler plugin is kept out (with it, collectives get a second, plugin
+// record: hook/nccl_profiler's own end-to-end test covers that path).
 std::map<std::string, std::string> HookEnv(const std::string& ring_dir, const std::string& timing) {
   return {{"LD_LIBRARY_PATH", XPU_FAKE_LIB_DIR}, {"XPU_RING_DIR", ring_dir},
-          {"XPU_DAEMON", "off"}, {"XPU_TIMING", timing}, {"XPU_ENABLE", "1"}};
+          {"XPU_DAEMON", "off"}, {"XPU_TIMING", timing}, {"XPU_ENABLE", "1"},
+          {"NCCL_PROFILER_PLUGIN", "none"}};
 }
 
 // Loads the ring of `pid` from `dir` (asserting in the caller through *ok).

@@ -35,18 +35,22 @@ nvidia-smi -L; $PY -c 'import torch; print("torch", torch.__version__, "gpus", t
 for b in xpu-engine xpu-daemon xpu xpu-ring-dump; do "$BUNDLE/bin/$b" --help >/dev/null 2>&1 && echo "$b runs" || echo "$b FAILS to run"; done
 ldd "$HOOK" | head
 
-step "1. GEMM loop vs torch.profiler"
+ONLY=${ONLY:-"1 2 3"}
+if [[ " $ONLY " == *" 1 "* ]]; then
+step "1. GEMM loop vs torch.profiler (XPU_TIMING=${TIMING:-all})"
 mkdir -p "$W/gemm/rings"
-LD_PRELOAD=$HOOK XPU_TIMING=all XPU_DAEMON=off XPU_RING_DIR=$W/gemm/rings XPU_RING_CAPACITY=262144 \
+LD_PRELOAD=$HOOK XPU_TIMING=${TIMING:-all} XPU_DAEMON=off XPU_RING_DIR=$W/gemm/rings XPU_RING_CAPACITY=262144 \
   timeout 300 $PY "$HERE/gemm_profile.py" --out "$W/gemm" --iters 50 && status+=("gemm_run:ok") || status+=("gemm_run:FAIL")
 dump_rings "$W/gemm/rings"
 cp "$W"/gemm/rings/*.jsonl "$W/gemm/" 2>/dev/null
 $PY "$HERE/compare.py" --dump-dir "$W/gemm" --profiler-dir "$W/gemm" --out "$RES/gemm_compare.json" \
   && status+=("gemm_compare:within5%") || status+=("gemm_compare:NOT-within")
 
-step "2. all-reduce (2 GPUs) vs torch.profiler"
+fi
+if [[ " $ONLY " == *" 2 "* ]]; then
+step "2. all-reduce (2 GPUs) vs torch.profiler (XPU_TIMING=${TIMING:-all})"
 mkdir -p "$W/ar/rings"
-LD_PRELOAD=$HOOK XPU_TIMING=all XPU_DAEMON=off XPU_RING_DIR=$W/ar/rings XPU_RING_CAPACITY=262144 \
+LD_PRELOAD=$HOOK XPU_TIMING=${TIMING:-all} XPU_DAEMON=off XPU_RING_DIR=$W/ar/rings XPU_RING_CAPACITY=262144 \
   timeout 300 torchrun --standalone --nproc-per-node 2 "$HERE/allreduce_profile.py" --out "$W/ar" --iters 30 \
   && status+=("allreduce_run:ok") || status+=("allreduce_run:FAIL")
 dump_rings "$W/ar/rings"
@@ -54,6 +58,8 @@ cp "$W"/ar/rings/*.jsonl "$W/ar/" 2>/dev/null
 $PY "$HERE/compare.py" --dump-dir "$W/ar" --profiler-dir "$W/ar" --out "$RES/allreduce_compare.json" \
   && status+=("allreduce_compare:within5%") || status+=("allreduce_compare:NOT-within")
 
+fi
+if [[ " $ONLY " == *" 3 "* ]]; then
 step "3. pipeline: engine + auto-started daemon + torchrun DDP"
 mkdir -p "$W/ddp/rings"
 "$BUNDLE/bin/xpu-engine" --listen 127.0.0.1:17441 --metrics-addr 127.0.0.1:19464 --db "$W/engine.db" \
@@ -90,5 +96,6 @@ dump_rings "$W/ddp/rings"
 $PY "$HERE/python_records.py" --dump-dir "$W/ddp/rings" --script-summary "$W/ddp/summary.json" > "$RES/python_records.json"
 head -c 3000 "$RES/python_records.json"
 
+fi
 step "summary"
 printf '%s\n' "${status[@]}" | tee "$RES/summary.txt"
