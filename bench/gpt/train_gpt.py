@@ -85,6 +85,11 @@ def main() -> int:
     ap.add_argument("--sync-inside", action="store_true", help="inject torch.cuda.synchronize() in every block")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json-out", default="")
+    ap.add_argument("--fault-rank", type=int, default=-1, help="rank that injects the faults below")
+    ap.add_argument("--extra-allreduce-at", type=int, default=-1,
+                    help="the fault rank issues one extra all-reduce at this step (collective mismatch)")
+    ap.add_argument("--python-hang-at", type=int, default=-1,
+                    help="the fault rank sleeps forever in Python at this step, before its collectives")
     ap.add_argument("--torch-profiler", default="",
                     help="run the steps under torch.profiler (CPU+CUDA) and write its Chrome trace to this path prefix")
     args = ap.parse_args()
@@ -113,6 +118,13 @@ def main() -> int:
     for step, batch in enumerate(loader):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        if rank == args.fault_rank and step == args.python_hang_at:
+            print(f"rank {rank}: sleeping forever at step {step}", flush=True)
+            while True:
+                time.sleep(3600)
+        if rank == args.fault_rank and step == args.extra_allreduce_at:
+            print(f"rank {rank}: extra all-reduce at step {step}", flush=True)
+            dist.all_reduce(torch.ones(1024, device="cuda"))
         batch = batch.cuda(non_blocking=True)
         logits = model(batch[:, :-1])
         loss = F.cross_entropy(logits.float().view(-1, VOCAB), batch[:, 1:].reshape(-1))
