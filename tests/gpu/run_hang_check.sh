@@ -16,7 +16,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 PY=${PY:-python3}
 X="$BUNDLE/bin/xpu --engine 127.0.0.1:17441"
 now() { date +%s.%N; }
-job_of() { $X jobs --json 2>/dev/null | $PY -c 'import json,sys; js=json.load(sys.stdin)["jobs"]; js=[j for j in js if j["ranks"]>=2 and j["state"]!="finished"]; print(js[-1]["job"] if js else "")'; }
+job_of() { $X jobs --json 2>>"$W/cli.err" | $PY -c 'import json,sys; js=json.load(sys.stdin)["jobs"]; js=[j for j in js if j["ranks"]>=2 and j["state"]!="finished"]; print(js[-1]["job"] if js else "")'; }
 pid_of() { $X ranks --job "$1" --json | $PY -c "import json,sys; print([r['pid'] for r in json.load(sys.stdin)['ranks'] if r['rank']==$2][0])"; }
 for scen in ${SCENARIOS:-sigstop python mismatch}; do
   W=/tmp/xpu-hang-$scen; rm -rf "$W"; mkdir -p "$W"
@@ -28,7 +28,7 @@ for scen in ${SCENARIOS:-sigstop python mismatch}; do
     *) fault=();;
   esac
   XPU_ENGINE=127.0.0.1:17441 LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so XPU_DAEMON_SOCKET=$W/d.sock \
-    setsid torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" --shape gpu --steps 100000 \
+    torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" --shape gpu --steps 100000 \
     "${fault[@]}" > "$W/train.log" 2>&1 &
   TPID=$!
   J=""; for i in $(seq 60); do sleep 1; J=$(job_of); [ -n "$J" ] && break; done
@@ -56,7 +56,8 @@ for scen in ${SCENARIOS:-sigstop python mismatch}; do
   echo "$out" > "$RES/hang_$scen.json"
   $X hang --job "$J" 2>&1 | head -60
   [ "$scen" = sigstop ] && kill -CONT "$P" 2>/dev/null
-  kill -- -"$(ps -o pgid= $TPID | tr -d ' ')" 2>/dev/null; sleep 2; kill -9 -- -"$(ps -o pgid= $TPID | tr -d ' ')" 2>/dev/null
+  echo "--- train.log tail"; grep -v "^W11" "$W/train.log" | tail -4
+  kill $TPID 2>/dev/null; sleep 2; pkill -9 -f train_gpt.py 2>/dev/null; pkill -9 -f "torchrun --standalone" 2>/dev/null
   kill $EPID 2>/dev/null; pkill -f "xpu-daemon --socket $W" 2>/dev/null; sleep 1
   grep -iE "hang|evidence" "$W/engine.log" | head -8
 done
