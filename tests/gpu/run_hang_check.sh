@@ -32,7 +32,7 @@ for scen in ${SCENARIOS:-sigstop python mismatch}; do
     "${fault[@]}" > "$W/train.log" 2>&1 &
   TPID=$!
   J=""; for i in $(seq 60); do sleep 1; J=$(job_of); [ -n "$J" ] && break; done
-  sleep 8
+  sleep "${PRE_FAULT_S:-25}"  # steady state: start-up (imports, NCCL init, first step) done
   if [ "$scen" = sigstop ]; then
     s0=$(grep -c step_ms "$W/train.log")
     t=$(now); $X timeline dump --job "$J" --last 20000 --out "$W/tl" > "$W/tl.txt" 2>&1; t2=$(now)
@@ -60,4 +60,5 @@ for scen in ${SCENARIOS:-sigstop python mismatch}; do
   kill $TPID 2>/dev/null; sleep 2; pkill -9 -f train_gpt.py 2>/dev/null; pkill -9 -f "torchrun --standalone" 2>/dev/null
   kill $EPID 2>/dev/null; pkill -f "xpu-daemon --socket $W" 2>/dev/null; sleep 1
   grep -iE "hang|evidence" "$W/engine.log" | head -8
+  cp "$W/engine.log" "$RES/engine_$scen.log" 2>/dev/null
 done
