@@ -52,9 +52,10 @@ class ReentrancyGuard {
   bool entered_;
 };
 
-// True when this process traces: hook initialised, XPU_ENABLE != 0, not a
-// forked child, timing policy not "off" for GPU ops (host events still flow
-// when policy is off). One relaxed atomic load.
+// True when the interposers trace: hook initialised, XPU_ENABLE != 0, not a
+// forked child, timing policy not "off". Under "off" nothing the interposers
+// see is recorded (sync and memcpy host records included); host events from
+// the C API (Python side, step markers) still flow. One relaxed atomic load.
 bool Active();
 
 // Host clock used in records (CLOCK_REALTIME ns, vDSO).
