@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tools/xpu_cli/connection.h"
 #include "tools/xpu_cli/json_writer.h"
 #include "tools/xpu_cli/hang_cli.h"
 #include "tools/xpu_cli/timeline_cli.h"
@@ -19,8 +20,6 @@
 namespace xpu::cli {
 namespace {
 
-constexpr char kDefaultEngine[] = "127.0.0.1:7441";
-constexpr char kTokenMetadataKey[] = "x-xpu-token";  // as the engine expects
 constexpr auto kDeadline = std::chrono::seconds(5);
 
 const char kUsage[] = R"(xpu: query the XPUTimer engine.
@@ -109,14 +108,6 @@ struct Flags {
   std::string job;
   std::string command;
 };
-
-std::string ReadFile(const std::string& path, bool* ok) {
-  std::ifstream f(path, std::ios::binary);
-  *ok = static_cast<bool>(f);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 // Parses flags anywhere on the line; the first non-flag word is the command.
 bool ParseArgs(const std::vector<std::string>& args, Flags* f, std::string* error) {
@@ -480,32 +471,11 @@ int RunCli(const std::vector<std::string>& args, const std::string& env_engine, 
     err << "xpu " << f.command << ": --job JOB is required\n";
     return kExitUsage;
   }
-  const std::string engine = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : kDefaultEngine;
-
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (f.tls) {
-    grpc::SslCredentialsOptions ssl;
-    bool ok = true;
-    if (!f.tls_ca.empty()) ssl.pem_root_certs = ReadFile(f.tls_ca, &ok);
-    if (ok && !f.tls_cert.empty()) ssl.pem_cert_chain = ReadFile(f.tls_cert, &ok);
-    if (ok && !f.tls_key.empty()) ssl.pem_private_key = ReadFile(f.tls_key, &ok);
-    if (!ok) {
-      err << "xpu: cannot read a TLS file (--tls-ca/--tls-cert/--tls-key)\n";
-      return kExitUsage;
-    }
-    creds = grpc::SslCredentials(ssl);
-  } else {
-    creds = grpc::InsecureChannelCredentials();
-  }
-  std::string token;
-  if (!f.token_file.empty()) {
-    bool ok = true;
-    token = std::string(absl::StripAsciiWhitespace(ReadFile(f.token_file, &ok)));
-    if (!ok || token.empty()) {
-      err << "xpu: cannot read token from " << f.token_file << "\n";
-      return kExitUsage;
-    }
-  }
+  EngineConnection conn;
+  if (!ResolveConnection(ConnectionFlagsOf(f), env_engine, &conn, err)) return kExitUsage;
+  const std::string& engine = conn.address;
+  const std::shared_ptr<grpc::ChannelCredentials>& creds = conn.credentials;
+  const std::string& token = conn.token;
   auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(engine, creds));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + kDeadline);

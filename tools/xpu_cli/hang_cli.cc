@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tools/xpu_cli/cli.h"
+#include "tools/xpu_cli/connection.h"
 #include "xpu/v1/xpu.grpc.pb.h"
 
 namespace xpu::cli {
@@ -27,26 +28,10 @@ struct HangFlags {
   double deadline_s = 20;
 };
 
-bool ReadAll(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  *out = ss.str();
-  return true;
-}
-
 bool WriteAll(const std::string& path, const std::string& data) {
   std::ofstream o(path, std::ios::binary | std::ios::trunc);
   o << data;
   return static_cast<bool>(o);
-}
-
-std::string Strip(std::string s) {
-  while (!s.empty() && isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
-  size_t i = 0;
-  while (i < s.size() && isspace(static_cast<unsigned char>(s[i]))) ++i;
-  return s.substr(i);
 }
 
 bool Parse(const std::vector<std::string>& args, HangFlags* f, std::string* error) {
@@ -141,28 +126,11 @@ int RunHangCli(const std::vector<std::string>& args, const std::string& env_engi
     err << "xpu " << f.command << ": --job JOB is required\n";
     return kExitUsage;
   }
-  const std::string engine = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : "127.0.0.1:7441";
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (f.tls) {
-    grpc::SslCredentialsOptions ssl;
-    bool ok = (f.tls_ca.empty() || ReadAll(f.tls_ca, &ssl.pem_root_certs)) &&
-              (f.tls_cert.empty() || ReadAll(f.tls_cert, &ssl.pem_cert_chain)) &&
-              (f.tls_key.empty() || ReadAll(f.tls_key, &ssl.pem_private_key));
-    if (!ok) {
-      err << "xpu: cannot read a TLS file (--tls-ca/--tls-cert/--tls-key)\n";
-      return kExitUsage;
-    }
-    creds = grpc::SslCredentials(ssl);
-  } else {
-    creds = grpc::InsecureChannelCredentials();
-  }
-  std::string token;
-  if (!f.token_file.empty()) {
-    if (!ReadAll(f.token_file, &token) || (token = Strip(token)).empty()) {
-      err << "xpu: cannot read token from " << f.token_file << "\n";
-      return kExitUsage;
-    }
-  }
+  EngineConnection conn;
+  if (!ResolveConnection(ConnectionFlagsOf(f), env_engine, &conn, err)) return kExitUsage;
+  const std::string& engine = conn.address;
+  const std::shared_ptr<grpc::ChannelCredentials>& creds = conn.credentials;
+  const std::string& token = conn.token;
   auto stub = xpu::v1::HangQuery::NewStub(grpc::CreateChannel(engine, creds));
   grpc::ClientContext ctx;
   const bool collect = f.command == "stacks";
@@ -170,7 +138,7 @@ int RunHangCli(const std::vector<std::string>& args, const std::string& env_engi
   const double wait_s = collect ? f.deadline_s + 10 : 10;
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
-  if (!token.empty()) ctx.AddMetadata("x-xpu-token", token);
+  if (!token.empty()) ctx.AddMetadata(kTokenMetadataKey, token);
   xpu::v1::HangRequest req;
   req.set_job(f.job);
   req.set_collect_now(collect);

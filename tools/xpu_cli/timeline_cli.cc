@@ -19,6 +19,7 @@
 #include "engine/timeline/rank_dump.h"
 #include "engine/timeline/summary.h"
 #include "tools/xpu_cli/cli.h"
+#include "tools/xpu_cli/connection.h"
 #include "xpu/v1/xpu.grpc.pb.h"
 
 namespace xpu::cli {
@@ -26,8 +27,6 @@ namespace {
 
 namespace tl = ::xpu::engine::timeline;
 
-constexpr char kDefaultEngine[] = "127.0.0.1:7441";
-constexpr char kTokenMetadataKey[] = "x-xpu-token";
 
 const char kTimelineHelp[] = R"(xpu timeline: on-demand timelines from the daemons' history.
 
@@ -124,14 +123,6 @@ bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
   return true;
 }
 
-std::string ReadFile(const std::string& path, bool* ok) {
-  std::ifstream f(path, std::ios::binary);
-  *ok = static_cast<bool>(f);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -161,31 +152,11 @@ struct Fetched {
 // Runs Query.TimelineDump; writes raw files into `raw_dir` when not empty.
 int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::TimelineDumpRequest& req,
           const std::string& raw_dir, Fetched* got, std::ostream& err) {
-  const std::string engine = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : kDefaultEngine;
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (f.tls) {
-    grpc::SslCredentialsOptions ssl;
-    bool ok = true;
-    if (!f.tls_ca.empty()) ssl.pem_root_certs = ReadFile(f.tls_ca, &ok);
-    if (ok && !f.tls_cert.empty()) ssl.pem_cert_chain = ReadFile(f.tls_cert, &ok);
-    if (ok && !f.tls_key.empty()) ssl.pem_private_key = ReadFile(f.tls_key, &ok);
-    if (!ok) {
-      err << "xpu: cannot read a TLS file (--tls-ca/--tls-cert/--tls-key)\n";
-      return kExitUsage;
-    }
-    creds = grpc::SslCredentials(ssl);
-  } else {
-    creds = grpc::InsecureChannelCredentials();
-  }
-  std::string token;
-  if (!f.token_file.empty()) {
-    bool ok = true;
-    token = std::string(absl::StripAsciiWhitespace(ReadFile(f.token_file, &ok)));
-    if (!ok || token.empty()) {
-      err << "xpu: cannot read token from " << f.token_file << "\n";
-      return kExitUsage;
-    }
-  }
+  EngineConnection conn;
+  if (!ResolveConnection(ConnectionFlagsOf(f), env_engine, &conn, err)) return kExitUsage;
+  const std::string& engine = conn.address;
+  const std::shared_ptr<grpc::ChannelCredentials>& creds = conn.credentials;
+  const std::string& token = conn.token;
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(512 << 20);  // one rank's history per message
   auto stub = xpu::v1::Query::NewStub(grpc::CreateCustomChannel(engine, creds, args));

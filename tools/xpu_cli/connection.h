@@ -1,0 +1,47 @@
+// tools/xpu_cli/connection.h — how every `xpu` subcommand reaches the engine:
+// address (flag, then $XPU_ENGINE, then the default), TLS credentials and the
+// shared token, resolved once from the common flags. Not thread-safe state:
+// plain functions over their arguments.
+#ifndef XPU_TOOLS_XPU_CLI_CONNECTION_H_
+#define XPU_TOOLS_XPU_CLI_CONNECTION_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <ostream>
+#include <string>
+
+namespace xpu::cli {
+
+inline constexpr char kDefaultEngineAddress[] = "127.0.0.1:7441";
+inline constexpr char kTokenMetadataKey[] = "x-xpu-token";  // as the engine expects
+
+// The connection flags every subcommand accepts.
+struct ConnectionFlags {
+  std::string engine;  // --engine, empty = $XPU_ENGINE or the default
+  bool tls = false;    // --tls (implied by any of the three files)
+  std::string tls_ca, tls_cert, tls_key, token_file;
+};
+
+template <class Flags>
+ConnectionFlags ConnectionFlagsOf(const Flags& f) {
+  return ConnectionFlags{f.engine, f.tls, f.tls_ca, f.tls_cert, f.tls_key, f.token_file};
+}
+
+struct EngineConnection {
+  std::string address;
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::string token;  // empty: none; send as kTokenMetadataKey metadata
+};
+
+// Whole file contents; *ok is false when it cannot be opened.
+std::string ReadFile(const std::string& path, bool* ok);
+
+// Resolves `f` into a connection. Returns false with a message on `err` when
+// a TLS or token file cannot be read (the caller exits with a usage error).
+bool ResolveConnection(const ConnectionFlags& f, const std::string& env_engine,
+                       EngineConnection* out, std::ostream& err);
+
+}  // namespace xpu::cli
+
+#endif  // XPU_TOOLS_XPU_CLI_CONNECTION_H_
