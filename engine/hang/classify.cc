@@ -211,17 +211,31 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
     if (shapes.size() > 1) {
       size_t majority = 0;
       for (const auto& [shape, rs] : shapes) majority = std::max(majority, rs.size());
+      size_t at_majority = 0;
+      for (const auto& [shape, rs] : shapes) at_majority += rs.size() == majority ? 1 : 0;
       std::vector<int32_t> odd;
       for (const auto& [shape, rs] : shapes) {
-        // With a tie every group is listed.
-        if (rs.size() < majority || shapes.size() == rs.size()) odd.insert(odd.end(), rs.begin(), rs.end());
+        if (at_majority == 1 && rs.size() < majority) odd.insert(odd.end(), rs.begin(), rs.end());
         v.details.push_back("seq " + std::to_string(view.stuck_seq) + ": ranks " + Ranks(rs) + " issued " +
                             OpName(std::get<0>(shape)) + " of " + std::to_string(std::get<1>(shape)) + " bytes");
       }
       if (odd.empty()) {
+        // No majority (e.g. two ranks, one shape each): the group that issued
+        // more collectives on this communicator than the others added one;
+        // if that does not single out a group, every group is listed.
+        std::map<uint32_t, std::vector<int32_t>> by_issued;
         for (const auto& [shape, rs] : shapes) {
-          if (rs.size() == majority) continue;
-          odd.insert(odd.end(), rs.begin(), rs.end());
+          uint32_t most = 0;
+          for (int32_t r : rs) most = std::max(most, view.by_rank.at(r)->last_issued);
+          by_issued[most].insert(by_issued[most].end(), rs.begin(), rs.end());
+        }
+        const auto& top = *by_issued.rbegin();
+        if (by_issued.size() > 1) {
+          odd = top.second;
+          v.details.push_back("ranks " + Ranks(odd) + " issued " + std::to_string(top.first) +
+                              " collectives on this communicator, the others fewer: they issued an extra one");
+        } else {
+          for (const auto& [shape, rs] : shapes) odd.insert(odd.end(), rs.begin(), rs.end());
         }
       }
       v.cls = HangClass::kMismatch;

@@ -115,6 +115,23 @@ TEST(ClassifyTest, DifferentOpAtTheSameSeqIsAMismatch) {
   EXPECT_EQ(v.culprits, std::vector<int32_t>({1, 2}));
 }
 
+// Two ranks, one shape each (no majority): the rank that issued one
+// collective more than the other is the one that added a collective.
+TEST(ClassifyTest, TwoRankMismatchNamesTheRankThatIssuedMore) {
+  auto ranks = Waiting(2);
+  ranks[1].comms[0].pending_bytes = 4096;
+  ranks[1].comms[0].last_issued = 13;
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kMismatch);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({1}));
+  EXPECT_NE(v.reason.find("rank(s) 1 issued a different op or size"), std::string::npos);
+  // Same issued counts: nothing singles a rank out, both are listed.
+  ranks[1].comms[0].last_issued = 12;
+  v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kMismatch);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0, 1}));
+}
+
 TEST(ClassifyTest, AllInsideTheKernelIsCommunicationAndTheRingLocatesTheLink) {
   auto ranks = Waiting();
   // Link 3 -> 4 (between the hosts) broken: rank 4 did 0 steps, 5 did 1,

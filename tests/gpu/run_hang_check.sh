@@ -46,7 +46,7 @@ for scen in ${SCENARIOS:-sigstop python mismatch}; do
     T0=$(now); echo "fault injected (seen in log)"
   fi
   sus=""; diag=""
-  for i in $(seq 90); do
+  for i in $(seq "${WAIT_S:-75}"); do
     sleep 1
     out=$($X hang --job "$J" --json 2>/dev/null)
     [ -z "$sus" ] && grep -q '"xpu_hang\|hang' "$W/engine.log" 2>/dev/null && sus=$($PY -c "print(round($(now)-$T0,1))")

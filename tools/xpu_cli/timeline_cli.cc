@@ -50,8 +50,8 @@ xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--out DIR]
     Ranks whose daemon does not answer come from the engine's own
     recent-record ring (listed as such) unless --no-engine-fallback.
 
-xpu timeline summary (--in DIR | --job JOB [--ranks ..] [--last N | --since T]) [--json]
-    Top signatures by time, per-rank step breakdown (step time, compute /
+xpu timeline summary (--in DIR | --job JOB [--ranks ..] [--last N | --since T]) [--top N] [--json]
+    Top N signatures by time (default 15; also bounds the communicator list), per-rank step breakdown (step time, compute /
     communication / host time, V_inter, V_minority, GEMM TFLOPS), communicator
     bus bandwidth and clock offsets, computed on the dumped window only.
 JSON (summary): {job, window_start_ns, window_end_ns, ops, top: [...], ranks: [...],
@@ -62,13 +62,13 @@ struct Flags {
   std::string engine, tls_ca, tls_cert, tls_key, token_file;
   bool tls = false, json = false, help = false, no_engine_fallback = false;
   std::vector<std::string> words;  // command, subcommand
-  std::string job, ranks, last, since, out, in, format = "auto", deadline_s;
+  std::string job, ranks, last, since, out, in, format = "auto", deadline_s, top;
 };
 
 const std::set<std::string>& ValueFlags() {
   static const auto* s = new std::set<std::string>{"--engine", "--tls-ca", "--tls-cert", "--tls-key",
                                                    "--token-file", "--job", "--ranks", "--last", "--since",
-                                                   "--out", "--in", "--format", "--deadline-s"};
+                                                   "--out", "--in", "--format", "--deadline-s", "--top"};
   return *s;
 }
 
@@ -105,6 +105,7 @@ bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
       else if (a == "--in") f->in = value;
       else if (a == "--format") f->format = value;
       else if (a == "--deadline-s") f->deadline_s = value;
+      else if (a == "--top") f->top = value;
     } else if (a == "--no-engine-fallback") {
       f->no_engine_fallback = true;
     } else if (a == "--json") {
@@ -349,6 +350,11 @@ int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::
 }
 
 int Summary(const Flags& f, const std::string& env_engine, std::ostream& out, std::ostream& err) {
+  size_t top_n = 15;
+  if (!f.top.empty() && (!absl::SimpleAtoi(f.top, &top_n) || top_n == 0)) {
+    err << "xpu timeline summary: --top wants a positive number, got '" << f.top << "'\n";
+    return kExitUsage;
+  }
   std::vector<tl::RankDump> ranks;
   if (!f.in.empty()) {
     absl::StatusOr<std::vector<tl::RankDump>> r = tl::ReadRawDir(f.in);
@@ -372,7 +378,7 @@ int Summary(const Flags& f, const std::string& env_engine, std::ostream& out, st
     }
     ranks = std::move(got.ranks);
   }
-  tl::TimelineSummary s = tl::Summarize(ranks, tl::EstimateClockOffsets(ranks));
+  tl::TimelineSummary s = tl::Summarize(ranks, tl::EstimateClockOffsets(ranks), top_n);
   out << (f.json ? tl::SummaryJson(s) : tl::SummaryText(s));
   return kExitOk;
 }

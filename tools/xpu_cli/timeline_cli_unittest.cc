@@ -61,6 +61,8 @@ TEST(TimelineCliTest, UsageErrors) {
   EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--last", "5", "--since", "5m"}, &out, &err), kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--ranks", "x"}, &out, &err), kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "summary"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "summary", "--in", "/tmp", "--top", "0"}, &out, &err), kExitUsage);
+  EXPECT_NE(err.find("--top wants a positive number"), std::string::npos);
   EXPECT_EQ(RunTl({"timeline", "frobnicate"}, &out, &err), kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "--help"}, &out, &err), kExitOk);
   EXPECT_NE(out.find("xpu timeline dump --job JOB"), std::string::npos);
