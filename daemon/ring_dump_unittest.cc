@@ -102,6 +102,58 @@ TEST_F(RingDumpTest, CsvAndLimit) {
   EXPECT_NE(out.find("9,2,allreduce,\"allreduce\",1009,7000"), std::string::npos) << out;
 }
 
+// Call-site links (record.h XPU_OP_PY_CALLSITE) are shown with their
+// launch, and a launch with its stack; the link precedes its launch here, as
+// it does in a real ring (the completion thread writes the launch later).
+TEST(RingDumpCallsiteTest, LinksJoinTheirLaunchByKey) {
+  ASSERT_FALSE(g_dump_binary.empty());
+  testing::TestRingConfig cfg;
+  cfg.ring_capacity = 16;
+  auto w = testing::TestRingWriter::Create(cfg);
+  xpu_signature_v1 shape{};
+  shape.m = shape.n = shape.k = shape.batch = 1;
+  const uint32_t gemm = w->AddSignature(XPU_OP_GEMM, "cublasGemmEx", &shape);
+  const uint32_t stack = w->AddSignature(XPU_OP_PY_CALLSITE, "fwd@m.py:3;main@t.py:9");
+  auto rec = [](uint32_t sig, uint64_t start, uint32_t seq, uint16_t stream, int32_t lat, uint16_t flags) {
+    xpu_record_v1 r = testing::TestRingWriter::MakeRecord(sig, start, 0, flags);
+    r.seq = seq;
+    r.stream = stream;
+    r.issue_latency_ns = lat;
+    return r;
+  };
+  ASSERT_TRUE(w->Write(rec(stack, 100, 7, 3, static_cast<int32_t>(gemm), XPU_REC_HOST)));   // @0 link
+  ASSERT_TRUE(w->Write(rec(gemm, 90, 6, 3, 0, XPU_REC_TIMED)));                              // @1 other
+  ASSERT_TRUE(w->Write(rec(gemm, 120, 7, 3, 20, XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID)));  // @2 launch
+  ASSERT_TRUE(w->Write(rec(stack, 200, 9, 3, static_cast<int32_t>(gemm), XPU_REC_HOST)));   // @3 no launch
+  char tmpl[] = "/tmp/xpu-ring-dump-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, w->base(), w->size()), static_cast<ssize_t>(w->size()));
+  close(fd);
+  int st;
+  const std::string json = RunDump(std::string("--json ") + tmpl, &st);
+  EXPECT_EQ(st, 0) << json;
+  EXPECT_NE(json.find("\"kind\":\"py_callsite\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"launch\":{\"sig_id\":1,\"seq\":7,\"stream\":3,\"position\":2}"), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"launch\":{\"sig_id\":1,\"seq\":9,\"stream\":3,\"position\":null}"),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"seq\":7,\"stream\":3,\"flags\":65,\"timed\":true,\"flops\":2,\"bytes\":0,\"comm_id\":0,"
+                      "\"callsite_sig_id\":2,\"callsite\":\"fwd@m.py:3;main@t.py:9\"}"),
+            std::string::npos)
+      << json;
+  EXPECT_EQ(json.find("\"seq\":6,\"stream\":3,\"flags\":1,\"timed\":true,\"flops\":2,\"bytes\":0,\"comm_id\":0,"
+                      "\"callsite"),
+            std::string::npos)
+      << json;
+  const std::string text = RunDump(tmpl, &st);
+  EXPECT_EQ(st, 0) << text;
+  EXPECT_NE(text.find("flags=0x20 launch=@2"), std::string::npos) << text;
+  EXPECT_NE(text.find("flags=0x41 callsite=#2"), std::string::npos) << text;
+  unlink(tmpl);
+}
+
 TEST_F(RingDumpTest, BadInputsFailCleanly) {
   int st;
   RunDump("/nonexistent/ring", &st);

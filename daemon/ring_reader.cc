@@ -51,7 +51,7 @@ bool IsKnownOpKind(uint32_t kind) {
       return true;
     default:
       return (kind >= XPU_OP_ALLREDUCE && kind <= XPU_OP_RECV) ||
-             (kind >= XPU_OP_PY_GC && kind <= XPU_OP_ANNOTATION);
+             (kind >= XPU_OP_PY_GC && kind <= XPU_OP_PY_CALLSITE);
   }
 }
 

@@ -109,6 +109,17 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
   c.event_pool = static_cast<uint32_t>(UintOr(env, "XPU_EVENT_POOL", 4096, 16, 1u << 16));
   c.pending_max = static_cast<uint32_t>(UintOr(env, "XPU_PENDING_MAX", 16384, 64, 1u << 20));
   c.clock_recal_s = static_cast<uint32_t>(UintOr(env, "XPU_CLOCK_RECAL_S", 5, 1, 3600));
+  // Python call sites on sampled launches (py_callsite.h); out-of-range
+  // values are clamped rather than ignored: asking for more frames than we
+  // walk still means "as many as you walk". XPU_PYTHON=off turns every Python
+  // feature off, this one included.
+  uint64_t depth = 0;
+  if (ParseUint(env("XPU_PY_STACK_DEPTH"), UINT32_MAX, &depth)) {
+    c.py_stack_depth = static_cast<uint32_t>(depth > 64 ? 64 : depth);
+  }
+  if (const char* py = env("XPU_PYTHON"); py != nullptr && ParseBool(py, &b) && !b) {
+    c.py_stack_depth = 0;
+  }
 
   // Job identity: the launcher's run id first, so that all ranks agree.
   c.job = StrOr(env, "TORCHELASTIC_RUN_ID", "");

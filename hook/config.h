@@ -41,6 +41,7 @@ struct Config {
   uint32_t event_pool = 4096;                          // XPU_EVENT_POOL (per device, per kind)
   uint32_t pending_max = 16384;                        // XPU_PENDING_MAX
   uint32_t clock_recal_s = 5;                          // XPU_CLOCK_RECAL_S
+  uint32_t py_stack_depth = 8;                         // XPU_PY_STACK_DEPTH (0 = no call sites)
   int32_t rank = -1;                                   // RANK
   int32_t local_rank = -1;                             // LOCAL_RANK
   int32_t world_size = 0;                              // WORLD_SIZE

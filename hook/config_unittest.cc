@@ -39,6 +39,18 @@ TEST(ConfigTest, Defaults) {
   EXPECT_EQ(c.world_size, 0);
   EXPECT_EQ(c.local_world_size, 0);
   EXPECT_EQ(c.clock_recal_s, 5u);
+  EXPECT_EQ(c.py_stack_depth, 8u);
+}
+
+TEST(ConfigTest, PythonStackDepth) {
+  EXPECT_EQ(Load({{"XPU_PY_STACK_DEPTH", "0"}}).py_stack_depth, 0u);
+  EXPECT_EQ(Load({{"XPU_PY_STACK_DEPTH", "3"}}).py_stack_depth, 3u);
+  EXPECT_EQ(Load({{"XPU_PY_STACK_DEPTH", "1000"}}).py_stack_depth, 64u);  // clamped
+  EXPECT_EQ(Load({{"XPU_PY_STACK_DEPTH", "-1"}}).py_stack_depth, 8u);     // malformed: default
+  EXPECT_EQ(Load({{"XPU_PY_STACK_DEPTH", "4x"}}).py_stack_depth, 8u);
+  EXPECT_EQ(Load({{"XPU_PYTHON", "off"}}).py_stack_depth, 0u);
+  EXPECT_EQ(Load({{"XPU_PYTHON", "off"}, {"XPU_PY_STACK_DEPTH", "4"}}).py_stack_depth, 0u);
+  EXPECT_EQ(Load({{"XPU_PYTHON", "on"}}).py_stack_depth, 8u);
 }
 
 TEST(ConfigTest, ValidValues) {

@@ -2,7 +2,8 @@
 // (libcublas.so.13). Every GEMM is traced with a signature of kind
 // XPU_OP_GEMM named by the API, carrying m/n/k/batch, transposes, operand,
 // output and compute types; the sampler in the core decides whether a given
-// occurrence is timed.
+// occurrence is timed, and a sampled one launched by a thread holding the GIL
+// gets its Python call site (py_callsite.h).
 //
 // Names: cublas_v2.h maps cublasSgemm -> cublasSgemm_v2 and
 // cublasGetStream -> cublasGetStream_v2 by macro; this file always spells
@@ -72,7 +73,7 @@ inline cublasStatus_t TraceGemm(const ReentrancyGuard& g, cublasHandle_t handle,
   sig.compute_type = s.compute_type;
   const uint32_t sig_id = InternSignature(sig, name, N - 1);
   if (sig_id == 0) return call();
-  return TraceGpuCall(sig_id, stream, 0, 0, call);
+  return TraceGpuCallWithCallsite(sig_id, stream, 0, 0, call);
 }
 
 }  // namespace

@@ -102,5 +102,6 @@ XPU_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   static constexpr char kName[] = "cublasLtMatmul";
   const uint32_t sig_id = xpu::hook::InternSignature(sig, kName, sizeof(kName) - 1);
   if (sig_id == 0) return call();
-  return xpu::hook::TraceGpuCall(sig_id, stream, 0, 0, call);
+  // A sampled launch from a thread holding the GIL gets its Python call site.
+  return xpu::hook::TraceGpuCallWithCallsite(sig_id, stream, 0, 0, call);
 }

@@ -4,6 +4,7 @@
 // child (it then does nothing and returns 0 / -1). Thread-safety: any thread.
 #include <cstring>
 
+#include "py_callsite.h"
 #include "runtime.h"
 #include "tracer.h"
 #include "xpu/hook_api.h"
@@ -28,7 +29,13 @@ bool IsHostKind(uint32_t kind) {
 
 }  // namespace
 
-XPU_EXPORT int xpu_hook_api_version(void) { return XPU_HOOK_API_VERSION; }
+// The Python package calls these two first (at import, then once per
+// signature): a process that loaded libpython after the hook initialised gets
+// its call-site symbols resolved here (py_callsite.h), off the launch path.
+XPU_EXPORT int xpu_hook_api_version(void) {
+  MaybeResolvePyApi(NowNs());
+  return XPU_HOOK_API_VERSION;
+}
 
 XPU_EXPORT int xpu_is_enabled(void) { return HostActive() ? 1 : 0; }
 
@@ -42,6 +49,7 @@ XPU_EXPORT uint64_t xpu_now_ns(void) { return NowNs(); }
 XPU_EXPORT uint32_t xpu_intern_host_signature(uint32_t kind, const char* name, uint32_t len,
                                               int32_t aux) {
   if (!HostActive() || !IsHostKind(kind)) return 0;
+  MaybeResolvePyApi(NowNs());
   xpu_signature_v1 sig;
   memset(&sig, 0, sizeof(sig));
   sig.kind = static_cast<uint16_t>(kind);

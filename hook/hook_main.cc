@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "py_callsite.h"
 #include "runtime.h"
 #include "tracer.h"
 
@@ -217,6 +218,9 @@ bool InitRuntime(const Config& config, pid_t pid, std::string* error) {
   g_kernel_sample_every.store(config.kernel_sample_every, std::memory_order_relaxed);
   g_runtime.store(rt, std::memory_order_release);
   RecomputeActive();
+  // A python binary has its C API loaded by now (linked in, or DT_NEEDED).
+  ConfigurePyCallsites(config.py_stack_depth);
+  MaybeResolvePyApi(NowNs());
   return true;
 }
 

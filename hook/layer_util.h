@@ -216,6 +216,22 @@ inline auto TraceGpuCall(uint32_t sig_id, const void* stream, uint32_t seq, uint
   return status;
 }
 
+// TraceGpuCall for the launches that carry a Python call site (cuBLAS and
+// cuBLASLt GEMMs, NCCL collectives and p2p; record.h XPU_OP_PY_CALLSITE):
+// when the sampler picked this occurrence, the calling thread's Python stack
+// is linked to it. Captured after the real call returned and the end event
+// was recorded, so that walking Python frames never lands between the
+// timing events.
+template <typename Call>
+inline auto TraceGpuCallWithCallsite(uint32_t sig_id, const void* stream, uint32_t seq,
+                                     uint16_t flags, Call&& call) {
+  const OpHandle op = BeginGpuOp(sig_id, stream, seq, flags);
+  auto status = call();
+  EndGpuOp(op, stream, static_cast<int>(status));
+  if (op.picked) EmitCallsiteLink(op, CapturePyCallsite());
+  return status;
+}
+
 // Driver entry points handed out by cuGetProcAddress / cudaGetDriverEntryPoint
 // (driver_hooks.cc): returns our wrapper for the launch entry points
 // (remembering `real_fn` as the function the wrapper forwards to), else

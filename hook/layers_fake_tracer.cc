@@ -17,6 +17,10 @@ struct State {
   std::vector<BeginCall> begins;
   std::vector<EndCall> ends;
   std::vector<HostInterval> hosts;
+  std::vector<CallsiteLink> links;
+  bool picked = false;
+  uint32_t py_callsite = 0;
+  uint64_t captures = 0;
   std::vector<std::string> events;
   uint64_t counters[XPU_CNT_MAX] = {};
   uint64_t clock = 1000;
@@ -43,8 +47,26 @@ void SetKernelSampleEvery(uint32_t n) {
   std::lock_guard<std::mutex> l(S().mu);
   S().kernel_sample_every = n;
 }
+void SetPicked(bool picked) {
+  std::lock_guard<std::mutex> l(S().mu);
+  S().picked = picked;
+}
+void SetPyCallsite(uint32_t stack_sig) {
+  std::lock_guard<std::mutex> l(S().mu);
+  S().py_callsite = stack_sig;
+}
+uint64_t PyCallsiteCaptures() {
+  std::lock_guard<std::mutex> l(S().mu);
+  return S().captures;
+}
+std::vector<CallsiteLink> Links() {
+  std::lock_guard<std::mutex> l(S().mu);
+  return S().links;
+}
 void Reset() {
   std::lock_guard<std::mutex> l(S().mu);
+  S().links.clear();
+  S().captures = 0;
   S().begins.clear();
   S().ends.clear();
   S().hosts.clear();
@@ -133,6 +155,8 @@ OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t 
   h.slot = static_cast<uint32_t>(fake::S().begins.size());
   h.sig_id = sig_id;
   h.launch_ns = fake::S().clock;
+  h.seq = seq;
+  h.picked = fake::S().picked ? 1 : 0;
   return h;
 }
 
@@ -147,6 +171,20 @@ void EmitHostInterval(uint32_t sig_id, uint64_t start_ns, uint64_t end_ns, uint3
   std::lock_guard<std::mutex> l(fake::S().mu);
   fake::S().hosts.push_back(fake::HostInterval{sig_id, start_ns, end_ns, value, flags});
   fake::S().events.push_back("host");
+}
+
+uint32_t CapturePyCallsite() {
+  std::lock_guard<std::mutex> l(fake::S().mu);
+  ++fake::S().captures;
+  fake::S().events.push_back("capture");
+  return fake::S().py_callsite;
+}
+
+void EmitCallsiteLink(const OpHandle& op, uint32_t stack_sig) {
+  if (op.picked == 0 || stack_sig == 0 || op.sig_id == 0) return;
+  std::lock_guard<std::mutex> l(fake::S().mu);
+  fake::S().links.push_back(fake::CallsiteLink{op.slot, op.sig_id, op.seq, stack_sig});
+  fake::S().events.push_back("link");
 }
 
 void Count(xpu_counter counter, uint64_t n) {

@@ -33,6 +33,12 @@ struct EndCall {
   const void* stream;
   int status;
 };
+struct CallsiteLink {
+  uint32_t slot;       // OpHandle::slot of the launch
+  uint32_t launch_sig;
+  uint32_t seq;
+  uint32_t stack_sig;  // what CapturePyCallsite returned
+};
 struct HostInterval {
   uint32_t sig_id;
   uint64_t start_ns, end_ns;
@@ -48,6 +54,13 @@ void SetReal(const std::string& name, void* fn);
 void SetActive(bool active);
 void SetKernelSampleEvery(uint32_t n);
 
+// Whether BeginGpuOp reports the occurrence as picked by the sampler
+// (default false), and what CapturePyCallsite returns (default 0).
+void SetPicked(bool picked);
+void SetPyCallsite(uint32_t stack_sig);
+// How often CapturePyCallsite was called.
+uint64_t PyCallsiteCaptures();
+
 // Clears everything recorded so far (not the reals, not interned ids).
 void Reset();
 
@@ -55,10 +68,11 @@ void Reset();
 std::vector<BeginCall> Begins();
 std::vector<EndCall> Ends();
 std::vector<HostInterval> Hosts();
+std::vector<CallsiteLink> Links();
 uint64_t Counter(xpu_counter c);
 // Signature for an id returned by InternSignature (id >= 1).
 InternedSig Sig(uint32_t sig_id);
-// Event log in call order: "begin", "end", "host" plus whatever the fakes of
+// Event log in call order: "begin", "end", "host", "capture", "link" plus whatever the fakes of
 // the real functions append with Log().
 std::vector<std::string> Events();
 void Log(const std::string& event);

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -247,6 +248,8 @@ class LayersTest : public ::testing::Test {
     fk::Reset();
     fk::SetActive(true);
     fk::SetKernelSampleEvery(0);
+    fk::SetPicked(false);
+    fk::SetPyCallsite(0);
     g_launch_status = cudaSuccess;
     g_gemm_status = CUBLAS_STATUS_SUCCESS;
     t_launch_tally = LaunchTally{};
@@ -564,6 +567,88 @@ TEST_F(LayersTest, GroupOpsAreTimedAroundTheOutermostGroupEnd) {
   fk::Reset();
   ncclAllReduce(nullptr, nullptr, 1, ncclFloat32, ncclSum, c, kStream);
   EXPECT_EQ(fk::Events(), (std::vector<std::string>{"begin", "allreduce", "end"}));
+  ncclCommDestroy(c);
+}
+
+// ---- Python call sites (py_callsite.h) -----------------------------------------
+
+TEST_F(LayersTest, PickedGemmsAndCollectivesLinkTheirCallsiteAfterTheRealCall) {
+  constexpr uint32_t kStack = 77;
+  fk::SetPicked(true);
+  fk::SetPyCallsite(kStack);
+  ncclComm_t c = nullptr;
+  ncclCommInitRank(&c, 2, MakeUniqueId(11), 0);
+  fk::Reset();
+  FakeLtDesc desc{CUBLAS_OP_N, CUBLAS_OP_N, CUBLAS_COMPUTE_32F};
+  FakeLtLayout a{CUDA_R_16BF, 16, 16, 1};
+  auto* h_desc = reinterpret_cast<cublasLtMatmulDesc_t>(&desc);
+  auto* h_a = reinterpret_cast<cublasLtMatrixLayout_t>(&a);
+  cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, nullptr, nullptr, CUDA_R_16BF, 8,
+               nullptr, CUDA_R_16BF, 8, nullptr, nullptr, CUDA_R_16BF, 8, CUBLAS_COMPUTE_32F,
+               CUBLAS_GEMM_DEFAULT);
+  cublasLtMatmul(nullptr, h_desc, nullptr, nullptr, h_a, nullptr, h_a, nullptr, nullptr, h_a,
+                 nullptr, h_a, nullptr, nullptr, 0, kStream);
+  ncclAllReduce(nullptr, nullptr, 4, ncclFloat32, ncclSum, c, kStream);
+  ncclSend(nullptr, 4, ncclFloat32, 1, c, kStream);
+  const auto begins = fk::Begins();
+  const auto links = fk::Links();
+  ASSERT_EQ(begins.size(), 4u);
+  ASSERT_EQ(links.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(links[i].slot, i + 1);  // the fake's slot = begin index + 1
+    EXPECT_EQ(links[i].launch_sig, begins[i].sig_id);
+    EXPECT_EQ(links[i].seq, begins[i].seq);
+    EXPECT_EQ(links[i].stack_sig, kStack);
+  }
+  // The stack is walked after the op's end event, never between its events.
+  const std::vector<std::string> ev = fk::Events();
+  const auto at = std::find(ev.begin(), ev.end(), "allreduce");
+  ASSERT_TRUE(at != ev.end() && at != ev.begin() && ev.end() - at >= 4);
+  EXPECT_EQ(std::vector<std::string>(at - 1, at + 4),
+            (std::vector<std::string>{"begin", "allreduce", "end", "capture", "link"}));
+  ncclCommDestroy(c);
+}
+
+TEST_F(LayersTest, UnpickedLaunchesAndPlainKernelsNeverWalkPython) {
+  fk::SetPyCallsite(77);
+  cublasSgemmStridedBatched(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, nullptr, nullptr, 8, 0,
+                            nullptr, 8, 0, nullptr, nullptr, 8, 0, 2);
+  EXPECT_EQ(fk::Begins().size(), 1u);
+  EXPECT_EQ(fk::PyCallsiteCaptures(), 0u);  // not picked: not even a GIL check
+  fk::SetPicked(true);
+  fk::SetKernelSampleEvery(1);
+  cudaLaunchKernel(kKernelA, dim3(1), dim3(1), nullptr, 0, kStream);
+  EXPECT_EQ(fk::Begins().size(), 2u);       // traced ...
+  EXPECT_EQ(fk::PyCallsiteCaptures(), 0u);  // ... but kernels carry no call site
+  EXPECT_TRUE(fk::Links().empty());
+}
+
+TEST_F(LayersTest, PickedOpsOfAGroupShareOneWalkAtTheOutermostGroupEnd) {
+  fk::SetPicked(true);
+  fk::SetPyCallsite(5);
+  ncclComm_t c = nullptr;
+  ncclCommInitRank(&c, 2, MakeUniqueId(12), 0);
+  fk::Reset();
+  ncclGroupStart();
+  ncclAllReduce(nullptr, nullptr, 1, ncclFloat32, ncclSum, c, kStream);
+  ncclAllReduce(nullptr, nullptr, 2, ncclFloat32, ncclSum, c, kStream);
+  ncclGroupEnd();
+  EXPECT_EQ(fk::Events(), (std::vector<std::string>{"allreduce", "allreduce", "begin", "begin",
+                                                    "group_end", "end", "end", "capture", "link",
+                                                    "link"}));
+  const auto links = fk::Links();
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[0].seq, 1u);
+  EXPECT_EQ(links[1].seq, 2u);
+  EXPECT_NE(links[0].launch_sig, links[1].launch_sig);  // different counts
+  // No stack (GIL not held): walked once, nothing linked.
+  fk::Reset();
+  fk::SetPyCallsite(0);
+  ncclGroupStart();
+  ncclAllReduce(nullptr, nullptr, 1, ncclFloat32, ncclSum, c, kStream);
+  ncclGroupEnd();
+  EXPECT_EQ(fk::PyCallsiteCaptures(), 1u);
+  EXPECT_TRUE(fk::Links().empty());
   ncclCommDestroy(c);
 }
 

@@ -24,6 +24,10 @@
 // (nccl_plugin_join.h). Once a plugin attached, the kinds it times get a
 // non-timing completion event only (extra flag XPU_REC_NOT_TIMED).
 //
+// Python call sites (py_callsite.h): a sampled op issued by a thread that
+// holds the GIL is linked to its Python stack after the real call; grouped
+// ops take the stack of the outermost ncclGroupEnd, where they launch.
+//
 // Non-blocking communicators (config->blocking = 0) may return
 // ncclInProgress: that is treated as success for records, and the op's
 // timing is then an upper bound of the enqueue, not of the kernel.
@@ -225,6 +229,7 @@ inline ncclResult_t CommOp(const ReentrancyGuard& g, uint16_t kind, const char (
   const ncclResult_t status = call();
   NcclIssueClear();
   EndGpuOp(op, stream, NcclOk(status) ? 0 : static_cast<int>(status));
+  if (op.picked) EmitCallsiteLink(op, CapturePyCallsite());
   return status;
 }
 
@@ -568,5 +573,17 @@ XPU_EXPORT ncclResult_t ncclGroupEnd() {
   xpu::hook::NcclIssueClear();
   const int status = xpu::hook::NcclOk(rc) ? 0 : static_cast<int>(rc);
   for (uint32_t i = 0; i < n; ++i) xpu::hook::EndGpuOp(handles[i], grp.ops[i].stream, status);
+  // The group's kernels launch here: its sampled ops share the Python stack
+  // of this outermost ncclGroupEnd, walked once.
+  uint32_t stack = 0;
+  bool walked = false;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (!handles[i].picked) continue;
+    if (!walked) {
+      stack = xpu::hook::CapturePyCallsite();
+      walked = true;
+    }
+    xpu::hook::EmitCallsiteLink(handles[i], stack);
+  }
   return rc;
 }

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "fake_cuda_for_test.h"
+#include "fake_python_for_test.h"
 #include "gtest/gtest.h"
 #include "runtime.h"
 #include "tracer.h"
@@ -226,6 +227,47 @@ TEST_F(NoAllocTest, TrackedGpuOpAndCompletion) {
   rt->worker.PollOnce(NowNs());
   EXPECT_EQ(a.count(), 0u);
   EXPECT_EQ(rt->ring.Counter(XPU_CNT_RECORDS_WRITTEN), written + kCalls);
+}
+
+// Python call sites of sampled launches: the hook's side of the walk, the
+// naming of a new stack and the link record allocate nothing (the CPython
+// double allocates nothing either, so every allocation would be ours).
+TEST_F(NoAllocTest, PythonCallsiteMissHitAndLink) {
+  FakePyCode code;
+  InitCode(&code, "Block.forward", "forward", "/src/model.py");
+  FakePyFrame frames[2];
+  frames[0].code = frames[1].code = &code;
+  frames[0].line = 10;
+  frames[1].line = 20;
+  LinkFrames(frames, 2);
+  Py().current = &frames[0];
+  Py().AcquireGil();
+  PyApi api = FakePyApi();
+  SetPyApiForTest(&api, 8);
+  const uint32_t gemm = GemmSig(69);
+  OpHandle h = BeginGpuOp(gemm, nullptr, 0, 0);
+  EndGpuOp(h, nullptr, 0);
+  ASSERT_EQ(h.picked, 1);  // the first occurrence
+  uint32_t sig = 0;
+  {
+    Armed a;
+    sig = CapturePyCallsite();
+    EXPECT_EQ(a.count(), 0u);
+  }
+  ASSERT_NE(sig, 0u);
+  {
+    Armed a;
+    for (int i = 0; i < kCalls; ++i) {
+      EXPECT_EQ(CapturePyCallsite(), sig);
+      EmitCallsiteLink(h, sig);
+      if (i % 1000 == 999) DrainRing();
+    }
+    EXPECT_EQ(a.count(), 0u);
+  }
+  SetPyApiForTest(nullptr, 0);
+  Py().current = nullptr;
+  Py().ReleaseGil();
+  DrainRing();
 }
 
 }  // namespace

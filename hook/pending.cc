@@ -86,18 +86,20 @@ OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t 
 
   const Config& c = rt->config;
   const uint32_t kind = rt->sigs.KindOf(sig_id);
+  // Plain kernels reach us only when the layer's XPU_KERNEL_SAMPLE_EVERY
+  // tally picked this launch. Everything else asks the per-signature
+  // sampler, whatever the policy: its pick also decides which launches get a
+  // Python call site (OpHandle::picked), under XPU_TIMING=all too.
+  const bool picked = kind == XPU_OP_KERNEL ||
+                      SampleDecision(rt->sampler.Next(sig_id), c.sample_first, c.sample_every);
+  h.picked = picked ? 1 : 0;
   bool timed;
   if ((extra_flags & XPU_REC_NOT_TIMED) != 0) {
     // The caller has another timer for this op (a collective timed by the
     // NCCL profiler plugin, docs/timing-policy.md): completion tracking only.
     timed = false;
-  } else if (kind == XPU_OP_KERNEL) {
-    // Plain kernels reach us only when the layer's XPU_KERNEL_SAMPLE_EVERY
-    // tally picked this launch: traced like a sampled op.
-    timed = true;
   } else {
-    timed = c.timing == TimingPolicy::kAll ||
-            SampleDecision(rt->sampler.Next(sig_id), c.sample_first, c.sample_every);
+    timed = picked || c.timing == TimingPolicy::kAll;
   }
 
   if (!rt->cuda_ready.load(std::memory_order_acquire)) {

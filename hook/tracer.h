@@ -81,7 +81,11 @@ struct OpHandle {
   // XPU_REC_UNTRACKED so counts and sequence numbers stay complete.
   uint32_t seq = 0;
   uint16_t stream = 0;
-  uint16_t untracked = 0;
+  uint8_t untracked = 0;
+  // The per-signature sampler picked this occurrence (XPU_SAMPLE_FIRST /
+  // XPU_SAMPLE_EVERY), whatever the timing policy and whether or not the
+  // core times it: such launches get a Python call site (EmitCallsiteLink).
+  uint8_t picked = 0;
 };
 
 // Before the real call: decides (per signature sampler, per policy, graph
@@ -97,6 +101,19 @@ OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t 
 // the record once the GPU has finished it. On failure the events are returned
 // to the pool and a record with XPU_REC_CALL_FAILED is written.
 void EndGpuOp(const OpHandle& op, const void* stream, int status);
+
+// sig_id (XPU_OP_PY_CALLSITE, record.h) of the calling thread's Python
+// stack, or 0: feature off (XPU_PY_STACK_DEPTH=0, no Python in the process),
+// this thread does not hold the GIL, no Python frame, or not internable.
+// Call it only for launches the sampler picked (OpHandle::picked): it walks
+// Python frames through the CPython C API (py_callsite.h says what that may
+// cost and why it is allowed here).
+uint32_t CapturePyCallsite();
+
+// Writes the zero-length link record that ties `stack_sig` to the launch
+// `op` (its sig_id, seq and stream; record.h, XPU_OP_PY_CALLSITE). Does
+// nothing when stack_sig or op.sig_id is 0 or op is not picked.
+void EmitCallsiteLink(const OpHandle& op, uint32_t stack_sig);
 
 // Host-side interval (sync APIs, Python events): written directly.
 void EmitHostInterval(uint32_t sig_id, uint64_t start_ns, uint64_t end_ns, uint32_t value,

@@ -9,10 +9,17 @@
 // {"type":"signature",...} and {"type":"record",...} with the signature's
 // fields resolved, duration in ns, FLOPs and bytes (formulas.h).
 // --csv prints one line per record with a header row.
+//
+// Python call sites (record.h XPU_OP_PY_CALLSITE): a link record is shown
+// with the launch it belongs to ("launch": sig_id, seq, stream and the
+// launch record's position when it is among the records printed), and a
+// launch that has a link with its stack ("callsite_sig_id", "callsite").
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "daemon/ring_reader.h"
@@ -70,6 +77,7 @@ const char* KindName(uint32_t kind) {
     case XPU_OP_PY_API: return "py_api";
     case XPU_OP_STEP: return "step";
     case XPU_OP_ANNOTATION: return "annotation";
+    case XPU_OP_PY_CALLSITE: return "py_callsite";
     default: return "unknown";
   }
 }
@@ -95,6 +103,46 @@ std::string CsvEscape(const std::string& s) {
     out += c;
   }
   return out + "\"";
+}
+
+// Call-site links joined to their launches among `recs` (record.h: the
+// launch is the non-plugin record with the link's (launch sig_id, seq,
+// stream); the nearest in time if seq wrapped around).
+struct CallsiteJoin {
+  std::map<size_t, size_t> launch_of_link;  // index of link -> index of launch
+  std::map<size_t, size_t> link_of_launch;
+};
+
+CallsiteJoin JoinCallsites(const RingReader& reader, const std::vector<RingRecord>& recs) {
+  auto kind_of = [&](uint32_t sig_id) {
+    const SignatureInfo* s = reader.signature(sig_id);
+    return s != nullptr ? s->sig.kind : 0u;
+  };
+  std::map<std::tuple<uint32_t, uint32_t, uint16_t>, std::vector<size_t>> launches;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const xpu_record_v1& r = recs[i].rec;
+    if (kind_of(r.sig_id) == XPU_OP_PY_CALLSITE || (r.flags & XPU_REC_PLUGIN)) continue;
+    launches[{r.sig_id, r.seq, r.stream}].push_back(i);
+  }
+  CallsiteJoin j;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const xpu_record_v1& r = recs[i].rec;
+    const uint32_t launch_sig = xpu_callsite_launch_sig_id(&r);
+    if (kind_of(r.sig_id) != XPU_OP_PY_CALLSITE || launch_sig == 0) continue;
+    auto it = launches.find({launch_sig, r.seq, r.stream});
+    if (it == launches.end()) continue;
+    size_t best = it->second.front();
+    auto gap = [&](size_t k) {
+      const uint64_t a = recs[k].rec.start_ns;
+      return a > r.start_ns ? a - r.start_ns : r.start_ns - a;
+    };
+    for (size_t k : it->second) {
+      if (gap(k) < gap(best)) best = k;
+    }
+    j.launch_of_link[i] = best;
+    j.link_of_launch[best] = i;
+  }
+  return j;
 }
 
 struct Args {
@@ -182,16 +230,35 @@ int main(int argc, char** argv) {
              g.batch, g.count, g.comm_id, g.comm_rank, g.comm_nranks, g.peer, g.device, xpu_sig_flops(&g),
              xpu_sig_bytes(&g));
     }
-    for (const auto& r : recs) {
+    const CallsiteJoin join = JoinCallsites(reader, recs);
+    for (size_t i = 0; i < recs.size(); ++i) {
+      const RingRecord& r = recs[i];
       const SignatureInfo* s = reader.signature(r.rec.sig_id);
       printf("{\"type\":\"record\",\"position\":%" PRIu64 ",\"sig_id\":%u,\"kind\":\"%s\",\"name\":\"%s\","
              "\"start_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64 ",\"issue_latency_ns\":%d,\"seq\":%u,\"stream\":%u,"
-             "\"flags\":%u,\"timed\":%s,\"flops\":%.0f,\"bytes\":%" PRIu64 ",\"comm_id\":%" PRIu64 "}\n",
+             "\"flags\":%u,\"timed\":%s,\"flops\":%.0f,\"bytes\":%" PRIu64 ",\"comm_id\":%" PRIu64,
              r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
              s ? JsonEscape(s->name).c_str() : "", r.rec.start_ns, xpu_record_duration_ns(&r.rec),
              r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
              (r.rec.flags & XPU_REC_TIMED) ? "true" : "false", s ? xpu_sig_flops(&s->sig) : 0.0,
              s ? xpu_sig_bytes(&s->sig) : 0, s ? s->sig.comm_id : 0);
+      const uint32_t launch_sig = xpu_callsite_launch_sig_id(&r.rec);
+      if (s != nullptr && s->sig.kind == XPU_OP_PY_CALLSITE && launch_sig != 0) {
+        printf(",\"launch\":{\"sig_id\":%u,\"seq\":%u,\"stream\":%u,\"position\":", launch_sig, r.rec.seq,
+               r.rec.stream);
+        auto it = join.launch_of_link.find(i);
+        if (it != join.launch_of_link.end()) {
+          printf("%" PRIu64 "}", recs[it->second].position);
+        } else {
+          printf("null}");
+        }
+      }
+      if (auto it = join.link_of_launch.find(i); it != join.link_of_launch.end()) {
+        const uint32_t stack = recs[it->second].rec.sig_id;
+        const SignatureInfo* cs = reader.signature(stack);
+        printf(",\"callsite_sig_id\":%u,\"callsite\":\"%s\"", stack, cs ? JsonEscape(cs->name).c_str() : "");
+      }
+      printf("}\n");
     }
     return 0;
   }
@@ -238,11 +305,20 @@ int main(int argc, char** argv) {
   }
   if (args.records) {
     printf("records (%zu)\n", recs.size());
-    for (const auto& r : recs) {
+    const CallsiteJoin join = JoinCallsites(reader, recs);
+    for (size_t i = 0; i < recs.size(); ++i) {
+      const RingRecord& r = recs[i];
       const SignatureInfo* s = reader.signature(r.rec.sig_id);
-      printf("  @%" PRIu64 " sig=%u %s start_ns=%" PRIu64 " dur_ns=%" PRIu64 " lat_ns=%d seq=%u stream=%u flags=0x%x\n",
+      printf("  @%" PRIu64 " sig=%u %s start_ns=%" PRIu64 " dur_ns=%" PRIu64 " lat_ns=%d seq=%u stream=%u flags=0x%x",
              r.position, r.rec.sig_id, s ? s->name.c_str() : "?", r.rec.start_ns, xpu_record_duration_ns(&r.rec),
              r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags);
+      if (auto it = join.launch_of_link.find(i); it != join.launch_of_link.end()) {
+        printf(" launch=@%" PRIu64, recs[it->second].position);
+      }
+      if (auto it = join.link_of_launch.find(i); it != join.link_of_launch.end()) {
+        printf(" callsite=#%u", recs[it->second].rec.sig_id);
+      }
+      printf("\n");
     }
   }
   return 0;

@@ -45,14 +45,17 @@ extern "C" {
  *          XPU_REC_NOT_TIMED ops: completion-observed minus launch time (an
  *          upper bound). Saturates at 0xFFFFFFFF with XPU_REC_DUR_SATURATED.
  * issue_latency_ns  GPU start minus CPU launch time, valid only with
- *          XPU_REC_ISSUE_LAT_VALID; saturates to INT32_MIN/INT32_MAX.
+ *          XPU_REC_ISSUE_LAT_VALID; saturates to INT32_MIN/INT32_MAX. (A
+ *          call-site link carries its launch's sig_id here, without the flag.)
  * seq      Collectives and point-to-point: the per-communicator sequence
  *          number (1-based, counted by the hook per communicator in issue
  *          order; ranks of one communicator agree on it). Kernels/GEMMs: the
  *          per-stream launch sequence. Host events: an event-specific value
- *          (GC: objects collected; step marker: step id).
+ *          (GC: objects collected; step marker: step id; call-site link:
+ *          the launch's seq, see XPU_OP_PY_CALLSITE).
  * stream   Interned stream index (0 = legacy default stream) for GPU ops; the
- *          interned thread index for host events.
+ *          interned thread index for host events (call-site link: the
+ *          launch's stream).
  * flags    XPU_REC_* below.
  * ------------------------------------------------------------------------- */
 typedef struct xpu_record_v1 {
@@ -125,7 +128,8 @@ enum xpu_op_kind {
   XPU_OP_PY_CHECKPOINT = 68,
   XPU_OP_PY_API = 69,         /* user-configured API (XPU_TRACED_PYTHON_API) */
   XPU_OP_STEP = 70,           /* step marker: seq = step id */
-  XPU_OP_ANNOTATION = 71      /* user region */
+  XPU_OP_ANNOTATION = 71,     /* user region */
+  XPU_OP_PY_CALLSITE = 72     /* Python call stack of a launch (below) */
 };
 
 static inline int xpu_op_is_collective(uint32_t kind) {
@@ -134,6 +138,41 @@ static inline int xpu_op_is_collective(uint32_t kind) {
 static inline int xpu_op_is_host(uint32_t kind) {
   return (kind >= XPU_OP_SYNC_STREAM && kind <= XPU_OP_SYNC_EVENT) ||
          (kind >= XPU_OP_PY_GC && kind < 96);
+}
+
+/* ---------------------------------------------------------------------------
+ * Call sites (XPU_OP_PY_CALLSITE).
+ *
+ * Signature: names one Python call stack, frames "qualname@filename:line"
+ * joined by ';', innermost first (qualname = co_qualname, co_name before
+ * Python 3.11; filename = co_filename; line = the frame's current line).
+ * peer = 0, comm_rank = -1, device = -1, every other field 0: the hook and
+ * xputimer.callsite_sig() (python/xputimer/callsite.py) build the same name
+ * and fields, so one stack interns to one sig_id whichever side saw it first.
+ *
+ * Record: a zero-length host event (XPU_REC_HOST, duration 0). Two uses:
+ *
+ *  - LINK, written by the hook for a launch the sampler picked (a GEMM, a
+ *    collective or a send/recv issued by a thread holding the GIL):
+ *      start_ns          CPU launch time of the op
+ *      issue_latency_ns  sig_id of the launch (>= 1). XPU_REC_ISSUE_LAT_VALID
+ *                        is never set here, so readers that honour the flag
+ *                        never mistake it for a latency.
+ *      seq, stream       copied from the launch's record
+ *    The launch is THE record whose (sig_id, seq, stream) equals
+ *    (issue_latency_ns, seq, stream) and that has no XPU_REC_PLUGIN (a
+ *    plugin record of the same occurrence shares sig_id and seq). The key
+ *    needs all three: seq alone counts per communicator for collectives and
+ *    per stream for kernels/GEMMs. The link is written by the launching
+ *    thread right after the real call returns, the launch record by the
+ *    completion thread once the GPU is done: in ring order the link usually
+ *    comes FIRST. Join by key, never by position.
+ *  - free-standing (issue_latency_ns == 0): emitted from Python
+ *    (xputimer.emit_callsite); seq = user value, stream = thread index, as
+ *    for every host event. Not tied to a launch.
+ * ------------------------------------------------------------------------- */
+static inline uint32_t xpu_callsite_launch_sig_id(const xpu_record_v1* r) {
+  return r->issue_latency_ns > 0 ? (uint32_t)r->issue_latency_ns : 0u;
 }
 
 /* Data types (our own numbering, independent of CUDA/NCCL enums). */

@@ -22,7 +22,7 @@ AUTOLOAD = os.path.join(PY_ROOT, "xputimer", "_autoload")
 sys.path.insert(0, PY_ROOT)
 
 OP = {"gc": 64, "dataloader": 65, "sync": 66, "optimizer": 67, "checkpoint": 68,
-      "api": 69, "step": 70, "annotation": 71}
+      "api": 69, "step": 70, "annotation": 71, "callsite": 72}
 
 
 @pytest.fixture(scope="session")

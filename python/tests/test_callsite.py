@@ -58,7 +58,7 @@ for _ in range(3):
 b()
 '''
     run = run_traced(code)
-    evs = run.events("annotation")
+    evs = run.events("callsite")
     assert len(evs) == 4
     names = [e["sig"]["name"] for e in evs]
     assert len(set(names)) == 2             # two distinct stacks, interned once each

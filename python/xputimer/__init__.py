@@ -10,6 +10,7 @@ when the hook is not loaded. See README.md for the zero-code-change set-up.
     xputimer.mark_step(step, t0, t1)
     xputimer.callsite()                # ("func@file:line", ...)
     xputimer.read_ring(path)           # records, signatures, stats
+    xputimer.callsites(path)           # Python stacks of sampled launches
 """
 
 import time
@@ -21,7 +22,7 @@ from .steps import StepDetector, batch_size
 __version__ = "0.1.0"
 
 __all__ = [
-    "annotate", "available", "batch_size", "callsite", "callsite_sig", "emit_callsite",
+    "annotate", "available", "batch_size", "callsite", "callsite_sig", "callsites", "emit_callsite",
     "enabled", "mark_step", "read_ring", "ring_stats", "set_enabled", "StepDetector",
     "step_detector", "trace",
 ]
@@ -127,3 +128,13 @@ def ring_stats(data, prefer_native=True):
             pass
     from . import ring
     return ring.stats(data)
+
+
+def callsites(data, prefer_native=True):
+    """Python call stacks recorded by the hook on sampled GEMM / collective
+    launches, each joined to its launch record; `data` is a ring file path
+    or read_ring() output. See ring.callsites."""
+    from . import ring
+    if not isinstance(data, dict):
+        data = read_ring(data, prefer_native)
+    return ring.callsites(data)

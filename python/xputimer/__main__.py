@@ -1,5 +1,5 @@
 """python -m xputimer run -- cmd args...   (see launcher.py)
-python -m xputimer ring FILE [--stats]   (dump a ring file as JSON)"""
+python -m xputimer ring FILE [--stats | --callsites]   (dump a ring file as JSON)"""
 
 import json
 import sys
@@ -7,13 +7,21 @@ import sys
 
 def _ring(argv):
     import argparse
-    from . import read_ring, ring_stats
+    from . import callsites, read_ring, ring_stats
     p = argparse.ArgumentParser(prog="python -m xputimer ring")
     p.add_argument("file")
-    p.add_argument("--stats", action="store_true", help="per-signature stats only")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--stats", action="store_true", help="per-signature stats only")
+    g.add_argument("--callsites", action="store_true",
+                   help="Python stacks of sampled launches, joined to their launch records")
     a = p.parse_args(argv)
     try:
-        out = ring_stats(a.file) if a.stats else read_ring(a.file)
+        if a.stats:
+            out = ring_stats(a.file)
+        elif a.callsites:
+            out = callsites(a.file)
+        else:
+            out = read_ring(a.file)
     except (OSError, ValueError) as exc:
         sys.stderr.write("xputimer: %s: %s\n" % (a.file, exc))
         return 1

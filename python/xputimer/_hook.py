@@ -16,6 +16,7 @@ import os
 # xpu_op_kind values used by the Python side (record.h).
 OP_STEP = 70
 OP_ANNOTATION = 71
+OP_PY_CALLSITE = 72
 OP_PY_GC = 64
 OP_PY_DATALOADER = 65
 OP_PY_SYNC = 66

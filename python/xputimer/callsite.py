@@ -3,12 +3,17 @@
 callsite(depth) walks at most `depth` frames from the caller outwards
 (innermost first). The "function@file" part is cached per code object, so a
 frame costs one dict lookup and one string join; a whole stack is then
-interned once as a host signature of kind XPU_OP_ANNOTATION whose name is
+interned once as a host signature of kind XPU_OP_PY_CALLSITE whose name is
 the frames joined by ';' (callsite_sig), cached per (code, line) tuple.
 
-How the hook will attach these to sampled GEMM / collective launches is a
-proposal in README.md ("Call sites"); until then Python code can emit them
-itself with emit_callsite().
+The hook builds exactly the same name, with the same signature fields, for
+the stacks it records on sampled GEMM and collective launches (hook/
+py_callsite.cc, include/xpu/record.h XPU_OP_PY_CALLSITE): a stack interns to
+one sig_id whichever side saw it first, as long as both walk the same depth.
+DEFAULT_DEPTH is therefore the hook's XPU_PY_STACK_DEPTH (8 unless set).
+The hook's own link records tie a stack to a launch; read them back with
+xputimer.ring.callsites(). emit_callsite() writes a free-standing stack event
+(not tied to a launch) for code the hook cannot see, e.g. a custom kernel.
 
 Thread-safety: the caches are dicts mutated under the GIL; a race can only
 compute the same entry twice.
@@ -20,7 +25,16 @@ import time
 
 from . import _hook
 
-DEFAULT_DEPTH = 16
+
+def _default_depth():
+    try:
+        d = int(os.environ.get("XPU_PY_STACK_DEPTH", "8"))
+    except ValueError:
+        return 8
+    return min(d, 64) if d > 0 else 8
+
+
+DEFAULT_DEPTH = _default_depth()
 _MAX_CACHE = 65536
 
 _code_names = {}   # code object -> "function@file"
@@ -53,21 +67,23 @@ def callsite(depth=DEFAULT_DEPTH, skip=0):
 
 
 def callsite_sig(depth=DEFAULT_DEPTH, skip=0):
-    """sig_id of the caller's stack (XPU_OP_ANNOTATION, frames joined by ';'),
-    interned once per distinct stack; 0 when the hook is absent."""
+    """sig_id of the caller's stack (XPU_OP_PY_CALLSITE, frames joined by
+    ';'), interned once per distinct stack; 0 when the hook is absent."""
     depth = max(1, min(int(depth), 256))
     key = tuple(_frames(depth, skip + 1))
     sig = _stack_sigs.get(key)
     if sig is None:
         name = ";".join("%s:%d" % (_code_name(c), line) for c, line in key)
-        sig = _hook.intern(_hook.OP_ANNOTATION, name)
+        # aux 0: the fields the hook uses too (record.h XPU_OP_PY_CALLSITE).
+        sig = _hook.intern(_hook.OP_PY_CALLSITE, name, 0)
         if sig and len(_stack_sigs) < _MAX_CACHE:
             _stack_sigs[key] = sig
     return sig
 
 
 def emit_callsite(value=0, depth=DEFAULT_DEPTH):
-    """Emits a zero-length annotation carrying the caller's stack."""
+    """Emits a zero-length XPU_OP_PY_CALLSITE event carrying the caller's
+    stack (value in seq; not linked to a launch)."""
     sig = callsite_sig(depth, skip=1)
     t = time.time_ns()
     return _hook.emit(sig, t, t, value, 0)

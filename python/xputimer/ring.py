@@ -16,6 +16,9 @@ Output of read_ring(path):
    "records": [{"pos", "sig_id", "start_ns", "duration_ns",
                 "issue_latency_ns", "seq", "stream", "flags"}],   # in ring order
    "errors": {"uncommitted", "bad_sig_id", "bad_sig_entry", "bad_name"}}
+
+callsites(data) joins the hook's call-site links (record.h,
+XPU_OP_PY_CALLSITE) to the GEMM / collective launches they belong to.
 """
 
 import struct
@@ -29,6 +32,8 @@ NAME_INLINE = 56
 MAX_FILE_SIZE = 1 << 32  # refuse anything larger (a ring is a few MiB)
 
 REC_DUR_US = 1 << 4
+REC_PLUGIN = 1 << 8
+OP_PY_CALLSITE = 72
 OP_GEMM = 2
 OP_ALLREDUCE, OP_ALLGATHER, OP_REDUCESCATTER, OP_BROADCAST, OP_REDUCE = 16, 17, 18, 19, 20
 OP_ALLTOALL, OP_GATHER, OP_SCATTER, OP_SEND, OP_RECV = 21, 22, 23, 24, 25
@@ -201,4 +206,42 @@ def stats(data):
         out.append({"sig_id": sig_id, "name": sig["name"], "kind": sig["kind"], "count": n,
                     "median_ns": median, "total_ns": sum(d), "tflops": tflops,
                     "busbw_gbps": busbw})
+    return out
+
+
+def callsites(data):
+    """The Python call stacks of sampled launches, joined exactly to their
+    launch records. `data` is read_ring() output (either reader) or a path.
+
+    A link record (kind XPU_OP_PY_CALLSITE, issue_latency_ns = the launch's
+    sig_id > 0) names the launch by (sig_id, seq, stream); the launch is the
+    record with that key and without XPU_REC_PLUGIN (record.h). Returns one
+    dict per link, in ring order:
+      {"stack_sig_id", "frames": ["qualname@file:line", ...] innermost first,
+       "launch_sig_id", "seq", "stream", "start_ns" (CPU launch time),
+       "launch": the launch record (a dict of data["records"]) or None when
+                 it is not in the file (overwritten, or still in flight)}
+    Free-standing call-site events (emit_callsite, issue_latency_ns == 0)
+    are not links and are left out."""
+    if not isinstance(data, dict):
+        data = read_ring(data)
+    sigs = data["signatures"]
+    launches = {}
+    links = []
+    for r in data["records"]:
+        kind = sigs[r["sig_id"]]["kind"]
+        if kind == OP_PY_CALLSITE:
+            if r["issue_latency_ns"] > 0:
+                links.append(r)
+        elif not r["flags"] & REC_PLUGIN:
+            launches.setdefault((r["sig_id"], r["seq"], r["stream"]), []).append(r)
+    out = []
+    for l in links:
+        key = (l["issue_latency_ns"], l["seq"], l["stream"])
+        cands = launches.get(key, ())
+        # One candidate unless seq wrapped around: the nearest in time wins.
+        launch = min(cands, key=lambda c: abs(c["start_ns"] - l["start_ns"])) if cands else None
+        out.append({"stack_sig_id": l["sig_id"], "frames": sigs[l["sig_id"]]["name"].split(";"),
+                    "launch_sig_id": key[0], "seq": l["seq"], "stream": l["stream"],
+                    "start_ns": l["start_ns"], "launch": launch})
     return out
