@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "cupti_window.h"
 #include "hang_watch.h"
 #include "runtime.h"
 #include "tracer.h"
@@ -23,6 +24,12 @@ constexpr uint32_t kMaxWatchedHeads = 256;  // streams examined per hang check
 // Hang watch (hang_watch.h): touched by the completion thread only.
 HangWatch& Watch() {
   static HangWatch* w = new HangWatch();  // never destroyed: the thread outlives exit
+  return *w;
+}
+
+// Profiling windows (cupti_window.h): polled by the completion thread only.
+CuptiWindow& Window() {
+  static CuptiWindow* w = new CuptiWindow();  // never destroyed, like Watch()
   return *w;
 }
 
@@ -44,6 +51,10 @@ void CompletionWorker::Init(Runtime* rt) {
                                   reinterpret_cast<uint8_t*>(h) + XPU_RING_PROGRESS_OFFSET)
                             : nullptr,
                rt->ring.signatures(), rt->ring.layout().sig_capacity, HangWatchOptionsFromEnv());
+  Window().Init(h != nullptr ? reinterpret_cast<xpu_ring_profile_ctl_v1*>(
+                                   reinterpret_cast<uint8_t*>(h) + XPU_RING_PROFILE_OFFSET)
+                             : nullptr,
+                &rt->ring, &rt->sigs, CuptiWindowOptionsFromEnv());
 }
 
 bool CompletionWorker::Start() {
@@ -116,6 +127,10 @@ void CompletionWorker::Housekeeping(uint64_t now) {
     rt_->clock.MaybeRecalibrate(now);
   }
   if (now >= next_daemon_ns_) next_daemon_ns_ = rt_->daemon.Tick(now);
+  // A daemon request for a profiling window; CUPTI is driven from here only.
+  Window().Tick(now, rt_->cuda_ready.load(std::memory_order_acquire)
+                         ? reinterpret_cast<const void*>(rt_->cuda.get_device)
+                         : nullptr);
   if (now >= next_hang_check_ns_ && Watch().enabled()) {
     WatchedOp heads[kMaxWatchedHeads];
     uint32_t n = 0;

@@ -4,7 +4,8 @@
 // blocking synchronize on application events, FIFO per stream because ops on
 // one stream complete in order), writing their final records, the ring
 // heartbeat (~10 Hz), event-pool creation for newly seen devices, clock
-// re-calibration, resolving the CUDA runtime, and the daemon client.
+// re-calibration, resolving the CUDA runtime, the daemon client, and the
+// profiling windows the daemon asks for (cupti_window.h).
 //
 // Polling is adaptive: a short busy phase while ops are pending, then
 // 100 us sleeps; 500 us sleeps when idle, so an idle process pays ~nothing.

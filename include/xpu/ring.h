@@ -124,7 +124,9 @@ typedef struct xpu_ring_header_v1 {
   uint64_t counters[XPU_CNT_MAX] __attribute__((aligned(64)));
   /* --- per-communicator progress for hang diagnosis lives after the counters
    *     (added in a later ABI minor; readers ignore bytes they do not know):
-   *     xpu_ring_progress_v1 at XPU_RING_PROGRESS_OFFSET, see below. */
+   *     xpu_ring_progress_v1 at XPU_RING_PROGRESS_OFFSET, and the
+   *     profiling-window control xpu_ring_profile_ctl_v1 at
+   *     XPU_RING_PROFILE_OFFSET, see below. */
 } xpu_ring_header_v1;
 
 /* ---------------------------------------------------------------------------
@@ -194,8 +196,92 @@ typedef struct xpu_ring_progress_v1 {
   xpu_comm_progress_v1 comms[XPU_RING_PROGRESS_COMMS]; /* overflow: ignored, not counted */
 } xpu_ring_progress_v1;
 
+/* ---------------------------------------------------------------------------
+ * Profiling-window control (ABI 1, minor "profile 1"), in the header page:
+ *
+ *   XPU_RING_PROFILE_OFFSET (3200)   xpu_ring_profile_ctl_v1 (128 bytes)
+ *
+ * Lets the node daemon ask the hook for a short CUPTI activity window
+ * (docs/profiling-window.md): every GPU kernel the process runs during the
+ * window becomes an XPU_REC_PROFILE_WINDOW record in this ring, then CUPTI
+ * is released (activity disabled and flushed, cuptiFinalize) so that the
+ * process runs afterwards exactly as before the window.
+ *
+ * Two halves, one owner each. The request half is the only part of the file
+ * the daemon writes besides read_index.
+ *
+ *   request (daemon)  req_duration_ms, req_max_records, req_ns, then req_id
+ *                     with a release store. req_id is a non-zero counter the
+ *                     daemon increments per request (after a restart it reads
+ *                     its last value back from here). A new request is
+ *                     written only once the previous one has its final status
+ *                     or the daemon gave up on it (deadline).
+ *   reply (hook)      hook_magic once at start-up (0: a hook without windows,
+ *                     which never answers); per request the window fields,
+ *                     then `ack` = ((uint64_t)req_id << 32) | status with a
+ *                     release store. A reader acquire-loads `ack` first; the
+ *                     fields written before it are then visible.
+ *
+ * The hook's completion thread polls req_id (~20 Hz) while no window runs:
+ * it acquire-loads req_id, copies the request, loads req_id again and takes
+ * the copy when both loads agree and req_id differs from the id of its last
+ * ack. It acks STARTED (window_start_ns set) and later exactly one final
+ * status (>= XPU_PROFILE_DONE), or a final status at once. Requests that
+ * arrive while a window runs are answered after it ends. The daemon
+ * validates every reply field (the hook is another process) and waits for
+ * a final status only until its own deadline.
+ * ------------------------------------------------------------------------- */
+#define XPU_RING_PROFILE_OFFSET 3200u
+#define XPU_RING_PROFILE_MAGIC 0x31465250u /* "PRF1" */
+#define XPU_PROFILE_MAX_DURATION_MS 120000u
+
+enum xpu_profile_status {
+  XPU_PROFILE_NONE = 0,
+  XPU_PROFILE_STARTED = 1,              /* CUPTI activity enabled, window running */
+  XPU_PROFILE_DONE = 2,                 /* window over, records written, CUPTI released */
+  XPU_PROFILE_SKIPPED_OTHER_CLIENT = 3, /* another CUPTI client (torch.profiler /
+                                           Kineto, Nsight, a debugger) holds CUPTI */
+  XPU_PROFILE_SKIPPED_UNAVAILABLE = 4,  /* no libcupti, a symbol missing, CUDA not
+                                           initialised in the process */
+  XPU_PROFILE_FAILED = 5,               /* a CUPTI call failed; `detail` = its result */
+  XPU_PROFILE_REJECTED = 6              /* request out of range (duration 0 or too long) */
+};
+
+enum xpu_profile_flags {
+  XPU_PROFILE_FINALIZED = 1u << 0,       /* cuptiFinalize succeeded after the window */
+  XPU_PROFILE_FINALIZE_CALLBACK = 1u << 1,/* ... called from a CUDA API exit callback */
+  XPU_PROFILE_TRUNCATED = 1u << 2        /* req_max_records reached: later kernels dropped */
+};
+
+typedef struct xpu_ring_profile_ctl_v1 {
+  /* --- request: daemon-owned. */
+  uint32_t req_id;              /* 0 = never requested; release-stored last */
+  uint32_t req_duration_ms;     /* 1 .. XPU_PROFILE_MAX_DURATION_MS */
+  uint32_t req_max_records;     /* records the hook may write; 0 = the hook's default */
+  uint32_t req_reserved;
+  uint64_t req_ns;              /* daemon CLOCK_REALTIME at the request (logs only) */
+  uint8_t req_pad[40];          /* the reply starts on its own cache line */
+  /* --- reply: hook-owned. */
+  uint32_t hook_magic;          /* XPU_RING_PROFILE_MAGIC: the hook runs windows */
+  uint32_t windows_total;       /* windows started since the process began */
+  uint64_t ack;                 /* (req_id << 32) | xpu_profile_status; release-stored last */
+  uint64_t window_start_ns;     /* host clock: CUPTI activity enabled */
+  uint64_t window_end_ns;       /* host clock: activity disabled (0 while running) */
+  uint32_t records;             /* XPU_REC_PROFILE_WINDOW records written */
+  uint32_t dropped;             /* kernel executions lost: cap, CUPTI buffers, ring full */
+  int32_t detail;               /* CUptiResult of a skip or failure, else 0 */
+  uint32_t flags;               /* xpu_profile_flags */
+  uint8_t reply_pad[16];
+} xpu_ring_profile_ctl_v1;
+
 #ifdef __cplusplus
 }  /* extern "C" */
+static_assert(sizeof(xpu_ring_profile_ctl_v1) == 128, "profile control block is 128 bytes");
+static_assert(XPU_RING_PROFILE_OFFSET >= XPU_RING_PROGRESS_OFFSET + 64 + 64 * XPU_RING_PROGRESS_COMMS,
+              "profile control after the progress table");
+static_assert(XPU_RING_PROFILE_OFFSET % 64 == 0, "profile control is cache-line aligned");
+static_assert(XPU_RING_PROFILE_OFFSET + sizeof(xpu_ring_profile_ctl_v1) <= XPU_RING_HEADER_SIZE,
+              "profile control fits the header page");
 static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_HEADER_SIZE, "header fits its page");
 static_assert(sizeof(xpu_comm_progress_v1) == 64, "comm progress entry is 64 bytes");
 static_assert(sizeof(xpu_ring_progress_v1) == 64 + 64 * XPU_RING_PROGRESS_COMMS, "progress table size");

@@ -64,6 +64,10 @@ Config ReadConfig() {
   for (int s : EnvIntList("XPU_FAKE_SLOW_RANKS")) {
     if (s == c.rank) c.slow_gemm_factor = EnvDouble("XPU_FAKE_SLOW_GEMM_FACTOR", 2.0);
   }
+  if (const char* k = getenv("XPU_FAKE_SLOW_KERNEL")) c.slow_kernel = k;
+  for (int s : EnvIntList("XPU_FAKE_SLOW_RANKS")) {
+    if (s == c.rank) c.slow_kernel_factor = EnvDouble("XPU_FAKE_SLOW_KERNEL_FACTOR", 2.0);
+  }
   c.slow_link_ranks = EnvIntList("XPU_FAKE_SLOW_LINK_RANKS");
   c.slow_link_factor = EnvDouble("XPU_FAKE_SLOW_LINK_FACTOR", 2.0);
   return c;
@@ -210,6 +214,28 @@ void CountCall(const char* api) {
   });
   std::lock_guard<std::mutex> lock(CountMu());
   ++Counts()[api];
+}
+
+// ---------------------------------------------------------------------------
+// Profiler view.
+
+namespace {
+std::atomic<KernelObserver> g_kernel_observer{nullptr};
+std::atomic<ApiExitHook> g_api_exit_hook{nullptr};
+}  // namespace
+
+void SetKernelObserver(KernelObserver observer) {
+  g_kernel_observer.store(observer, std::memory_order_release);
+}
+
+void ReportKernel(const KernelActivity& activity) {
+  if (KernelObserver o = g_kernel_observer.load(std::memory_order_acquire)) o(activity);
+}
+
+void SetApiExitHook(ApiExitHook hook) { g_api_exit_hook.store(hook, std::memory_order_release); }
+
+ApiScope::~ApiScope() {
+  if (ApiExitHook h = g_api_exit_hook.load(std::memory_order_acquire)) h(api_);
 }
 
 // ---------------------------------------------------------------------------

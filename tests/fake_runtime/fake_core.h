@@ -47,6 +47,8 @@ struct Config {
   double slow_link_factor = 1.0;       // XPU_FAKE_SLOW_LINK_FACTOR
   int rank = -1;                       // RANK
   int local_rank = -1;                 // LOCAL_RANK
+  std::string slow_kernel;             // XPU_FAKE_SLOW_KERNEL: kernel name slowed ...
+  double slow_kernel_factor = 1.0;     // ... by XPU_FAKE_SLOW_KERNEL_FACTOR if RANK is slow
 };
 const Config& GetConfig();
 // Re-reads the environment. Only for tests, while no op is in flight.
@@ -78,7 +80,12 @@ cudaError_t DestroyStream(const void* handle);
 // Appends `op` (or records it into the active capture). Never blocks on the
 // stream's work.
 cudaError_t Enqueue(Stream* s, Op op);
-cudaError_t EnqueueKernel(Stream* s, uint64_t duration_ns);
+// A kernel named `name` (a string that outlives the process: a function's
+// registered name or a literal; nullptr = unnamed) running for duration_ns,
+// times XPU_FAKE_SLOW_KERNEL_FACTOR when it is the slow kernel of a slow rank.
+cudaError_t EnqueueKernel(Stream* s, uint64_t duration_ns, const char* name = nullptr);
+// Sequential id of a stream (1, 2, ... in creation order), like CUPTI's.
+uint32_t StreamId(const Stream* s);
 cudaError_t SynchronizeStream(Stream* s);
 cudaError_t QueryStream(Stream* s);
 cudaError_t SynchronizeDevice();
@@ -121,7 +128,39 @@ uint64_t KernelDurationNs(const void* host_fn, void** args);
 // PREFIX.rank<RANK> (PREFIX.pid<PID> when RANK is unset) at normal exit, one
 // "<api> <count>" line per API, sorted by name.
 void CountCall(const char* api);
-#define XPU_FAKE_COUNT_CALL() ::xpu::fake::CountCall(__func__)
+
+// What a profiler sees (the fake libcupti, fake_cupti.cc): every kernel op,
+// the NCCL "kernels" included, reported when it ends, on the stream's worker
+// thread, while an observer is installed. Times are CLOCK_REALTIME ns.
+struct KernelActivity {
+  const char* name = nullptr;  // outlives the process
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t stream_id = 0;
+  int device = 0;
+  uint32_t correlation_id = 0;
+};
+using KernelObserver = void (*)(const KernelActivity&);
+// nullptr removes it. One observer at a time; a relaxed load per kernel.
+void SetKernelObserver(KernelObserver observer);
+void ReportKernel(const KernelActivity& activity);
+// Called when an exported API function returns (the exit site of a CUPTI
+// runtime-API callback), with its name; nullptr removes it.
+using ApiExitHook = void (*)(const char* api);
+void SetApiExitHook(ApiExitHook hook);
+
+// Counts the call on entry and runs the API exit hook on return.
+class ApiScope {
+ public:
+  explicit ApiScope(const char* api) : api_(api) { CountCall(api); }
+  ~ApiScope();
+  ApiScope(const ApiScope&) = delete;
+  ApiScope& operator=(const ApiScope&) = delete;
+
+ private:
+  const char* api_;
+};
+#define XPU_FAKE_COUNT_CALL() ::xpu::fake::ApiScope xpu_fake_api_scope_(__func__)
 
 // Device memory (host memory underneath).
 cudaError_t Malloc(void** p, size_t bytes);

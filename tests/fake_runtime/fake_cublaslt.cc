@@ -292,7 +292,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   if (batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
   fk::Stream* s = fk::ResolveStream(stream);
   if (s == nullptr) return CUBLAS_STATUS_EXECUTION_FAILED;
-  return fk::EnqueueKernel(s, fk::GemmDurationNs(m, n, k, static_cast<uint64_t>(batch))) ==
+  return fk::EnqueueKernel(s, fk::GemmDurationNs(m, n, k, static_cast<uint64_t>(batch)),
+                           "xpu_fake_gemm_lt_kernel") ==
                  cudaSuccess
              ? CUBLAS_STATUS_SUCCESS
              : CUBLAS_STATUS_EXECUTION_FAILED;

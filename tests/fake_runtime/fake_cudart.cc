@@ -106,7 +106,8 @@ cudaError_t Launch(const void* func, void** args, cudaStream_t stream) {
   if (func == nullptr) return cudaErrorInvalidDeviceFunction;
   fk::Stream* s = fk::ResolveStream(stream);
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
-  return fk::EnqueueKernel(s, fk::KernelDurationNs(func, args));
+  return fk::EnqueueKernel(s, fk::KernelDurationNs(func, args),
+                           fk::FunctionName(fk::FunctionForHostFn(func)));
 }
 
 // Driver entry points come from the (fake) driver's cuGetProcAddress, as the

@@ -48,7 +48,8 @@ CUresult LaunchFn(CUfunction f, void** params, CUstream stream) {
   if (f == nullptr || !fk::IsFunction(f)) return CUDA_ERROR_INVALID_HANDLE;
   fk::Stream* s = fk::ResolveStream(stream);
   if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  return ToCu(fk::EnqueueKernel(s, fk::KernelDurationNs(fk::FunctionHostFn(f), params)));
+  return ToCu(fk::EnqueueKernel(s, fk::KernelDurationNs(fk::FunctionHostFn(f), params),
+                                fk::FunctionName(f)));
 }
 
 void* SelfHandle() {

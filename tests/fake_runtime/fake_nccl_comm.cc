@@ -113,9 +113,22 @@ void StallForever(ncclComm* c) {
   BlockForever(c);
 }
 
+// The kernel a profiler sees for a group: one per launch, named as NCCL
+// names its device kernels (without the reduction/type/algorithm suffix).
+const char* KernelName(const std::vector<PendingOp>& ops) {
+  switch (ops[0].kind) {
+    case Kind::kAllReduce: return "ncclDevKernel_AllReduce";
+    case Kind::kAllGather: return "ncclDevKernel_AllGather";
+    case Kind::kReduceScatter: return "ncclDevKernel_ReduceScatter";
+    case Kind::kBroadcast: return "ncclDevKernel_Broadcast";
+    case Kind::kReduce: return "ncclDevKernel_Reduce";
+    default: return "ncclDevKernel_SendRecv";  // AllToAll, Gather, Scatter: send/recv too
+  }
+}
+
 // Runs on the stream worker: the whole rendezvous of a (possibly fused)
 // group of ops of one stream.
-void ExecuteOps(const std::vector<PendingOp>& ops) {
+void ExecuteOps(const std::vector<PendingOp>& ops, uint32_t stream_id, int device) {
   struct Ticket {
     uint64_t seq;
     uint64_t arrival_ns;  // the modelled kernel starts here (waits for peers inside)
@@ -192,6 +205,15 @@ void ExecuteOps(const std::vector<PendingOp>& ops) {
   fk::SleepUntilNs(end);
   const uint64_t done = fk::NowNs();
   for (size_t i = 0; i < ops.size(); ++i) prof::KernelStop(ops[i], done, &kernel_events[i]);
+  // Like a real NCCL kernel, it started when this rank arrived and spent the
+  // wait for its peers inside.
+  fk::KernelActivity activity;
+  activity.name = KernelName(ops);
+  activity.start_ns = tickets[0].arrival_ns;
+  activity.end_ns = done;
+  activity.stream_id = stream_id;
+  activity.device = device;
+  fk::ReportKernel(activity);
   for (size_t i = 0; i < ops.size(); ++i) {
     const PendingOp& op = ops[i];
     if (IsColl(op.kind)) {
@@ -210,7 +232,11 @@ ncclResult_t EnqueueOps(std::vector<PendingOp> ops) {
   fk::Stream* s = fk::ResolveStream(ops[0].stream);
   if (s == nullptr) return ncclInvalidArgument;
   for (const PendingOp& op : ops) op.comm->pending.fetch_add(1);
-  cudaError_t e = fk::Enqueue(s, [ops = std::move(ops)] { ExecuteOps(ops); });
+  const uint32_t stream_id = fk::StreamId(s);
+  const int device = fk::StreamDevice(s);
+  cudaError_t e = fk::Enqueue(s, [ops = std::move(ops), stream_id, device] {
+    ExecuteOps(ops, stream_id, device);
+  });
   return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
 

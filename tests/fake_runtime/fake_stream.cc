@@ -23,6 +23,7 @@ struct Graph {
 };
 
 struct Stream {
+  uint32_t id = 0;  // creation order, 1-based
   int device = 0;
   unsigned flags = 0;
   int priority = 0;
@@ -53,6 +54,8 @@ std::vector<Stream*>& LegacyStreams() {  // guarded by RegMu, one per device
   return *v;
 }
 std::atomic<unsigned long long> g_capture_ids{0};
+std::atomic<uint32_t> g_stream_ids{0};
+std::atomic<uint32_t> g_correlation_ids{0};
 
 thread_local int t_device = 0;
 
@@ -78,6 +81,7 @@ void WorkerLoop(Stream* s) {
 
 Stream* StartStream(int device, unsigned flags, int priority, bool legacy) {
   auto* s = new Stream;
+  s->id = ++g_stream_ids;
   s->device = device;
   s->flags = flags;
   s->priority = priority;
@@ -153,9 +157,30 @@ cudaError_t Enqueue(Stream* s, Op op) {
   return cudaSuccess;
 }
 
-cudaError_t EnqueueKernel(Stream* s, uint64_t duration_ns) {
-  return Enqueue(s, [duration_ns] { SleepUntilNs(NowNs() + duration_ns); });
+cudaError_t EnqueueKernel(Stream* s, uint64_t duration_ns, const char* name) {
+  if (s == nullptr) return cudaErrorInvalidResourceHandle;
+  const Config& c = GetConfig();
+  if (name != nullptr && !c.slow_kernel.empty() && c.slow_kernel == name) {
+    duration_ns = static_cast<uint64_t>(static_cast<double>(duration_ns) * c.slow_kernel_factor);
+  }
+  // By value: a captured op may replay (graph launch) after its stream is gone.
+  const uint32_t correlation = ++g_correlation_ids;
+  const uint32_t stream_id = s->id;
+  const int device = s->device;
+  return Enqueue(s, [duration_ns, name, stream_id, device, correlation] {
+    KernelActivity a;
+    a.start_ns = NowNs();
+    SleepUntilNs(a.start_ns + duration_ns);
+    a.end_ns = NowNs();
+    a.name = name;
+    a.stream_id = stream_id;
+    a.device = device;
+    a.correlation_id = correlation;
+    ReportKernel(a);
+  });
 }
+
+uint32_t StreamId(const Stream* s) { return s->id; }
 
 cudaError_t SynchronizeStream(Stream* s) {
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
