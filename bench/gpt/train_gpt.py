@@ -8,6 +8,7 @@ Prints one JSON line per step on rank 0 and a summary at the end (median step
 time measured by the script itself with torch.cuda.synchronize()).
 """
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -29,17 +30,28 @@ VOCAB = 32000
 
 
 class Tokens(Dataset):
-    """Synthetic token batches, generated on the CPU like a real dataset."""
+    """Synthetic token batches, generated on the CPU like a real dataset.
+    `item_delay_s` makes every sample slower (anomaly injection: slow
+    DataLoader)."""
 
-    def __init__(self, n, seq, seed):
-        self.n, self.seq, self.seed = n, seq, seed
+    def __init__(self, n, seq, seed, item_delay_s=0.0):
+        self.n, self.seq, self.seed, self.item_delay_s = n, seq, seed, item_delay_s
 
     def __len__(self):
         return self.n
 
     def __getitem__(self, i):
+        if self.item_delay_s:
+            time.sleep(self.item_delay_s)
         g = torch.Generator().manual_seed(self.seed * 1000003 + i)
         return torch.randint(0, VOCAB, (self.seq + 1,), generator=g)
+
+
+def make_cyclic_garbage(n):
+    """n objects in reference cycles: only the cyclic GC frees them."""
+    for _ in range(n // 2):
+        a, b = {}, {}
+        a["b"], b["a"] = b, a
 
 
 class Block(nn.Module):
@@ -90,6 +102,10 @@ def main() -> int:
                     help="the fault rank issues one extra all-reduce at this step (collective mismatch)")
     ap.add_argument("--python-hang-at", type=int, default=-1,
                     help="the fault rank sleeps forever in Python at this step, before its collectives")
+    ap.add_argument("--slow-loader-ms", type=float, default=0.0,
+                    help="the fault rank's DataLoader spends this much longer per batch (sleep in its workers)")
+    ap.add_argument("--gc-garbage", type=int, default=0,
+                    help="the fault rank creates this many cyclic objects per step and runs gc.collect() (GC stalls)")
     ap.add_argument("--torch-profiler", default="",
                     help="run the steps under torch.profiler (CPU+CUDA) and write its Chrome trace to this path prefix")
     args = ap.parse_args()
@@ -107,7 +123,8 @@ def main() -> int:
         from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
         model = FSDP(model, device_id=local)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    loader = DataLoader(Tokens((args.steps + args.warmup) * cfg["batch"], cfg["seq"], rank),
+    delay = args.slow_loader_ms / 1e3 / cfg["batch"] if rank == args.fault_rank else 0.0
+    loader = DataLoader(Tokens((args.steps + args.warmup) * cfg["batch"], cfg["seq"], rank, delay),
                         batch_size=cfg["batch"], num_workers=args.workers, pin_memory=True)
     times = []
     prof = None
@@ -125,6 +142,9 @@ def main() -> int:
         if rank == args.fault_rank and step == args.extra_allreduce_at:
             print(f"rank {rank}: extra all-reduce at step {step}", flush=True)
             dist.all_reduce(torch.ones(1024, device="cuda"))
+        if rank == args.fault_rank and args.gc_garbage:
+            make_cyclic_garbage(args.gc_garbage)
+            gc.collect()
         batch = batch.cuda(non_blocking=True)
         logits = model(batch[:, :-1])
         loss = F.cross_entropy(logits.float().view(-1, VOCAB), batch[:, 1:].reshape(-1))

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "daemon/evidence/cuda_gdb_probe.h"
 #include "daemon/evidence/fake_nccl_probe.h"
 #include "daemon/evidence/gpu_health.h"
 #include "daemon/evidence/process_probe.h"
@@ -32,8 +33,14 @@ bool Alive(const std::string& state) {
 
 // Native stacks of all threads. The debugger attaches (stopping the process
 // for the time of the backtrace) and detaches when -batch ends.
+bool IsCudaGdb(const std::string& debugger) {
+  return debugger.size() >= 8 && debugger.compare(debugger.size() - 8, 8, "cuda-gdb") == 0;
+}
+
+// `list_kernels`: the same attach also runs `info cuda kernels` (cuda-gdb
+// only), for the intra-kernel probe.
 void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::string& state_before,
-                  uint64_t budget_ms, xpu::v1::ProcessEvidence* ev) {
+                  uint64_t budget_ms, bool list_kernels, xpu::v1::ProcessEvidence* ev) {
   if (o.debugger == "none") {
     ev->set_native_error("native stacks disabled");
     return;
@@ -46,11 +53,16 @@ void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
   // No debuginfod downloads (a stuck network must not eat the deadline);
   // the index cache makes every later attach to the same binaries cheap. A
   // debugger without these settings prints an error and carries on.
-  RunResult r = RunWithTimeout({o.debugger, "-p", std::to_string(t.pid), "-batch", "-nx", "-q",
-                                "-iex", "set debuginfod enabled off", "-iex", "set index-cache enabled on",
-                                "-ex", "set pagination off", "-ex", "set print thread-events off",
-                                "-ex", "thread apply all bt", "-ex", "detach"},
-                               budget_ms, o.max_stack_bytes);
+  std::vector<std::string> argv = {o.debugger, "-p", std::to_string(t.pid), "-batch", "-nx", "-q",
+                                   "-iex", "set debuginfod enabled off", "-iex", "set index-cache enabled on",
+                                   "-ex", "set pagination off", "-ex", "set print thread-events off",
+                                   "-ex", "thread apply all bt"};
+  if (list_kernels) {
+    argv.insert(argv.end(), {"-ex", "set cuda break_on_launch none", "-ex", "echo XPU-CUDA-KERNELS\\n",
+                             "-ex", "info cuda kernels"});
+  }
+  argv.insert(argv.end(), {"-ex", "detach"});
+  RunResult r = RunWithTimeout(argv, budget_ms, o.max_stack_bytes);
   if (!r.started) {
     ev->set_native_error(r.error);
     return;
@@ -196,7 +208,25 @@ xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& target
                           access((options.pystack_dir + "/xpu-pystack-" + std::to_string(t.pid) + ".txt").c_str(),
                                  F_OK) == 0;
       const uint64_t python_ms = python ? std::min<uint64_t>(3000, budget / 3) : 0;
-      NativeStacks(t, options, state, budget - python_ms, &ev);
+      // A process with an outstanding collective on real GPUs: the native
+      // run lists the CUDA kernels too, and NCCL kernels get a second
+      // attach that reads their ring progress (cuda_gdb_probe.h).
+      PendingCollective pending;
+      const bool probe = !options.fake_nccl && IsCudaGdb(options.debugger) && Alive(state) &&
+                         state != "stopped" && t.has_progress && FindPendingCollective(t.progress, &pending);
+      const uint64_t native_ms = budget - python_ms;
+      NativeStacks(t, options, state, probe ? native_ms * 11 / 20 : native_ms, probe, &ev);
+      if (probe) {
+        const std::string& text = ev.native_stacks();
+        const size_t at = text.find("XPU-CUDA-KERNELS");
+        const uint64_t spent = MonoMs() - start;
+        if (at != std::string::npos && native_ms > spent + 500) {
+          for (auto& k : ProbeNcclKernels(t.pid, std::string_view(text).substr(at), pending, options.debugger,
+                                          native_ms - spent)) {
+            *ev.add_kernel() = std::move(k);
+          }
+        }
+      }
       uint64_t used = MonoMs() - start;
       PythonStacks(t, options, ProcState(t.pid, t.start_ticks), budget > used ? budget - used : 100,
                    &ev);

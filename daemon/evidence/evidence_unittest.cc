@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/evidence/cuda_gdb_probe.h"
 #include "daemon/evidence/evidence_collector.h"
 #include "daemon/evidence/process_probe.h"
 #include "daemon/evidence/ring_progress.h"
@@ -104,6 +105,66 @@ TEST(RingProgressTest, ParsesStableEntriesAndSkipsTornOnes) {
   tb->comms[0].last_completed_seq = 12;
   ASSERT_TRUE(ParseProgress(a.data(), b.data(), a.size(), name_of, &out));
   EXPECT_EQ(out.comms_size(), 0);
+}
+
+// The hook's oldest outstanding collective is what the kernels belong to.
+TEST(CudaGdbProbeTest, PendingCollectiveIsTheOldestOutstanding) {
+  xpu::v1::HangProgress p;
+  PendingCollective pc;
+  EXPECT_FALSE(FindPendingCollective(p, &pc));
+  auto* idle = p.add_comms();
+  idle->set_last_completed_seq(9);
+  auto* late = p.add_comms();
+  late->set_pending_seq(12);
+  late->set_pending_since_ns(2000);
+  late->set_comm_rank(3);
+  auto* old = p.add_comms();
+  old->set_pending_seq(40);
+  old->set_pending_since_ns(1000);
+  old->set_last_completed_seq(39);
+  old->set_comm_rank(1);
+  old->set_comm_nranks(2);
+  ASSERT_TRUE(FindPendingCollective(p, &pc));
+  EXPECT_EQ(pc.pending_seq, 40u);
+  EXPECT_EQ(pc.completed_seq, 39u);
+  EXPECT_EQ(pc.comm_rank, 1);
+  EXPECT_EQ(pc.comm_nranks, 2);
+}
+
+// Output shaped like cuda-gdb's (kernel list from the native-stack run, then
+// the progress script): one readable LL channel, one whose expressions fail.
+TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
+  const std::string list =
+      "XPU-CUDA-KERNELS\n"
+      "  Kernel Parent Dev Grid Status   SMs Mask   GridDim  BlockDim Invocation\n"
+      "*      0      -   0    7 Active 0x00000003 (2,1,1) (640,1,1) ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)\n";
+  const std::string progress =
+      "XPU-NCCL-BEGIN kernel=0 channel=0\n"
+      "XPU-NCCL kernel=0 channel=0 ring_prev=1 ring_next=1\n"
+      "XPU-NCCL kernel=0 channel=0 recv_step=24 recv_tail=0\n"
+      "XPU-NCCL kernel=0 channel=0 send_step=26 send_head=0\n"
+      "XPU-NCCL kernel=0 channel=0 ll_flag=25\n"
+      "XPU-NCCL-END kernel=0 channel=0\n"
+      "XPU-NCCL-BEGIN kernel=0 channel=1\n"
+      "No symbol \"ncclShmem\" in current context.\n"
+      "XPU-NCCL-END kernel=0 channel=1\n";
+  PendingCollective pc;
+  pc.comm_rank = 0;
+  pc.comm_nranks = 2;
+  pc.pending_seq = 40;
+  pc.completed_seq = 39;
+  std::vector<xpu::v1::IntraKernelProgress> out = ChannelsToProgress(list, progress, pc);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].source(), "cuda-gdb LL");
+  EXPECT_EQ(out[0].channel(), "ch0");
+  EXPECT_EQ(out[0].step(), 25u);  // LL: the flag of the last line received
+  EXPECT_EQ(out[0].ring_next(), 1);
+  EXPECT_EQ(out[0].arrived_seq(), 40u);
+  EXPECT_NE(out[0].detail().find("ncclDevKernel_AllReduce_Sum_f32_RING_LL block 0"), std::string::npos);
+  EXPECT_EQ(out[1].ring_next(), -1);
+  EXPECT_NE(out[1].detail().find("not readable: No symbol"), std::string::npos);
+  // No NCCL kernel listed: nothing to probe, no debugger started.
+  EXPECT_TRUE(ProbeNcclKernels(1, "No CUDA kernels.\n", pc, "/nonexistent/cuda-gdb", 1000).empty());
 }
 
 TEST(EvidenceCollectorTest, CollectsStateAndNativeStacksOfALiveProcess) {

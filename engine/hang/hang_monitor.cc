@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/hang/cuda_gdb.h"
 #include "spdlog/spdlog.h"
 #include "xpu/record.h"
 
@@ -293,6 +296,10 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
 
   std::vector<RankEvidence> ranks;
+  // cuda-gdb channel readings per protocol, keyed by comm rank; ordered
+  // along the ring once every rank is in (AddCudaGdbRings below).
+  std::map<NcclProto, std::map<int32_t, std::vector<ChannelProgress>>> cuda_gdb;
+  std::map<int32_t, size_t> rank_of_comm_rank;
   for (const ProcessSnapshot& s : procs) {
     RankEvidence r;
     r.rank = s.rank;
@@ -315,6 +322,25 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
       r.gpu_health = e.gpu_health();
       if (e.has_progress()) progress = &e.progress();
       for (const auto& k : e.kernel()) {
+        if (absl::StartsWith(k.source(), "cuda-gdb")) {
+          sum.kernel += absl::StrCat(sum.kernel.empty() ? "" : "; ", k.source(), " ", k.channel(), " (#",
+                                     k.arrived_seq(), "): ", k.detail());
+          const NcclProto proto = absl::EndsWith(k.source(), "LL128") ? NcclProto::kLL128
+                                  : absl::EndsWith(k.source(), "LL")  ? NcclProto::kLL
+                                  : absl::EndsWith(k.source(), "SIMPLE") ? NcclProto::kSimple
+                                                                          : NcclProto::kUnknown;
+          ChannelProgress c;
+          c.channel = atoi(k.channel().c_str() + (absl::StartsWith(k.channel(), "ch") ? 2 : 0));
+          c.ring_prev = k.ring_prev();
+          c.ring_next = k.ring_next();
+          c.recv_tail = c.ll_flag = k.step();
+          c.ok = k.ring_next() >= 0 && k.comm_rank() >= 0;
+          if (c.ok) {
+            cuda_gdb[proto][k.comm_rank()].push_back(c);
+            rank_of_comm_rank[k.comm_rank()] = ranks.size();
+          }
+          continue;
+        }
         KernelProgress kp;
         kp.channel = k.source() + ":" + k.channel();
         kp.ring_pos = k.comm_rank();
@@ -361,6 +387,17 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
     report.tree.Add(r.rank, r.native);
     report.tree.Add(r.rank, r.python);
     ranks.push_back(std::move(r));
+  }
+  // Ring positions from the neighbours cuda-gdb read; progress along the
+  // ring then locates a stalled link like the test runtime's counters do.
+  for (const auto& [proto, by_comm_rank] : cuda_gdb) {
+    std::map<int32_t, std::vector<KernelProgress>> placed;
+    RingProgressFromCudaGdb(by_comm_rank, proto, &placed);
+    for (auto& [comm_rank, list] : placed) {
+      auto it = rank_of_comm_rank.find(comm_rank);
+      if (it == rank_of_comm_rank.end()) continue;
+      for (KernelProgress& k : list) ranks[it->second].kernel.push_back(std::move(k));
+    }
   }
   std::sort(report.ranks.begin(), report.ranks.end(),
             [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });

@@ -8,6 +8,14 @@
 #   3. Pipeline: xpu-engine + an auto-started xpu-daemon + torchrun DDP GPT
 #      (tiny) with the hook preloaded: `xpu ranks --json` during the run, and
 #      the Python records (GC, DataLoader, synchronize, optimizer, steps).
+#   4. Collective sweep (bench/gpt/collective_sweep.py, 1 MiB - 1 GiB): busbw
+#      from `xpu timeline summary` vs the script's own; issue latency present
+#      for every collective.
+#   5. Benchmark GPT under the pipeline: `xpu timeline dump` (Perfetto and
+#      Chrome JSON, validated), sizes per rank per step next to
+#      torch.profiler's, call-site flame graph, Python records.
+#   6. FSDP with and without the hook.
+# ONLY="1 2 ..." picks steps (default 1 2 3).
 # Results go to $OUT (or ./gpu-results). Each step is allowed to fail; the
 # summary says which did.
 set -u
@@ -96,6 +104,96 @@ dump_rings "$W/ddp/rings"
 $PY "$HERE/python_records.py" --dump-dir "$W/ddp/rings" --script-summary "$W/ddp/summary.json" > "$RES/python_records.json"
 head -c 3000 "$RES/python_records.json"
 
+fi
+# Engine + auto-started daemon for steps 4 and 5 (ports per step: a previous
+# engine may still hold its port for a moment).
+start_engine() {  # name port
+  "$BUNDLE/bin/xpu-engine" --listen 127.0.0.1:$2 --metrics-addr 127.0.0.1:$(($2 + 1000)) --db "$W/$1.db" \
+    > "$W/$1-engine.log" 2>&1 &
+  EPID=$!; sleep 2
+  export XPU_ENGINE=127.0.0.1:$2
+  X="$BUNDLE/bin/xpu --engine $XPU_ENGINE"
+}
+job_named() {  # job name -> job id
+  $X jobs --all --json 2>/dev/null | $PY -c "import json,sys; js=[j for j in json.load(sys.stdin)['jobs'] if j.get('job_name')=='$1']; print(js[-1]['job'] if js else '')"
+}
+if [[ " $ONLY " == *" 4 "* ]]; then
+step "4. collective sweep 1 MiB - 1 GiB: engine busbw (last arrival) vs the script's; issue latency coverage"
+start_engine sweep 17451
+mkdir -p "$W/sweep/rings"
+LD_PRELOAD=$HOOK XPU_DAEMON_SOCKET=$W/sweep/d.sock XPU_RING_DIR=$W/sweep/rings XPU_RING_CAPACITY=262144 \
+  XPU_JOB_NAME=sweep timeout 300 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/collective_sweep.py" \
+  --sizes "${SWEEP_SIZES:-1M,4M,16M,64M,256M,1G}" --json-out "$RES/sweep_script.json" && status+=("sweep_run:ok") || status+=("sweep_run:FAIL")
+sleep 3
+J=$(job_named sweep); echo "job $J"
+$X timeline dump --job "$J" --last 100000 --out "$W/sweep/tl" --format perfetto | tail -3
+$X timeline summary --in "$W/sweep/tl" --top 100 --json > "$RES/sweep_summary.json"
+$PY "$HERE/compare_busbw.py" --script "$RES/sweep_script.json" --summary "$RES/sweep_summary.json" \
+  2> "$RES/sweep_compare.json" | tee "$RES/sweep_compare.txt" && status+=("busbw:within5%") || status+=("busbw:NOT-within")
+dump_rings "$W/sweep/rings"
+$PY "$HERE/issue_latency_coverage.py" "$W/sweep/rings" | tee "$RES/issue_latency_coverage.txt" \
+  && status+=("issue_latency:every-collective") || status+=("issue_latency:MISSING-some")
+kill $EPID 2>/dev/null; wait $EPID 2>/dev/null
+fi
+if [[ " $ONLY " == *" 5 "* ]]; then
+step "5. benchmark GPT (DDP, ${DUMP_SHAPE:-gpu} shape): timeline dump, its size per rank per step, call sites; torch.profiler's trace size"
+start_engine gpt 17461
+mkdir -p "$W/gpt/rings"
+LD_PRELOAD=$HOOK XPU_DAEMON_SOCKET=$W/gpt/d.sock XPU_RING_DIR=$W/gpt/rings XPU_RING_CAPACITY=1048576 \
+  XPU_JOB_NAME=gpt-dump timeout 300 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" \
+  --shape "${DUMP_SHAPE:-gpu}" --steps 60 --json-out "$W/gpt/summary.json" > "$W/gpt/train.log" 2>&1 \
+  && status+=("gpt_run:ok") || status+=("gpt_run:FAIL")
+tail -2 "$W/gpt/train.log"; sleep 3
+J=$(job_named gpt-dump); echo "job $J"
+t=$(date +%s.%N)
+$X timeline dump --job "$J" --last 200000 --out "$W/gpt/tl" --format both > "$W/gpt/dump.txt" 2>&1
+echo "dump took $($PY -c "print(round($(date +%s.%N)-$t,2))") s"; tail -4 "$W/gpt/dump.txt"
+$X timeline summary --in "$W/gpt/tl" --json > "$RES/gpt_summary.json"
+$X timeline summary --in "$W/gpt/tl" | head -40
+"$BUNDLE/bin/xpu-trace-validate" "$W/gpt/tl/trace.perfetto-trace" > "$RES/gpt_trace_validate.txt" 2>&1 \
+  && status+=("perfetto_valid:ok") || status+=("perfetto_valid:FAIL")
+tail -5 "$RES/gpt_trace_validate.txt"
+$PY -c "import json; d=json.load(open('$W/gpt/tl/trace.json')); print('chrome json events', len(d['traceEvents'] if isinstance(d, dict) else d))" \
+  && status+=("chrome_json:ok") || status+=("chrome_json:FAIL")
+ls -la "$W/gpt/tl" "$W/gpt/tl/raw" | head -20
+cp "$W/gpt/tl/callsites.svg" "$W/gpt/tl/callsites.folded" "$W/gpt/tl/dump.json" "$RES/" 2>/dev/null
+[ -s "$W/gpt/tl/callsites.folded" ] && status+=("callsites:$(wc -l < "$W/gpt/tl/callsites.folded")-stacks") || status+=("callsites:none")
+head -5 "$W/gpt/tl/callsites.folded" 2>/dev/null
+kill $EPID 2>/dev/null; wait $EPID 2>/dev/null
+dump_rings "$W/gpt/rings"
+$PY "$HERE/python_records.py" --dump-dir "$W/gpt/rings" --script-summary "$W/gpt/summary.json" > "$RES/gpt_python_records.json"
+head -c 1500 "$RES/gpt_python_records.json"; echo
+# torch.profiler on the same workload, 10 steps, for its trace size.
+timeout 300 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" --shape "${DUMP_SHAPE:-gpu}" \
+  --steps 10 --warmup 2 --torch-profiler "$W/gpt/prof" --json-out "$W/gpt/prof_summary.json" > "$W/gpt/prof.log" 2>&1
+$PY - "$RES/gpt_summary.json" "$W/gpt/tl" "$W/gpt/prof_summary.json" <<'PYEOF' | tee "$RES/gpt_sizes.txt"
+import json, os, sys
+s = json.load(open(sys.argv[1])); tl = sys.argv[2]; prof = json.load(open(sys.argv[3]))
+steps = {r["rank"]: r["steps"] for r in s["ranks"]}
+nr, st = len(steps), max(1, min(steps.values()) if steps else 1)
+size = lambda p: os.path.getsize(p) if os.path.exists(p) else 0
+raw = sum(size(os.path.join(tl, "raw", f)) for f in os.listdir(os.path.join(tl, "raw")))
+print(f"dump window: {s['ops']} ops, {nr} ranks, {st} complete steps per rank")
+for name, b in (("raw records (.xpb)", raw), ("trace.perfetto-trace", size(os.path.join(tl, "trace.perfetto-trace"))),
+                ("trace.json", size(os.path.join(tl, "trace.json")))):
+    print(f"{name:<22} {b:>12} B  {b / nr / st:>10.0f} B/rank/step")
+ps = prof.get("steps") or 1
+pb = prof.get("trace_bytes_per_rank") or 0
+print(f"{'torch.profiler trace':<22} {pb:>12} B  {pb / (ps + 2):>10.0f} B/rank/step (rank 0, {ps}+2 steps)")
+PYEOF
+fi
+if [[ " $ONLY " == *" 6 "* ]]; then
+step "6. FSDP under the hook (sampled) vs without, ${FSDP_SHAPE:-gpu} shape"
+for mode in none sampled; do
+  pre=(); [ $mode = sampled ] && pre=(env LD_PRELOAD=$HOOK XPU_DAEMON=off XPU_RING_DIR=$W/fsdp)
+  mkdir -p "$W/fsdp"
+  timeout 300 "${pre[@]}" torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" --parallel fsdp \
+    --shape "${FSDP_SHAPE:-gpu}" --steps 40 --json-out "$W/fsdp_$mode.json" > "$W/fsdp_$mode.log" 2>&1 \
+    && status+=("fsdp_$mode:ok") || status+=("fsdp_$mode:FAIL")
+  echo "fsdp $mode: $(cat "$W/fsdp_$mode.json" 2>/dev/null)"
+done
+dump_rings "$W/fsdp" >/dev/null
+$PY "$HERE/issue_latency_coverage.py" "$W/fsdp" | tail -1
 fi
 step "summary"
 printf '%s\n' "${status[@]}" | tee "$RES/summary.txt"

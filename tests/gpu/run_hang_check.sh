@@ -14,20 +14,22 @@ HERE=$(cd "$(dirname "$0")" && pwd); REPO=$(cd "$HERE/../.." && pwd)
 RES=${OUT:-$PWD/hang-results}; mkdir -p "$RES"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 PY=${PY:-python3}
-X="$BUNDLE/bin/xpu --engine 127.0.0.1:17441"
+PORT=17440
 now() { date +%s.%N; }
 job_of() { $X jobs --json 2>>"$W/cli.err" | $PY -c 'import json,sys; js=json.load(sys.stdin)["jobs"]; js=[j for j in js if j["ranks"]>=2 and j["state"]!="finished"]; print(js[-1]["job"] if js else "")'; }
 pid_of() { $X ranks --job "$1" --json | $PY -c "import json,sys; print([r['pid'] for r in json.load(sys.stdin)['ranks'] if r['rank']==$2][0])"; }
 for scen in ${SCENARIOS:-sigstop python mismatch}; do
   W=/tmp/xpu-hang-$scen; rm -rf "$W"; mkdir -p "$W"
-  "$BUNDLE/bin/xpu-engine" --listen 127.0.0.1:17441 --metrics-addr 127.0.0.1:19464 --db "$W/e.db" > "$W/engine.log" 2>&1 &
+  PORT=$((PORT + 1))  # a fresh port per scenario: the previous engine may linger
+  X="$BUNDLE/bin/xpu --engine 127.0.0.1:$PORT"
+  "$BUNDLE/bin/xpu-engine" --listen 127.0.0.1:$PORT --metrics-addr 127.0.0.1:$((PORT + 2000)) --db "$W/e.db" > "$W/engine.log" 2>&1 &
   EPID=$!; sleep 1
   case $scen in
     python) fault=(--fault-rank 1 --python-hang-at 60);;
     mismatch) fault=(--fault-rank 1 --extra-allreduce-at 60);;
     *) fault=();;
   esac
-  XPU_ENGINE=127.0.0.1:17441 LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so XPU_DAEMON_SOCKET=$W/d.sock \
+  XPU_ENGINE=127.0.0.1:$PORT LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so XPU_DAEMON_SOCKET=$W/d.sock \
     torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" --shape gpu --steps 100000 \
     "${fault[@]}" > "$W/train.log" 2>&1 &
   TPID=$!
@@ -54,11 +56,11 @@ for scen in ${SCENARIOS:-sigstop python mismatch}; do
   done
   echo "== $scen: diagnosis after ${diag:-none} s (engine log first mentions a hang after ~${sus:-?} s)"
   echo "$out" > "$RES/hang_$scen.json"
-  $X hang --job "$J" 2>&1 | head -60
+  $X hang --job "$J" > "$RES/hang_$scen.txt" 2>&1; head -24 "$RES/hang_$scen.txt"
   [ "$scen" = sigstop ] && kill -CONT "$P" 2>/dev/null
   echo "--- train.log tail"; grep -v "^W11" "$W/train.log" | tail -4
   kill $TPID 2>/dev/null; sleep 2; pkill -9 -f train_gpt.py 2>/dev/null; pkill -9 -f "torchrun --standalone" 2>/dev/null
-  kill $EPID 2>/dev/null; pkill -f "xpu-daemon --socket $W" 2>/dev/null; sleep 1
+  kill $EPID 2>/dev/null; pkill -f "xpu-daemon --socket $W" 2>/dev/null; wait $EPID 2>/dev/null; sleep 1
   grep -iE "hang|evidence" "$W/engine.log" | head -8
   cp "$W/engine.log" "$RES/engine_$scen.log" 2>/dev/null
 done

@@ -1,0 +1,122 @@
+// daemon/evidence/cuda_gdb_probe.cc — see cuda_gdb_probe.h.
+#include "daemon/evidence/cuda_gdb_probe.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/evidence/process_probe.h"
+#include "engine/hang/cuda_gdb.h"
+
+namespace xpu::daemon {
+namespace {
+
+namespace hang = ::xpu::engine::hang;
+
+// Kernel id -> protocol, from the kernel list.
+std::map<int, hang::NcclProto> Protocols(const std::vector<hang::CudaKernel>& kernels) {
+  std::map<int, hang::NcclProto> out;
+  for (const hang::CudaKernel& k : kernels) out[k.id] = k.proto;
+  return out;
+}
+
+}  // namespace
+
+bool FindPendingCollective(const xpu::v1::HangProgress& progress, PendingCollective* out) {
+  bool found = false;
+  uint64_t oldest = 0;
+  for (const xpu::v1::CommProgress& c : progress.comms()) {
+    if (c.pending_seq() == 0) continue;
+    if (found && c.pending_since_ns() >= oldest) continue;
+    found = true;
+    oldest = c.pending_since_ns();
+    out->comm_rank = c.comm_rank();
+    out->comm_nranks = c.comm_nranks();
+    out->pending_seq = c.pending_seq();
+    out->completed_seq = c.last_completed_seq();
+  }
+  return found;
+}
+
+std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view kernel_list,
+                                                             std::string_view progress_output,
+                                                             const PendingCollective& pending) {
+  const std::vector<hang::CudaKernel> kernels = hang::ParseCudaKernels(kernel_list);
+  const std::map<int, hang::NcclProto> proto = Protocols(kernels);
+  std::map<int, std::string> names;
+  for (const hang::CudaKernel& k : kernels) names[k.id] = k.name;
+  std::vector<xpu::v1::IntraKernelProgress> out;
+  for (const hang::ChannelProgress& c : hang::ParseProgress(progress_output)) {
+    const auto p = proto.count(c.kernel) ? proto.at(c.kernel) : hang::NcclProto::kUnknown;
+    xpu::v1::IntraKernelProgress k;
+    k.set_source(absl::StrCat("cuda-gdb ", hang::NcclProtoName(p)));
+    k.set_channel(absl::StrCat("ch", c.channel));
+    k.set_comm_rank(pending.comm_rank);
+    k.set_comm_nranks(pending.comm_nranks);
+    k.set_arrived_seq(pending.pending_seq);
+    k.set_completed_seq(pending.completed_seq);
+    k.set_ring_prev(c.ok ? c.ring_prev : -1);
+    k.set_ring_next(c.ok ? c.ring_next : -1);
+    k.set_step(c.ok ? c.Progress(p) : 0);
+    if (c.ok) {
+      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.channel, ": ring ", c.ring_prev, "->self->",
+                                c.ring_next, ", recv step ", c.recv_step, " tail ", c.recv_tail, ", send step ",
+                                c.send_step, " head ", c.send_head,
+                                p == hang::NcclProto::kSimple ? "" : absl::StrCat(", ll flag ", c.ll_flag)));
+    } else {
+      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.channel, ": not readable: ",
+                                c.error.empty() ? "no output" : c.error));
+    }
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+std::vector<xpu::v1::IntraKernelProgress> ProbeNcclKernels(int32_t pid, std::string_view kernel_list,
+                                                           const PendingCollective& pending,
+                                                           const std::string& debugger, uint64_t budget_ms,
+                                                           int max_channels) {
+  const std::vector<hang::CudaKernel> kernels = hang::ParseCudaKernels(kernel_list);
+  if (kernels.empty()) return {};
+  char path[] = "/tmp/xpu-cuda-gdb-XXXXXX";
+  const int fd = mkstemp(path);
+  xpu::v1::IntraKernelProgress failed;
+  failed.set_source("cuda-gdb");
+  failed.set_comm_rank(pending.comm_rank);
+  failed.set_comm_nranks(pending.comm_nranks);
+  failed.set_arrived_seq(pending.pending_seq);
+  failed.set_completed_seq(pending.completed_seq);
+  if (fd < 0) {
+    failed.set_detail("cannot write the cuda-gdb script");
+    return {failed};
+  }
+  const std::string script = hang::ProgressScript(kernels, max_channels);
+  const bool written = write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
+  close(fd);
+  std::vector<xpu::v1::IntraKernelProgress> out;
+  if (!written) {
+    failed.set_detail("cannot write the cuda-gdb script");
+    out.push_back(failed);
+  } else {
+    RunResult r = RunWithTimeout({debugger, "-p", std::to_string(pid), "-batch", "-nx", "-q", "-iex",
+                                  "set debuginfod enabled off", "-iex", "set index-cache enabled on", "-x", path},
+                                 budget_ms, 256 * 1024);
+    if (!r.started || r.timed_out) {
+      failed.set_detail(r.timed_out ? absl::StrCat("cuda-gdb timed out after ", budget_ms, " ms") : r.error);
+      out.push_back(failed);
+    } else {
+      out = ChannelsToProgress(kernel_list, r.output, pending);
+      if (out.empty()) {
+        failed.set_detail(absl::StrCat("cuda-gdb printed no progress (exit ", r.exit_code,
+                                       "): ", r.output.substr(0, 300)));
+        out.push_back(failed);
+      }
+    }
+  }
+  unlink(path);
+  return out;
+}
+
+}  // namespace xpu::daemon

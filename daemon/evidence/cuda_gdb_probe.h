@@ -1,0 +1,57 @@
+// daemon/evidence/cuda_gdb_probe.h — intra-kernel progress of the NCCL
+// kernels of one process on real GPUs, read with cuda-gdb.
+//
+// The native-stack run of the evidence collector (cuda-gdb) ends with
+// `info cuda kernels` when the process has an outstanding collective; if
+// that lists NCCL kernels, ProbeNcclKernels attaches once more with the
+// progress script of engine/hang/cuda_gdb.h (ring neighbours and connection
+// step counters per channel, protocol from the kernel name), detaches, and
+// turns each channel into an IntraKernelProgress (source "cuda-gdb <PROTO>",
+// channel "ch<N>", ring_prev/ring_next, step = steps delivered by the ring
+// predecessor). A channel whose expressions failed carries cuda-gdb's error
+// in `detail`, so the report says what could and could not be read. The
+// engine orders the ring from ring_next and compares progress along it.
+//
+// Thread-safety: reentrant (one debugger child and one script file per call).
+#ifndef XPU_DAEMON_EVIDENCE_CUDA_GDB_PROBE_H_
+#define XPU_DAEMON_EVIDENCE_CUDA_GDB_PROBE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "xpu/v1/xpu.pb.h"
+
+namespace xpu::daemon {
+
+// The outstanding collective the kernels belong to (from the hook's
+// per-communicator progress); fills the IntraKernelProgress fields that
+// cuda-gdb cannot know.
+struct PendingCollective {
+  int32_t comm_rank = -1;
+  int32_t comm_nranks = 0;
+  uint64_t pending_seq = 0;
+  uint64_t completed_seq = 0;
+};
+
+// True when the hook's progress shows an outstanding collective; `*out` gets
+// the oldest one.
+bool FindPendingCollective(const xpu::v1::HangProgress& progress, PendingCollective* out);
+
+// `kernel_list` is cuda-gdb's `info cuda kernels` output (any surrounding
+// text is ignored). Returns nothing when it lists no NCCL kernel. `debugger`
+// is the cuda-gdb executable; at most `max_channels` blocks per kernel.
+std::vector<xpu::v1::IntraKernelProgress> ProbeNcclKernels(int32_t pid, std::string_view kernel_list,
+                                                           const PendingCollective& pending,
+                                                           const std::string& debugger, uint64_t budget_ms,
+                                                           int max_channels = 16);
+
+// Converts parsed channels (exposed for tests on recorded output).
+std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view kernel_list,
+                                                             std::string_view progress_output,
+                                                             const PendingCollective& pending);
+
+}  // namespace xpu::daemon
+
+#endif  // XPU_DAEMON_EVIDENCE_CUDA_GDB_PROBE_H_

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Slowdown diagnosis on 2 GPUs with the benchmark GPT (bundle at $BUNDLE):
+# one engine (window $WINDOW_S s) and an auto-started daemon; the runs share
+# the job name, so later runs also have the healthy run's history. Scenarios
+# ($SCENARIOS, default all):
+#   healthy   no fault: no diagnosis expected
+#   hog       a second process runs bf16 GEMMs on GPU 1 (compute hog on rank 1)
+#   sync      torch.cuda.synchronize() inside every block (all ranks)
+#   gc        rank 1 makes cyclic garbage and runs gc.collect() every step
+#   loader    rank 1's DataLoader is slow ($LOADER_MS ms more per batch)
+#   ffn8484   FFN width 8484 (not a multiple of 64): un-optimized GEMM shape
+# For each: `xpu diagnose --job J --json` after the run, and the report.
+set -u
+BUNDLE=$(cd "${BUNDLE:-.bundle}" && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd); REPO=$(cd "$HERE/../.." && pwd)
+RES=${OUT:-$PWD/slowdown-results}; mkdir -p "$RES"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+PY=${PY:-python3}
+W=/tmp/xpu-slowdown; rm -rf "$W"; mkdir -p "$W"
+"$BUNDLE/bin/xpu-engine" --listen 127.0.0.1:17471 --metrics-addr 127.0.0.1:19471 --db "$W/e.db" \
+  --window-s "${WINDOW_S:-5}" > "$W/engine.log" 2>&1 &
+EPID=$!; sleep 2
+X="$BUNDLE/bin/xpu --engine 127.0.0.1:17471"
+STEPS=${STEPS:-400}
+for scen in ${SCENARIOS:-healthy hog sync gc loader ffn8484}; do
+  args=(); hog=""
+  case $scen in
+    hog) CUDA_VISIBLE_DEVICES=1 $PY -c "
+import torch
+a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
+while True:
+    for _ in range(50): b = a @ a
+    torch.cuda.synchronize()" > "$W/hog.log" 2>&1 &
+       hog=$!; sleep 5;;
+    sync) args=(--sync-inside);;
+    gc) args=(--fault-rank 1 --gc-garbage "${GC_OBJECTS:-400000}");;
+    loader) args=(--fault-rank 1 --slow-loader-ms "${LOADER_MS:-150}");;
+    ffn8484) args=(--ffn 8484);;
+  esac
+  t0=$(date +%s)
+  XPU_ENGINE=127.0.0.1:17471 LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so XPU_DAEMON_SOCKET=$W/d.sock \
+    XPU_JOB_NAME=gpt-bench timeout 240 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" \
+    --shape gpu --steps "$STEPS" "${args[@]}" --json-out "$W/$scen.json" > "$W/$scen.log" 2>&1
+  rc=$?
+  [ -n "$hog" ] && kill "$hog" 2>/dev/null
+  sleep "$(( ${WINDOW_S:-5} + 2 ))"   # the last window closes
+  J=$($X jobs --all --json | $PY -c "import json,sys; js=[j for j in json.load(sys.stdin)['jobs'] if j.get('job_name')=='gpt-bench']; print(sorted(js, key=lambda j: j['first_seen_ns'])[-1]['job'] if js else '')")
+  echo "=== $scen (rc $rc, $(( $(date +%s) - t0 )) s): job $J; script: $(cat "$W/$scen.json" 2>/dev/null)"
+  $X diagnose --job "$J" --all --json > "$RES/diagnose_$scen.json"
+  $PY - "$RES/diagnose_$scen.json" <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+ds = d.get("diagnoses", [])
+print(f"  {len(ds)} diagnoses")
+for x in ds:
+    print(f"  - {x.get('kind')} team={x.get('team')} ranks={x.get('ranks')} severity={x.get('severity')} active={x.get('active')}")
+    print(f"      {str(x.get('evidence'))[:400]}")
+PYEOF
+  $X report --job "$J" > "$RES/report_$scen.txt" 2>&1
+done
+kill $EPID 2>/dev/null
+cp "$W/engine.log" "$RES/" 2>/dev/null
+grep -ciE "diagnos" "$W/engine.log"
