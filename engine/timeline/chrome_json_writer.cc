@@ -128,7 +128,7 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks, c
         ++st.slices;
       }
       absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", s.track + 1, ",\"args\":{");
-      EventArgs(*sig, op, &args);
+      EventArgs(*sig, op, &args, s.callsite_sig != 0 ? L.trace.Sig(s.callsite_sig) : nullptr);
       for (size_t i = 0; i < args.size(); ++i) {
         if (i) out.push_back(',');
         absl::StrAppend(&out, "\"", args[i].name, "\":");

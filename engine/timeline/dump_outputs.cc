@@ -93,9 +93,12 @@ absl::StatusOr<DumpOutputs> WriteDumpOutputs(const std::string& dir, const std::
     o.folded_path = dir + "/callsites.folded";
     o.svg_path = dir + "/callsites.svg";
     if (absl::Status st = WriteText(o.folded_path, FoldedText(stacks)); !st.ok()) return st;
-    const std::string title = absl::StrCat("Kernel call sites, job ", ctx.job, " (", o.callsites.annotations,
-                                           " samples, ", o.callsites.linked_exact + o.callsites.linked_nearby,
-                                           " linked to a launch)");
+    std::string title = absl::StrCat("Kernel call sites, job ", ctx.job, " (", o.callsites.samples,
+                                     " samples, ", o.callsites.linked_exact, " linked to their launch");
+    if (o.callsites.linked_nearby != 0) {
+      absl::StrAppend(&title, ", ", o.callsites.linked_nearby, " placed by launch time");
+    }
+    title += ")";
     if (absl::Status st = WriteText(o.svg_path, FlameGraphSvg(stacks, title)); !st.ok()) return st;
   }
   o.flame_s = Since(t0);
@@ -121,7 +124,7 @@ absl::StatusOr<DumpOutputs> WriteDumpOutputs(const std::string& dir, const std::
                   ",\"folded\":", Q(o.folded_path), ",\"svg\":", Q(o.svg_path), "}");
   if (perfetto) absl::StrAppend(&m, ",\"perfetto\":", StatsJson(o.perfetto));
   if (json) absl::StrAppend(&m, ",\"json\":", StatsJson(o.json));
-  absl::StrAppend(&m, ",\"callsites\":{\"samples\":", o.callsites.annotations, ",\"linked_exact\":",
+  absl::StrAppend(&m, ",\"callsites\":{\"samples\":", o.callsites.samples, ",\"linked_exact\":",
                   o.callsites.linked_exact, ",\"linked_nearby\":", o.callsites.linked_nearby,
                   ",\"unlinked\":", o.callsites.unlinked, "},\"seconds\":{\"fetch\":", ctx.fetch_s,
                   ",\"align\":", o.align_s, ",\"perfetto\":", o.perfetto_s, ",\"json\":", o.json_s,

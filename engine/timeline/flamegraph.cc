@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/timeline/callsite_join.h"
 #include "engine/timeline/trace_model.h"
 
 namespace xpu::engine::timeline {
@@ -91,56 +92,23 @@ std::map<std::string, FoldedStack> BuildCallsiteStacks(const std::vector<RankDum
     // Folded prefix per call-site signature (outermost first).
     std::map<uint32_t, std::string> prefix;
     for (const auto& [id, s] : t.sigs) {
-      if (s.kind != XPU_OP_ANNOTATION || !IsCallsiteName(s.name)) continue;
+      if ((s.kind != XPU_OP_PY_CALLSITE && s.kind != XPU_OP_ANNOTATION) || !IsCallsiteName(s.name)) continue;
       std::vector<std::string> frames = absl::StrSplit(s.name, ';');
       std::reverse(frames.begin(), frames.end());
       for (std::string& f : frames) f = Clean(f);
       prefix[id] = absl::StrJoin(frames, ";");
     }
     if (prefix.empty()) continue;
-    // GPU ops in launch order; (stream, seq) -> op indices for the exact join.
-    std::vector<size_t> gpu;
-    std::map<std::pair<uint16_t, uint32_t>, std::vector<size_t>> by_stream_seq;
-    for (size_t i = 0; i < t.ops.size(); ++i) {
-      if (!analysis::IsGpuOp(t.ops[i].kind)) continue;
-      gpu.push_back(i);
-      by_stream_seq[{t.ops[i].stream, t.ops[i].seq}].push_back(i);
-    }
-    std::sort(gpu.begin(), gpu.end(),
-              [&](size_t a, size_t b) { return t.ops[a].launch_ns() < t.ops[b].launch_ns(); });
+    const CallsiteJoin join = JoinCallsites(t);
+    // Launches joined exactly are taken before any fallback placement.
     std::vector<bool> claimed(t.ops.size(), false);
-    for (const analysis::Op& a : t.ops) {
-      auto p = prefix.find(a.sig_id);
-      if (p == prefix.end()) continue;
-      ++st.annotations;
-      const analysis::Op* linked = nullptr;
-      // 1. Exact: same stream and seq, launched at or before the annotation.
-      auto ex = by_stream_seq.find({a.stream, a.seq});
-      if (ex != by_stream_seq.end()) {
-        for (size_t i : ex->second) {
-          const analysis::Op& g = t.ops[i];
-          if (claimed[i] || g.launch_ns() > a.start_ns) continue;
-          if (linked == nullptr || g.launch_ns() > linked->launch_ns()) linked = &g;
-        }
-        if (linked != nullptr) {
-          claimed[linked - t.ops.data()] = true;
-          ++st.linked_exact;
-        }
-      }
-      // 2. Nearby: first unclaimed launch within the gap after it.
-      if (linked == nullptr) {
-        auto it = std::lower_bound(gpu.begin(), gpu.end(), a.start_ns,
-                                   [&](size_t i, uint64_t ts) { return t.ops[i].launch_ns() < ts; });
-        for (; it != gpu.end() && t.ops[*it].launch_ns() <= a.start_ns + opt.max_gap_ns; ++it) {
-          if (!claimed[*it]) {
-            linked = &t.ops[*it];
-            claimed[*it] = true;
-            ++st.linked_nearby;
-            break;
-          }
-        }
-      }
-      std::string key = p->second;
+    for (size_t launch : join.launch_of) {
+      if (launch != CallsiteJoin::kNone) claimed[launch] = true;
+    }
+    std::vector<size_t> gpu;  // GPU ops in launch order, built on first use
+    bool gpu_built = false;
+    auto add = [&](const std::string& stack, const analysis::Op* linked) {
+      std::string key = stack;
       FrameKind kind = FrameKind::kOther;
       uint64_t w = opt.unlinked_weight_ns;
       if (linked != nullptr) {
@@ -156,6 +124,39 @@ std::map<std::string, FoldedStack> BuildCallsiteStacks(const std::vector<RankDum
       f.weight += w;
       ++f.samples;
       f.kind = kind;
+    };
+    for (size_t i = 0; i < t.ops.size(); ++i) {
+      const analysis::Op& a = t.ops[i];
+      auto p = prefix.find(a.sig_id);
+      if (p == prefix.end()) continue;
+      ++st.samples;
+      if (IsCallsiteLink(a)) {
+        const size_t launch = join.launch_of[i];
+        if (launch != CallsiteJoin::kNone) ++st.linked_exact;
+        add(p->second, launch != CallsiteJoin::kNone ? &t.ops[launch] : nullptr);
+        continue;
+      }
+      // Free-standing event: first unclaimed launch within the gap after it.
+      if (!gpu_built) {
+        for (size_t k = 0; k < t.ops.size(); ++k) {
+          if (analysis::IsGpuOp(t.ops[k].kind) && (t.ops[k].flags & XPU_REC_PLUGIN) == 0) gpu.push_back(k);
+        }
+        std::sort(gpu.begin(), gpu.end(),
+                  [&](size_t x, size_t y) { return t.ops[x].launch_ns() < t.ops[y].launch_ns(); });
+        gpu_built = true;
+      }
+      const analysis::Op* linked = nullptr;
+      auto it = std::lower_bound(gpu.begin(), gpu.end(), a.start_ns,
+                                 [&](size_t k, uint64_t ts) { return t.ops[k].launch_ns() < ts; });
+      for (; it != gpu.end() && t.ops[*it].launch_ns() <= a.start_ns + opt.max_gap_ns; ++it) {
+        if (!claimed[*it]) {
+          linked = &t.ops[*it];
+          claimed[*it] = true;
+          ++st.linked_nearby;
+          break;
+        }
+      }
+      add(p->second, linked);
     }
   }
   if (stats) *stats = st;

@@ -1,17 +1,21 @@
 // flamegraph — kernel call-site flame graphs from Python call stacks.
 //
-// Stacks are XPU_OP_ANNOTATION host signatures whose name is a list of
-// "qualname@file:line" frames joined by ';', innermost first
-// (python/xputimer/callsite.py). Each annotation record is one sample of its
-// stack. A sample is tied to the GPU op it launched when the data allows:
+// Stacks are XPU_OP_PY_CALLSITE signatures whose name is a list of
+// "qualname@file:line" frames joined by ';', innermost first (include/xpu/
+// record.h; python/xputimer/callsite.py names them the same way). Each
+// call-site record is one sample of its stack, tied to the GPU op it launched:
 //
-//   1. exact join (the hook proposal in python/README.md, "Call sites"): the
-//      annotation follows the launch record with the same `stream` and its
-//      `seq` equal to the launch's seq; the nearest such launch at or before
-//      the annotation wins;
-//   2. otherwise, within `max_gap_ns` after the annotation, the first GPU op
-//      of the rank launched (start - issue latency, when valid) that no
-//      other annotation claimed.
+//   1. exact: the hook's link records (sampled GEMMs, collectives and p2p
+//      issued with the GIL held) carry their launch's (sig_id, seq, stream)
+//      and are joined by that key (callsite_join.h). A link whose launch is
+//      not in the dump is unlinked; it is never guessed;
+//   2. fallback, only for free-standing call-site events emitted from
+//      Python (xputimer.emit_callsite(), no launch key; also XPU_OP_ANNOTATION
+//      stacks from older Python packages): the first GPU op of the rank
+//      launched (start - issue latency, when valid) within `max_gap_ns` after
+//      the event that no other sample claimed. Useful for launches the hook
+//      does not stack (plain kernels, e.g. a custom Triton kernel preceded by
+//      emit_callsite()); counted apart (linked_nearby).
 //
 // A linked sample weighs the op's GPU time and ends in a leaf frame
 // "[gemm] <name>" / "[allreduce] ..." / "[kernel] <symbol>"; it is coloured by
@@ -49,10 +53,10 @@ struct CallsiteOptions {
 };
 
 struct CallsiteStats {
-  uint64_t annotations = 0;    // call-site samples seen
-  uint64_t linked_exact = 0;   // by (stream, seq)
-  uint64_t linked_nearby = 0;  // by launch time
-  uint64_t unlinked = 0;
+  uint64_t samples = 0;        // call-site records seen (links + free-standing events)
+  uint64_t linked_exact = 0;   // links joined to their launch by key
+  uint64_t linked_nearby = 0;  // free-standing events placed by launch time (fallback)
+  uint64_t unlinked = 0;       // links without their launch in the dump; events with none nearby
 };
 
 // Folded stack text (outermost frame first, ';'-joined, leaf last) -> data.

@@ -125,7 +125,7 @@ absl::StatusOr<TraceStats> WritePerfettoTrace(const std::vector<RankDump>& ranks
       body.Varint(te::kType, s.instant ? te::kInstant : te::kSliceBegin);
       body.Varint(te::kTrackUuid, ChildTrackUuid(ri, s.track));
       body.Varint(te::kNameIid, op.sig_id);
-      EventArgs(*sig, op, &args);
+      EventArgs(*sig, op, &args, s.callsite_sig != 0 ? L.trace.Sig(s.callsite_sig) : nullptr);
       for (const Arg& a : args) {
         ann.Clear();
         ann.Varint(da::kNameIid, static_cast<uint64_t>(ArgIndex(a.name) + 1));

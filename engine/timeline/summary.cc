@@ -109,7 +109,7 @@ TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignme
         r.compute_s += s;
       } else if (analysis::IsSyncEvent(op.kind)) {
         r.sync_s += s;
-      } else if (op.kind != XPU_OP_STEP && op.kind != XPU_OP_ANNOTATION) {
+      } else if (op.kind != XPU_OP_STEP && op.kind != XPU_OP_ANNOTATION && op.kind != XPU_OP_PY_CALLSITE) {
         r.host_s += s;
       }
     }

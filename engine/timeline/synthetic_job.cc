@@ -84,12 +84,13 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
   ar->set_comm_nranks(j.ranks);
   sig(kSigDataLoader, XPU_OP_PY_DATALOADER, "__next__");
   sig(kSigStep, XPU_OP_STEP, "step");
-  sig(kSigCallsiteFwd, XPU_OP_ANNOTATION,
-      "forward@/src/model.py:120;train_step@/src/train.py:42;main@/src/train.py:300");
-  sig(kSigCallsiteBwd, XPU_OP_ANNOTATION,
-      "backward@/src/model.py:160;train_step@/src/train.py:47;main@/src/train.py:300");
-  sig(kSigCallsiteAr, XPU_OP_ANNOTATION,
-      "allreduce_grads@/src/ddp.py:88;train_step@/src/train.py:49;main@/src/train.py:300");
+  // Python call stacks, as the hook interns them (record.h XPU_OP_PY_CALLSITE).
+  sig(kSigCallsiteFwd, XPU_OP_PY_CALLSITE,
+      "forward@/src/model.py:120;train_step@/src/train.py:42;main@/src/train.py:300")->set_peer(0);
+  sig(kSigCallsiteBwd, XPU_OP_PY_CALLSITE,
+      "backward@/src/model.py:160;train_step@/src/train.py:47;main@/src/train.py:300")->set_peer(0);
+  sig(kSigCallsiteAr, XPU_OP_PY_CALLSITE,
+      "allreduce_grads@/src/ddp.py:88;train_step@/src/train.py:49;main@/src/train.py:300")->set_peer(0);
 
   std::string packed;
   packed.reserve(SyntheticOpsPerRank(j) * sizeof(xpu_record_v1));
@@ -109,9 +110,10 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
       t += kKernelNs + kGapNs;
       const uint32_t gseq = ++stream_seq;
       Add(&packed, kSigGemm, local(t), kGemmNs, gseq, kCompute, gpu, kIssueNs);
-      // Call-site annotation right after the launch (launch = t - issue).
-      Add(&packed, l % 2 == 0 ? kSigCallsiteFwd : kSigCallsiteBwd, local(t - kIssueNs + 1000), 0, gseq, kCompute,
-          XPU_REC_HOST);
+      // Call-site link of the launch (at the CPU launch time t - issue):
+      // the launch's sig_id in issue_latency_ns, its seq and stream.
+      Add(&packed, l % 2 == 0 ? kSigCallsiteFwd : kSigCallsiteBwd, local(t - kIssueNs), 0, gseq, kCompute,
+          XPU_REC_HOST, kSigGemm);
       t += kGemmNs + kGapNs;
     }
     // AllReduce: members arrive up to 60 us apart, all end at the same true
@@ -123,8 +125,8 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
     if (U(j.seed + 2, rank, s) < j.outlier_fraction) end += 300000;
     Add(&packed, kSigAllReduce, local(arrive), static_cast<uint64_t>(end) - arrive, static_cast<uint32_t>(s + 1),
         kComm, gpu, kIssueNs);
-    Add(&packed, kSigCallsiteAr, local(arrive - kIssueNs + 1000), 0, static_cast<uint32_t>(s + 1), kComm,
-        XPU_REC_HOST);
+    Add(&packed, kSigCallsiteAr, local(arrive - kIssueNs), 0, static_cast<uint32_t>(s + 1), kComm, XPU_REC_HOST,
+        kSigAllReduce);
   }
   pb.set_records(std::move(packed));
   return pb;

@@ -3,13 +3,13 @@
 // the timeline tests and bench/timeline. Ground truth is known: every host
 // clock is shifted by a chosen offset, so clock alignment can be checked.
 //
-// Per step and rank: a step marker; per layer a kernel, a GEMM and, right
-// after the GEMM launch, a call-site annotation joined to it by (stream, seq)
-// (the hook proposal in python/README.md; "forward" stacks on even layers,
-// "backward" on odd ones); one data-parallel AllReduce over all ranks
-// (comm_id kWorldComm) whose members start at different times but end
-// together (true time), plus completion jitter and rare outliers, with its
-// own call-site annotation; a DataLoader host event between steps.
+// Per step and rank: a step marker; per layer a kernel, a GEMM and the
+// GEMM's Python call-site link (record.h XPU_OP_PY_CALLSITE: the launch's
+// sig_id, seq and stream; "forward" stacks on even layers, "backward" on odd
+// ones); one data-parallel AllReduce over all ranks (comm_id kWorldComm)
+// whose members start at different times but end together (true time), plus
+// completion jitter and rare outliers, with its own call-site link; a
+// DataLoader host event between steps. Every GEMM and AllReduce is "sampled".
 //
 // Thread-safety: pure functions.
 #ifndef XPU_ENGINE_TIMELINE_SYNTHETIC_JOB_H_

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/timeline/callsite_join.h"
 #include "engine/timeline/clock_align.h"
 #include "engine/timeline/dump_outputs.h"
 #include "engine/timeline/flamegraph.h"
@@ -129,6 +130,18 @@ TEST(ClockAlignTest, HostWithoutSharedCollectivesIsNotAligned) {
   EXPECT_EQ(a.hosts[1].offset_ns, 0);
 }
 
+constexpr char kFwd[] = "forward@/src/model.py:120;train_step@/src/train.py:42;main@/src/train.py:300";
+constexpr char kBwd[] = "backward@/src/model.py:160;train_step@/src/train.py:47;main@/src/train.py:300";
+constexpr char kAr[] = "allreduce_grads@/src/ddp.py:88;train_step@/src/train.py:49;main@/src/train.py:300";
+
+// "event name|stack" -> events of `ranks` ranks of a synthetic job.
+std::map<std::string, uint64_t> ExpectedCallsiteArgs(const SyntheticJob& j, uint64_t ranks) {
+  const uint64_t per_kind = ranks * j.steps * (j.layers / 2);
+  return {{std::string("cublasGemmEx 4096x2048x1024|") + kFwd, per_kind},
+          {std::string("cublasGemmEx 4096x2048x1024|") + kBwd, per_kind},
+          {std::string("allreduce 32.0 MiB|") + kAr, ranks * j.steps}};
+}
+
 class TraceFilesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -154,15 +167,20 @@ class TraceFilesTest : public ::testing::Test {
 TEST_F(TraceFilesTest, PerfettoTraceIsValidAndComplete) {
   testing::ValidatedTrace v = testing::ValidatePerfettoFile(out_.perfetto_path);
   ASSERT_TRUE(v.ok()) << v.ErrorText();
-  const uint64_t ops = SyntheticOpsPerRank(job_);
-  const uint64_t zero_len = job_.steps * (2 + job_.layers);  // step markers + call-site annotations
+  // Call-site links are not drawn (their launches carry the stack); step
+  // markers are the only zero-length events.
+  const uint64_t links = job_.steps * (job_.layers + 1);
+  const uint64_t drawn = SyntheticOpsPerRank(job_) - links;
+  const uint64_t markers = job_.steps;
   EXPECT_EQ(v.processes, 8u);
-  EXPECT_EQ(v.slices, 8 * (ops - zero_len));
-  EXPECT_EQ(v.instants, 8 * zero_len);
+  EXPECT_EQ(v.slices, 8 * (drawn - markers));
+  EXPECT_EQ(v.instants, 8 * markers);
   EXPECT_EQ(v.flows, static_cast<uint64_t>(job_.steps));  // one AllReduce instance per step
   EXPECT_EQ(v.slices_by_name["allreduce 32.0 MiB"], 8u * job_.steps);
   EXPECT_EQ(v.slices_by_name["cublasGemmEx 4096x2048x1024"], 8u * job_.steps * job_.layers);
-  for (int r = 0; r < 8; ++r) EXPECT_EQ(v.events_by_pid[r + 1], ops) << "rank " << r;
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(v.events_by_pid[r + 1], drawn) << "rank " << r;
+  // Every GEMM and AllReduce carries its exact stack.
+  EXPECT_EQ(v.callsites, ExpectedCallsiteArgs(job_, 8));
   EXPECT_NE(v.process_names[7].find("exited"), std::string::npos) << v.process_names[7];
   EXPECT_EQ(v.process_names[1].find("exited"), std::string::npos);
   // Aligned: node1's 4 ms offset is removed (to within the estimate's
@@ -176,11 +194,12 @@ TEST_F(TraceFilesTest, PerfettoTraceIsValidAndComplete) {
 TEST_F(TraceFilesTest, ChromeJsonIsValidAndComplete) {
   testing::ValidatedTrace v = testing::ValidateChromeJsonFile(out_.json_path);
   ASSERT_TRUE(v.ok()) << v.ErrorText();
-  const uint64_t ops = SyntheticOpsPerRank(job_);
+  const uint64_t drawn = SyntheticOpsPerRank(job_) - job_.steps * (job_.layers + 1);
   EXPECT_EQ(v.processes, 8u);
-  EXPECT_EQ(v.slices + v.instants, 8 * ops);
+  EXPECT_EQ(v.slices + v.instants, 8 * drawn);
   EXPECT_EQ(v.flows, static_cast<uint64_t>(job_.steps));
-  for (int r = 0; r < 8; ++r) EXPECT_EQ(v.events_by_pid[r + 1], ops);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(v.events_by_pid[r + 1], drawn);
+  EXPECT_EQ(v.callsites, ExpectedCallsiteArgs(job_, 8));
 }
 
 TEST_F(TraceFilesTest, ManifestReportsOffsetsAndFlameGraphIsWritten) {
@@ -234,8 +253,9 @@ TEST(FlameGraphTest, StacksLinkExactlyToTheirLaunches) {
   CallsiteStats st;
   auto stacks = BuildCallsiteStacks(Dumps(j), CallsiteOptions(), &st);
   const uint64_t samples = 4ull * 5 * (j.layers + 1);
-  EXPECT_EQ(st.annotations, samples);
+  EXPECT_EQ(st.samples, samples);
   EXPECT_EQ(st.linked_exact, samples);
+  EXPECT_EQ(st.linked_nearby, 0u);
   EXPECT_EQ(st.unlinked, 0u);
   ASSERT_EQ(stacks.size(), 3u);
   const std::string fwd =
@@ -260,33 +280,109 @@ TEST(FlameGraphTest, StacksLinkExactlyToTheirLaunches) {
   EXPECT_NE(svg.find("<title>backward@/src/model.py:160"), std::string::npos);
 }
 
-TEST(FlameGraphTest, FallsBackToLaunchTimeAndReportsUnlinked) {
+// Rewrites every call-site record of rank 0 with `edit`.
+template <typename Edit>
+void EditCallsiteRecords(std::vector<RankDump>* d, Edit edit) {
+  RankDump& r0 = (*d)[0];
+  for (size_t i = 0; i < r0.size(); ++i) {
+    xpu_record_v1 r = r0.Record(i);
+    if (r0.sigs[r.sig_id].kind != XPU_OP_PY_CALLSITE) continue;
+    edit(&r);
+    std::memcpy(r0.packed.data() + i * sizeof(r), &r, sizeof(r));
+  }
+}
+
+TEST(FlameGraphTest, ALinkWhoseLaunchIsMissingIsNeverGuessed) {
   SyntheticJob j;
   j.ranks = 1;
   j.steps = 2;
   std::vector<RankDump> d = Dumps(j);
-  // Break the (stream, seq) join: annotations move to another stream.
-  for (size_t i = 0; i < d[0].size(); ++i) {
-    xpu_record_v1 r = d[0].Record(i);
-    if (d[0].sigs[r.sig_id].kind != XPU_OP_ANNOTATION) continue;
-    r.stream = 1234;
-    std::memcpy(d[0].packed.data() + i * sizeof(r), &r, sizeof(r));
-  }
+  // The launches' keys no longer match (as if they were overwritten).
+  EditCallsiteRecords(&d, [](xpu_record_v1* r) { r->seq += 1000; });
   CallsiteOptions opt;
-  opt.max_gap_ns = 200000;  // reaches the next launch after each GEMM (~97 us later)
+  opt.max_gap_ns = 1000000000;  // the fallback would reach every launch
+  CallsiteStats st;
+  auto stacks = BuildCallsiteStacks(d, opt, &st);
+  EXPECT_EQ(st.samples, 2u * (j.layers + 1));
+  EXPECT_EQ(st.linked_exact, 0u);
+  EXPECT_EQ(st.linked_nearby, 0u);
+  EXPECT_EQ(st.unlinked, st.samples);
+  for (const auto& [key, f] : stacks) EXPECT_NE(key.find(";[unlinked]"), std::string::npos) << key;
+}
+
+TEST(FlameGraphTest, FreeStandingPythonEventsFallBackToLaunchTime) {
+  SyntheticJob j;
+  j.ranks = 1;
+  j.steps = 2;
+  std::vector<RankDump> d = Dumps(j);
+  // As xputimer.emit_callsite() writes them: no launch key, a moment before
+  // the launch they precede.
+  EditCallsiteRecords(&d, [](xpu_record_v1* r) {
+    r->issue_latency_ns = 0;
+    r->start_ns -= 500;
+  });
+  CallsiteOptions opt;
+  opt.max_gap_ns = 1000;
   CallsiteStats st;
   auto stacks = BuildCallsiteStacks(d, opt, &st);
   EXPECT_EQ(st.linked_exact, 0u);
-  EXPECT_EQ(st.linked_nearby + st.unlinked, st.annotations);
-  EXPECT_GT(st.linked_nearby, 0u);
+  EXPECT_EQ(st.linked_nearby, st.samples);
+  const std::string fwd =
+      "main@/src/train.py:300;train_step@/src/train.py:42;forward@/src/model.py:120;"
+      "[gemm] cublasGemmEx 4096x2048x1024";
+  EXPECT_EQ(stacks[fwd].samples, 2ull * j.layers / 2) << FoldedText(stacks);
   opt.max_gap_ns = 0;
   stacks = BuildCallsiteStacks(d, opt, &st);
-  EXPECT_EQ(st.unlinked, st.annotations);
+  EXPECT_EQ(st.unlinked, st.samples);
   ASSERT_EQ(stacks.size(), 3u);  // forward, backward, allreduce_grads
   for (const auto& [key, f] : stacks) {
     EXPECT_NE(key.find(";[unlinked]"), std::string::npos) << key;
     EXPECT_EQ(f.weight, f.samples * CallsiteOptions().unlinked_weight_ns);
   }
+}
+
+analysis::Op MakeOp(uint32_t sig, uint16_t kind, uint64_t start, uint32_t seq, uint16_t stream, int32_t lat,
+                    uint16_t flags) {
+  analysis::Op o;
+  o.sig_id = sig;
+  o.kind = kind;
+  o.start_ns = start;
+  o.seq = seq;
+  o.stream = stream;
+  o.issue_latency_ns = lat;
+  o.flags = flags;
+  return o;
+}
+
+TEST(CallsiteJoinTest, KeyIsSigSeqAndStreamNeverAPluginRecordNearestOnWrap) {
+  analysis::RankTrace t;
+  const uint16_t gpu = XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID;
+  t.ops = {
+      MakeOp(9, XPU_OP_PY_CALLSITE, 1000, 5, 2, 3, XPU_REC_HOST),                      // 0 link -> 3
+      MakeOp(3, XPU_OP_GEMM, 1100, 5, 1, 100, gpu),                                    // 1 other stream
+      MakeOp(4, XPU_OP_GEMM, 1100, 5, 2, 100, gpu),                                    // 2 other sig
+      MakeOp(3, XPU_OP_GEMM, 1200, 5, 2, 200, gpu),                                    // 3 the launch
+      MakeOp(7, XPU_OP_ALLREDUCE, 1500, 1, 4, 0, XPU_REC_PLUGIN | XPU_REC_TIMED),      // 4 plugin supplement
+      MakeOp(8, XPU_OP_PY_CALLSITE, 1400, 1, 4, 7, XPU_REC_HOST),                      // 5 link -> 6
+      MakeOp(7, XPU_OP_ALLREDUCE, 1400, 1, 4, 0, XPU_REC_NOT_TIMED),                   // 6 occurrence
+      MakeOp(9, XPU_OP_PY_CALLSITE, 90000, 5, 2, 3, XPU_REC_HOST),                     // 7 seq wrapped -> 8
+      MakeOp(3, XPU_OP_GEMM, 90100, 5, 2, 100, gpu),                                   // 8
+      MakeOp(9, XPU_OP_PY_CALLSITE, 95000, 6, 2, 3, XPU_REC_HOST),                     // 9 launch missing
+      MakeOp(9, XPU_OP_PY_CALLSITE, 96000, 6, 2, 0, XPU_REC_HOST),                     // 10 free-standing
+  };
+  const CallsiteJoin j = JoinCallsites(t);
+  EXPECT_EQ(j.links, 4u);
+  EXPECT_EQ(j.joined, 3u);
+  EXPECT_EQ(j.launch_of[0], 3u);
+  EXPECT_EQ(j.launch_of[5], 6u);
+  EXPECT_EQ(j.launch_of[7], 8u);
+  EXPECT_EQ(j.launch_of[9], CallsiteJoin::kNone);
+  EXPECT_EQ(j.launch_of[10], CallsiteJoin::kNone);
+  EXPECT_EQ(j.stack_of[3], 9u);
+  EXPECT_EQ(j.stack_of[6], 8u);
+  EXPECT_EQ(j.stack_of[8], 9u);
+  for (size_t i : {1, 2, 4}) EXPECT_EQ(j.stack_of[i], 0u) << i;
+  EXPECT_FALSE(IsCallsiteLink(t.ops[10]));
 }
 
 TEST(FlameGraphTest, CallsiteNames) {

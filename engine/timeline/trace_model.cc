@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/timeline/callsite_join.h"
 #include "xpu/formulas.h"
 
 namespace xpu::engine::timeline {
@@ -65,6 +66,7 @@ std::string KindName(uint16_t kind) {
     case XPU_OP_PY_API: return "py_api";
     case XPU_OP_STEP: return "step";
     case XPU_OP_ANNOTATION: return "annotation";
+    case XPU_OP_PY_CALLSITE: return "callsite";
     default: return absl::StrCat("op", kind);
   }
 }
@@ -77,8 +79,10 @@ std::string EventName(const analysis::OpSig& s) {
   }
   if (s.collective()) return absl::StrCat(KindName(s.kind), " ", FormatBytes(s.bytes));
   if (s.kind == XPU_OP_KERNEL || s.kind == XPU_OP_GRAPH_LAUNCH) return s.name.empty() ? KindName(s.kind) : s.name;
-  if (s.kind == XPU_OP_ANNOTATION && s.name.find(';') != std::string::npos) {
-    // A call-site stack: show the innermost frame.
+  if (s.kind == XPU_OP_PY_CALLSITE ||
+      (s.kind == XPU_OP_ANNOTATION && s.name.find(';') != std::string::npos)) {
+    // A call-site stack (annotations: as emitted by older Python packages):
+    // show the innermost frame.
     return absl::StrCat("callsite ", s.name.substr(0, s.name.find(';')));
   }
   return s.name.empty() ? KindName(s.kind) : absl::StrCat(KindName(s.kind), " ", s.name);
@@ -87,7 +91,8 @@ std::string EventName(const analysis::OpSig& s) {
 const std::vector<std::string>& ArgNames() {
   static const auto* names = new std::vector<std::string>{
       "seq", "stream", "m", "n", "k", "batch", "dtype", "gflop", "tflops", "bytes", "nranks",
-      "comm_rank", "comm_id", "algbw_GBps", "busbw_GBps", "issue_latency_us", "timed", "peer"};
+      "comm_rank", "comm_id", "algbw_GBps", "busbw_GBps", "issue_latency_us", "timed", "peer",
+      "callsite"};
   return *names;
 }
 
@@ -99,7 +104,8 @@ int ArgIndex(const char* name) {
   return -1;
 }
 
-void EventArgs(const analysis::OpSig& s, const analysis::Op& op, std::vector<Arg>* out) {
+void EventArgs(const analysis::OpSig& s, const analysis::Op& op, std::vector<Arg>* out,
+               const analysis::OpSig* callsite) {
   out->clear();
   auto u = [&](const char* n, uint64_t v) { out->push_back(Arg{Arg::kUint, n, v, 0, 0, {}}); };
   auto i = [&](const char* n, int64_t v) { out->push_back(Arg{Arg::kInt, n, 0, v, 0, {}}); };
@@ -128,16 +134,24 @@ void EventArgs(const analysis::OpSig& s, const analysis::Op& op, std::vector<Arg
   }
   if (op.issue_valid()) d("issue_latency_us", op.issue_latency_ns * 1e-3);
   if (analysis::IsGpuOp(s.kind) && !op.timed()) u("timed", 0);
+  if (callsite != nullptr) out->push_back(Arg{Arg::kString, "callsite", 0, 0, 0, callsite->name});
 }
 
 RankLayout LayoutRank(const RankDump& d, int64_t offset_ns) {
   RankLayout L;
   L.trace = ToRankTrace(d, offset_ns);
+  const CallsiteJoin join = JoinCallsites(L.trace);
+  L.callsite_links = join.links;
+  L.callsite_joined = join.joined;
   // (family, stream) -> end time of each lane; (family, stream, lane) -> track.
   std::map<std::pair<int, uint16_t>, std::vector<uint64_t>> lanes;
   std::map<std::tuple<int, uint16_t, size_t>, uint32_t> track_of;
-  L.slices.reserve(L.trace.ops.size());
-  for (const analysis::Op& op : L.trace.ops) {
+  L.slices.reserve(L.trace.ops.size() - join.links);
+  for (size_t i = 0; i < L.trace.ops.size(); ++i) {
+    const analysis::Op& op = L.trace.ops[i];
+    // A link is metadata of its launch (its `stream` is the launch's GPU
+    // stream, not a host thread): shown as the launch's argument instead.
+    if (IsCallsiteLink(op)) continue;
     const Family f = FamilyOf(op.kind);
     auto& ends = lanes[{f, op.stream}];
     const bool instant = op.dur_ns == 0;
@@ -150,7 +164,7 @@ RankLayout LayoutRank(const RankDump& d, int64_t offset_ns) {
     auto [it, inserted] = track_of.emplace(std::make_tuple(int(f), op.stream, lane),
                                            static_cast<uint32_t>(L.tracks.size()));
     if (inserted) L.tracks.push_back(TrackName(f, op.stream, lane));
-    L.slices.push_back(TrackSlice{it->second, &op, instant});
+    L.slices.push_back(TrackSlice{it->second, &op, instant, join.stack_of[i]});
   }
   return L;
 }

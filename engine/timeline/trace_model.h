@@ -10,6 +10,9 @@
 //     to a numbered lane "... #2", so both formats nest trivially and every
 //     slice is balanced;
 //   * zero-length ops are instants;
+//   * Python call-site links (record.h XPU_OP_PY_CALLSITE, callsite_join.h)
+//     are not drawn: the GEMM / collective they belong to carries the stack
+//     as its "callsite" argument (innermost frame first, ';'-separated);
 //   * flows: the kernels of one collective instance (comm_id, seq) on all its
 //     members, ordered by (aligned) start time, first to last.
 //
@@ -33,12 +36,15 @@ struct TrackSlice {
   uint32_t track = 0;      // index into RankLayout::tracks
   const analysis::Op* op;  // into RankLayout::trace.ops
   bool instant = false;
+  uint32_t callsite_sig = 0;  // stack (XPU_OP_PY_CALLSITE sig_id) of this launch, 0 = none
 };
 
 struct RankLayout {
   analysis::RankTrace trace;        // aligned times
   std::vector<std::string> tracks;  // names, index = track id within the rank
   std::vector<TrackSlice> slices;   // sorted by start
+  uint64_t callsite_links = 0;      // link records (not drawn)
+  uint64_t callsite_joined = 0;     // ... attached to their launch
 };
 RankLayout LayoutRank(const RankDump& d, int64_t offset_ns);
 
@@ -58,8 +64,10 @@ struct Arg {
   std::string s;
 };
 // Shapes, FLOPs, bytes, busbw (member-local: bytes × factor / own duration),
-// issue latency, seq.
-void EventArgs(const analysis::OpSig& s, const analysis::Op& op, std::vector<Arg>* out);
+// issue latency, seq, and the Python call stack (`callsite`: the stack's
+// signature, or nullptr).
+void EventArgs(const analysis::OpSig& s, const analysis::Op& op, std::vector<Arg>* out,
+               const analysis::OpSig* callsite = nullptr);
 // Fixed list of argument names (Perfetto interns them by index + 1).
 const std::vector<std::string>& ArgNames();
 int ArgIndex(const char* name);

@@ -335,8 +335,9 @@ int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::
   }
   if (!o->json_path.empty()) out << absl::StrFormat("  %-40s %d bytes\n", o->json_path, o->json.bytes);
   if (!o->svg_path.empty()) {
-    out << absl::StrFormat("  %-40s %d call-site samples, %d linked to a launch\n", o->svg_path,
-                           o->callsites.annotations, o->callsites.linked_exact + o->callsites.linked_nearby);
+    out << absl::StrFormat("  %-40s %d call-site samples, %d linked to their launch, %d placed by time\n",
+                           o->svg_path, o->callsites.samples, o->callsites.linked_exact,
+                           o->callsites.linked_nearby);
   }
   out << absl::StrFormat("  %-40s manifest\n", o->manifest_path);
   out << "clock offsets (reference rank " << o->clock.reference_rank << "):\n";

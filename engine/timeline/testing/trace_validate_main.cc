@@ -50,6 +50,12 @@ int main(int argc, char** argv) {
     o += (first ? "" : ",") + Quote(name) + ":" + std::to_string(n);
     first = false;
   }
+  o += "},\"callsites\":{";
+  first = true;
+  for (const auto& [key, n] : v.callsites) {
+    o += (first ? "" : ",") + Quote(key) + ":" + std::to_string(n);
+    first = false;
+  }
   o += "}}\n";
   std::fputs(o.c_str(), stdout);
   return v.ok() ? 0 : 1;

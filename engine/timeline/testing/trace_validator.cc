@@ -82,7 +82,8 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
     uint64_t track;
   };
   std::vector<Ev> events;
-  std::map<uint32_t, std::map<uint64_t, std::string>> names;  // seq -> iid -> name
+  std::map<uint32_t, std::map<uint64_t, std::string>> names;      // seq -> iid -> name
+  std::map<uint32_t, std::map<uint64_t, std::string>> arg_names;  // seq -> iid -> arg name
   std::map<uint32_t, bool> cleared;
   std::map<uint64_t, std::pair<int, int>> flows;  // id -> (events, terminating)
   for (size_t i = 0; i < static_cast<size_t>(trace.packet_size()); ++i) {
@@ -91,6 +92,7 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
     if (p.sequence_flags() & 1) {
       cleared[seq] = true;
       names[seq].clear();
+      arg_names[seq].clear();
     }
     if (p.has_interned_data()) {
       if (!cleared[seq]) Err(&v, absl::StrCat("packet ", i, ": interned data before a state reset on seq ", seq));
@@ -98,6 +100,7 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
         if (n.iid() == 0) Err(&v, "event name with iid 0");
         names[seq][n.iid()] = n.name();
       }
+      for (const auto& n : p.interned_data().debug_annotation_names()) arg_names[seq][n.iid()] = n.name();
     }
     if (!p.has_track_event()) continue;
     const auto& te = p.track_event();
@@ -122,6 +125,10 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
         name = te.name();
       }
       if (name.empty()) Err(&v, absl::StrCat("packet ", i, ": event without a name"));
+      for (const auto& a : te.debug_annotations()) {
+        const std::string arg = a.has_name_iid() ? arg_names[seq][a.name_iid()] : a.name();
+        if (arg == "callsite" && a.has_string_value()) ++v.callsites[name + "|" + a.string_value()];
+      }
       ++v.slices_by_name[name];
       ++v.events_by_pid[pid_of_track.count(te.track_uuid()) ? pid_of_track[te.track_uuid()] : -1];
       v.min_ts = std::min<uint64_t>(v.min_ts, p.timestamp());
@@ -229,6 +236,13 @@ ValidatedTrace ValidateChromeJsonFile(const std::string& path) {
     } else {
       Err(&v, absl::StrCat("event ", i, ": unexpected ph '", ph, "'"));
       continue;
+    }
+    if (auto a = f.find("args"); a != f.end() && a->second.has_struct_value()) {
+      const auto& args = a->second.struct_value().fields();
+      auto c = args.find("callsite");
+      if (c != args.end() && c->second.kind_case() == google::protobuf::Value::kStringValue) {
+        ++v.callsites[str("name") + "|" + c->second.string_value()];
+      }
     }
     ++v.slices_by_name[str("name")];
     ++v.events_by_pid[static_cast<int32_t>(pid)];

@@ -30,6 +30,8 @@ struct ValidatedTrace {
   std::map<std::string, uint64_t> slices_by_name;   // BEGIN + INSTANT by event name
   std::map<int32_t, std::string> process_names;     // pid -> name
   std::map<int32_t, uint64_t> events_by_pid;        // BEGIN + INSTANT per process
+  // "event name|stack" -> events carrying that "callsite" string argument.
+  std::map<std::string, uint64_t> callsites;
   uint64_t min_ts = UINT64_MAX, max_ts = 0;
   bool ok() const { return errors.empty(); }
   std::string ErrorText(size_t max = 10) const;
