@@ -3,7 +3,9 @@ GPU per process), for the bus-bandwidth check and as a workload.
 
 Sizes follow nccl-tests: "size" is the all-reduce buffer, the all-gather
 output and the reduce-scatter input (bytes). For every size and op the script
-times each call with a CUDA event pair, then takes per call the shortest of
+times each call with a CUDA event pair (the GPU kept ahead of the CPU by a
+sleep kernel queued first, as nccl-tests' C loop keeps it busy), then takes
+per call the shortest of
 the ranks' times (the last rank to arrive waits least: the engine's
 last-arrival time, max(end) - max(start)); algbw = size / time,
 busbw = algbw * 2(n-1)/n (all-reduce) or (n-1)/n (the others).
@@ -22,6 +24,7 @@ import torch
 import torch.distributed as dist
 
 OPS = ("allreduce", "allgather", "reducescatter")
+GPU_HEAD_START_CYCLES = 200_000_000  # ~0.1 s at 2 GHz: room to enqueue a size's calls
 
 
 def parse_sizes(text):
@@ -73,6 +76,11 @@ def main() -> int:
             ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(total)]
             dist.barrier()
             torch.cuda.synchronize()
+            # Keep the GPU ahead of the CPU: with a long kernel queued first,
+            # every call below is enqueued before the GPU reaches it, so the
+            # event pairs time the GPU work and not PyTorch's per-call CPU
+            # cost (which exceeds a small collective's duration).
+            torch.cuda._sleep(GPU_HEAD_START_CYCLES)
             for i in range(total):
                 ev[i][0].record()
                 call()
@@ -81,6 +89,7 @@ def main() -> int:
             # nccl-tests style: one event pair around a loop, average per call.
             l0, l1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             dist.barrier()
+            torch.cuda._sleep(GPU_HEAD_START_CYCLES)
             l0.record()
             for _ in range(args.iters):
                 call()

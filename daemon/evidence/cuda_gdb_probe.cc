@@ -1,9 +1,6 @@
 // daemon/evidence/cuda_gdb_probe.cc — see cuda_gdb_probe.h.
 #include "daemon/evidence/cuda_gdb_probe.h"
 
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -64,7 +61,8 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
       k.set_detail(absl::StrCat(names[c.kernel], " block ", c.channel, ": ring ", c.ring_prev, "->self->",
                                 c.ring_next, ", recv step ", c.recv_step, " tail ", c.recv_tail, ", send step ",
                                 c.send_step, " head ", c.send_head,
-                                p == hang::NcclProto::kSimple ? "" : absl::StrCat(", ll flag ", c.ll_flag)));
+                                p == hang::NcclProto::kSimple ? "" : absl::StrCat(", ll flag ", c.ll_flag),
+                                c.error.empty() ? "" : absl::StrCat(" (cuda-gdb also said: ", c.error, ")")));
     } else {
       k.set_detail(absl::StrCat(names[c.kernel], " block ", c.channel, ": not readable: ",
                                 c.error.empty() ? "no output" : c.error));
@@ -80,42 +78,27 @@ std::vector<xpu::v1::IntraKernelProgress> ProbeNcclKernels(int32_t pid, std::str
                                                            int max_channels) {
   const std::vector<hang::CudaKernel> kernels = hang::ParseCudaKernels(kernel_list);
   if (kernels.empty()) return {};
-  char path[] = "/tmp/xpu-cuda-gdb-XXXXXX";
-  const int fd = mkstemp(path);
   xpu::v1::IntraKernelProgress failed;
   failed.set_source("cuda-gdb");
   failed.set_comm_rank(pending.comm_rank);
   failed.set_comm_nranks(pending.comm_nranks);
   failed.set_arrived_seq(pending.pending_seq);
   failed.set_completed_seq(pending.completed_seq);
-  if (fd < 0) {
-    failed.set_detail("cannot write the cuda-gdb script");
-    return {failed};
-  }
-  const std::string script = hang::ProgressScript(kernels, max_channels);
-  const bool written = write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
-  close(fd);
+  std::vector<std::string> argv = hang::CudaGdbCommand(pid, hang::ProgressScript(kernels, max_channels));
+  argv[0] = debugger;
+  RunResult r = RunWithTimeout(argv, budget_ms, 256 * 1024);
   std::vector<xpu::v1::IntraKernelProgress> out;
-  if (!written) {
-    failed.set_detail("cannot write the cuda-gdb script");
+  if (!r.started || r.timed_out) {
+    failed.set_detail(r.timed_out ? absl::StrCat("cuda-gdb timed out after ", budget_ms, " ms") : r.error);
     out.push_back(failed);
   } else {
-    RunResult r = RunWithTimeout({debugger, "-p", std::to_string(pid), "-batch", "-nx", "-q", "-iex",
-                                  "set debuginfod enabled off", "-iex", "set index-cache enabled on", "-x", path},
-                                 budget_ms, 256 * 1024);
-    if (!r.started || r.timed_out) {
-      failed.set_detail(r.timed_out ? absl::StrCat("cuda-gdb timed out after ", budget_ms, " ms") : r.error);
+    out = ChannelsToProgress(kernel_list, r.output, pending);
+    if (out.empty()) {
+      failed.set_detail(
+          absl::StrCat("cuda-gdb printed no progress (exit ", r.exit_code, "): ", r.output.substr(0, 300)));
       out.push_back(failed);
-    } else {
-      out = ChannelsToProgress(kernel_list, r.output, pending);
-      if (out.empty()) {
-        failed.set_detail(absl::StrCat("cuda-gdb printed no progress (exit ", r.exit_code,
-                                       "): ", r.output.substr(0, 300)));
-        out.push_back(failed);
-      }
     }
   }
-  unlink(path);
   return out;
 }
 

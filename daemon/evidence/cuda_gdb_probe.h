@@ -4,7 +4,7 @@
 // The native-stack run of the evidence collector (cuda-gdb) ends with
 // `info cuda kernels` when the process has an outstanding collective; if
 // that lists NCCL kernels, ProbeNcclKernels attaches once more with the
-// progress script of engine/hang/cuda_gdb.h (ring neighbours and connection
+// progress commands of engine/hang/cuda_gdb.h (one -ex each) (ring neighbours and connection
 // step counters per channel, protocol from the kernel name), detaches, and
 // turns each channel into an IntraKernelProgress (source "cuda-gdb <PROTO>",
 // channel "ch<N>", ring_prev/ring_next, step = steps delivered by the ring
@@ -12,7 +12,7 @@
 // in `detail`, so the report says what could and could not be read. The
 // engine orders the ring from ring_next and compares progress along it.
 //
-// Thread-safety: reentrant (one debugger child and one script file per call).
+// Thread-safety: reentrant (one debugger child per call).
 #ifndef XPU_DAEMON_EVIDENCE_CUDA_GDB_PROBE_H_
 #define XPU_DAEMON_EVIDENCE_CUDA_GDB_PROBE_H_
 

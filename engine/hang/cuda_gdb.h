@@ -10,14 +10,16 @@
 //      kernels (ncclDevKernel_* / ncclKernel_*) with their grid size; the
 //      protocol (SIMPLE / LL / LL128) is read from the kernel name.
 //   2. ProgressScript: for each NCCL kernel and block (= channel), focus
-//      thread 0 and printf one "XPU-NCCL ..." line with the ring neighbours
-//      and the connection counters of NCCL 2.28's shared state
+//      thread 0 and printf "XPU-NCCL ..." lines with the ring neighbours and
+//      the connection counters of NCCL 2.28's shared state
 //      (ncclShmem.channel.ring.{prev,next},
 //       ncclShmem.groups[0].recvConns[0]->{step,*tail},
 //       ncclShmem.groups[0].sendConns[0]->{step,*head}); for LL / LL128 the
 //      flag of the first receive-buffer line, which carries the step of the
-//      last line received. ParseProgress reads the lines back; a block whose
-//      expressions fail is reported with cuda-gdb's error.
+//      last line received. NCCL as shipped has no debug info for ncclShmem,
+//      so the fields are read as raw memory at NCCL 2.28's offsets
+//      (NcclLayout in cuda_gdb.cc). ParseProgress reads the lines back; a
+//      block whose expressions fail is reported with cuda-gdb's error.
 // Progress of a rank on a channel = steps its predecessor delivered to it
 // (recv tail for SIMPLE, LL/LL128 flag otherwise). Along the ring, progress
 // stops right behind the faulty link (classify.h FindStalledLink).
@@ -63,8 +65,9 @@ std::vector<CudaKernel> ParseCudaKernels(std::string_view info_cuda_kernels);
 // `max_channels` bounds the blocks visited per kernel.
 std::string ProgressScript(const std::vector<CudaKernel>& kernels, int max_channels = 64);
 std::vector<ChannelProgress> ParseProgress(std::string_view output);
-// Command line for one rank (cuda-gdb reads the script with -x).
-std::vector<std::string> CudaGdbCommand(int pid, const std::string& script_path);
+// Command line for one rank: every script line becomes one -ex, so that a
+// failing expression does not end the run (as it would end a -x file).
+std::vector<std::string> CudaGdbCommand(int pid, const std::string& script);
 
 // Per rank, its channel progress; returns per channel the KernelProgress
 // entries (ring positions from following ring_next from the lowest rank).

@@ -34,15 +34,21 @@ TEST(CudaGdbTest, ScriptVisitsEveryChannelAndDetaches) {
   EXPECT_NE(s.find("cuda kernel 0 block (2,0,0) thread (0,0,0)"), std::string::npos);
   EXPECT_EQ(s.find("cuda kernel 0 block (3,0,0)"), std::string::npos);  // bounded by max_channels
   EXPECT_NE(s.find("cuda kernel 2 block (1,0,0) thread (0,0,0)"), std::string::npos);
-  EXPECT_NE(s.find("ncclShmem.channel.ring.prev"), std::string::npos);
-  EXPECT_NE(s.find("*ncclShmem.groups[0].recvConns[0]->tail"), std::string::npos);
+  // Raw reads at NCCL 2.28's offsets: ring.prev at 152, recvConns[0] at
+  // 552, its tail pointer at 48.
+  EXPECT_NE(s.find("*(@shared int*)($xs+152)"), std::string::npos);
+  EXPECT_NE(s.find("set $xr = *(@shared unsigned long long*)($xs+552)"), std::string::npos);
+  EXPECT_NE(s.find("**(unsigned long long**)($xr+48)"), std::string::npos);
   EXPECT_NE(s.find("ll_flag"), std::string::npos);  // LL kernel
   EXPECT_EQ(s.substr(s.size() - 12), "detach\nquit\n");
   EXPECT_NE(KernelListScript().find("info cuda kernels"), std::string::npos);
-  std::vector<std::string> argv = CudaGdbCommand(42, "/tmp/s.gdb");
+  std::vector<std::string> argv = CudaGdbCommand(42, "info cuda kernels\n\ndetach\n");
   EXPECT_EQ(argv[0], "cuda-gdb");
   EXPECT_EQ(argv[2], "42");
-  EXPECT_EQ(argv.back(), "/tmp/s.gdb");
+  ASSERT_GE(argv.size(), 4u);
+  EXPECT_EQ(argv[argv.size() - 4], "-ex");
+  EXPECT_EQ(argv[argv.size() - 3], "info cuda kernels");
+  EXPECT_EQ(argv.back(), "detach");
 }
 
 // What one rank's cuda-gdb run prints for a SIMPLE ring of 4 ranks whose
