@@ -4,7 +4,6 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/evidence/process_probe.h"
 #include "engine/hang/cuda_gdb.h"
 
 namespace xpu::daemon {
@@ -45,8 +44,13 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
   std::map<int, std::string> names;
   for (const hang::CudaKernel& k : kernels) names[k.id] = k.name;
   std::vector<xpu::v1::IntraKernelProgress> out;
+  std::map<int, int> grid;
+  for (const hang::CudaKernel& k : kernels) grid[k.id] = k.grid_x;
   for (const hang::ChannelProgress& c : hang::ParseProgress(progress_output)) {
-    const auto p = proto.count(c.kernel) ? proto.at(c.kernel) : hang::NcclProto::kUnknown;
+    // Blind reads cover kernel ids and blocks that are not NCCL channels.
+    auto g = grid.find(c.kernel);
+    if (g == grid.end() || (g->second > 0 && c.channel >= g->second)) continue;
+    const auto p = proto.at(c.kernel);
     xpu::v1::IntraKernelProgress k;
     k.set_source(absl::StrCat("cuda-gdb ", hang::NcclProtoName(p)));
     k.set_channel(absl::StrCat("ch", c.channel));
@@ -68,36 +72,6 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
                                 c.error.empty() ? "no output" : c.error));
     }
     out.push_back(std::move(k));
-  }
-  return out;
-}
-
-std::vector<xpu::v1::IntraKernelProgress> ProbeNcclKernels(int32_t pid, std::string_view kernel_list,
-                                                           const PendingCollective& pending,
-                                                           const std::string& debugger, uint64_t budget_ms,
-                                                           int max_channels) {
-  const std::vector<hang::CudaKernel> kernels = hang::ParseCudaKernels(kernel_list);
-  if (kernels.empty()) return {};
-  xpu::v1::IntraKernelProgress failed;
-  failed.set_source("cuda-gdb");
-  failed.set_comm_rank(pending.comm_rank);
-  failed.set_comm_nranks(pending.comm_nranks);
-  failed.set_arrived_seq(pending.pending_seq);
-  failed.set_completed_seq(pending.completed_seq);
-  std::vector<std::string> argv = hang::CudaGdbCommand(pid, hang::ProgressScript(kernels, max_channels));
-  argv[0] = debugger;
-  RunResult r = RunWithTimeout(argv, budget_ms, 256 * 1024);
-  std::vector<xpu::v1::IntraKernelProgress> out;
-  if (!r.started || r.timed_out) {
-    failed.set_detail(r.timed_out ? absl::StrCat("cuda-gdb timed out after ", budget_ms, " ms") : r.error);
-    out.push_back(failed);
-  } else {
-    out = ChannelsToProgress(kernel_list, r.output, pending);
-    if (out.empty()) {
-      failed.set_detail(
-          absl::StrCat("cuda-gdb printed no progress (exit ", r.exit_code, "): ", r.output.substr(0, 300)));
-      out.push_back(failed);
-    }
   }
   return out;
 }

@@ -39,15 +39,10 @@ struct PendingCollective {
 // the oldest one.
 bool FindPendingCollective(const xpu::v1::HangProgress& progress, PendingCollective* out);
 
-// `kernel_list` is cuda-gdb's `info cuda kernels` output (any surrounding
-// text is ignored). Returns nothing when it lists no NCCL kernel. `debugger`
-// is the cuda-gdb executable; at most `max_channels` blocks per kernel.
-std::vector<xpu::v1::IntraKernelProgress> ProbeNcclKernels(int32_t pid, std::string_view kernel_list,
-                                                           const PendingCollective& pending,
-                                                           const std::string& debugger, uint64_t budget_ms,
-                                                           int max_channels = 16);
-
-// Converts parsed channels (exposed for tests on recorded output).
+// `kernel_list`: cuda-gdb's `info cuda kernels` output; `progress_output`:
+// the XPU-NCCL lines of engine/hang/cuda_gdb.h's commands (both may be the
+// same text, any other lines are ignored). One entry per channel of an NCCL
+// kernel the list shows.
 std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view kernel_list,
                                                              std::string_view progress_output,
                                                              const PendingCollective& pending);

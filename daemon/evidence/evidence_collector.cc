@@ -15,6 +15,7 @@
 
 #include "daemon/evidence/cuda_gdb_probe.h"
 #include "daemon/evidence/fake_nccl_probe.h"
+#include "engine/hang/cuda_gdb.h"
 #include "daemon/evidence/gpu_health.h"
 #include "daemon/evidence/process_probe.h"
 
@@ -33,6 +34,10 @@ bool Alive(const std::string& state) {
 
 // Native stacks of all threads. The debugger attaches (stopping the process
 // for the time of the backtrace) and detaches when -batch ends.
+// Blind progress reads: cuda-gdb kernel ids and blocks (channels) visited.
+constexpr int kProbeKernels = 3;
+constexpr int kProbeChannels = 16;
+
 bool IsCudaGdb(const std::string& debugger) {
   return debugger.size() >= 8 && debugger.compare(debugger.size() - 8, 8, "cuda-gdb") == 0;
 }
@@ -58,8 +63,14 @@ void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
                                    "-ex", "set pagination off", "-ex", "set print thread-events off",
                                    "-ex", "thread apply all bt"};
   if (list_kernels) {
-    argv.insert(argv.end(), {"-ex", "set cuda break_on_launch none", "-ex", "echo XPU-CUDA-KERNELS\\n",
-                             "-ex", "info cuda kernels"});
+    // Kernel list and ring counters in the same attach (attaching to a
+    // PyTorch process takes seconds; a second attach would double that).
+    const std::string cmds = xpu::engine::hang::BlindProgressCommands(kProbeKernels, kProbeChannels);
+    for (size_t a = 0, b; a < cmds.size(); a = b + 1) {
+      b = cmds.find('\n', a);
+      if (b == std::string::npos) b = cmds.size();
+      if (b > a) argv.insert(argv.end(), {"-ex", cmds.substr(a, b - a)});
+    }
   }
   argv.insert(argv.end(), {"-ex", "detach"});
   RunResult r = RunWithTimeout(argv, budget_ms, o.max_stack_bytes);
@@ -214,17 +225,13 @@ xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& target
       PendingCollective pending;
       const bool probe = !options.fake_nccl && IsCudaGdb(options.debugger) && Alive(state) &&
                          state != "stopped" && t.has_progress && FindPendingCollective(t.progress, &pending);
-      const uint64_t native_ms = budget - python_ms;
-      NativeStacks(t, options, state, probe ? native_ms * 11 / 20 : native_ms, probe, &ev);
+      NativeStacks(t, options, state, budget - python_ms, probe, &ev);
       if (probe) {
         const std::string& text = ev.native_stacks();
         const size_t at = text.find("XPU-CUDA-KERNELS");
-        const uint64_t spent = MonoMs() - start;
-        if (at != std::string::npos && native_ms > spent + 500) {
-          for (auto& k : ProbeNcclKernels(t.pid, std::string_view(text).substr(at), pending, options.debugger,
-                                          native_ms - spent)) {
-            *ev.add_kernel() = std::move(k);
-          }
+        if (at != std::string::npos) {
+          const std::string_view tail = std::string_view(text).substr(at);
+          for (auto& k : ChannelsToProgress(tail, tail, pending)) *ev.add_kernel() = std::move(k);
         }
       }
       uint64_t used = MonoMs() - start;

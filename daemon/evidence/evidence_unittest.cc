@@ -163,8 +163,16 @@ TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
   EXPECT_NE(out[0].detail().find("ncclDevKernel_AllReduce_Sum_f32_RING_LL block 0"), std::string::npos);
   EXPECT_EQ(out[1].ring_next(), -1);
   EXPECT_NE(out[1].detail().find("not readable: No symbol"), std::string::npos);
-  // No NCCL kernel listed: nothing to probe, no debugger started.
-  EXPECT_TRUE(ProbeNcclKernels(1, "No CUDA kernels.\n", pc, "/nonexistent/cuda-gdb", 1000).empty());
+  // Blind reads of a kernel id the list does not show as NCCL, or of a block
+  // beyond the grid, are dropped.
+  const std::string blind = progress +
+      "XPU-NCCL-BEGIN kernel=0 channel=2\nXPU-NCCL kernel=0 channel=2 ring_prev=0 ring_next=0\n"
+      "XPU-NCCL-END kernel=0 channel=2\n"
+      "XPU-NCCL-BEGIN kernel=1 channel=0\nXPU-NCCL kernel=1 channel=0 ring_prev=0 ring_next=0\n"
+      "XPU-NCCL-END kernel=1 channel=0\n";
+  EXPECT_EQ(ChannelsToProgress(list, blind, pc).size(), 2u);
+  // No NCCL kernel listed: nothing.
+  EXPECT_TRUE(ChannelsToProgress("No CUDA kernels.\n", progress, pc).empty());
 }
 
 TEST(EvidenceCollectorTest, CollectsStateAndNativeStacksOfALiveProcess) {

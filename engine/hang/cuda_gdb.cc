@@ -46,8 +46,8 @@ const char* NcclProtoName(NcclProto p) {
 
 uint64_t ChannelProgress::Progress(NcclProto proto) const {
   switch (proto) {
-    case NcclProto::kLL:
-    case NcclProto::kLL128: return ll_flag;
+    case NcclProto::kLL: return ll_flag;
+    case NcclProto::kLL128: return ll128_flag != 0 ? ll128_flag : ll_flag;
     default: return recv_tail;
   }
 }
@@ -111,43 +111,61 @@ struct NcclLayout {
   int ll128_flag = 15 * 8;     // NCCL_LL128_LINEELEMS = 16 uint64_t per line, the flag is the last
 };
 
-std::string ProgressScript(const std::vector<CudaKernel>& kernels, int max_channels) {
+namespace {
+
+std::string At(const char* type, const std::string& base, int off) {
+  return "*(" + std::string(type) + "*)(" + base + "+" + std::to_string(off) + ")";
+}
+
+// Commands that print one channel's counters; kUnknown prints the flags of
+// both LL protocols (the caller learns the protocol later).
+void AppendChannel(int kernel, int channel, NcclProto proto, std::string* s) {
   const NcclLayout L;
-  const auto at = [](const char* type, const std::string& base, int off) {
-    return "*(" + std::string(type) + "*)(" + base + "+" + std::to_string(off) + ")";
-  };
+  const std::string id = "kernel=" + std::to_string(kernel) + " channel=" + std::to_string(channel);
+  *s += "cuda kernel " + std::to_string(kernel) + " block (" + std::to_string(channel) + ",0,0) thread (0,0,0)\n";
+  *s += "echo XPU-NCCL-BEGIN " + id + "\\n\n";
+  // ncclShmem's shared-window address; if the symbol cannot be taken, the
+  // start of the window (where the only static __shared__ variable sits).
+  *s += "set $xs = (@shared char*)0\n";
+  *s += "set $xs = (@shared char*)&ncclShmem\n";
+  *s += "printf \"XPU-NCCL " + id + " ring_prev=%d ring_next=%d\\n\", " + At("@shared int", "$xs", L.ring_prev) +
+        ", " + At("@shared int", "$xs", L.ring_prev + 4) + "\n";
+  *s += "set $xr = " + At("@shared unsigned long long", "$xs", L.recv_conn0) + "\n";
+  *s += "set $xn = " + At("@shared unsigned long long", "$xs", L.send_conn0) + "\n";
+  *s += "printf \"XPU-NCCL " + id + " recv_step=%llu\\n\", " + At("unsigned long long", "$xr", L.conn_step) + "\n";
+  *s += "printf \"XPU-NCCL " + id + " recv_tail=%llu\\n\", *" + At("unsigned long long*", "$xr", L.conn_tail) +
+        "\n";
+  *s += "printf \"XPU-NCCL " + id + " send_step=%llu\\n\", " + At("unsigned long long", "$xn", L.conn_step) + "\n";
+  *s += "printf \"XPU-NCCL " + id + " send_head=%llu\\n\", *" + At("unsigned long long*", "$xn", L.conn_head) +
+        "\n";
+  if (proto == NcclProto::kLL || proto == NcclProto::kUnknown) {
+    *s += "printf \"XPU-NCCL " + id + " ll_flag=%u\\n\", " +
+          At("unsigned int", At("unsigned long long", "$xr", L.conn_buffs + 0), L.ll_flag1) + "\n";
+  }
+  if (proto == NcclProto::kLL128 || proto == NcclProto::kUnknown) {
+    *s += "printf \"XPU-NCCL " + id + " ll128_flag=%llu\\n\", " +
+          At("unsigned long long", At("unsigned long long", "$xr", L.conn_buffs + 8), L.ll128_flag) + "\n";
+  }
+  *s += "echo XPU-NCCL-END " + id + "\\n\n";
+}
+
+}  // namespace
+
+std::string ProgressScript(const std::vector<CudaKernel>& kernels, int max_channels) {
   std::string s = "set pagination off\nset confirm off\nset cuda break_on_launch none\n";
   for (const CudaKernel& k : kernels) {
     const int blocks = k.grid_x > 0 ? std::min(k.grid_x, max_channels) : 1;
-    for (int c = 0; c < blocks; ++c) {
-      const std::string id = "kernel=" + std::to_string(k.id) + " channel=" + std::to_string(c);
-      s += "cuda kernel " + std::to_string(k.id) + " block (" + std::to_string(c) + ",0,0) thread (0,0,0)\n";
-      s += "echo XPU-NCCL-BEGIN " + id + "\\n\n";
-      // ncclShmem's shared-window address; if the symbol cannot be taken, the
-      // start of the window (where the only static __shared__ variable sits).
-      s += "set $xs = (@shared char*)0\n";
-      s += "set $xs = (@shared char*)&ncclShmem\n";
-      s += "printf \"XPU-NCCL " + id + " ring_prev=%d ring_next=%d\\n\", " +
-           at("@shared int", "$xs", L.ring_prev) + ", " + at("@shared int", "$xs", L.ring_prev + 4) + "\n";
-      s += "set $xr = " + at("@shared unsigned long long", "$xs", L.recv_conn0) + "\n";
-      s += "set $xn = " + at("@shared unsigned long long", "$xs", L.send_conn0) + "\n";
-      s += "printf \"XPU-NCCL " + id + " recv_step=%llu\\n\", " + at("unsigned long long", "$xr", L.conn_step) + "\n";
-      s += "printf \"XPU-NCCL " + id + " recv_tail=%llu\\n\", *" +
-           at("unsigned long long*", "$xr", L.conn_tail) + "\n";
-      s += "printf \"XPU-NCCL " + id + " send_step=%llu\\n\", " + at("unsigned long long", "$xn", L.conn_step) + "\n";
-      s += "printf \"XPU-NCCL " + id + " send_head=%llu\\n\", *" +
-           at("unsigned long long*", "$xn", L.conn_head) + "\n";
-      if (k.proto == NcclProto::kLL) {
-        s += "printf \"XPU-NCCL " + id + " ll_flag=%u\\n\", " +
-             at("unsigned int", at("unsigned long long", "$xr", L.conn_buffs + 0), L.ll_flag1) + "\n";
-      } else if (k.proto == NcclProto::kLL128) {
-        s += "printf \"XPU-NCCL " + id + " ll_flag=%llu\\n\", " +
-             at("unsigned long long", at("unsigned long long", "$xr", L.conn_buffs + 8), L.ll128_flag) + "\n";
-      }
-      s += "echo XPU-NCCL-END " + id + "\\n\n";
-    }
+    for (int c = 0; c < blocks; ++c) AppendChannel(k.id, c, k.proto, &s);
   }
   s += "detach\nquit\n";
+  return s;
+}
+
+std::string BlindProgressCommands(int max_kernels, int max_channels) {
+  std::string s = "set cuda break_on_launch none\necho XPU-CUDA-KERNELS\\n\ninfo cuda kernels\n";
+  for (int k = 0; k < max_kernels; ++k) {
+    for (int c = 0; c < max_channels; ++c) AppendChannel(k, c, NcclProto::kUnknown, &s);
+  }
   return s;
 }
 
@@ -183,6 +201,7 @@ std::vector<ChannelProgress> ParseProgress(std::string_view output) {
       if (Field(l, "send_step", &v)) cur->send_step = v;
       if (Field(l, "send_head", &v)) cur->send_head = v;
       if (Field(l, "ll_flag", &v)) cur->ll_flag = v;
+      if (Field(l, "ll128_flag", &v)) cur->ll128_flag = v;
       continue;
     }
     // Anything else inside a block is cuda-gdb talking: errors such as

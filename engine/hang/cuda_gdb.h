@@ -54,6 +54,7 @@ struct ChannelProgress {
   int channel = -1;
   int ring_prev = -1, ring_next = -1;
   uint64_t recv_step = 0, recv_tail = 0, send_step = 0, send_head = 0, ll_flag = 0;
+  uint64_t ll128_flag = 0;  // from BlindProgressCommands (protocol not known yet)
   bool ok = false;
   std::string error;
   // Steps delivered to this rank by its ring predecessor.
@@ -65,6 +66,13 @@ std::vector<CudaKernel> ParseCudaKernels(std::string_view info_cuda_kernels);
 // `max_channels` bounds the blocks visited per kernel.
 std::string ProgressScript(const std::vector<CudaKernel>& kernels, int max_channels = 64);
 std::vector<ChannelProgress> ParseProgress(std::string_view output);
+// The same reads for kernel ids 0..max_kernels-1 and blocks
+// 0..max_channels-1 with the flags of both LL protocols, preceded by
+// `info cuda kernels` (after an "XPU-CUDA-KERNELS" line): one attach can
+// then take the native stacks, list the kernels and read the progress; the
+// reader keeps the channels of the NCCL kernels the list shows (blocks
+// beyond a kernel's grid, or kernels that do not exist, just print errors).
+std::string BlindProgressCommands(int max_kernels, int max_channels);
 // Command line for one rank: every script line becomes one -ex, so that a
 // failing expression does not end the run (as it would end a -x file).
 std::vector<std::string> CudaGdbCommand(int pid, const std::string& script);

@@ -113,6 +113,24 @@ TEST(CudaGdbTest, ParsesProgressAndLocatesTheBrokenLink) {
   EXPECT_EQ(v.culprits, std::vector<int32_t>({1, 2}));
 }
 
+TEST(CudaGdbTest, BlindCommandsListKernelsAndReadEveryProtocolsFlag) {
+  std::string s = BlindProgressCommands(2, 3);
+  EXPECT_EQ(s.find("set cuda break_on_launch none\necho XPU-CUDA-KERNELS\\n\ninfo cuda kernels\n"), 0u);
+  EXPECT_NE(s.find("cuda kernel 1 block (2,0,0) thread (0,0,0)"), std::string::npos);
+  EXPECT_EQ(s.find("cuda kernel 2 block"), std::string::npos);
+  EXPECT_NE(s.find(" ll_flag=%u"), std::string::npos);
+  EXPECT_NE(s.find(" ll128_flag=%llu"), std::string::npos);
+  EXPECT_EQ(s.find("detach"), std::string::npos);  // the caller detaches
+  // LL128 progress comes from its own flag when the blind reads gave both.
+  std::vector<ChannelProgress> p = ParseProgress(
+      "XPU-NCCL-BEGIN kernel=0 channel=0\nXPU-NCCL kernel=0 channel=0 ring_prev=1 ring_next=1\n"
+      "XPU-NCCL kernel=0 channel=0 ll_flag=3\nXPU-NCCL kernel=0 channel=0 ll128_flag=8\n"
+      "XPU-NCCL-END kernel=0 channel=0\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].Progress(NcclProto::kLL), 3u);
+  EXPECT_EQ(p[0].Progress(NcclProto::kLL128), 8u);
+}
+
 TEST(CudaGdbTest, LlProtocolsUseTheFlag) {
   ChannelProgress c;
   c.recv_tail = 3;
