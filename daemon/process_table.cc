@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/evidence/ring_progress.h"
+#include "daemon/gpu_model.h"
 
 namespace xpu::daemon {
 
@@ -114,6 +115,10 @@ void FillIdentity(const ProcessState& s, xpu::v1::ProcessIdentity* out) {
   out->set_start_time_ticks(id.start_time_ticks);
   out->set_created_ns(id.created_ns);
   out->set_uid(s.peer.uid);
+  // Published by the hook after hand-over, so read live (gpu_model.h); the
+  // engine keeps the first non-empty value, so an exited process (no reader)
+  // does not clear it.
+  if (s.reader != nullptr) out->set_gpu_model(ReadGpuModel(*s.reader));
 }
 
 void FillSignature(const SignatureInfo& info, xpu::v1::Signature* out) {

@@ -9,6 +9,7 @@
 #include "engine/detectors/rank_liveness.h"
 #include "engine/hang/hang_detector.h"
 #include "engine/detectors/slowdown_detectors.h"
+#include "engine/history/history.h"
 #include "spdlog/spdlog.h"
 
 namespace xpu::engine {
@@ -77,7 +78,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       [p = e.get()](const std::string& id, xpu::v1::Command c) { return p->SendCommand(id, std::move(c)); },
       hang::HangMonitorOptionsFromEnv());
   e->detectors_.push_back(std::make_unique<hang::HangDetector>(e->hang_.get()));
-  e->views_ = AddSlowdownDetectors(config, &e->detectors_);
+  // History across runs (engine/history/): detectors read previous runs and
+  // calibrations through the cache; the recorder stores healthy windows.
+  e->history_ = std::make_shared<history::HistoryCache>(
+      std::make_shared<history::StoreHistorySource>(e->store_.get()), config);
+  e->views_ = AddSlowdownDetectors(config, &e->detectors_, e->history_);
+  e->recorder_ = std::make_unique<history::BaselineRecorder>(
+      e->views_, config,
+      [store = e->store_.get()](const history::RunBaseline& run, int keep) { store->EnqueueRunBaseline(run, keep); });
   auto figures = std::make_unique<FiguresExporter>(e->views_, config, e->metrics_.registry());
   e->figures_ = figures.get();
   e->detectors_.push_back(std::move(figures));
@@ -126,6 +134,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   builder.RegisterService(e->query_.get());
   e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, token);
   builder.RegisterService(e->hang_service_.get());
+  e->history_service_ = std::make_unique<history::HistoryService>(e->store_.get(), token);
+  builder.RegisterService(e->history_service_.get());
   e->server_ = builder.BuildAndStart();
   if (!e->server_ || e->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen,
@@ -191,6 +201,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
       std::lock_guard<std::mutex> l(job->mu());
       row = job->CloseWindow(now);
       for (auto& d : detectors_) d->OnWindow(*job, sink);
+      if (recorder_) recorder_->OnWindow(*job, sink.out, now);
       summary = Summarize(*job);
       size_t by_state[3] = {0, 0, 0};
       for (const auto& [key, p] : job->processes()) {
@@ -261,6 +272,8 @@ std::vector<Diagnosis> Engine::TickWindow() {
   diagnosis_metrics_->Apply(update, alive);
   if (notifier_) notifier_->Publish(update, now);
   views_->Retain(alive_list);
+  history_->Retain(alive_list);
+  recorder_->Retain(alive_list);
   figures_->Retain(alive_list);
   if (ingest_) ingest_->ExpirePending();
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());

@@ -29,6 +29,9 @@
 #include "engine/engine_options.h"
 #include "engine/hang/hang_monitor.h"
 #include "engine/hang/hang_service.h"
+#include "engine/history/baseline_recorder.h"
+#include "engine/history/history.h"
+#include "engine/history/history_service.h"
 #include "engine/ingest_service.h"
 #include "engine/metrics.h"
 #include "engine/query_service.h"
@@ -83,6 +86,9 @@ class Engine {
   std::unique_ptr<hang::HangService> hang_service_;
   std::vector<std::unique_ptr<Detector>> detectors_;
   std::shared_ptr<WindowViews> views_;  // shared by the slowdown detectors
+  std::shared_ptr<history::HistoryCache> history_;  // previous runs, calibrations
+  std::unique_ptr<history::BaselineRecorder> recorder_;  // healthy windows -> store
+  std::unique_ptr<history::HistoryService> history_service_;
   FiguresExporter* figures_ = nullptr;  // owned by detectors_
   std::unique_ptr<DiagnosisTracker> tracker_;
   std::unique_ptr<DiagnosisMetrics> diagnosis_metrics_;

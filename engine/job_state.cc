@@ -117,6 +117,10 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
     slot->identity = id;
     slot->liveness = Liveness::kAlive;
   }
+  // The hook publishes the GPU model after its first traced op, so it often
+  // arrives in a later batch than the identity; once known it stays (an
+  // exited process's last batches no longer carry it).
+  if (slot->identity.gpu_model().empty() && !id.gpu_model().empty()) slot->identity.set_gpu_model(id.gpu_model());
   slot->daemon_id = daemon_id;
   slot->last_seen_ns = now_ns;
   if (job_name_.empty() && !id.job_name().empty()) job_name_ = id.job_name();

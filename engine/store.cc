@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/history/baseline_sql.h"
+#include "engine/sqlite_util.h"
 #include "spdlog/spdlog.h"
 
 namespace xpu::engine {
@@ -55,6 +57,40 @@ CREATE TABLE diagnosis_resolutions (
   job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, resolved_ns INTEGER NOT NULL,
   PRIMARY KEY (job, kind, subject));
 )sql",
+    // 3: history baselines per (job name, GPU model) and `xpu calibrate`
+    // results per GPU model (engine/history/baseline_sql.h).
+    R"sql(
+CREATE TABLE baseline_runs (
+  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, updated_ns INTEGER NOT NULL,
+  windows INTEGER NOT NULL, steps INTEGER NOT NULL, step_median_s REAL NOT NULL,
+  step_best_s REAL NOT NULL, void_inter REAL NOT NULL, void_minority REAL NOT NULL,
+  PRIMARY KEY (job_name, gpu_model, job));
+CREATE INDEX baseline_runs_by_time ON baseline_runs (job_name, gpu_model, updated_ns);
+CREATE TABLE baseline_gemm (
+  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, signature TEXT NOT NULL,
+  dtype TEXT NOT NULL, tflops REAL NOT NULL, count INTEGER NOT NULL,
+  PRIMARY KEY (job_name, gpu_model, job, signature));
+CREATE TABLE baseline_collective (
+  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, op TEXT NOT NULL,
+  bytes INTEGER NOT NULL, nranks INTEGER NOT NULL, nodes INTEGER NOT NULL,
+  busbw_bytes_per_second REAL NOT NULL, count INTEGER NOT NULL,
+  PRIMARY KEY (job_name, gpu_model, job, op, bytes, nranks, nodes));
+CREATE TABLE baseline_issue_latency (
+  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, family TEXT NOT NULL,
+  bucket INTEGER NOT NULL, count INTEGER NOT NULL,
+  PRIMARY KEY (job_name, gpu_model, job, family, bucket));
+CREATE TABLE calibration_gemm (
+  gpu_model TEXT NOT NULL, host TEXT NOT NULL, dtype TEXT NOT NULL, tflops REAL NOT NULL,
+  tflops_min REAL NOT NULL, m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
+  devices INTEGER NOT NULL, measured_ns INTEGER NOT NULL,
+  PRIMARY KEY (gpu_model, host, dtype));
+CREATE TABLE calibration_collective (
+  gpu_model TEXT NOT NULL, host TEXT NOT NULL, op TEXT NOT NULL, bytes INTEGER NOT NULL,
+  nranks INTEGER NOT NULL, nodes INTEGER NOT NULL, time_us REAL NOT NULL,
+  algbw_bytes_per_second REAL NOT NULL, busbw_bytes_per_second REAL NOT NULL,
+  measured_ns INTEGER NOT NULL,
+  PRIMARY KEY (gpu_model, host, op, bytes, nranks, nodes));
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVersion,
               "kSchemaVersion must equal the number of migration steps");
@@ -66,66 +102,6 @@ std::shared_ptr<spdlog::logger> Log() {
   }();
   return log;
 }
-
-absl::Status SqlError(sqlite3* db, absl::string_view what) {
-  return absl::InternalError(absl::StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db)));
-}
-
-absl::Status Exec(sqlite3* db, const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return absl::InternalError(absl::StrCat("sqlite: ", msg));
-  }
-  return absl::OkStatus();
-}
-
-// Minimal RAII prepared statement with 1-based positional binds.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &s_, nullptr) != SQLITE_OK) s_ = nullptr;
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  bool ok() const { return s_ != nullptr; }
-  Stmt& Bind(int i, int64_t v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  Stmt& Bind(int i, uint64_t v) { return Bind(i, static_cast<int64_t>(v)); }
-  Stmt& Bind(int i, int32_t v) { return Bind(i, static_cast<int64_t>(v)); }
-  Stmt& Bind(int i, uint32_t v) { return Bind(i, static_cast<int64_t>(v)); }
-  Stmt& Bind(int i, double v) {
-    sqlite3_bind_double(s_, i, v);
-    return *this;
-  }
-  Stmt& Bind(int i, std::string_view v) {
-    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  // SQLITE_ROW -> true; SQLITE_DONE -> false; errors -> status.
-  absl::StatusOr<bool> Step() {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    return SqlError(db_, "step");
-  }
-  absl::Status Run() {
-    absl::StatusOr<bool> r = Step();
-    return r.ok() ? absl::OkStatus() : r.status();
-  }
-  int64_t Int(int col) { return sqlite3_column_int64(s_, col); }
-  double Real(int col) { return sqlite3_column_double(s_, col); }
-  std::string Text(int col) {
-    const unsigned char* t = sqlite3_column_text(s_, col);
-    return t ? std::string(reinterpret_cast<const char*>(t)) : std::string();
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* s_ = nullptr;
-};
 
 absl::StatusOr<sqlite3*> OpenDb(const std::string& path) {
   sqlite3* db = nullptr;
@@ -216,6 +192,10 @@ void Store::EnqueueDaemon(const DaemonState& d) { Enqueue(d); }
 void Store::EnqueueWindow(const WindowSummaryRow& w) { Enqueue(w); }
 void Store::EnqueueDiagnosis(const Diagnosis& d) { Enqueue(d); }
 void Store::EnqueueDiagnosisResolution(const DiagnosisResolution& r) { Enqueue(r); }
+void Store::EnqueueRunBaseline(const history::RunBaseline& run, int keep_runs) {
+  Enqueue(RunBaselineUpdate{run, keep_runs});
+}
+void Store::EnqueueCalibration(const history::CalibrationRows& rows) { Enqueue(rows); }
 
 absl::Status Store::Flush() {
   std::unique_lock<std::mutex> l(mu_);
@@ -301,6 +281,10 @@ absl::Status Store::Write(const std::vector<Op>& ops) {
     } else if (const auto* res = std::get_if<DiagnosisResolution>(&op)) {
       Stmt s(db, "INSERT OR REPLACE INTO diagnosis_resolutions VALUES (?1,?2,?3,?4);");
       st = s.Bind(1, res->job).Bind(2, res->kind).Bind(3, res->subject).Bind(4, res->resolved_ns).Run();
+    } else if (const auto* b = std::get_if<RunBaselineUpdate>(&op)) {
+      st = history::WriteRunBaseline(db, b->run, b->keep_runs);
+    } else if (const auto* c = std::get_if<history::CalibrationRows>(&op)) {
+      st = history::WriteCalibration(db, *c);
     }
     if (!st.ok()) break;
   }
@@ -473,6 +457,20 @@ absl::StatusOr<std::vector<WindowSummaryRow>> Store::LoadWindows(const std::stri
     }
   }
   return out;
+}
+
+absl::StatusOr<std::vector<history::RunBaseline>> Store::LoadRunBaselines(const std::string& job_name,
+                                                                         const std::string& gpu_model,
+                                                                         bool any_model,
+                                                                         const std::string& exclude_job,
+                                                                         int limit) {
+  std::lock_guard<std::mutex> l(read_mu_);
+  return history::ReadRunBaselines(read_db_, job_name, gpu_model, any_model, exclude_job, limit);
+}
+
+absl::StatusOr<history::CalibrationRows> Store::LoadCalibration(const std::string& gpu_model) {
+  std::lock_guard<std::mutex> l(read_mu_);
+  return history::ReadCalibration(read_db_, gpu_model);
 }
 
 }  // namespace xpu::engine

@@ -1,6 +1,7 @@
 // store — the engine's history in SQLite: jobs, ranks, daemons, per-window
-// job metric summaries and diagnoses. A restarted engine reloads the jobs
-// list from here.
+// job metric summaries, diagnoses, and the cross-run baselines and
+// calibrations of engine/history/ (tables in history/baseline_sql.h). A
+// restarted engine reloads the jobs list from here.
 //
 // Schema changes go through kMigrations (store.cc): each step runs once, in
 // order, inside a transaction, and bumps schema_version. Never edit a shipped
@@ -25,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/diagnosis.h"
+#include "engine/history/baselines.h"
 #include "engine/job_state.h"
 #include "engine/registry.h"
 
@@ -57,7 +59,7 @@ struct DiagnosisResolution {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens (creating if needed) and migrates the database at `path`.
   static absl::StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
@@ -69,6 +71,10 @@ class Store {
   void EnqueueWindow(const WindowSummaryRow& w);
   void EnqueueDiagnosis(const Diagnosis& d);
   void EnqueueDiagnosisResolution(const DiagnosisResolution& r);
+  // Replaces the baseline rows of run.job and keeps the newest `keep_runs`
+  // runs of its (job name, GPU model).
+  void EnqueueRunBaseline(const history::RunBaseline& run, int keep_runs);
+  void EnqueueCalibration(const history::CalibrationRows& rows);
   // Blocks until everything enqueued before the call is committed; returns
   // the first write error since the previous Flush.
   absl::Status Flush();
@@ -79,10 +85,23 @@ class Store {
   absl::StatusOr<std::vector<DiagnosisResolution>> LoadDiagnosisResolutions(const std::string& job);
   absl::StatusOr<std::vector<WindowSummaryRow>> LoadWindows(const std::string& job);
   absl::StatusOr<int> SchemaVersion();
+  // Runs of `job_name` on `gpu_model` (any model with `any_model`) except
+  // `exclude_job`, newest first, at most `limit` (0: all).
+  absl::StatusOr<std::vector<history::RunBaseline>> LoadRunBaselines(const std::string& job_name,
+                                                                     const std::string& gpu_model,
+                                                                     bool any_model,
+                                                                     const std::string& exclude_job,
+                                                                     int limit);
+  // Calibration rows of `gpu_model` (empty: all models).
+  absl::StatusOr<history::CalibrationRows> LoadCalibration(const std::string& gpu_model);
 
  private:
+  struct RunBaselineUpdate {
+    history::RunBaseline run;
+    int keep_runs = 0;
+  };
   using Op = std::variant<JobSummary, RankRow, DaemonState, WindowSummaryRow, Diagnosis,
-                          DiagnosisResolution>;
+                          DiagnosisResolution, RunBaselineUpdate, history::CalibrationRows>;
   Store() = default;
   absl::StatusOr<int> SchemaVersionOn(sqlite3* db);
   void Enqueue(Op op);

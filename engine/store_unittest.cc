@@ -130,6 +130,200 @@ TEST(StoreTest, RefusesNewerSchema) {
   EXPECT_NE(s.status().message().find("newer"), std::string::npos) << s.status();
 }
 
+// A database written by an engine of schema version 2 (the shipped steps 1
+// and 2, verbatim) with a job and a diagnosis in it.
+void WriteVersion2Db(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const char* sql = R"sql(
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE jobs (
+  job TEXT PRIMARY KEY, job_name TEXT NOT NULL, first_seen_ns INTEGER NOT NULL,
+  last_seen_ns INTEGER NOT NULL, ranks INTEGER NOT NULL, records INTEGER NOT NULL,
+  state TEXT NOT NULL);
+CREATE TABLE ranks (
+  job TEXT NOT NULL, key TEXT NOT NULL, rank INTEGER NOT NULL, host TEXT NOT NULL,
+  pid INTEGER NOT NULL, local_rank INTEGER NOT NULL, liveness TEXT NOT NULL,
+  records INTEGER NOT NULL, dropped INTEGER NOT NULL, last_record_ns INTEGER NOT NULL,
+  last_seen_ns INTEGER NOT NULL, PRIMARY KEY (job, key));
+CREATE TABLE daemons (
+  daemon_id TEXT PRIMARY KEY, host TEXT NOT NULL, version TEXT NOT NULL,
+  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL, batches INTEGER NOT NULL,
+  records INTEGER NOT NULL, records_dropped INTEGER NOT NULL);
+CREATE TABLE window_summaries (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, window_end_ns INTEGER NOT NULL,
+  records INTEGER NOT NULL, kernels INTEGER NOT NULL, gemms INTEGER NOT NULL,
+  collectives INTEGER NOT NULL, memcpys INTEGER NOT NULL, syncs INTEGER NOT NULL,
+  host_events INTEGER NOT NULL, other INTEGER NOT NULL, PRIMARY KEY (job, window_start_ns));
+CREATE TABLE window_gemm (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, signature TEXT NOT NULL,
+  count INTEGER NOT NULL, total_ns INTEGER NOT NULL, flops REAL NOT NULL, tflops REAL NOT NULL,
+  PRIMARY KEY (job, window_start_ns, signature));
+CREATE TABLE window_collective (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, op TEXT NOT NULL,
+  count INTEGER NOT NULL, bus_bytes REAL NOT NULL, seconds REAL NOT NULL,
+  busbw_bytes_per_second REAL NOT NULL, PRIMARY KEY (job, window_start_ns, op));
+CREATE TABLE diagnoses (
+  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, team TEXT NOT NULL,
+  severity TEXT NOT NULL, ranks TEXT NOT NULL, hosts TEXT NOT NULL, evidence TEXT NOT NULL,
+  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
+  PRIMARY KEY (job, kind, subject));
+CREATE TABLE diagnosis_resolutions (
+  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, resolved_ns INTEGER NOT NULL,
+  PRIMARY KEY (job, kind, subject));
+INSERT INTO schema_version VALUES (2);
+INSERT INTO jobs VALUES ('old-job', 'gpt', 10, 20, 8, 1000, 'finished');
+INSERT INTO diagnoses VALUES ('old-job', 'slow_gpu', 'rank:3', 'operations', 'warning', '3', 'h0',
+  'slow', 10, 20);
+)sql";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+}
+
+TEST(StoreTest, MigratesVersion2DatabaseAndKeepsItsRows) {
+  const std::string path = TempDb("v2");
+  WriteVersion2Db(path);
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto v = (*store)->SchemaVersion();
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 3);
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].job, "old-job");
+  EXPECT_EQ((*jobs)[0].job_name, "gpt");
+  auto diags = (*store)->LoadDiagnoses("old-job");
+  ASSERT_TRUE(diags.ok());
+  ASSERT_EQ(diags->size(), 1u);
+  EXPECT_EQ((*diags)[0].kind, "slow_gpu");
+  // The new tables exist and take rows.
+  history::RunBaseline run;
+  run.job_name = "gpt";
+  run.gpu_model = "NVIDIA H200";
+  run.job = "new-job";
+  run.updated_ns = 30;
+  run.windows = 2;
+  run.steps = 10;
+  run.step_median_s = 0.055;
+  run.step_best_s = 0.054;
+  (*store)->EnqueueRunBaseline(run, 5);
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto runs = (*store)->LoadRunBaselines("gpt", "NVIDIA H200", false, "", 0);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_DOUBLE_EQ((*runs)[0].step_median_s, 0.055);
+}
+
+TEST(StoreTest, RunBaselineUpdateReplacesTheRunAndKeepsTheNewestRuns) {
+  const std::string path = TempDb("baselines");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto run_of = [](const std::string& job, uint64_t t, double step_s, const std::string& model = "NVIDIA H200") {
+    history::RunBaseline r;
+    r.job_name = "gpt";
+    r.gpu_model = model;
+    r.job = job;
+    r.updated_ns = t;
+    r.windows = 3;
+    r.steps = 30;
+    r.step_median_s = step_s;
+    r.step_best_s = step_s * 0.98;
+    r.void_inter = 0.02;
+    r.void_minority = 0.05;
+    r.gemm["gemm bf16 m=4096 n=4096 k=4096 b=1 NN"] = history::GemmFigure{"bf16", 610.5, 300};
+    r.busbw[history::CollectiveShape{"allreduce", 64 << 20, 8, 1}] = history::BusBwFigure{180e9, 40};
+    r.issue_latency["compute"].Add(150, 7);
+    r.issue_latency["compute"].Add(2000, 3);
+    return r;
+  };
+  // The same run stored twice (periodic update): one row set, the newer.
+  (*store)->EnqueueRunBaseline(run_of("run-1", 100, 0.050), 3);
+  history::RunBaseline updated = run_of("run-1", 110, 0.052);
+  updated.gemm.clear();
+  updated.gemm["gemm bf16 m=8192 n=4096 k=4096 b=1 NT"] = history::GemmFigure{"bf16", 640, 10};
+  (*store)->EnqueueRunBaseline(updated, 3);
+  (*store)->EnqueueRunBaseline(run_of("run-2", 200, 0.055), 3);
+  (*store)->EnqueueRunBaseline(run_of("h100-run", 250, 0.070, "NVIDIA H100"), 3);
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto runs = (*store)->LoadRunBaselines("gpt", "NVIDIA H200", false, "run-2", 0);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 1u) << "run-2 is excluded, the H100 run is another key";
+  const history::RunBaseline& r1 = (*runs)[0];
+  EXPECT_EQ(r1.job, "run-1");
+  EXPECT_EQ(r1.updated_ns, 110u);
+  EXPECT_DOUBLE_EQ(r1.step_median_s, 0.052);
+  ASSERT_EQ(r1.gemm.size(), 1u) << "the update replaced the run's GEMM rows";
+  EXPECT_EQ(r1.gemm.begin()->first, "gemm bf16 m=8192 n=4096 k=4096 b=1 NT");
+  EXPECT_DOUBLE_EQ(r1.gemm.begin()->second.tflops, 640);
+  ASSERT_EQ(r1.busbw.size(), 1u);
+  EXPECT_EQ(r1.busbw.begin()->first.nranks, 8);
+  EXPECT_DOUBLE_EQ(r1.busbw.begin()->second.busbw, 180e9);
+  ASSERT_EQ(r1.issue_latency.count("compute"), 1u);
+  EXPECT_EQ(r1.issue_latency.at("compute").total(), 10u);
+  EXPECT_DOUBLE_EQ(r1.void_minority, 0.05);
+  auto any = (*store)->LoadRunBaselines("gpt", "", true, "", 0);
+  ASSERT_TRUE(any.ok());
+  ASSERT_EQ(any->size(), 3u);
+  EXPECT_EQ((*any)[0].job, "h100-run") << "newest first";
+
+  // Two more H200 runs with keep = 2: only the newest two of that key stay,
+  // with their child rows; the H100 key is untouched.
+  (*store)->EnqueueRunBaseline(run_of("run-3", 300, 0.051), 2);
+  (*store)->EnqueueRunBaseline(run_of("run-4", 400, 0.053), 2);
+  ASSERT_TRUE((*store)->Flush().ok());
+  runs = (*store)->LoadRunBaselines("gpt", "NVIDIA H200", false, "", 0);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].job, "run-4");
+  EXPECT_EQ((*runs)[1].job, "run-3");
+  auto h100 = (*store)->LoadRunBaselines("gpt", "NVIDIA H100", false, "", 0);
+  ASSERT_TRUE(h100.ok());
+  EXPECT_EQ(h100->size(), 1u);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM baseline_gemm WHERE job IN ('run-1','run-2');", -1, &q,
+                               nullptr),
+            SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 0) << "pruned runs leave no child rows";
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+}
+
+TEST(StoreTest, CalibrationUpsertsPerHost) {
+  auto store = Store::Open(TempDb("calibration"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  history::CalibrationRows rows;
+  rows.gemm.push_back(history::GemmCalibrationRow{"NVIDIA H200", "node0", "bf16", 700, 690, 8192, 8192, 8192, 8, 1});
+  rows.collectives.push_back(history::CollectiveCalibrationRow{
+      "NVIDIA H200", "node0", history::CollectiveShape{"allreduce", 1 << 20, 8, 1}, 40, 26e9, 45e9, 1});
+  (*store)->EnqueueCalibration(rows);
+  rows.gemm[0].tflops = 710;  // re-calibrated
+  rows.gemm[0].host = "node1";
+  (*store)->EnqueueCalibration(rows);
+  rows.gemm[0].host = "node0";
+  rows.gemm[0].tflops = 705;
+  rows.collectives.clear();
+  (*store)->EnqueueCalibration(rows);
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto got = (*store)->LoadCalibration("NVIDIA H200");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->gemm.size(), 2u);
+  EXPECT_EQ(got->gemm[0].host, "node0");
+  EXPECT_DOUBLE_EQ(got->gemm[0].tflops, 705);
+  EXPECT_DOUBLE_EQ(got->gemm[1].tflops, 710);
+  EXPECT_EQ(got->collectives.size(), 1u) << "node0's collective row was uploaded twice: one row";
+  auto none = (*store)->LoadCalibration("NVIDIA H100");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->gemm.empty());
+  auto all = (*store)->LoadCalibration("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->gemm.size(), 2u);
+}
+
 TEST(StoreTest, OpenFailsCleanlyOnBadPath) {
   auto s = Store::Open("/nonexistent-dir/x/y.db");
   EXPECT_FALSE(s.ok());

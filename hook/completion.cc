@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "cupti_window.h"
+#include "gpu_model.h"
 #include "hang_watch.h"
 #include "runtime.h"
 #include "tracer.h"
@@ -125,6 +126,7 @@ void CompletionWorker::Housekeeping(uint64_t now) {
   if (rt_->cuda_ready.load(std::memory_order_relaxed)) {
     if (rt_->pool.HasRequests()) rt_->pool.ServiceRequests(&rt_->clock);
     rt_->clock.MaybeRecalibrate(now);
+    PublishGpuModel(rt_);  // once, after the first traced op (gpu_model.h)
   }
   if (now >= next_daemon_ns_) next_daemon_ns_ = rt_->daemon.Tick(now);
   // A daemon request for a profiling window; CUPTI is driven from here only.

@@ -22,6 +22,7 @@ struct OpSig {
   uint16_t kind = XPU_OP_NONE;
   uint8_t dtype = XPU_DT_UNKNOWN;
   uint32_t m = 0, n = 0, k = 0, batch = 1;
+  uint8_t gemm_flags = 0;     // XPU_GEMM_TRANSA | XPU_GEMM_TRANSB
   std::string name;
   double flops = 0;          // xpu_sig_flops
   uint64_t bytes = 0;        // xpu_sig_bytes

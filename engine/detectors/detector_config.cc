@@ -27,6 +27,8 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"slow_link.min_drop", 0.3, "link / communicator busbw this fraction below its peers or history"},
       {"slow_link.mad_k", 3, "and beyond median - k x MAD of the links"},
       {"slow_link.expected_busbw_gbps", 0, "offline-profiled busbw in GB/s (0: not used)"},
+      {"slow_link.calibrated_min_drop", 0.5,
+       "communicator busbw this fraction below the calibrated busbw (xpu calibrate runs collectives alone)"},
       {"issue_stall.min_samples", 20, "issue-latency samples per rank and family per window"},
       {"issue_stall.ks", 0.5, "Kolmogorov-Smirnov distance to peers / history"},
       {"issue_stall.shift_ratio", 0.5, "and median issue latency below ratio x the reference median"},
@@ -44,6 +46,8 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"void_minority.threshold", 0.15, "V_minority above this"},
       {"void_minority.history_delta", 0.10, "or this much above the job's baseline V_minority"},
       {"history.baseline_windows", 2, "windows with data that form a job's baseline"},
+      {"history.runs", 5, "previous runs of a job name and GPU model kept and combined (median) as its history"},
+      {"history.min_runs", 1, "previous runs needed before a detector compares a job with its history"},
   };
   return *d;
 }

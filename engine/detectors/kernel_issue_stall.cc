@@ -76,6 +76,8 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
   };
 
   std::map<std::string, Baseline>& base = baseline_[job.job()];
+  const history::JobHistory* jh = history_ != nullptr ? &history_->Get(job) : nullptr;
+  const int min_runs = static_cast<int>(Param(v, "history.min_runs"));
   std::map<int32_t, std::vector<std::string>> stalled;  // rank -> comparisons
   for (size_t i = 0; i < v.ranks.size(); ++i) {
     const int32_t rank = v.ranks[i].rank;
@@ -110,6 +112,24 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
               Fmt(hist_med, 1), " us, KS ", Fmt(ks), ", W1 ",
               Fmt(analysis::Wasserstein1(mine, b.samples_us), 1), " us"));
           flagged = true;
+        }
+      }
+      // Previous runs of the job name on this GPU model: catches a stall
+      // present from the job's first window (no clean baseline of its own).
+      if (!flagged && jh != nullptr) {
+        auto it = jh->baseline.issue_latency.find(FamilyName(f));
+        auto runs_it = jh->baseline.issue_latency_runs.find(FamilyName(f));
+        const int runs = runs_it != jh->baseline.issue_latency_runs.end() ? runs_it->second : 0;
+        if (it != jh->baseline.issue_latency.end() && it->second.total() >= min_samples && runs >= min_runs) {
+          const double ks = history::KsDistance(mine, it->second);
+          const double hist_med = it->second.MedianUs();
+          if (ks >= ks_thr && my_med < shift * hist_med) {
+            stalled[rank].push_back(absl::StrCat(
+                FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1), " us vs ", Fmt(hist_med, 1),
+                " us in ", jh->baseline.Describe(runs), ", KS ",
+                Fmt(ks)));
+            flagged = true;
+          }
         }
       }
       // Steep CDF with excess synchronization, no reference needed.

@@ -8,7 +8,9 @@
 //    median below shift_ratio × the peers' median (one rank stalls: GC);
 //  * vs history: the same test against the rank's own baseline (first
 //    windows of the job) (every rank stalls from some point on: a new
-//    synchronize in the model);
+//    synchronize in the model), then against the issue-latency histogram of
+//    previous runs of the job name on the same GPU model (engine/history/;
+//    every rank stalls from the first step on);
 //  * steep without history: more than steep_fraction of the samples below
 //    floor_us, or a median below step_fraction of the step time (the host
 //    never gets ahead of the GPU), while the rank synchronizes more than
@@ -23,16 +25,21 @@
 #define XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/detectors/window_view.h"
+#include "engine/history/history.h"
 
 namespace xpu::engine {
 
 class KernelIssueStallDetector : public ViewDetector {
  public:
-  using ViewDetector::ViewDetector;
+  // `history` may be null: no previous runs.
+  KernelIssueStallDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+                           std::shared_ptr<history::HistoryCache> history = nullptr)
+      : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "kernel_issue_stall"; }
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 
@@ -41,6 +48,7 @@ class KernelIssueStallDetector : public ViewDetector {
     std::vector<double> samples_us;
     int windows = 0;
   };
+  std::shared_ptr<history::HistoryCache> history_;
   // job -> "rank/family" -> baseline
   std::map<std::string, std::map<std::string, Baseline>> baseline_;
 };

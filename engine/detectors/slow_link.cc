@@ -1,6 +1,7 @@
 #include "engine/detectors/slow_link.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -137,19 +138,53 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     sink.Report(std::move(d));
   }
 
-  // --- each communicator against its own history or the expected busbw
+  // --- each communicator against a reference: the expected busbw when
+  // configured, else the calibrated busbw of its shape (xpu calibrate), else
+  // what previous runs of the job name reached on the same shape, else its
+  // own first windows.
+  const history::JobHistory* jh = history_ != nullptr ? &history_->Get(job) : nullptr;
+  const int min_runs = static_cast<int>(Param(v, "history.min_runs"));
+  const double calibrated_min_drop = Param(v, "slow_link.calibrated_min_drop");
   std::map<std::string, Baseline>& base = baseline_[job.job()];
   for (const auto& c : comms) {
     const std::string key = absl::StrCat(c.comm_id, "/", c.kind, "/", c.bytes);
     Baseline& b = base[key];
     const double bw = c.BusBw();
-    if (b.windows < baseline_windows) {
+    const bool building = b.windows < baseline_windows;
+    if (building) {
       b.busbw = std::max(b.busbw, bw);
       b.windows++;
-      if (expected <= 0) continue;
     }
-    const double ref = expected > 0 ? expected : b.busbw;
-    if (ref <= 0 || bw >= (1 - min_drop) * ref) continue;
+    const history::CollectiveShape shape{OpKindName(c.kind), c.bytes, c.nranks,
+                                         static_cast<int32_t>(c.hosts.size())};
+    std::string how;
+    const std::optional<double> cal = jh != nullptr ? jh->calibration.BusBw(shape, &how) : std::nullopt;
+    const history::HistoryFigure* prev = nullptr;
+    if (jh != nullptr) {
+      auto it = jh->baseline.busbw.find(shape);
+      if (it != jh->baseline.busbw.end() && it->second.runs >= min_runs && it->second.value > 0) {
+        prev = &it->second;
+      }
+    }
+    double ref = 0, drop = min_drop;
+    std::string against;
+    if (expected > 0) {
+      ref = expected;
+      against = absl::StrCat("expected ", Gbps(ref));
+    } else if (cal.has_value()) {
+      // A calibration runs the collective alone; in training it overlaps
+      // compute, so only a larger drop is a finding.
+      ref = *cal;
+      drop = calibrated_min_drop;
+      against = absl::StrCat("calibrated ", Gbps(ref), " (", how, ")");
+    } else if (prev != nullptr) {
+      ref = prev->value;
+      against = absl::StrCat(Gbps(ref), ", median of ", jh->baseline.Describe(prev->runs));
+    } else if (!building) {
+      ref = b.busbw;
+      against = absl::StrCat("its baseline ", Gbps(ref));
+    }
+    if (ref <= 0 || bw >= (1 - drop) * ref) continue;
     bool any_new = false;
     for (int32_t r : c.ranks) any_new |= !reported.count(r);
     if (!any_new) continue;  // already localized above
@@ -161,8 +196,7 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     d.evidence = absl::StrCat("slow ring: communicator ", c.comm_id, " (", c.ranks.size(), " ranks, ",
                               c.hosts.size() > 1 ? "inter-node" : "intra-node", ") ", OpKindName(c.kind), " of ",
                               c.bytes, " bytes at busbw ", Gbps(bw), " (last-arrival, ", c.count,
-                              " collectives) vs ", expected > 0 ? "expected " : "its baseline ", Gbps(ref),
-                              "; no single member can be singled out");
+                              " collectives) vs ", against, "; no single member can be singled out");
     sink.Report(std::move(d));
   }
 }

@@ -9,25 +9,33 @@
 //  * communicators of one class (op, size, member count): the slow ones
 //    (min_drop below the class median); the members common to every slow
 //    communicator and absent from the healthy ones are the suspects.
-//  * history and expectation: a communicator (or every link) whose busbw
-//    dropped by min_drop against its own baseline (first windows of the job)
-//    or is below slow_link.expected_busbw_gbps × (1 - min_drop) while no
-//    member can be singled out is a slow ring/communicator.
+//  * reference: a communicator whose busbw is below its reference while no
+//    member can be singled out is a slow ring/communicator. Reference, first
+//    available: slow_link.expected_busbw_gbps (drop min_drop); the
+//    calibrated busbw of its (op, bytes, ranks, nodes) from `xpu calibrate`
+//    (drop calibrated_min_drop: the calibration runs the collective alone);
+//    the median busbw of the same shape in previous runs of the job name on
+//    the same GPU model (min_drop); its own first windows (min_drop).
 // Each diagnosis says whether the slow links are intra-node (same host) or
 // inter-node.
 #ifndef XPU_ENGINE_DETECTORS_SLOW_LINK_H_
 #define XPU_ENGINE_DETECTORS_SLOW_LINK_H_
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "engine/detectors/window_view.h"
+#include "engine/history/history.h"
 
 namespace xpu::engine {
 
 class SlowLinkDetector : public ViewDetector {
  public:
-  using ViewDetector::ViewDetector;
+  // `history` may be null: no calibration and no previous runs.
+  SlowLinkDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+                   std::shared_ptr<history::HistoryCache> history = nullptr)
+      : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "slow_link"; }
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 
@@ -36,6 +44,7 @@ class SlowLinkDetector : public ViewDetector {
     double busbw = 0;
     int windows = 0;
   };
+  std::shared_ptr<history::HistoryCache> history_;
   // job -> communicator key -> baseline busbw
   std::map<std::string, std::map<std::string, Baseline>> baseline_;
 };

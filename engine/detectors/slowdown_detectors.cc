@@ -12,16 +12,17 @@
 namespace xpu::engine {
 
 std::shared_ptr<WindowViews> AddSlowdownDetectors(std::shared_ptr<const DetectorConfig> config,
-                                                  std::vector<std::unique_ptr<Detector>>* out) {
+                                                  std::vector<std::unique_ptr<Detector>>* out,
+                                                  std::shared_ptr<history::HistoryCache> history) {
   auto views = std::make_shared<WindowViews>();
-  out->push_back(std::make_unique<ThroughputRegressionDetector>(views, config));
+  out->push_back(std::make_unique<ThroughputRegressionDetector>(views, config, history));
   out->push_back(std::make_unique<SlowGpuDetector>(views, config));
-  out->push_back(std::make_unique<UnoptimizedGemmDetector>(views, config));
-  out->push_back(std::make_unique<SlowLinkDetector>(views, config));
-  out->push_back(std::make_unique<KernelIssueStallDetector>(views, config));
+  out->push_back(std::make_unique<UnoptimizedGemmDetector>(views, config, history));
+  out->push_back(std::make_unique<SlowLinkDetector>(views, config, history));
+  out->push_back(std::make_unique<KernelIssueStallDetector>(views, config, history));
   out->push_back(std::make_unique<SlowDataloaderDetector>(views, config));
-  out->push_back(std::make_unique<VoidInterDetector>(views, config));
-  out->push_back(std::make_unique<VoidMinorityDetector>(views, config));
+  out->push_back(std::make_unique<VoidInterDetector>(views, config, history));
+  out->push_back(std::make_unique<VoidMinorityDetector>(views, config, history));
   return views;
 }
 

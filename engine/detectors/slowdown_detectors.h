@@ -10,13 +10,17 @@
 #include "engine/detector.h"
 #include "engine/detectors/detector_config.h"
 #include "engine/detectors/window_view.h"
+#include "engine/history/history.h"
 
 namespace xpu::engine {
 
 // Appends the detectors to `out`; returns the shared views so that the
-// engine can drop retired jobs from them.
+// engine can drop retired jobs from them. `history` (previous runs and
+// calibrations, engine/history/) may be null: the detectors then compare a
+// job with itself and its peers only.
 std::shared_ptr<WindowViews> AddSlowdownDetectors(std::shared_ptr<const DetectorConfig> config,
-                                                  std::vector<std::unique_ptr<Detector>>* out);
+                                                  std::vector<std::unique_ptr<Detector>>* out,
+                                                  std::shared_ptr<history::HistoryCache> history = nullptr);
 
 }  // namespace xpu::engine
 

@@ -42,24 +42,54 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
   // kernel (noise, or a rank-specific op).
   const size_t min_ranks = std::max<size_t>(static_cast<size_t>(Param(v, "slow_gpu.min_ranks")),
                                             (v.ranks.size() + 1) / 2);
+  const history::JobHistory* jh = history_ != nullptr ? &history_->Get(job) : nullptr;
+  const int min_runs = static_cast<int>(Param(v, "history.min_runs"));
   for (const auto& [key, s] : shapes) {
     if (s.ranks.size() < min_ranks) continue;
-    const double reference = peak > 0 ? peak : best[s.sig.dtype];
-    if (reference <= 0) continue;
+    double reference = best[s.sig.dtype];
+    std::string source = "best shape of this job";
+    const history::GemmCalibrationRow* cal =
+        jh != nullptr ? jh->calibration.Gemm(history::GemmDtypeClass(s.sig.dtype)) : nullptr;
+    if (peak > 0) {
+      reference = peak;
+      source = "configured peak";
+    } else if (cal != nullptr) {
+      reference = cal->tflops;
+      source = absl::StrCat("calibrated ", cal->dtype, " peak of ", cal->gpu_model, ", xpu calibrate on ",
+                            cal->host);
+    }
     const double top = *std::max_element(s.tflops.begin(), s.tflops.end());
-    if (top >= ratio * reference) continue;
+    const bool below_reference = reference > 0 && top < ratio * reference;
+    // The same signature in previous runs of the job name on this GPU model.
+    const history::HistoryFigure* prev = nullptr;
+    if (jh != nullptr) {
+      auto it = jh->baseline.gemm_tflops.find(history::StableGemmKey(s.sig));
+      if (it != jh->baseline.gemm_tflops.end() && it->second.runs >= min_runs && it->second.value > 0) {
+        prev = &it->second;
+      }
+    }
+    const bool below_history = prev != nullptr && top < ratio * prev->value;
+    if (!below_reference && !below_history) continue;
     Diagnosis d = NewDiagnosis(job, "unoptimized_gemm", Team::kInfrastructure);
     d.ranks = s.ranks;
     d.hosts = HostsOf(v, d.ranks);
     d.subject = key;
     d.severity = Severity::kWarning;
     std::vector<std::string> why = analysis::AlignmentIssues(s.sig);
+    std::vector<std::string> against;
+    if (below_reference) {
+      against.push_back(absl::StrCat("reference ", Fmt(reference, 1), " TFLOPS (", source, "): ",
+                                     Fmt(top / reference), "x < ", Fmt(ratio), "x"));
+    }
+    if (below_history) {
+      against.push_back(absl::StrCat(Fmt(prev->value, 1), " TFLOPS of the same GEMM in ",
+                                     jh->baseline.Describe(prev->runs), ": ", Fmt(top / prev->value), "x < ",
+                                     Fmt(ratio), "x"));
+    }
     d.evidence = absl::StrCat(
         "GEMM '", key, "' (", Fmt(s.sig.flops / 1e9, 1), " GFLOP per call) reaches at most ",
         Fmt(top, 1), " TFLOPS (median ", Fmt(analysis::Median(s.tflops), 1), ") on all ", s.ranks.size(),
-        " ranks vs reference ", Fmt(reference, 1), " TFLOPS (",
-        peak > 0 ? "configured peak" : "best shape of this job", "): ", Fmt(top / reference), "x < ",
-        Fmt(ratio), "x",
+        " ranks vs ", absl::StrJoin(against, " and vs "),
         why.empty() ? std::string("; dimensions are aligned, check the kernel choice / layout")
                     : absl::StrCat("; likely cause: ", absl::StrJoin(why, "; ")));
     sink.Report(std::move(d));

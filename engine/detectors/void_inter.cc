@@ -15,6 +15,12 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const double delta = Param(v, "void_inter.history_delta");
   const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
   auto& base = baseline_[job.job()];
+  // Previous runs of the job name on this GPU model (engine/history/).
+  const history::JobHistory* jh = history_ != nullptr ? &history_->Get(job) : nullptr;
+  const history::HistoryFigure* prev =
+      jh != nullptr && jh->baseline.void_inter.runs >= static_cast<int>(Param(v, "history.min_runs"))
+          ? &jh->baseline.void_inter
+          : nullptr;
   Diagnosis d = NewDiagnosis(job, "void_inter", Team::kAlgorithm);
   std::vector<std::string> lines;
   for (const analysis::RankTrace& t : v.ranks) {
@@ -25,7 +31,7 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     Baseline& b = base[t.rank];
     const bool have_base = b.windows >= baseline_windows;
     const double mean_base = b.windows ? b.sum / b.windows : 0;
-    const bool over = vi >= thr || (have_base && vi > mean_base + delta);
+    const bool over = vi >= thr || (have_base && vi > mean_base + delta) || (prev != nullptr && vi > prev->value + delta);
     const bool dataloader_explains = f.inter_from_dataloader && f.dataloader_s > 0.5 * f.inter_s;
     if (!over) {
       if (!have_base) {
@@ -39,6 +45,9 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     lines.push_back(absl::StrCat("rank ", t.rank, " V_inter ", Fmt(vi * 100, 1), " % (T_inter ",
                                  Fmt(f.inter_s * 1e3, 1), " ms of ", Fmt(f.step_s * 1e3, 1), " ms over ", f.steps,
                                  " steps", have_base ? absl::StrCat(", baseline ", Fmt(mean_base * 100, 1), " %") : "",
+                                 prev != nullptr ? absl::StrCat(", ", Fmt(prev->value * 100, 1), " % in ",
+                                                                jh->baseline.Describe(prev->runs))
+                                                 : "",
                                  ")"));
   }
   if (d.ranks.empty()) return;
@@ -46,7 +55,7 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   d.subject = "void_inter";
   d.evidence = absl::StrCat("inter-step CPU time leaves the GPU idle: ", absl::StrJoin(lines, ", "),
                             " (threshold ", Fmt(thr * 100, 1), " %", v.backbone.empty() ? "" : " for backbone ",
-                            v.backbone, ", or baseline + ", Fmt(delta * 100, 1), " points)");
+                            v.backbone, ", or baseline / history + ", Fmt(delta * 100, 1), " points)");
   sink.Report(std::move(d));
 }
 

@@ -3,23 +3,30 @@
 // → algorithm.
 //
 // A rank is reported when V_inter >= void_inter.threshold (per backbone:
-// void_inter.threshold@JOB_NAME) or exceeds the rank's baseline (first
-// windows of the job) by void_inter.history_delta. When DataLoader calls
+// void_inter.threshold@JOB_NAME) or exceeds by void_inter.history_delta
+// the rank's baseline (first windows of the job) or the median V_inter of
+// previous runs of the job name on the same GPU model (engine/history/; a
+// job slow from its first step has no clean baseline). When DataLoader calls
 // account for more than half of T_inter, slow_dataloader is the more
 // specific diagnosis and this one stays silent.
 #ifndef XPU_ENGINE_DETECTORS_VOID_INTER_H_
 #define XPU_ENGINE_DETECTORS_VOID_INTER_H_
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "engine/detectors/window_view.h"
+#include "engine/history/history.h"
 
 namespace xpu::engine {
 
 class VoidInterDetector : public ViewDetector {
  public:
-  using ViewDetector::ViewDetector;
+  // `history` may be null: no previous runs.
+  VoidInterDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+                    std::shared_ptr<history::HistoryCache> history = nullptr)
+      : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "void_inter"; }
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 
@@ -28,6 +35,7 @@ class VoidInterDetector : public ViewDetector {
     double sum = 0;
     int windows = 0;
   };
+  std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::map<int32_t, Baseline>> baseline_;
 };
 

@@ -4,21 +4,28 @@
 // → infrastructure (kernel fusion, backbone).
 //
 // A rank is reported when V_minority >= void_minority.threshold (per
-// backbone: void_minority.threshold@JOB_NAME) or exceeds the rank's baseline
-// (first windows of the job) by void_minority.history_delta.
+// backbone: void_minority.threshold@JOB_NAME) or exceeds by
+// void_minority.history_delta the rank's baseline (first windows of the job)
+// or the median V_minority of previous runs of the job name on the same GPU
+// model (engine/history/).
 #ifndef XPU_ENGINE_DETECTORS_VOID_MINORITY_H_
 #define XPU_ENGINE_DETECTORS_VOID_MINORITY_H_
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "engine/detectors/window_view.h"
+#include "engine/history/history.h"
 
 namespace xpu::engine {
 
 class VoidMinorityDetector : public ViewDetector {
  public:
-  using ViewDetector::ViewDetector;
+  // `history` may be null: no previous runs.
+  VoidMinorityDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+                       std::shared_ptr<history::HistoryCache> history = nullptr)
+      : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "void_minority"; }
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 
@@ -27,6 +34,7 @@ class VoidMinorityDetector : public ViewDetector {
     double sum = 0;
     int windows = 0;
   };
+  std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::map<int32_t, Baseline>> baseline_;
 };
 

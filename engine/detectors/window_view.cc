@@ -23,6 +23,7 @@ analysis::OpSig ToOpSig(const SignatureInfo& s) {
   o.n = s.abi.n;
   o.k = s.abi.k;
   o.batch = std::max(1u, s.abi.batch);
+  o.gemm_flags = s.abi.gemm_flags;
   o.name = s.name;
   o.flops = s.flops;
   o.bytes = s.bytes;

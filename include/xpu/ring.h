@@ -109,7 +109,14 @@ typedef struct xpu_ring_header_v1 {
   char job[128];                /* job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, XPU_JOB, or "pid-<pid>@host") */
   char host[64];                /* hostname */
   char job_name[64];            /* XPU_JOB_NAME, for history across runs */
-  uint8_t reserved_identity[1024 - 368];   /* keeps write_index at offset 1024 */
+  /* GPU model, cudaGetDeviceProperties(device).name: the one identity field
+   * written AFTER hand-over, once, by the hook's completion thread when the
+   * first traced op has set `device` (hook/gpu_model.cc). The writer stores
+   * bytes 1..63 (NUL-terminated, printable ASCII) first and byte 0 last with
+   * a release store; a reader acquire-loads byte 0 and copies the field only
+   * when it is non-zero. All zero: not known yet (or an older hook). */
+  char gpu_model[64];
+  uint8_t reserved_identity[1024 - 432];   /* keeps write_index at offset 1024 */
 
   /* --- producer-owned, live. */
   uint64_t write_index __attribute__((aligned(64)));  /* next position to reserve */

@@ -49,6 +49,39 @@ std::set<int> RankSet(const Struct& s, int nranks) {
   return out;
 }
 
+absl::Status ParseFault(const Struct& fs, int n, ScenarioFault* out) {
+  ScenarioFault& fault = *out;
+  fault.from_step = static_cast<int>(Num(fs, "from_step", 0));
+  fault.until_step = static_cast<int>(Num(fs, "until_step", -1));
+  for (const auto& [name, val] : fs.fields()) {
+    if (val.kind_case() != Value::kStructValue) continue;
+    const Struct& c = val.struct_value();
+    if (name == "slow_gpu") {
+      fault.slow_gpu_ranks = RankSet(c, n);
+      fault.slow_gpu_factor = Num(c, "factor", 2.0);
+    } else if (name == "slow_link") {
+      fault.slow_link_ranks = RankSet(c, n);
+      fault.slow_link_factor = Num(c, "factor", 3.0);
+    } else if (name == "gc") {
+      fault.gc_ranks = RankSet(c, n);
+      fault.gc_ms_per_layer = Num(c, "ms_per_layer", 5);
+    } else if (name == "sync_every_layer") {
+      fault.sync_ranks = RankSet(c, n);
+    } else if (name == "dataloader") {
+      fault.dataloader_ranks = RankSet(c, n);
+      fault.dataloader_ms = Num(c, "ms", 20);
+    } else if (name == "minority_kernels") {
+      fault.minority_ranks = RankSet(c, n);
+      fault.minority_us = Num(c, "us_per_layer", 2000);
+    } else if (name == "bad_gemm_layout") {
+      fault.bad_gemm = true;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown fault \"", name, "\""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
@@ -71,36 +104,23 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
   sc.max_windows = static_cast<int>(Num(root, "max_windows", 4));
   if (sc.job.ranks < 2) return absl::InvalidArgumentError("\"ranks\" must be >= 2");
   if (const Value* f = Field(root, "fault"); f && f->kind_case() == Value::kStructValue) {
-    const Struct& fs = f->struct_value();
-    ScenarioFault& fault = sc.job.fault;
-    fault.from_step = static_cast<int>(Num(fs, "from_step", 0));
-    fault.until_step = static_cast<int>(Num(fs, "until_step", -1));
-    const int n = sc.job.ranks;
-    for (const auto& [name, val] : fs.fields()) {
-      if (val.kind_case() != Value::kStructValue) continue;
-      const Struct& c = val.struct_value();
-      if (name == "slow_gpu") {
-        fault.slow_gpu_ranks = RankSet(c, n);
-        fault.slow_gpu_factor = Num(c, "factor", 2.0);
-      } else if (name == "slow_link") {
-        fault.slow_link_ranks = RankSet(c, n);
-        fault.slow_link_factor = Num(c, "factor", 3.0);
-      } else if (name == "gc") {
-        fault.gc_ranks = RankSet(c, n);
-        fault.gc_ms_per_layer = Num(c, "ms_per_layer", 5);
-      } else if (name == "sync_every_layer") {
-        fault.sync_ranks = RankSet(c, n);
-      } else if (name == "dataloader") {
-        fault.dataloader_ranks = RankSet(c, n);
-        fault.dataloader_ms = Num(c, "ms", 20);
-      } else if (name == "minority_kernels") {
-        fault.minority_ranks = RankSet(c, n);
-        fault.minority_us = Num(c, "us_per_layer", 2000);
-      } else if (name == "bad_gemm_layout") {
-        fault.bad_gemm = true;
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat("unknown fault \"", name, "\""));
-      }
+    if (absl::Status st = ParseFault(f->struct_value(), sc.job.ranks, &sc.job.fault); !st.ok()) return st;
+  }
+  sc.job.gpu_model = Str(root, "gpu_model");
+  sc.job.peak_tflops = Num(root, "peak_tflops", 400);
+  if (const Value* h = Field(root, "history"); h && h->kind_case() == Value::kStructValue) {
+    const Struct& hs = h->struct_value();
+    sc.history.runs = static_cast<int>(Num(hs, "runs", 1));
+    sc.history.windows = static_cast<int>(Num(hs, "windows", 0));
+    if (const Value* f = Field(hs, "fault"); f && f->kind_case() == Value::kStructValue) {
+      if (absl::Status st = ParseFault(f->struct_value(), sc.job.ranks, &sc.history.fault); !st.ok()) return st;
+      sc.history.faulty = true;
+    }
+  }
+  if (const Value* c = Field(root, "calibration"); c && c->kind_case() == Value::kStructValue) {
+    if (sc.job.gpu_model.empty()) return absl::InvalidArgumentError("\"calibration\" needs \"gpu_model\"");
+    if (const Value* g = Field(c->struct_value(), "gemm_tflops"); g && g->kind_case() == Value::kStructValue) {
+      for (const auto& [dtype, v] : g->struct_value().fields()) sc.calibrated_gemm_tflops[dtype] = v.number_value();
     }
   }
   if (const Value* e = Field(root, "expect"); e && e->kind_case() == Value::kListValue) {
@@ -110,6 +130,7 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
       ex.kind = Str(xs, "kind");
       ex.team = Str(xs, "team");
       ex.ranks = Ints(Field(xs, "ranks"));
+      ex.evidence = Str(xs, "evidence");
       if (ex.kind.empty()) return absl::InvalidArgumentError("expectation without \"kind\"");
       sc.expect.push_back(ex);
     }

@@ -18,6 +18,16 @@ struct Expectation {
   std::string kind;
   std::vector<int> ranks;  // exact set of ranks the diagnosis must name (empty: any)
   std::string team;
+  std::string evidence;    // text the evidence must contain in the last window (empty: any)
+};
+
+// Previous runs of the same job name, run through the same engine (and
+// database) before the scenario's run, so that the engine has history.
+struct HistoryRuns {
+  int runs = 0;
+  int windows = 0;             // per run; 0: the scenario's windows
+  ScenarioFault fault;         // usually none: healthy history
+  bool faulty = false;         // a fault was given: its runs may be diagnosed
 };
 
 struct Scenario {
@@ -29,6 +39,10 @@ struct Scenario {
   int max_windows = 4;                  // expected diagnoses must appear by then
   std::vector<Expectation> expect;
   std::vector<std::string> allow;       // other kinds that may appear as well
+  HistoryRuns history;
+  // Uploaded through History.UploadCalibration before the run: dtype ->
+  // TFLOPS for the job's GPU model (as `xpu calibrate` would).
+  std::map<std::string, double> calibrated_gemm_tflops;
   // How to inject the same anomaly into the GPU-less runtime (documentation
   // for the real-pipeline runner): environment and xpu-fake-train flags.
   std::map<std::string, std::string> fake_train_env;

@@ -48,6 +48,35 @@ std::vector<int> Sorted(std::vector<int32_t> v) {
   return std::vector<int>(v.begin(), v.end());
 }
 
+// Runs one synthetic job window by window through the engine; the
+// diagnoses of that job per window go to *per_window (printed as they come).
+void RunJob(engine::Engine& eng, engine::testing::FakeDaemon& daemon, const SyntheticJobSpec& spec, int windows,
+            int steps_per_window, std::vector<std::vector<engine::Diagnosis>>* per_window) {
+  SyntheticJob job(spec, NowNs());
+  for (int w = 0; w < windows; ++w) {
+    ASSERT_TRUE(daemon.Send(job.NextWindow(steps_per_window)));
+    const uint64_t want = job.records_emitted();
+    ASSERT_TRUE(engine::testing::WaitFor(
+        [&] {
+          auto j = eng.registry().FindJob(spec.job);
+          if (!j) return false;
+          std::lock_guard<std::mutex> l(j->mu());
+          return j->records() >= want;
+        },
+        std::chrono::seconds(60)))
+        << "engine did not ingest window " << w << " of " << spec.job;
+    std::vector<engine::Diagnosis> mine;
+    for (engine::Diagnosis& d : eng.TickWindow()) {
+      if (d.job != spec.job) continue;
+      std::cout << "  " << spec.job << " window " << w + 1 << ": " << d.kind << " ["
+                << engine::TeamName(d.team) << "] ranks " << absl::StrJoin(d.ranks, ",") << ": " << d.evidence
+                << "\n";
+      mine.push_back(std::move(d));
+    }
+    per_window->push_back(std::move(mine));
+  }
+}
+
 class ScenarioTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
@@ -63,29 +92,44 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
   engine::testing::FakeDaemon daemon(eng->port(), "scenario-daemon");
   ASSERT_TRUE(daemon.Hello());
 
-  SyntheticJob job(sc->job, NowNs());
-  std::vector<std::vector<engine::Diagnosis>> per_window;
-  for (int w = 0; w < sc->windows; ++w) {
-    ASSERT_TRUE(daemon.Send(job.NextWindow(sc->steps_per_window)));
-    const uint64_t want = job.records_emitted();
-    ASSERT_TRUE(engine::testing::WaitFor(
-        [&] {
-          auto j = eng->registry().FindJob(sc->job.job);
-          if (!j) return false;
-          std::lock_guard<std::mutex> l(j->mu());
-          return j->records() >= want;
-        },
-        std::chrono::seconds(60)))
-        << "engine did not ingest window " << w;
-    std::vector<engine::Diagnosis> mine;
-    for (engine::Diagnosis& d : eng->TickWindow()) {
-      if (d.job != sc->job.job) continue;
-      std::cout << "  window " << w + 1 << ": " << d.kind << " [" << engine::TeamName(d.team) << "] ranks "
-                << absl::StrJoin(d.ranks, ",") << ": " << d.evidence << "\n";
-      mine.push_back(std::move(d));
+  // History first: previous runs of the same job name through the same
+  // engine and database, then the calibration, as `xpu calibrate` uploads it.
+  for (int i = 1; i <= sc->history.runs; ++i) {
+    SyntheticJobSpec prev = sc->job;
+    prev.job = sc->job.job + "-prev" + std::to_string(i);
+    prev.fault = sc->history.fault;
+    prev.seed = sc->job.seed + static_cast<uint32_t>(i);
+    std::vector<std::vector<engine::Diagnosis>> diags;
+    ASSERT_NO_FATAL_FAILURE(RunJob(*eng, daemon, prev, sc->history.windows > 0 ? sc->history.windows : sc->windows,
+                                   sc->steps_per_window, &diags));
+    if (!sc->history.faulty) {  // a healthy history run is diagnosed with nothing
+      for (const auto& w : diags) {
+        for (const engine::Diagnosis& d : w) ADD_FAILURE() << "history run " << i << ": " << d.kind << ": " << d.evidence;
+      }
     }
-    per_window.push_back(std::move(mine));
   }
+  ASSERT_TRUE(eng->store().Flush().ok());
+  if (!sc->calibrated_gemm_tflops.empty()) {
+    auto history = xpu::v1::History::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
+    xpu::v1::CalibrationReport report;
+    report.set_gpu_model(sc->job.gpu_model);
+    report.set_host("scenario-host");
+    report.set_measured_ns(NowNs());
+    for (const auto& [dtype, tflops] : sc->calibrated_gemm_tflops) {
+      xpu::v1::GemmCalibration* g = report.add_gemm();
+      g->set_dtype(dtype);
+      g->set_tflops(tflops);
+      g->set_tflops_min(tflops);
+    }
+    grpc::ClientContext ctx;
+    xpu::v1::UploadCalibrationReply reply;
+    grpc::Status st = history->UploadCalibration(&ctx, report, &reply);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+  }
+
+  std::vector<std::vector<engine::Diagnosis>> per_window;
+  ASSERT_NO_FATAL_FAILURE(RunJob(*eng, daemon, sc->job, sc->windows, sc->steps_per_window, &per_window));
 
   std::set<std::string> expected_kinds;
   for (const Expectation& ex : sc->expect) expected_kinds.insert(ex.kind);
@@ -119,6 +163,13 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
     EXPECT_LT(first, sc->max_windows) << ex.kind << " first reported in window " << first + 1;
     EXPECT_TRUE(std::any_of(per_window.back().begin(), per_window.back().end(), match))
         << ex.kind << " no longer reported in the last window although the fault persists";
+    if (!ex.evidence.empty()) {
+      EXPECT_TRUE(std::any_of(per_window.back().begin(), per_window.back().end(),
+                              [&](const engine::Diagnosis& d) {
+                                return match(d) && d.evidence.find(ex.evidence) != std::string::npos;
+                              }))
+          << ex.kind << ": no evidence in the last window mentions '" << ex.evidence << "'";
+    }
   }
 
   // The same through the query API, from the store.

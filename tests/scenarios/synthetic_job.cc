@@ -10,7 +10,6 @@ namespace {
 
 constexpr uint32_t kH = 4096;             // hidden
 constexpr uint32_t kT = 4096;             // tokens per step and rank
-constexpr double kPeakTflops = 400;       // model accelerator
 constexpr double kEfficiency = 0.8;       // well-shaped GEMMs
 constexpr double kBadEfficiency = 0.35;   // misaligned LM head
 constexpr double kLaunchNs = 8000;        // host cost of one launch
@@ -44,7 +43,7 @@ double SyntheticJob::Jitter() {
 }
 
 uint64_t SyntheticJob::GemmNs(int r, double flops, double efficiency) {
-  double ns = flops / (kPeakTflops * 1e12 * efficiency) * 1e9 * Jitter();
+  double ns = flops / (spec_.peak_tflops * 1e12 * efficiency) * 1e9 * Jitter();
   if (Active() && spec_.fault.slow_gpu_ranks.count(r)) ns *= spec_.fault.slow_gpu_factor;
   return static_cast<uint64_t>(ns);
 }
@@ -271,6 +270,7 @@ xpu::v1::Batch SyntheticJob::NextWindow(int steps) {
     engine::SetIdentity(pb, spec_.job, r, HostOf(r), 10000 + r);
     pb->mutable_identity()->set_job_name(spec_.job_name);
     pb->mutable_identity()->set_world_size(spec_.ranks);
+    pb->mutable_identity()->set_gpu_model(spec_.gpu_model);
     if (!k.sigs_sent) {
       AddSignatures(r, pb);
       k.sigs_sent = true;

@@ -66,6 +66,8 @@ struct SyntheticJobSpec {
   int layers = 4;
   bool step_markers = true;
   uint32_t seed = 1;
+  std::string gpu_model;        // ProcessIdentity.gpu_model; empty: not reported
+  double peak_tflops = 400;     // modelled accelerator; healthy GEMMs reach 80 % of it
   ScenarioFault fault;
 };
 

@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tools/xpu_cli/calibrate_cli.h"
 #include "tools/xpu_cli/connection.h"
 #include "tools/xpu_cli/json_writer.h"
 #include "tools/xpu_cli/hang_cli.h"
@@ -39,7 +40,10 @@ Commands:
   hang --job JOB       latest hang diagnosis: class, culprit ranks, merged stacks
   stacks --job JOB     collect and merge the live stacks of every rank now
                        (see xpu hang --help)
-  calibrate, run       not available in this version
+  calibrate            measure this node's GPUs (GEMM peak, collective busbw) and
+                       store the result in the engine per GPU model
+                       (see xpu calibrate --help)
+  run                  not available in this version
 
 Global flags (also accepted after the command):
   --engine HOST:PORT   engine address (default $XPU_ENGINE or 127.0.0.1:7441)
@@ -96,7 +100,7 @@ JSON: {job, ranks: [{rank, host, pid, local_rank, liveness, records, dropped,
   return *help;
 }
 
-const char* const kLaterCommands[] = {"calibrate", "run"};
+const char* const kLaterCommands[] = {"run"};
 
 struct Flags {
   std::string engine;
@@ -438,6 +442,7 @@ int RunCli(const std::vector<std::string>& args, const std::string& env_engine, 
   // their own flags.
   if (IsHangCommand(args)) return RunHangCli(args, env_engine, out, err);
   if (IsTimelineCommand(args)) return RunTimelineCli(args, env_engine, out, err);
+  if (IsCalibrateCommand(args)) return RunCalibrateCli(args, env_engine, out, err);
   Flags f;
   std::string error;
   if (!ParseArgs(args, &f, &error)) {

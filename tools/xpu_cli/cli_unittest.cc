@@ -64,11 +64,27 @@ TEST(CliTest, LaterCommandsSayNotAvailable) {
     EXPECT_EQ(r.code, kExitUsage) << c;
     EXPECT_NE(r.err.find("--job"), std::string::npos) << c;
   }
-  for (const char* c : {"calibrate", "run"}) {
-    Result r = RunXpu({c});
-    EXPECT_EQ(r.code, kExitNotAvailable) << c;
-    EXPECT_NE(r.err.find("not available in this version"), std::string::npos) << c;
+  Result r = RunXpu({"run"});
+  EXPECT_EQ(r.code, kExitNotAvailable);
+  EXPECT_NE(r.err.find("not available in this version"), std::string::npos);
+}
+
+TEST(CliTest, CalibrateHelpAndUsageErrors) {
+  // End to end (xpu-calibrate on the GPU-less runtime, upload, detectors):
+  // tests/scenarios/calibrate_e2e_test.cc.
+  Result r = RunXpu({"calibrate", "--help"});
+  EXPECT_EQ(r.code, kExitOk);
+  EXPECT_NE(r.out.find("--from FILE"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--lib-dir"), std::string::npos) << r.out;
+  for (std::vector<std::string> bad :
+       {std::vector<std::string>{"calibrate", "--show", "--from", "r.pb"}, {"calibrate", "--out", "x"},
+        {"calibrate", "--from"}, {"calibrate", "--show", "--lib-dir", "/x"}}) {
+    Result u = RunXpu(bad);
+    EXPECT_EQ(u.code, kExitUsage) << bad.back() << ": " << u.err;
   }
+  Result missing = RunXpu({"calibrate", "--from", "/nonexistent/report.pb"});
+  EXPECT_EQ(missing.code, kExitUsage);
+  EXPECT_NE(missing.err.find("not a calibration report"), std::string::npos) << missing.err;
 }
 
 TEST(CliTest, DiagnoseAndReportNeedAJob) {

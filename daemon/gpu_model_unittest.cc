@@ -1,0 +1,61 @@
+// ReadGpuModel against a ring written from ring.h alone: unknown until the
+// producer sets byte 0, then the name; hostile bytes are bounded and
+// sanitised.
+#include "daemon/gpu_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "daemon/test_ring_writer.h"
+
+namespace xpu::daemon {
+namespace {
+
+using testing::TestRingConfig;
+using testing::TestRingWriter;
+
+std::unique_ptr<RingReader> ReaderOf(TestRingWriter& w) {
+  RingReaderOptions o;
+  o.read_only = true;
+  auto r = RingReader::FromFd(w.fd(), o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? std::move(*r) : nullptr;
+}
+
+// As ring.h specifies: bytes 1.. first, byte 0 last (release).
+void Publish(xpu_ring_header_v1* h, const char* name) {
+  const size_t n = strlen(name);
+  memcpy(h->gpu_model + 1, name + 1, n);  // includes the NUL
+  __atomic_store_n(&h->gpu_model[0], name[0], __ATOMIC_RELEASE);
+}
+
+TEST(GpuModelTest, EmptyUntilPublishedThenTheName) {
+  auto w = TestRingWriter::Create(TestRingConfig());
+  ASSERT_NE(w, nullptr);
+  auto r = ReaderOf(*w);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(ReadGpuModel(*r), "");
+  // Bytes after byte 0 without byte 0: still unknown (a write in progress).
+  memcpy(w->header()->gpu_model + 1, "VIDIA", 5);
+  EXPECT_EQ(ReadGpuModel(*r), "");
+  Publish(w->header(), "NVIDIA H200");
+  EXPECT_EQ(ReadGpuModel(*r), "NVIDIA H200");
+}
+
+TEST(GpuModelTest, HostileBytesAreBoundedAndSanitised) {
+  auto w = TestRingWriter::Create(TestRingConfig());
+  ASSERT_NE(w, nullptr);
+  auto r = ReaderOf(*w);
+  ASSERT_NE(r, nullptr);
+  xpu_ring_header_v1* h = w->header();
+  memset(h->gpu_model, 'A', sizeof(h->gpu_model));  // no NUL inside the field
+  h->gpu_model[3] = '\n';
+  h->gpu_model[4] = static_cast<char>(0xff);
+  std::string m = ReadGpuModel(*r);
+  EXPECT_EQ(m.size(), sizeof(h->gpu_model));
+  EXPECT_EQ(m.substr(0, 6), "AAA??A");
+}
+
+}  // namespace
+}  // namespace xpu::daemon
