@@ -42,6 +42,7 @@ struct FakePython {
   std::atomic<bool> gil_held{false};
   bool has_qualname = true;        // co_qualname exists (3.11+)
   bool error_set = false;          // the error indicator
+  bool back_fails = false;         // PyFrame_GetBack raises MemoryError
   FakePyFrame* current = nullptr;  // this thread's innermost frame
   int tstate_token = 0;            // its address is the thread state
   // What was called.
@@ -107,6 +108,10 @@ inline void* FrameGetCode(void* f) {
   return c;
 }
 inline void* FrameGetBack(void* f) {
+  if (Py().back_fails) {
+    Py().error_set = true;
+    return nullptr;
+  }
   FakePyFrame* b = static_cast<FakePyFrame*>(f)->back;
   if (b != nullptr) ++b->refs;
   return b;

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "config.h"
+#include "fake_python_for_test.h"
+#include "py_callsite.h"
 #include "runtime.h"
 #include "tracer.h"
 
@@ -63,11 +65,43 @@ int main() {
     OpHandle h = BeginGpuOp(id, nullptr, 0, 0);
     EndGpuOp(h, nullptr, 0);
   });
+  // Python call site of a sampled launch, hook side only: the CPython
+  // functions are the allocation-free double of fake_python_for_test.h, so
+  // this is the walk, hash, cache lookup and link record without CPython's
+  // own cost (measured from Python by bench/hook_launch/callsite_bench.py).
+  testing::FakePyCode code;
+  testing::InitCode(&code, "Block.forward", "forward", "/src/model.py");
+  testing::FakePyFrame frames[8];
+  for (int i = 0; i < 8; ++i) {
+    frames[i].code = &code;
+    frames[i].line = 10 + i;
+  }
+  testing::LinkFrames(frames, 8);
+  testing::Py().current = &frames[0];
+  testing::Py().AcquireGil();
+  PyApi api = testing::FakePyApi();
+  testing::SetPyApiForTest(&api, 8);
+  OpHandle picked = BeginGpuOp(id, nullptr, 0, 0);
+  EndGpuOp(picked, nullptr, 0);
+  picked.picked = 1;
+  drain();
+  const double stack_hit = NsPerCall(kIters, [&](int) { sink = CapturePyCallsite(); });
+  const double link = NsPerCall(kIters, [&](int i) {
+    EmitCallsiteLink(picked, sink);
+    if ((i & 0xffff) == 0xffff) drain();
+  });
+  testing::Py().ReleaseGil();
+  const double no_gil = NsPerCall(kIters, [&](int) { sink = CapturePyCallsite(); });
+  testing::SetPyApiForTest(nullptr, 0);
+
   printf("hook_overhead_bench (%d iterations each)\n", kIters);
   printf("  NowNs                       %8.1f ns/call\n", now);
   printf("  InternSignature (hit)       %8.1f ns/call\n", intern);
   printf("  EmitHostInterval            %8.1f ns/call\n", emit);
   printf("  BeginGpuOp+EndGpuOp (no CUDA runtime: untracked) %8.1f ns/call\n", inactive_begin);
+  printf("  CapturePyCallsite, 8 frames, cache hit (CPython double) %8.1f ns/call\n", stack_hit);
+  printf("  CapturePyCallsite, GIL not held (CPython double)         %8.1f ns/call\n", no_gil);
+  printf("  EmitCallsiteLink            %8.1f ns/call\n", link);
   printf("  ratio Emit/Intern           %8.2f\n", emit / intern);
   printf("  dropped=%llu written=%llu\n",
          static_cast<unsigned long long>(rt->ring.Counter(XPU_CNT_DROPPED_FULL)),

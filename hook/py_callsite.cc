@@ -307,8 +307,17 @@ uint32_t CapturePyCallsite() {
   if (api->is_initialized() == 0 || api->gil_check() != 1) return 0;
   void* tstate = api->thread_state_unchecked();
   if (tstate == nullptr || tstate != api->gilstate_this_thread()) return 0;
+  // CPython 3.11+ creates frame objects while we walk; should that fail it
+  // sets MemoryError, which must not leak into the interpreter (the caller's
+  // Python code would see an exception out of nowhere). One that was already
+  // pending is not ours to touch.
+  const bool error_before = api->err_occurred() != nullptr;
   Frame frames[kMaxPyStackDepth];
   const uint32_t n = WalkFrames(*api, tstate, depth, frames);
+  if (!error_before && api->err_occurred() != nullptr) {
+    api->err_clear();
+    return 0;
+  }
   if (n == 0) return 0;
   return Lookup(*api, HashFrames(frames, n), frames, n);
 }

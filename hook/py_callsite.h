@@ -17,9 +17,13 @@
 // extension may do; they can allocate (frame objects are created lazily by
 // CPython 3.11+) and, on a cache miss, look up co_qualname / co_filename.
 // The hook's own code allocates nothing, takes no lock, makes no system call
-// and never logs. A thread without the GIL costs Py_IsInitialized plus
-// PyGILState_Check (a TLS read) and gets no stack: the hook never takes the
-// GIL and never reads another thread's frames.
+// and never logs. Like any allocation by an extension, CPython's may run the
+// garbage collector (synchronously up to 3.11), hence Python finalizers, on
+// this thread: any CUDA call they make passes through the layer's
+// reentrancy guard untraced, and an exception raised by the walk is cleared.
+// A thread without the GIL costs Py_IsInitialized plus PyGILState_Check (a
+// TLS read) and gets no stack: the hook never takes the GIL and never reads
+// another thread's frames.
 //
 // Symbols: resolved with dlsym(RTLD_DEFAULT) outside the launch path — at
 // hook initialisation (a python binary links libpython statically or as a

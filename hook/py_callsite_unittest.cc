@@ -50,6 +50,7 @@ class PyCallsiteTest : public ::testing::Test {
     py.initialized = true;
     py.has_qualname = true;
     py.error_set = false;
+    py.back_fails = false;
     py.frame_walks = py.get_attrs = py.err_clears = py.incs = 0;
     py.AcquireGil();
     InitCode(&forward_, "Model.forward", "forward", "/src/model.py");
@@ -215,6 +216,16 @@ TEST_F(PyCallsiteTest, PendingExceptionLeavesTheLaunchWithoutAStackAndUntouched)
   Py().error_set = true;
   EXPECT_EQ(CapturePyCallsite(), sig);
   Py().error_set = false;
+}
+
+TEST_F(PyCallsiteTest, AnExceptionRaisedByTheWalkIsClearedNeverLeaked) {
+  Py().back_fails = true;  // e.g. MemoryError creating a frame object
+  EXPECT_EQ(CapturePyCallsite(), 0u);
+  EXPECT_FALSE(Py().error_set);
+  EXPECT_EQ(PyCallsiteCacheSize(), 0u);
+  ExpectOnlyInterpreterRefs(0, 0, 0);
+  Py().back_fails = false;
+  EXPECT_NE(CapturePyCallsite(), 0u);
 }
 
 TEST_F(PyCallsiteTest, LongNamesDropOuterFramesAndNonTextBecomesAQuestionMark) {
