@@ -46,10 +46,23 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
   std::vector<xpu::v1::IntraKernelProgress> out;
   std::map<int, int> grid;
   for (const hang::CudaKernel& k : kernels) grid[k.id] = k.grid_x;
+  // Each channel is read twice (two ways of addressing ncclShmem): the
+  // readable reading wins, else the first one's errors are kept.
+  std::map<std::pair<int, int>, hang::ChannelProgress> best;
+  std::vector<std::pair<int, int>> order;
   for (const hang::ChannelProgress& c : hang::ParseProgress(progress_output)) {
     // Blind reads cover kernel ids and blocks that are not NCCL channels.
     auto g = grid.find(c.kernel);
     if (g == grid.end() || (g->second > 0 && c.channel >= g->second)) continue;
+    auto [it, fresh] = best.try_emplace({c.kernel, c.channel}, c);
+    if (fresh) {
+      order.push_back(it->first);
+    } else if (!it->second.ok && c.ok) {
+      it->second = c;
+    }
+  }
+  for (const auto& key : order) {
+    const hang::ChannelProgress& c = best.at(key);
     const auto p = proto.at(c.kernel);
     xpu::v1::IntraKernelProgress k;
     k.set_source(absl::StrCat("cuda-gdb ", hang::NcclProtoName(p)));

@@ -171,6 +171,16 @@ TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
       "XPU-NCCL-BEGIN kernel=1 channel=0\nXPU-NCCL kernel=1 channel=0 ring_prev=0 ring_next=0\n"
       "XPU-NCCL-END kernel=1 channel=0\n";
   EXPECT_EQ(ChannelsToProgress(list, blind, pc).size(), 2u);
+  // Channel 1 read a second way (the other addressing of ncclShmem) that
+  // worked: the readable reading replaces the failed one.
+  const std::string twice = progress +
+      "XPU-NCCL-BEGIN kernel=0 channel=1\nXPU-NCCL kernel=0 channel=1 ring_prev=1 ring_next=1\n"
+      "XPU-NCCL kernel=0 channel=1 ll_flag=31\nXPU-NCCL-END kernel=0 channel=1\n";
+  out = ChannelsToProgress(list, twice, pc);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].channel(), "ch1");
+  EXPECT_EQ(out[1].step(), 31u);
+  EXPECT_EQ(out[1].ring_next(), 1);
   // No NCCL kernel listed: nothing.
   EXPECT_TRUE(ChannelsToProgress("No CUDA kernels.\n", progress, pc).empty());
 }

@@ -118,35 +118,44 @@ std::string At(const char* type, const std::string& base, int off) {
 }
 
 // Commands that print one channel's counters; kUnknown prints the flags of
-// both LL protocols (the caller learns the protocol later).
+// both LL protocols (the caller learns the protocol later). Two blocks per
+// channel, one per way of addressing ncclShmem: through the generic address
+// of the symbol (`&ncclShmem` is a generic pointer into the block's shared
+// window), and as offset 0 of the shared window (the kernel's only static
+// __shared__ variable). Whichever cuda-gdb can read gives the ring line; the
+// other prints errors (ChannelsToProgress keeps the readable one).
 void AppendChannel(int kernel, int channel, NcclProto proto, std::string* s) {
   const NcclLayout L;
   const std::string id = "kernel=" + std::to_string(kernel) + " channel=" + std::to_string(channel);
   *s += "cuda kernel " + std::to_string(kernel) + " block (" + std::to_string(channel) + ",0,0) thread (0,0,0)\n";
-  *s += "echo XPU-NCCL-BEGIN " + id + "\\n\n";
-  // ncclShmem's shared-window address; if the symbol cannot be taken, the
-  // start of the window (where the only static __shared__ variable sits).
-  *s += "set $xs = (@shared char*)0\n";
-  *s += "set $xs = (@shared char*)&ncclShmem\n";
-  *s += "printf \"XPU-NCCL " + id + " ring_prev=%d ring_next=%d\\n\", " + At("@shared int", "$xs", L.ring_prev) +
-        ", " + At("@shared int", "$xs", L.ring_prev + 4) + "\n";
-  *s += "set $xr = " + At("@shared unsigned long long", "$xs", L.recv_conn0) + "\n";
-  *s += "set $xn = " + At("@shared unsigned long long", "$xs", L.send_conn0) + "\n";
-  *s += "printf \"XPU-NCCL " + id + " recv_step=%llu\\n\", " + At("unsigned long long", "$xr", L.conn_step) + "\n";
-  *s += "printf \"XPU-NCCL " + id + " recv_tail=%llu\\n\", *" + At("unsigned long long*", "$xr", L.conn_tail) +
-        "\n";
-  *s += "printf \"XPU-NCCL " + id + " send_step=%llu\\n\", " + At("unsigned long long", "$xn", L.conn_step) + "\n";
-  *s += "printf \"XPU-NCCL " + id + " send_head=%llu\\n\", *" + At("unsigned long long*", "$xn", L.conn_head) +
-        "\n";
-  if (proto == NcclProto::kLL || proto == NcclProto::kUnknown) {
-    *s += "printf \"XPU-NCCL " + id + " ll_flag=%u\\n\", " +
-          At("unsigned int", At("unsigned long long", "$xr", L.conn_buffs + 0), L.ll_flag1) + "\n";
+  struct Base {
+    const char* set;    // value of $xs
+    const char* space;  // qualifier of the reads at $xs
+  };
+  for (const Base& b : {Base{"(char*)&ncclShmem", ""}, Base{"(@shared char*)0", "@shared "}}) {
+    const std::string sp = b.space;
+    *s += "echo XPU-NCCL-BEGIN " + id + "\\n\n";
+    *s += "set $xs = " + std::string(b.set) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " ring_prev=%d ring_next=%d\\n\", " + At((sp + "int").c_str(), "$xs", L.ring_prev) +
+          ", " + At((sp + "int").c_str(), "$xs", L.ring_prev + 4) + "\n";
+    *s += "set $xr = " + At((sp + "unsigned long long").c_str(), "$xs", L.recv_conn0) + "\n";
+    *s += "set $xn = " + At((sp + "unsigned long long").c_str(), "$xs", L.send_conn0) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " recv_step=%llu\\n\", " + At("unsigned long long", "$xr", L.conn_step) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " recv_tail=%llu\\n\", *" + At("unsigned long long*", "$xr", L.conn_tail) +
+          "\n";
+    *s += "printf \"XPU-NCCL " + id + " send_step=%llu\\n\", " + At("unsigned long long", "$xn", L.conn_step) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " send_head=%llu\\n\", *" + At("unsigned long long*", "$xn", L.conn_head) +
+          "\n";
+    if (proto == NcclProto::kLL || proto == NcclProto::kUnknown) {
+      *s += "printf \"XPU-NCCL " + id + " ll_flag=%u\\n\", " +
+            At("unsigned int", At("unsigned long long", "$xr", L.conn_buffs + 0), L.ll_flag1) + "\n";
+    }
+    if (proto == NcclProto::kLL128 || proto == NcclProto::kUnknown) {
+      *s += "printf \"XPU-NCCL " + id + " ll128_flag=%llu\\n\", " +
+            At("unsigned long long", At("unsigned long long", "$xr", L.conn_buffs + 8), L.ll128_flag) + "\n";
+    }
+    *s += "echo XPU-NCCL-END " + id + "\\n\n";
   }
-  if (proto == NcclProto::kLL128 || proto == NcclProto::kUnknown) {
-    *s += "printf \"XPU-NCCL " + id + " ll128_flag=%llu\\n\", " +
-          At("unsigned long long", At("unsigned long long", "$xr", L.conn_buffs + 8), L.ll128_flag) + "\n";
-  }
-  *s += "echo XPU-NCCL-END " + id + "\\n\n";
 }
 
 }  // namespace

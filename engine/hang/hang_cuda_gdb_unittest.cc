@@ -36,6 +36,9 @@ TEST(CudaGdbTest, ScriptVisitsEveryChannelAndDetaches) {
   EXPECT_NE(s.find("cuda kernel 2 block (1,0,0) thread (0,0,0)"), std::string::npos);
   // Raw reads at NCCL 2.28's offsets: ring.prev at 152, recvConns[0] at
   // 552, its tail pointer at 48.
+  EXPECT_NE(s.find("set $xs = (char*)&ncclShmem"), std::string::npos);
+  EXPECT_NE(s.find("*(int*)($xs+152)"), std::string::npos);
+  EXPECT_NE(s.find("set $xs = (@shared char*)0"), std::string::npos);
   EXPECT_NE(s.find("*(@shared int*)($xs+152)"), std::string::npos);
   EXPECT_NE(s.find("set $xr = *(@shared unsigned long long*)($xs+552)"), std::string::npos);
   EXPECT_NE(s.find("**(unsigned long long**)($xr+48)"), std::string::npos);
