@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/evidence/evidence_collector.h"
@@ -24,7 +25,9 @@ void AppendPacked(const xpu_record_v1& rec, std::string* out) {
 
 }  // namespace
 
-Collector::Collector(const CollectorOptions& options) : options_(options), table_(options.table) {}
+Collector::Collector(const CollectorOptions& options)
+    : options_(options), table_(options.table),
+      profiles_(std::make_unique<ProfileRunner>(this, options.profile)) {}
 
 absl::StatusOr<uint64_t> Collector::AddRing(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
                                             uint64_t now_ns) {
@@ -58,6 +61,14 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
   reader.PollSignatures(&scratch_sigs_);
   for (SignatureInfo& sig : scratch_sigs_) s.signatures.push_back(std::move(sig));
   for (const RingRecord& r : scratch_records_) {
+    if (s.profile != nullptr) s.profile->Add(r.rec);
+    if (r.rec.flags & XPU_REC_PROFILE_WINDOW) {
+      // Kernel activity of a profiling window: summarized on the node
+      // (profile_window.h); kept out of the history, the windows and the
+      // engine stream, which it would flood.
+      if (s.profile == nullptr) ++records_profile_unclaimed_;
+      continue;
+    }
     s.history.Push(r);
     const SignatureInfo* sig = reader.signature(r.rec.sig_id);
     s.aggregator.Add(r.rec, sig != nullptr ? &sig->sig : nullptr);
@@ -207,8 +218,30 @@ void Collector::HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandR
     HandleEvidence(command, reply);
     return;
   }
+  if (command.kind() == "profile") {
+    // Synchronous callers (tests, a client without the async path) wait here.
+    auto promise = std::make_shared<std::promise<xpu::v1::CommandReply>>();
+    std::future<xpu::v1::CommandReply> f = promise->get_future();
+    profiles_->Start(command, [promise](xpu::v1::CommandReply r) { promise->set_value(std::move(r)); });
+    *reply = f.get();
+    return;
+  }
   reply->set_ok(false);
   reply->set_error(absl::StrCat("unknown command: ", command.kind()));
+}
+
+bool Collector::HandleCommandAsync(const xpu::v1::Command& command,
+                                   std::function<void(xpu::v1::CommandReply)> done) {
+  if (command.kind() != "profile") return false;
+  profiles_->Start(command, std::move(done));
+  return true;
+}
+
+void Collector::StopProfiles() { profiles_->Stop(); }
+
+void Collector::ForEachProcess(const std::function<void(ProcessState&)>& fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  table_.ForEach(fn);
 }
 
 // Hang evidence (daemon/evidence/): the targets are chosen under the lock,
@@ -289,6 +322,7 @@ CollectorStats Collector::stats() {
     st.records_abandoned += c.records_abandoned;
   });
   st.records_dropped_pending = records_dropped_pending_;
+  st.records_profile_unclaimed = records_profile_unclaimed_;
   return st;
 }
 

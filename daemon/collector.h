@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "daemon/log_util.h"
 #include "daemon/process_table.h"
+#include "daemon/profile_window.h"
 #include "daemon/ring_reader.h"
 #include "xpu/v1/xpu.pb.h"
 
@@ -28,6 +29,14 @@ class CommandHandler {
  public:
   virtual ~CommandHandler() = default;
   virtual void HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) = 0;
+  // Commands that take seconds (a profiling window) answer later through
+  // `done`, from another thread, so that the engine stream's reader never
+  // waits for them. Returns false for a command to be given to
+  // HandleCommand instead.
+  virtual bool HandleCommandAsync(const xpu::v1::Command& command,
+                                  std::function<void(xpu::v1::CommandReply)> done) {
+    return false;
+  }
 };
 
 // Gives the engine client what it must re-send after a reconnect.
@@ -56,6 +65,8 @@ struct CollectorOptions {
   uint64_t liveness_interval_ns = 1000000000ull;
   // Reply budget of a history command.
   size_t max_reply_records = 98304;
+  // Profiling windows (command kind "profile", profile_window.h).
+  ProfileOptions profile;
 };
 
 struct CollectorStats {
@@ -66,6 +77,10 @@ struct CollectorStats {
   uint64_t records_lapped = 0;
   uint64_t records_abandoned = 0;
   uint64_t records_dropped_pending = 0;
+  // Profiling-window records read while no window of this daemon was
+  // capturing (a window the daemon gave up on, or one another daemon asked
+  // for): dropped, they are never forwarded raw.
+  uint64_t records_profile_unclaimed = 0;
 };
 
 class Collector : public CommandHandler, public StateProvider {
@@ -87,6 +102,14 @@ class Collector : public CommandHandler, public StateProvider {
 
   std::vector<xpu::v1::ProcessBatch> FullState() override;
   void HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) override;
+  // Kind "profile" runs on a ProfileRunner thread.
+  bool HandleCommandAsync(const xpu::v1::Command& command,
+                          std::function<void(xpu::v1::CommandReply)> done) override;
+  // Ends the profiling windows in flight and joins their threads (before
+  // whoever receives their replies goes away).
+  void StopProfiles();
+  // Runs `fn` on every entry under the lock (the profile runner's short steps).
+  void ForEachProcess(const std::function<void(ProcessState&)>& fn);
 
   CollectorStats stats();
   // For tests: runs `fn` on the entry under the lock; false if absent.
@@ -106,6 +129,9 @@ class Collector : public CommandHandler, public StateProvider {
   std::vector<RingRecord> scratch_records_;
   std::vector<SignatureInfo> scratch_sigs_;
   RateLimiter bad_limiter_{10, 10000000000ull};  // per-record losses are logged sparingly
+  uint64_t records_profile_unclaimed_ = 0;       // guarded by mu_
+  // Last member: destroyed (its threads joined) while the rest still exists.
+  std::unique_ptr<ProfileRunner> profiles_;
 };
 
 }  // namespace xpu::daemon

@@ -117,6 +117,8 @@ void Daemon::Stop(uint64_t flush_timeout_ms) {
   if (hook_server_) hook_server_->Stop();
   if (drain_thread_.joinable()) drain_thread_.join();
   if (collector_) {
+    // Profile threads answer through the engine client: end them first.
+    collector_->StopProfiles();
     collector_->DrainOnce(MonotonicNs());
     Flush();
   }

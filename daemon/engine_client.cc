@@ -247,6 +247,17 @@ bool EngineClient::RunConnection() {
         accepted_ = msg.ack().accepted();
         if (!accepted_) Log()->error("engine refused this daemon: {}", msg.ack().reason());
       } else if (msg.has_command()) {
+        // Long commands answer later (the reply joins the queue then); the
+        // reader goes straight back to the stream.
+        if (handler_ != nullptr &&
+            handler_->HandleCommandAsync(msg.command(), [this](xpu::v1::CommandReply r) {
+              std::lock_guard<std::mutex> lock(mu_);
+              ++stats_.commands;
+              replies_.push_back(std::move(r));
+              cv_.notify_all();
+            })) {
+          continue;
+        }
         xpu::v1::CommandReply reply;
         reply.set_command_id(msg.command().command_id());
         if (handler_ != nullptr) {

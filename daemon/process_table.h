@@ -22,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/aggregator.h"
+#include "daemon/profile_capture.h"
 #include "daemon/ring_reader.h"
 #include "xpu/v1/xpu.pb.h"
 
@@ -68,6 +69,9 @@ struct ProcessState {
   uint64_t pending_first_position = 0;
   std::vector<xpu::v1::WindowSummary> pending_windows;
   uint64_t records_dropped_daemon = 0;
+  // While a profiling window runs in this process: a copy of every record
+  // drained (profile_window.h); null otherwise.
+  std::shared_ptr<ProfileCapture> profile;
   // Lifecycle (monotonic clock).
   bool disconnected = false;  // socket EOF or pid gone: drain, then exit
   uint64_t disconnected_at_ns = 0;

@@ -214,6 +214,25 @@ bool RingReader::CopyHeaderPage(void* dst, size_t n) const {
   return Copy(dst, base_, n < XPU_RING_HEADER_SIZE ? n : XPU_RING_HEADER_SIZE);
 }
 
+bool RingReader::ReadProfileControl(xpu_ring_profile_ctl_v1* out) const {
+  auto* ctl = reinterpret_cast<xpu_ring_profile_ctl_v1*>(base_ + XPU_RING_PROFILE_OFFSET);
+  const uint64_t ack = Load64(&ctl->ack, true);
+  if (!Copy(out, ctl, sizeof(*out))) return false;
+  out->ack = ack;
+  return !faulted_;
+}
+
+bool RingReader::WriteProfileRequest(uint32_t req_id, uint32_t duration_ms, uint32_t max_records,
+                                     uint64_t now_ns) {
+  if (options_.read_only || faulted_) return false;
+  auto* ctl = reinterpret_cast<xpu_ring_profile_ctl_v1*>(base_ + XPU_RING_PROFILE_OFFSET);
+  const bool ok = ShmStoreRelaxed32(&ctl->req_duration_ms, duration_ms) &&
+                  ShmStoreRelaxed32(&ctl->req_max_records, max_records) &&
+                  ShmStoreRelaxed64(&ctl->req_ns, now_ns) && ShmStoreRelease32(&ctl->req_id, req_id);
+  if (!ok) faulted_ = true;
+  return ok;
+}
+
 RingLiveState RingReader::ReadLiveState() const {
   RingLiveState s;
   s.write_index = Load64(&header_->write_index, true);

@@ -116,9 +116,10 @@ absl::Status ValidateRingHeader(const xpu_ring_header_v1& h, uint64_t actual_siz
 // True when `kind` is a value of enum xpu_op_kind.
 bool IsKnownOpKind(uint32_t kind);
 
-// Mask of every XPU_REC_* flag defined by ABI version 1. Derived from the
-// highest flag so that a flag added to record.h is not rejected as corruption.
-constexpr uint16_t kKnownRecordFlags = (XPU_REC_UNTRACKED << 1) - 1;
+// Mask of every XPU_REC_* flag defined by ABI version 1, up to the highest
+// one; a flag added to record.h must move this bound, or its records are
+// rejected as corruption.
+constexpr uint16_t kKnownRecordFlags = (XPU_REC_PROFILE_WINDOW << 1) - 1;
 
 class RingReader {
  public:
@@ -152,6 +153,13 @@ class RingReader {
   // XPU_RING_HEADER_SIZE); false when the mapping faulted. Used for the
   // hang-watch progress table (daemon/evidence/ring_progress.h).
   bool CopyHeaderPage(void* dst, size_t n) const;
+  // Profiling-window control block (ring.h, xpu_ring_profile_ctl_v1): a
+  // copy taken after an acquire load of `ack` (so the reply fields are at
+  // least as new as it). False when the mapping faulted.
+  bool ReadProfileControl(xpu_ring_profile_ctl_v1* out) const;
+  // Writes the daemon-owned request half: the fields, then req_id with a
+  // release store. False for a read-only reader or a faulted mapping.
+  bool WriteProfileRequest(uint32_t req_id, uint32_t duration_ms, uint32_t max_records, uint64_t now_ns);
   const RingIdentity& identity() const { return identity_; }
   const RingLayout& layout() const { return layout_; }
   const RingReaderCounters& counters() const { return counters_; }

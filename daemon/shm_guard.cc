@@ -70,5 +70,14 @@ bool ShmLoadRelaxed64(const uint64_t* p, uint64_t* out) {
 bool ShmStoreRelease64(uint64_t* p, uint64_t v) {
   return Guarded([&] { __atomic_store_n(p, v, __ATOMIC_RELEASE); });
 }
+bool ShmStoreRelaxed64(uint64_t* p, uint64_t v) {
+  return Guarded([&] { __atomic_store_n(p, v, __ATOMIC_RELAXED); });
+}
+bool ShmStoreRelease32(uint32_t* p, uint32_t v) {
+  return Guarded([&] { __atomic_store_n(p, v, __ATOMIC_RELEASE); });
+}
+bool ShmStoreRelaxed32(uint32_t* p, uint32_t v) {
+  return Guarded([&] { __atomic_store_n(p, v, __ATOMIC_RELAXED); });
+}
 
 }  // namespace xpu::daemon

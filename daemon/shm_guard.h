@@ -30,6 +30,9 @@ bool ShmLoadRelaxed32(const uint32_t* p, uint32_t* out);
 bool ShmLoadAcquire64(const uint64_t* p, uint64_t* out);
 bool ShmLoadRelaxed64(const uint64_t* p, uint64_t* out);
 bool ShmStoreRelease64(uint64_t* p, uint64_t v);
+bool ShmStoreRelaxed64(uint64_t* p, uint64_t v);
+bool ShmStoreRelease32(uint32_t* p, uint32_t v);
+bool ShmStoreRelaxed32(uint32_t* p, uint32_t v);
 
 }  // namespace xpu::daemon
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/alerting/http_client.h"
+#include "engine/detectors/differential_localization.h"
 #include "engine/detectors/rank_liveness.h"
 #include "engine/hang/hang_detector.h"
 #include "engine/detectors/slowdown_detectors.h"
@@ -78,6 +79,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       [p = e.get()](const std::string& id, xpu::v1::Command c) { return p->SendCommand(id, std::move(c)); },
       hang::HangMonitorOptionsFromEnv());
   e->detectors_.push_back(std::make_unique<hang::HangDetector>(e->hang_.get()));
+  // Differential localization with a profiling window (engine/profile/):
+  // started by a throughput regression (TickWindow) or `xpu profile`.
+  e->profile_ = std::make_unique<profile::ProfileMonitor>(
+      e->registry_,
+      [p = e.get()](const std::string& id, xpu::v1::Command c) { return p->SendCommand(id, std::move(c)); },
+      profile::ProfileMonitorOptionsFromEnv());
+  e->detectors_.push_back(std::make_unique<DifferentialLocalizationDetector>(e->profile_.get()));
   // History across runs (engine/history/): detectors read previous runs and
   // calibrations through the cache; the recorder stores healthy windows.
   e->history_ = std::make_shared<history::HistoryCache>(
@@ -134,6 +142,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   builder.RegisterService(e->query_.get());
   e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, token);
   builder.RegisterService(e->hang_service_.get());
+  e->profile_service_ = std::make_unique<profile::ProfileService>(*e->profile_, token);
+  builder.RegisterService(e->profile_service_.get());
   e->history_service_ = std::make_unique<history::HistoryService>(e->store_.get(), token);
   builder.RegisterService(e->history_service_.get());
   e->server_ = builder.BuildAndStart();
@@ -161,6 +171,7 @@ void Engine::Shutdown() {
   if (window_thread_.joinable()) window_thread_.join();
   if (ingest_) ingest_->FailAllPending(absl::UnavailableError("engine shutting down"));
   if (hang_) hang_->Stop();
+  if (profile_) profile_->Stop();  // its windows were just failed by the ingest
   if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   // Persist the final picture.
   if (store_) {
@@ -244,6 +255,13 @@ std::vector<Diagnosis> Engine::TickWindow() {
     if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
     for (Diagnosis& d : sink.out) all.push_back(std::move(d));
     ticked.insert(job->job());
+  }
+  // A throughput regression starts a profiling window (rate-limited per job
+  // by the monitor), whose localization the next windows report.
+  if (profile_) {
+    for (const Diagnosis& d : all) {
+      if (d.kind == "throughput_regression") profile_->OnThroughputRegression(d.job, now);
+    }
   }
   for (const DaemonState& d : registry_.Daemons()) store_->EnqueueDaemon(d);
   for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {

@@ -33,6 +33,8 @@
 #include "engine/history/history.h"
 #include "engine/history/history_service.h"
 #include "engine/ingest_service.h"
+#include "engine/profile/profile_monitor.h"
+#include "engine/profile/profile_service.h"
 #include "engine/metrics.h"
 #include "engine/query_service.h"
 #include "engine/registry.h"
@@ -84,6 +86,9 @@ class Engine {
   std::unique_ptr<Store> store_;
   std::unique_ptr<hang::HangMonitor> hang_;  // before detectors_: HangDetector points into it
   std::unique_ptr<hang::HangService> hang_service_;
+  // Before detectors_: DifferentialLocalizationDetector points into it.
+  std::unique_ptr<profile::ProfileMonitor> profile_;
+  std::unique_ptr<profile::ProfileService> profile_service_;
   std::vector<std::unique_ptr<Detector>> detectors_;
   std::shared_ptr<WindowViews> views_;  // shared by the slowdown detectors
   std::shared_ptr<history::HistoryCache> history_;  // previous runs, calibrations

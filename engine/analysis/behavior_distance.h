@@ -59,6 +59,11 @@ struct LocalizationOptions {
   size_t sample = 100;                // N = min(sample, |W|), eq. 9
   double python_beta_hi = 0.01;       // R_f for Python functions
   double collective_beta_hi = 0.3;    // R_f for collective kernels
+  // Direction of a finding (AbnormalExecution::more_time / slower) counts
+  // only beyond this relative change against the median (as slow_gpu's
+  // min_drop): timing jitter makes every worker a little different, and a
+  // worker 4 % above the median is not slow in the function.
+  double min_change = 0.15;
 };
 
 ExpectedRange ExpectationFor(FunctionClass c, const LocalizationOptions& o);
@@ -100,7 +105,8 @@ struct AbnormalExecution {
   bool by_expectation = false;  // D > 0
   bool by_difference = false;   // Delta > M + k MAD
   // Direction against the other workers: more critical-path time than the
-  // median (beta above it), or a slower pace (mu below it).
+  // median (beta above median x (1 + min_change)), or a slower pace (mu
+  // below median x (1 - min_change)).
   bool more_time = false;
   bool slower = false;
 };

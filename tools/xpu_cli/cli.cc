@@ -15,6 +15,7 @@
 #include "tools/xpu_cli/connection.h"
 #include "tools/xpu_cli/json_writer.h"
 #include "tools/xpu_cli/hang_cli.h"
+#include "tools/xpu_cli/profile_cli.h"
 #include "tools/xpu_cli/timeline_cli.h"
 #include "xpu/v1/xpu.grpc.pb.h"
 
@@ -40,6 +41,10 @@ Commands:
   hang --job JOB       latest hang diagnosis: class, culprit ranks, merged stacks
   stacks --job JOB     collect and merge the live stacks of every rank now
                        (see xpu hang --help)
+  profile --job JOB [--seconds S] [--last]
+                       profiling window on every rank now (or the latest
+                       result): abnormal functions on abnormal ranks
+                       (see xpu profile --help)
   calibrate            measure this node's GPUs (GEMM peak, collective busbw) and
                        store the result in the engine per GPU model
                        (see xpu calibrate --help)
@@ -441,6 +446,7 @@ int RunCli(const std::vector<std::string>& args, const std::string& env_engine, 
   // `hang` and `stacks` (hang_cli.cc), `timeline` (timeline_cli.cc) have
   // their own flags.
   if (IsHangCommand(args)) return RunHangCli(args, env_engine, out, err);
+  if (IsProfileCommand(args)) return RunProfileCli(args, env_engine, out, err);
   if (IsTimelineCommand(args)) return RunTimelineCli(args, env_engine, out, err);
   if (IsCalibrateCommand(args)) return RunCalibrateCli(args, env_engine, out, err);
   Flags f;

@@ -1,0 +1,32 @@
+// engine/profile/profile_service.h — the ProfileQuery gRPC service (proto
+// xpu.v1): Run starts a profiling window on every rank of a live job and
+// returns the localization (`xpu profile`); Latest returns the last report.
+// Same token rule as Query ("x-xpu-token" metadata when the engine has one).
+//
+// Thread-safety: handlers run concurrently; ProfileMonitor is thread-safe.
+#ifndef XPU_ENGINE_PROFILE_PROFILE_SERVICE_H_
+#define XPU_ENGINE_PROFILE_PROFILE_SERVICE_H_
+
+#include <string>
+
+#include "engine/profile/profile_monitor.h"
+#include "xpu/v1/xpu.grpc.pb.h"
+
+namespace xpu::engine::profile {
+
+class ProfileService final : public xpu::v1::ProfileQuery::Service {
+ public:
+  ProfileService(ProfileMonitor& monitor, std::string token) : monitor_(monitor), token_(std::move(token)) {}
+  grpc::Status Run(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req, xpu::v1::ProfileResult* out) override;
+  grpc::Status Latest(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req,
+                      xpu::v1::ProfileResult* out) override;
+
+ private:
+  grpc::Status CheckToken(grpc::ServerContext* ctx) const;
+  ProfileMonitor& monitor_;
+  const std::string token_;
+};
+
+}  // namespace xpu::engine::profile
+
+#endif  // XPU_ENGINE_PROFILE_PROFILE_SERVICE_H_
