@@ -305,11 +305,9 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
             t.status = ProfileStatusName(t.last_status);
             t.reason = ProfileStatusReason(t.last_status, t.ctl.detail);
           } else {
-            std::set<uint32_t> ids;
-            for (const xpu_record_v1& r : t.records) ids.insert(r.sig_id);
-            for (uint32_t id : ids) {
-              if (const SignatureInfo* info = s.reader->signature(id)) t.sigs[id] = *info;
-            }
+            // Every signature read so far (thousands at most, unlike the
+            // records): cheap under the lock.
+            for (const SignatureInfo& info : s.signatures) t.sigs[info.sig.commit] = info;
           }
         }
       }
@@ -343,9 +341,9 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
       p->set_hook_flags(t.ctl.flags);
     }
     p->set_kernels_dropped(t.ctl.dropped + t.dropped);
-    Log()->info("profile command {}: rank {} pid {}: {} {} ({} kernel records, {} functions)", command.command_id(),
-                t.identity.rank(), t.identity.pid(), p->status(), p->reason(), p->kernel_records(),
-                p->functions_size());
+    Log()->info("profile command {}: rank {} pid {}: {}{}{} ({} kernel records, {} functions)", command.command_id(),
+                t.identity.rank(), t.identity.pid(), p->status(), p->reason().empty() ? "" : ": ", p->reason(),
+                p->kernel_records(), p->functions_size());
   }
   reply.set_elapsed_ms(static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));

@@ -56,6 +56,9 @@ LAUNCH_APIS = ("cudaLaunchKernel", "cuLaunchKernel", "__cudaLaunchKernel", "cuda
 # include/xpu/record.h: a record timed by the NCCL profiler plugin adds timing
 # to an op that has its own record; it is not an occurrence.
 XPU_REC_PLUGIN = 1 << 8
+# A kernel execution CUPTI reported during a profiling window: not an
+# occurrence of a traced op, and never forwarded to the engine.
+XPU_REC_PROFILE_WINDOW = 1 << 14
 # Ring-header counters of ops the hook did not write a record for.
 HOOK_LOSS_COUNTERS = ("dropped_full", "event_pool_empty", "pending_full")
 
@@ -188,9 +191,12 @@ class Pipeline:
 
     def start_engine(self, name="engine", port=0, db=None, extra=()):
         db = db or os.path.join(self.dir, "engine.db")
+        # No automatic profiling windows unless a test asks for them
+        # (tests/e2e_profile): their kernel records would upset exact counts.
+        env = {"XPU_PROFILE_AUTO": os.environ.get("XPU_PROFILE_AUTO", "0")}
         proc = self.spawn(name, [self.paths.engine, "--listen=127.0.0.1:%d" % port,
                                  "--metrics-addr=127.0.0.1:0", "--db=%s" % db, "--window-s=1",
-                                 "--silent-after-s=30"] + list(extra))
+                                 "--silent-after-s=30"] + list(extra), env)
         pat = re.compile(r"listening on \S+ \(port (\d+)\), metrics on port (\d+)")
 
         def ready():
@@ -391,6 +397,7 @@ class RingDump:
         self.records_by_name = collections.Counter()
         self.kernel_records = 0
         self.plugin_records = 0
+        self.window_records = 0
         self.records = 0
         for line in r.stdout.decode().splitlines():
             o = json.loads(line)
@@ -402,6 +409,8 @@ class RingDump:
                 self.records += 1
                 if o["flags"] & XPU_REC_PLUGIN:
                     self.plugin_records += 1  # timing of an op recorded already
+                elif o["flags"] & XPU_REC_PROFILE_WINDOW:
+                    self.window_records += 1  # CUPTI activity, summarized on the node
                 elif o["kind"] == "kernel":
                     self.kernel_records += 1  # named after the kernel, not the API
                 else:

@@ -18,6 +18,13 @@
  *   XPU_FAKE_NET_GBPS          collective bus bandwidth in GB/s (default 100)
  *   XPU_FAKE_SLOW_LINK_RANKS   comma list of RANKs whose collectives are slower ...
  *   XPU_FAKE_SLOW_LINK_FACTOR  ... by this factor (default 2)
+ *   XPU_FAKE_SLOW_KERNEL       kernel name (e.g. xpu_fake_gemm_kernel) that runs slower
+ *                              on the XPU_FAKE_SLOW_RANKS ...
+ *   XPU_FAKE_SLOW_KERNEL_FACTOR ... by this factor (default 2)
+ *   XPU_FAKE_CUPTI_OTHER_CLIENT 1: the fake libcupti refuses cuptiSubscribe as
+ *                              when another CUPTI client is active
+ *   XPU_FAKE_CUPTI_STATE       PREFIX: the fake libcupti writes PREFIX.rank<RANK>
+ *                              after every cuptiFinalize and at exit
  *   XPU_FAKE_CALL_COUNTS       PREFIX: at exit write PREFIX.rank<RANK> (or
  *                              PREFIX.pid<PID>) with "<api> <count>" lines
  */
