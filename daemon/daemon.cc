@@ -96,8 +96,9 @@ void Daemon::DrainLoop() {
     }
     if (now >= next_stats) {
       const CollectorStats st = collector_->stats();
-      Log()->info("processes={} live={} records_read={} corrupt={} lapped={} abandoned={}", st.processes,
-                  st.processes_live, st.records_read, st.records_corrupt, st.records_lapped, st.records_abandoned);
+      Log()->info("processes={} live={} records_read={} corrupt={} lapped={} abandoned={} profile_unclaimed={}",
+                  st.processes, st.processes_live, st.records_read, st.records_corrupt, st.records_lapped,
+                  st.records_abandoned, st.records_profile_unclaimed);
       next_stats = now + config_.stats_log_s * kNsPerS;
     }
     lock.lock();

@@ -242,6 +242,26 @@ TEST_F(ProfileWindowTest, OnlyTheRequestedJobAndAsyncReply) {
   EXPECT_FALSE(collector_->HandleCommandAsync(hist, [](xpu::v1::CommandReply) {}));
 }
 
+// Window records nobody asked for (a window the daemon gave up on, another
+// daemon's request): dropped and counted, never forwarded.
+TEST_F(ProfileWindowTest, UnclaimedWindowRecordsAreDroppedAndCounted) {
+  TestRingWriter* ring = AddRing(0);
+  const uint32_t k = ring->AddSignature(XPU_OP_KERNEL, "k");
+  for (int i = 0; i < 5; ++i) {
+    ring->Write(TestRingWriter::MakeRecord(k, 1000 + i, 10, XPU_REC_TIMED | XPU_REC_PROFILE_WINDOW));
+  }
+  ring->Write(TestRingWriter::MakeRecord(k, 2000, 10, XPU_REC_TIMED));
+  for (int i = 0; i < 200 && collector_->stats().records_read < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(collector_->stats().records_profile_unclaimed, 5u);
+  size_t forwarded = 0;
+  for (const auto& b : collector_->TakeBatches()) {
+    for (const auto& pb : b.processes()) forwarded += pb.records().size() / 32;
+  }
+  EXPECT_EQ(forwarded, 1u);
+}
+
 TEST(ProfileStatusTest, NamesAndReasons) {
   EXPECT_EQ(ProfileStatusName(XPU_PROFILE_DONE), "done");
   EXPECT_EQ(ProfileStatusReason(XPU_PROFILE_DONE, 0), "");
