@@ -11,10 +11,12 @@
 namespace xpu::hook {
 namespace {
 
-constexpr int kMaxAttempts = 3;
+constexpr int kMaxAttempts = 5;
+constexpr uint64_t kRetryNs = 1000ull * 1000 * 1000;  // a failed call is retried a second later
 
 // Completion-thread state (single thread: no synchronization needed).
 int g_attempts = 0;
+uint64_t g_next_try_ns = 0;
 
 }  // namespace
 
@@ -39,6 +41,9 @@ void PublishGpuModel(Runtime* rt) {
   if (__atomic_load_n(&h->gpu_model[0], __ATOMIC_ACQUIRE) != 0) return;
   const int32_t dev = __atomic_load_n(&h->device, __ATOMIC_RELAXED);
   if (dev < 0) return;  // no traced op yet
+  const uint64_t now = NowNs();
+  if (now < g_next_try_ns) return;
+  g_next_try_ns = now + kRetryNs;
   using GetProps = cudaError_t (*)(cudaDeviceProp*, int);
   static GetProps get_props =
       reinterpret_cast<GetProps>(ResolveReal(Library::kCudart, "cudaGetDeviceProperties"));

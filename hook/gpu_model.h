@@ -5,7 +5,8 @@
 // Completion thread only (Housekeeping, with the reentrancy guard held):
 // cudaGetDeviceProperties is slow and is never called on the launch path. It
 // runs once the first traced op has set the header's `device`; a failed call
-// is counted (XPU_CNT_CUDA_ERROR) and retried a few times, then given up.
+// is counted (XPU_CNT_CUDA_ERROR) and retried once a second, five times at
+// most, then given up (the engine then keys the job by an unknown model).
 #ifndef XPU_HOOK_GPU_MODEL_H_
 #define XPU_HOOK_GPU_MODEL_H_
 
