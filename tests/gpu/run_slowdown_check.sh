@@ -10,6 +10,8 @@
 #   loader    rank 1's DataLoader is slow ($LOADER_MS ms more per batch)
 #   ffn8484   FFN width 8484 (not a multiple of 64): un-optimized GEMM shape
 # For each: `xpu diagnose --job J --json` after the run, and the report.
+# First (CALIBRATE=1, default) `xpu calibrate` stores this node's GEMM peaks
+# and busbw in the engine.
 set -u
 BUNDLE=$(cd "${BUNDLE:-.bundle}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd); REPO=$(cd "$HERE/../.." && pwd)
@@ -21,6 +23,14 @@ W=/tmp/xpu-slowdown; rm -rf "$W"; mkdir -p "$W"
   --window-s "${WINDOW_S:-5}" > "$W/engine.log" 2>&1 &
 EPID=$!; sleep 2
 X="$BUNDLE/bin/xpu --engine 127.0.0.1:17471"
+if [ "${CALIBRATE:-1}" = 1 ]; then
+  # GEMM peak per dtype and busbw per size on these GPUs, stored in the
+  # engine for this GPU model (the detectors' reference).
+  NV=$($PY -c "import nvidia; print(list(nvidia.__path__)[0])" 2>/dev/null)
+  t=$(date +%s)
+  timeout 180 $X calibrate --lib-dir "$NV" > "$RES/calibrate.txt" 2>&1
+  echo "=== calibrate (rc $?, $(( $(date +%s) - t )) s)"; tail -25 "$RES/calibrate.txt"
+fi
 STEPS=${STEPS:-400}
 for scen in ${SCENARIOS:-healthy hog sync gc loader ffn8484}; do
   args=(); hog=""
