@@ -358,6 +358,14 @@ void CuptiWindow::EndActivity(uint64_t now) {
 }
 
 void CuptiWindow::Finish(uint64_t now) {
+  if (finalize_result_.load(std::memory_order_relaxed) != cupti::kSuccess &&
+      finalized_in_callback_.load(std::memory_order_relaxed)) {
+    // cuptiFinalize refused from the callback (a platform without detach):
+    // at least leave no callback and no subscriber behind, or every later
+    // window would find "another client" (ourselves).
+    api_.enable_domain(0, subscriber_, cupti::kCbDomainRuntimeApi);
+    api_.unsubscribe(subscriber_);
+  }
   subscriber_ = nullptr;
   FreeBuffers();
   uint32_t flags = 0;

@@ -76,6 +76,7 @@ class CuptiWindowTest : public ::testing::Test {
  protected:
   void SetUp() override {
     unsetenv("XPU_FAKE_CUPTI_OTHER_CLIENT");
+    unsetenv("XPU_FAKE_CUPTI_FINALIZE_FAILS");
     layout_ = ComputeLayout(4096, 256, 1 << 16);
     mem_.reset(static_cast<uint8_t*>(calloc(1, layout_.file_size)));
     RingIdentity id;
@@ -274,6 +275,29 @@ TEST_F(CuptiWindowTest, SkipsWhenAnotherClientHoldsCupti) {
   EXPECT_EQ(Status(), static_cast<uint32_t>(XPU_PROFILE_STARTED));
   TickUntilFinal(5, [] {});
   EXPECT_EQ(Status(), static_cast<uint32_t>(XPU_PROFILE_DONE));
+}
+
+// CUPTI that cannot detach: the window still ends, leaves no subscriber or
+// callback behind, says CUPTI was not finalized, and the next window runs.
+TEST_F(CuptiWindowTest, FinalizeRefusedStillLeavesNothingBehind) {
+  Init();
+  setenv("XPU_FAKE_CUPTI_FINALIZE_FAILS", "1", 1);
+  Request(8, 50);
+  window_.Tick(NowNs(), nullptr);
+  ASSERT_EQ(Status(), static_cast<uint32_t>(XPU_PROFILE_STARTED));
+  int device = 0;
+  TickUntilFinal(8, [&] { cudaGetDevice(&device); });
+  EXPECT_EQ(Status(), static_cast<uint32_t>(XPU_PROFILE_DONE));
+  EXPECT_FALSE(ctl_->flags & XPU_PROFILE_FINALIZED);
+  EXPECT_EQ(FakeCounter("subscribed"), 0u);
+  EXPECT_EQ(FakeCounter("runtime_callbacks"), 0u);
+  EXPECT_EQ(FakeCounter("kernel_kind_enabled"), 0u);
+  unsetenv("XPU_FAKE_CUPTI_FINALIZE_FAILS");
+  Request(9, 50);
+  window_.Tick(NowNs(), nullptr);
+  EXPECT_EQ(Status(), static_cast<uint32_t>(XPU_PROFILE_STARTED)) << "detail " << ctl_->detail;
+  TickUntilFinal(9, [&] { cudaGetDevice(&device); });
+  EXPECT_TRUE(ctl_->flags & XPU_PROFILE_FINALIZED);
 }
 
 // The record cap: what is over it is dropped, counted and flagged.

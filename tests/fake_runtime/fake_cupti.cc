@@ -7,6 +7,9 @@
 // - cuptiSubscribe: one subscriber at a time; a second one, or any with
 //   XPU_FAKE_CUPTI_OTHER_CLIENT=1 (another client such as torch.profiler or
 //   Nsight holds CUPTI), gets CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED.
+// - XPU_FAKE_CUPTI_FINALIZE_FAILS=1: cuptiFinalize answers
+//   CUPTI_ERROR_NOT_SUPPORTED and tears nothing down (a platform without
+//   detach).
 // - cuptiActivityEnable(CONCURRENT_KERNEL or KERNEL) installs a kernel
 //   observer in the fake runtime (fake_core.h): every kernel that ends,
 //   NCCL's included, becomes one CUpti_ActivityKernel10 in the current
@@ -364,6 +367,8 @@ CUptiResult CUPTIAPI cuptiFinalize(void) {
     State& s = S();
     ++s.finalize_calls;
     if (t_in_callback > 0) ++s.finalize_in_callback;
+    // A platform where CUPTI cannot detach: nothing is torn down.
+    if (EnvFlag("XPU_FAKE_CUPTI_FINALIZE_FAILS")) return CUPTI_ERROR_NOT_SUPPORTED;
     s.subscribed = false;
     s.callback = nullptr;
     s.userdata = nullptr;

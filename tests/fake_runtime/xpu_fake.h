@@ -23,6 +23,7 @@
  *   XPU_FAKE_SLOW_KERNEL_FACTOR ... by this factor (default 2)
  *   XPU_FAKE_CUPTI_OTHER_CLIENT 1: the fake libcupti refuses cuptiSubscribe as
  *                              when another CUPTI client is active
+ *   XPU_FAKE_CUPTI_FINALIZE_FAILS 1: cuptiFinalize fails and tears nothing down
  *   XPU_FAKE_CUPTI_STATE       PREFIX: the fake libcupti writes PREFIX.rank<RANK>
  *                              after every cuptiFinalize and at exit
  *   XPU_FAKE_CALL_COUNTS       PREFIX: at exit write PREFIX.rank<RANK> (or
