@@ -122,6 +122,18 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
     if (const Value* g = Field(c->struct_value(), "gemm_tflops"); g && g->kind_case() == Value::kStructValue) {
       for (const auto& [dtype, v] : g->struct_value().fields()) sc.calibrated_gemm_tflops[dtype] = v.number_value();
     }
+    if (const Value* b = Field(c->struct_value(), "busbw"); b && b->kind_case() == Value::kListValue) {
+      for (const Value& x : b->list_value().values()) {
+        const Struct& xs = x.struct_value();
+        Scenario::CalibratedBusBw p;
+        p.op = Str(xs, "op");
+        p.bytes = static_cast<uint64_t>(Num(xs, "bytes", 0));
+        p.nranks = static_cast<int>(Num(xs, "nranks", 0));
+        p.nodes = static_cast<int>(Num(xs, "nodes", 1));
+        p.gbps = Num(xs, "gbps", 0);
+        sc.calibrated_busbw.push_back(p);
+      }
+    }
   }
   if (const Value* e = Field(root, "expect"); e && e->kind_case() == Value::kListValue) {
     for (const Value& x : e->list_value().values()) {

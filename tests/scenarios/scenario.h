@@ -43,6 +43,15 @@ struct Scenario {
   // Uploaded through History.UploadCalibration before the run: dtype ->
   // TFLOPS for the job's GPU model (as `xpu calibrate` would).
   std::map<std::string, double> calibrated_gemm_tflops;
+  // Collective calibration points: (op, bytes, nranks, nodes) -> busbw GB/s.
+  struct CalibratedBusBw {
+    std::string op;
+    uint64_t bytes = 0;
+    int nranks = 0;
+    int nodes = 1;
+    double gbps = 0;
+  };
+  std::vector<CalibratedBusBw> calibrated_busbw;
   // How to inject the same anomaly into the GPU-less runtime (documentation
   // for the real-pipeline runner): environment and xpu-fake-train flags.
   std::map<std::string, std::string> fake_train_env;

@@ -109,7 +109,7 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
     }
   }
   ASSERT_TRUE(eng->store().Flush().ok());
-  if (!sc->calibrated_gemm_tflops.empty()) {
+  if (!sc->calibrated_gemm_tflops.empty() || !sc->calibrated_busbw.empty()) {
     auto history = xpu::v1::History::NewStub(grpc::CreateChannel(
         "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
     xpu::v1::CalibrationReport report;
@@ -121,6 +121,16 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
       g->set_dtype(dtype);
       g->set_tflops(tflops);
       g->set_tflops_min(tflops);
+    }
+    for (const Scenario::CalibratedBusBw& p : sc->calibrated_busbw) {
+      xpu::v1::CollectiveCalibration* c = report.add_collectives();
+      c->set_op(p.op);
+      c->set_bytes(p.bytes);
+      c->set_nranks(p.nranks);
+      c->set_nodes(p.nodes);
+      c->set_busbw_bytes_per_second(p.gbps * 1e9);
+      c->set_algbw_bytes_per_second(p.gbps * 1e9);  // any positive value: only busbw is used
+      c->set_time_us(1);
     }
     grpc::ClientContext ctx;
     xpu::v1::UploadCalibrationReply reply;
@@ -188,7 +198,9 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
     }
     EXPECT_TRUE(found) << ex.kind << " not active in Query.Diagnoses";
   }
-  if (sc->expect.empty()) EXPECT_EQ(reply.diagnoses_size(), 0);
+  if (sc->expect.empty()) {
+    EXPECT_EQ(reply.diagnoses_size(), 0);
+  }
   daemon.Finish();
 }
 
