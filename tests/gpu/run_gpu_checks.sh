@@ -150,7 +150,7 @@ $X timeline dump --job "$J" --last 200000 --out "$W/gpt/tl" --format both > "$W/
 echo "dump took $($PY -c "print(round($(date +%s.%N)-$t,2))") s"; tail -4 "$W/gpt/dump.txt"
 $X timeline summary --in "$W/gpt/tl" --json > "$RES/gpt_summary.json"
 $X timeline summary --in "$W/gpt/tl" | head -40
-"$BUNDLE/bin/xpu-trace-validate" "$W/gpt/tl/trace.perfetto-trace" > "$RES/gpt_trace_validate.txt" 2>&1 \
+"$BUNDLE/bin/xpu-trace-validate" --perfetto "$W/gpt/tl/trace.perfetto-trace" > "$RES/gpt_trace_validate.txt" 2>&1 \
   && status+=("perfetto_valid:ok") || status+=("perfetto_valid:FAIL")
 tail -5 "$RES/gpt_trace_validate.txt"
 $PY -c "import json; d=json.load(open('$W/gpt/tl/trace.json')); print('chrome json events', len(d['traceEvents'] if isinstance(d, dict) else d))" \

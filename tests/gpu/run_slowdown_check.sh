@@ -67,6 +67,16 @@ for x in ds:
     print(f"      {str(x.get('evidence'))[:400]}")
 PYEOF
   $X report --job "$J" > "$RES/report_$scen.txt" 2>&1
+  if [ "$scen" = healthy ] && [ "${DUMP_HEALTHY:-1}" = 1 ]; then
+    # The healthy run's timeline (its daemon still holds it), checked with
+    # the independent decoder; the files go to $RES for offline checks.
+    $X timeline dump --job "$J" --last 200000 --out "$RES/healthy-tl" --format both > "$RES/healthy-dump.txt" 2>&1
+    "$BUNDLE/bin/xpu-trace-validate" --perfetto "$RES/healthy-tl/trace.perfetto-trace" > "$RES/healthy-validate.txt" 2>&1
+    echo "  timeline dump: perfetto valid rc $?; $(tail -1 "$RES/healthy-validate.txt")"
+    "$BUNDLE/bin/xpu-trace-validate" --json "$RES/healthy-tl/trace.json" >> "$RES/healthy-validate.txt" 2>&1
+    echo "  chrome json valid rc $?; $(tail -1 "$RES/healthy-validate.txt")"
+    rm -rf "$RES/healthy-tl/raw"
+  fi
 done
 kill $EPID 2>/dev/null
 cp "$W/engine.log" "$RES/" 2>/dev/null
