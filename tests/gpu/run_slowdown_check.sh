@@ -67,6 +67,9 @@ for x in ds:
     print(f"      {str(x.get('evidence'))[:400]}")
 PYEOF
   $X report --job "$J" > "$RES/report_$scen.txt" 2>&1
+  # Profiling window (CUPTI) the throughput detector may have started.
+  $X profile --job "$J" --last --json > "$RES/profile_$scen.json" 2>&1 && \
+    echo "  profiling window: $(head -c 300 "$RES/profile_$scen.json")"
   if [ "$scen" = healthy ] && [ "${DUMP_HEALTHY:-1}" = 1 ]; then
     # The healthy run's timeline (its daemon still holds it), checked with
     # the independent decoder; the files go to $RES for offline checks.
