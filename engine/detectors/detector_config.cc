@@ -41,7 +41,7 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"dataloader.min_share", 0.10, "DataLoader time / step time to consider a rank"},
       {"dataloader.abs_share", 0.25, "share flagged even without peers to compare"},
       {"dataloader.mad_k", 5, "share beyond median + k x MAD across ranks"},
-      {"void_inter.threshold", 0.10, "V_inter above this"},
+      {"void_inter.threshold", 0.25, "V_inter above this (no history yet; a training script that synchronizes and logs every step sits near 15 %)"},
       {"void_inter.history_delta", 0.05, "or this much above the job's baseline V_inter"},
       {"void_minority.threshold", 0.15, "V_minority above this"},
       {"void_minority.history_delta", 0.10, "or this much above the job's baseline V_minority"},

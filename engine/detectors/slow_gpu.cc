@@ -28,9 +28,33 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     double worst_ratio = 1;
     std::string worst_shape;
     double worst_tflops = 0, worst_median = 0;
+    bool two_ranks = false;  // compared with the only other rank, not a peer median
   };
   std::map<int32_t, RankScore> score;
   for (const auto& [key, rows] : by_shape) {
+    if (rows.size() == 2 && min_ranks > 2) {
+      // Two ranks have no peer majority (the MAD of two values never
+      // singles one out): the slower one is low when it is min_drop below
+      // the other on this shape.
+      const bool first_slower = rows[0].second < rows[1].second;
+      const auto& slow = rows[first_slower ? 0 : 1];
+      const auto& fast = rows[first_slower ? 1 : 0];
+      score[slow.first].shapes++;
+      score[fast.first].shapes++;
+      if (fast.second > 0 && slow.second < (1 - min_drop) * fast.second) {
+        RankScore& s = score[slow.first];
+        s.low++;
+        s.two_ranks = true;
+        const double ratio = slow.second / fast.second;
+        if (ratio < s.worst_ratio) {
+          s.worst_ratio = ratio;
+          s.worst_shape = key;
+          s.worst_tflops = slow.second;
+          s.worst_median = fast.second;
+        }
+      }
+      continue;
+    }
     if (rows.size() < min_ranks) continue;
     std::vector<double> vals;
     for (const auto& r : rows) vals.push_back(r.second);
@@ -58,11 +82,12 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     d.subject = absl::StrCat("rank:", rank);
     d.severity = s.worst_ratio < 0.6 ? Severity::kCritical : Severity::kWarning;
     d.evidence = absl::StrCat("rank ", rank, " on ", d.hosts.empty() ? "?" : d.hosts[0], ": GEMM ",
-                              Fmt(s.worst_tflops, 1), " TFLOPS vs peer median ", Fmt(s.worst_median, 1),
-                              " TFLOPS on '", s.worst_shape, "' (", Fmt(s.worst_ratio), "x); below peers on ",
-                              s.low, " of ", s.shapes,
-                              " shapes (rule: > ", Fmt(min_drop * 100, 0), " % and ", Fmt(k, 0),
-                              " MAD below the median; GEMMs overlapping collectives excluded)");
+                              Fmt(s.worst_tflops, 1), s.two_ranks ? " TFLOPS vs the other rank's " : " TFLOPS vs peer median ",
+                              Fmt(s.worst_median, 1), " TFLOPS on '", s.worst_shape, "' (", Fmt(s.worst_ratio),
+                              "x); below peers on ", s.low, " of ", s.shapes, " shapes (rule: > ",
+                              Fmt(min_drop * 100, 0), " %",
+                              s.two_ranks ? " below the other rank (two ranks: no MAD)" : absl::StrCat(" and ", Fmt(k, 0), " MAD below the median"),
+                              "; GEMMs overlapping collectives excluded)");
     sink.Report(std::move(d));
   }
 }

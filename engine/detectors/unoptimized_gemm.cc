@@ -38,10 +38,13 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
     best[s.sig.dtype] = std::max(best[s.sig.dtype], med);
   }
   // "Every rank" means a real majority of the window's ranks ran the shape
-  // enough times: a shape seen on one or two ranks says nothing about the
-  // kernel (noise, or a rank-specific op).
-  const size_t min_ranks = std::max<size_t>(static_cast<size_t>(Param(v, "slow_gpu.min_ranks")),
-                                            (v.ranks.size() + 1) / 2);
+  // enough times: a shape seen on one or two ranks of a large job says
+  // nothing about the kernel (noise, or a rank-specific op). A job with
+  // fewer ranks than slow_gpu.min_ranks needs all of them.
+  const size_t min_ranks =
+      std::min<size_t>(std::max<size_t>(static_cast<size_t>(Param(v, "slow_gpu.min_ranks")),
+                                        (v.ranks.size() + 1) / 2),
+                       std::max<size_t>(v.ranks.size(), 1));
   const history::JobHistory* jh = history_ != nullptr ? &history_->Get(job) : nullptr;
   const int min_runs = static_cast<int>(Param(v, "history.min_runs"));
   for (const auto& [key, s] : shapes) {

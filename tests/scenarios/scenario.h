@@ -37,6 +37,9 @@ struct Scenario {
   int windows = 6;
   int steps_per_window = 5;
   int max_windows = 4;                  // expected diagnoses must appear by then
+  // A deliberately small job (fewer than 8 ranks, e.g. a 2-GPU node) that
+  // checks how a detector copes without a peer majority.
+  bool small_job = false;
   std::vector<Expectation> expect;
   std::vector<std::string> allow;       // other kinds that may appear as well
   HistoryRuns history;
