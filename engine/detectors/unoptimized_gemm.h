@@ -13,12 +13,14 @@
 // selection that changed between runs), provided at least
 // max(slow_gpu.min_ranks, half the window's ranks) ran it; the alignment
 // rule (analysis/gemm.h) explains why when a dimension is not a multiple of
-// 64/128 elements.
+// 64/128 elements. A shape is reported once two consecutive windows find it
+// low (a window of start-up effects is not a kernel choice).
 #ifndef XPU_ENGINE_DETECTORS_UNOPTIMIZED_GEMM_H_
 #define XPU_ENGINE_DETECTORS_UNOPTIMIZED_GEMM_H_
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "engine/detectors/window_view.h"
@@ -38,6 +40,7 @@ class UnoptimizedGemmDetector : public ViewDetector {
  private:
   std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::map<uint8_t, double>> best_;  // job -> dtype -> best shape TFLOPS
+  std::map<std::string, std::set<std::string>> low_last_;  // job -> shapes low in the previous window
 };
 
 }  // namespace xpu::engine
