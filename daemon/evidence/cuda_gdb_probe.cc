@@ -50,10 +50,21 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
   // readable reading wins, else the first one's errors are kept.
   std::map<std::pair<int, int>, hang::ChannelProgress> best;
   std::vector<std::pair<int, int>> order;
-  for (const hang::ChannelProgress& c : hang::ParseProgress(progress_output)) {
+  for (hang::ChannelProgress c : hang::ParseProgress(progress_output)) {
     // Blind reads cover kernel ids and blocks that are not NCCL channels.
     auto g = grid.find(c.kernel);
     if (g == grid.end() || (g->second > 0 && c.channel >= g->second)) continue;
+    // Ring neighbours must be other members of the communicator: anything
+    // else means the reads did not hit ncclShmem (e.g. zeros from a wrong
+    // address), and the counters next to them mean nothing either.
+    const int32_t n = pending.comm_nranks;
+    const auto member = [&](int r) { return r >= 0 && (n <= 0 || r < n) && (n <= 1 || r != pending.comm_rank); };
+    if (c.ok && pending.comm_rank >= 0 && !(member(c.ring_prev) && member(c.ring_next))) {
+      c.ok = false;
+      c.error = absl::StrCat("implausible ring neighbours (prev ", c.ring_prev, ", next ", c.ring_next, " for rank ",
+                             pending.comm_rank, " of ", n, "): the reads did not reach ncclShmem",
+                             c.error.empty() ? "" : "; ", c.error);
+    }
     auto [it, fresh] = best.try_emplace({c.kernel, c.channel}, c);
     if (fresh) {
       order.push_back(it->first);

@@ -181,6 +181,14 @@ TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
   EXPECT_EQ(out[1].channel(), "ch1");
   EXPECT_EQ(out[1].step(), 31u);
   EXPECT_EQ(out[1].ring_next(), 1);
+  // Zeros from a wrong address: rank 0's neighbours cannot be rank 0 itself.
+  const std::string zeros =
+      "XPU-NCCL-BEGIN kernel=0 channel=0\nXPU-NCCL kernel=0 channel=0 ring_prev=0 ring_next=0\n"
+      "XPU-NCCL kernel=0 channel=0 recv_step=0\nXPU-NCCL-END kernel=0 channel=0\n";
+  out = ChannelsToProgress(list, zeros, pc);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].ring_next(), -1);
+  EXPECT_NE(out[0].detail().find("implausible ring neighbours (prev 0, next 0 for rank 0 of 2)"), std::string::npos);
   // No NCCL kernel listed: nothing.
   EXPECT_TRUE(ChannelsToProgress("No CUDA kernels.\n", progress, pc).empty());
 }
