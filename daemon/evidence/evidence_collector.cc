@@ -15,9 +15,9 @@
 
 #include "daemon/evidence/cuda_gdb_probe.h"
 #include "daemon/evidence/fake_nccl_probe.h"
-#include "engine/hang/cuda_gdb.h"
 #include "daemon/evidence/gpu_health.h"
 #include "daemon/evidence/process_probe.h"
+#include "engine/hang/cuda_gdb.h"
 
 namespace xpu::daemon {
 namespace {
@@ -32,8 +32,6 @@ bool Alive(const std::string& state) {
   return state != "gone" && state != "zombie" && state != "dead";
 }
 
-// Native stacks of all threads. The debugger attaches (stopping the process
-// for the time of the backtrace) and detaches when -batch ends.
 // Blind progress reads: cuda-gdb kernel ids and blocks (channels) visited.
 constexpr int kProbeKernels = 3;
 constexpr int kProbeChannels = 16;
@@ -42,8 +40,11 @@ bool IsCudaGdb(const std::string& debugger) {
   return debugger.size() >= 8 && debugger.compare(debugger.size() - 8, 8, "cuda-gdb") == 0;
 }
 
-// `list_kernels`: the same attach also runs `info cuda kernels` (cuda-gdb
-// only), for the intra-kernel probe.
+// Native stacks of all threads. The debugger attaches (stopping the process
+// for the time of the backtrace) and detaches when -batch ends.
+// `list_kernels` (cuda-gdb only): the same attach also lists the CUDA
+// kernels and reads the NCCL channels' ring counters, for the intra-kernel
+// probe.
 void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::string& state_before,
                   uint64_t budget_ms, bool list_kernels, xpu::v1::ProcessEvidence* ev) {
   if (o.debugger == "none") {
@@ -220,8 +221,8 @@ xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& target
                                  F_OK) == 0;
       const uint64_t python_ms = python ? std::min<uint64_t>(3000, budget / 3) : 0;
       // A process with an outstanding collective on real GPUs: the native
-      // run lists the CUDA kernels too, and NCCL kernels get a second
-      // attach that reads their ring progress (cuda_gdb_probe.h).
+      // run also lists the CUDA kernels and reads the NCCL kernels' ring
+      // progress (cuda_gdb_probe.h), in the same attach.
       PendingCollective pending;
       const bool probe = !options.fake_nccl && IsCudaGdb(options.debugger) && Alive(state) &&
                          state != "stopped" && t.has_progress && FindPendingCollective(t.progress, &pending);
