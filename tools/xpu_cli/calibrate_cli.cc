@@ -12,6 +12,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tools/calibrate/report.h"
@@ -54,10 +57,10 @@ struct CalibrateFlags {
 
 // Flags of xpu-calibrate that take a value (so that IsCalibrateCommand can
 // skip the value when they come before the command word).
-const char* const kForwardedWithValue[] = {"--lib-dir", "--dtypes", "--gemm-size", "--gemm-iters", "--ops",
-                                           "--sizes", "--coll-iters", "--devices"};
-const char* const kOwnWithValue[] = {"--engine", "--token-file", "--tls-ca", "--tls-cert", "--tls-key", "--from",
-                                     "--gpu-model"};
+constexpr std::string_view kForwardedWithValue[] = {"--lib-dir", "--dtypes",     "--gemm-size", "--gemm-iters",
+                                                    "--ops",     "--sizes",      "--coll-iters", "--devices"};
+// Own flags that take a value (the connection flags: connection.h).
+constexpr std::string_view kOwnWithValue[] = {"--from", "--gpu-model"};
 
 bool Parse(const std::vector<std::string>& args, CalibrateFlags* f, std::string* error) {
   bool seen_command = false;
@@ -71,13 +74,10 @@ bool Parse(const std::vector<std::string>& args, CalibrateFlags* f, std::string*
       *out = args[++i];
       return true;
     };
-    if (a == "--engine") {
-      if (!value(&f->engine)) return false;
-    } else if (a == "--token-file") {
-      if (!value(&f->token_file)) return false;
-    } else if (a == "--tls-ca" || a == "--tls-cert" || a == "--tls-key") {
-      if (!value(a == "--tls-ca" ? &f->tls_ca : a == "--tls-cert" ? &f->tls_cert : &f->tls_key)) return false;
-      f->tls = true;
+    if (IsConnectionValueFlag(a)) {
+      std::string v;
+      if (!value(&v)) return false;
+      SetConnectionFlag(a, v, f);
     } else if (a == "--tls") {
       f->tls = true;
     } else if (a == "--from") {
@@ -99,7 +99,7 @@ bool Parse(const std::vector<std::string>& args, CalibrateFlags* f, std::string*
       seen_command = true;
     } else {
       f->forward.push_back(a);
-      for (const char* w : kForwardedWithValue) {
+      for (std::string_view w : kForwardedWithValue) {
         if (a == w && i + 1 < args.size()) f->forward.push_back(args[++i]);
       }
     }
@@ -177,16 +177,9 @@ int ReportRpcError(const grpc::Status& st, const std::string& address, std::ostr
 }  // namespace
 
 bool IsCalibrateCommand(const std::vector<std::string>& args) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (!a.empty() && a[0] == '-') {
-      for (const char* w : kOwnWithValue) i += a == w;
-      for (const char* w : kForwardedWithValue) i += a == w;
-      continue;
-    }
-    return a == "calibrate";
-  }
-  return false;
+  std::vector<std::string_view> value_flags(std::begin(kOwnWithValue), std::end(kOwnWithValue));
+  value_flags.insert(value_flags.end(), std::begin(kForwardedWithValue), std::end(kForwardedWithValue));
+  return CommandWord(args, value_flags) == "calibrate";
 }
 
 int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,

@@ -152,19 +152,10 @@ bool ParseArgs(const std::vector<std::string>& args, Flags* f, std::string* erro
       f->all = true;
     } else if (a == "--tls") {
       f->tls = true;
-    } else if (a == "--engine") {
-      if (!take(&f->engine)) return false;
-    } else if (a == "--tls-ca") {
-      if (!take(&f->tls_ca)) return false;
-      f->tls = true;
-    } else if (a == "--tls-cert") {
-      if (!take(&f->tls_cert)) return false;
-      f->tls = true;
-    } else if (a == "--tls-key") {
-      if (!take(&f->tls_key)) return false;
-      f->tls = true;
-    } else if (a == "--token-file") {
-      if (!take(&f->token_file)) return false;
+    } else if (IsConnectionValueFlag(a)) {
+      std::string v;
+      if (!take(&v)) return false;
+      SetConnectionFlag(a, v, f);
     } else if (a == "--job") {
       if (!take(&f->job)) return false;
     } else if (absl::StartsWith(a, "-")) {

@@ -15,6 +15,22 @@ std::string ReadFile(const std::string& path, bool* ok) {
   return ss.str();
 }
 
+bool IsConnectionValueFlag(std::string_view flag) {
+  return flag == "--engine" || flag == "--token-file" || flag == "--tls-ca" || flag == "--tls-cert" ||
+         flag == "--tls-key";
+}
+
+std::string CommandWord(const std::vector<std::string>& args, absl::Span<const std::string_view> value_flags) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.empty() || a[0] != '-') return a;
+    bool takes_value = IsConnectionValueFlag(a);
+    for (std::string_view w : value_flags) takes_value = takes_value || a == w;
+    if (takes_value) ++i;
+  }
+  return "";
+}
+
 bool ResolveConnection(const ConnectionFlags& f, const std::string& env_engine,
                        EngineConnection* out, std::ostream& err) {
   out->address = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : kDefaultEngineAddress;

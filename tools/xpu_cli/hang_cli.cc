@@ -48,23 +48,13 @@ bool Parse(const std::vector<std::string>& args, HangFlags* f, std::string* erro
     std::string v;
     if (a == "--job") {
       if (!value(&f->job)) return false;
-    } else if (a == "--engine") {
-      if (!value(&f->engine)) return false;
-    } else if (a == "--token-file") {
-      if (!value(&f->token_file)) return false;
+    } else if (IsConnectionValueFlag(a)) {
+      if (!value(&v)) return false;
+      SetConnectionFlag(a, v, f);
     } else if (a == "--svg") {
       if (!value(&f->svg)) return false;
     } else if (a == "--folded") {
       if (!value(&f->folded)) return false;
-    } else if (a == "--tls-ca") {
-      if (!value(&f->tls_ca)) return false;
-      f->tls = true;
-    } else if (a == "--tls-cert") {
-      if (!value(&f->tls_cert)) return false;
-      f->tls = true;
-    } else if (a == "--tls-key") {
-      if (!value(&f->tls_key)) return false;
-      f->tls = true;
     } else if (a == "--deadline-s") {
       if (!value(&v)) return false;
       char* end = nullptr;
@@ -95,19 +85,8 @@ bool Parse(const std::vector<std::string>& args, HangFlags* f, std::string* erro
 }  // namespace
 
 bool IsHangCommand(const std::vector<std::string>& args) {
-  static const char* const kWithValue[] = {"--job", "--engine", "--token-file", "--svg", "--folded",
-                                           "--tls-ca", "--tls-cert", "--tls-key", "--deadline-s"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (!a.empty() && a[0] == '-') {
-      for (const char* w : kWithValue) {
-        if (a == w) ++i;
-      }
-      continue;
-    }
-    return a == "hang" || a == "stacks";
-  }
-  return false;
+  const std::string word = CommandWord(args, {"--job", "--svg", "--folded", "--deadline-s"});
+  return word == "hang" || word == "stacks";
 }
 
 int RunHangCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,

@@ -54,19 +54,9 @@ bool Parse(const std::vector<std::string>& args, ProfileFlags* f, std::string* e
     std::string v;
     if (a == "--job") {
       if (!value(&f->job)) return false;
-    } else if (a == "--engine") {
-      if (!value(&f->engine)) return false;
-    } else if (a == "--token-file") {
-      if (!value(&f->token_file)) return false;
-    } else if (a == "--tls-ca") {
-      if (!value(&f->tls_ca)) return false;
-      f->tls = true;
-    } else if (a == "--tls-cert") {
-      if (!value(&f->tls_cert)) return false;
-      f->tls = true;
-    } else if (a == "--tls-key") {
-      if (!value(&f->tls_key)) return false;
-      f->tls = true;
+    } else if (IsConnectionValueFlag(a)) {
+      if (!value(&v)) return false;
+      SetConnectionFlag(a, v, f);
     } else if (a == "--seconds") {
       if (!value(&v) || !ParseSeconds(a, v, XPU_PROFILE_MAX_DURATION_MS / 1000.0, &f->seconds, error)) return false;
     } else if (a == "--deadline-s") {
@@ -95,19 +85,7 @@ bool Parse(const std::vector<std::string>& args, ProfileFlags* f, std::string* e
 }  // namespace
 
 bool IsProfileCommand(const std::vector<std::string>& args) {
-  static const char* const kWithValue[] = {"--job", "--engine", "--token-file", "--tls-ca", "--tls-cert",
-                                           "--tls-key", "--seconds", "--deadline-s"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (!a.empty() && a[0] == '-') {
-      for (const char* w : kWithValue) {
-        if (a == w) ++i;
-      }
-      continue;
-    }
-    return a == "profile";
-  }
-  return false;
+  return CommandWord(args, {"--job", "--seconds", "--deadline-s"}) == "profile";
 }
 
 int RunProfileCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -65,11 +66,15 @@ struct Flags {
   std::string job, ranks, last, since, out, in, format = "auto", deadline_s, top;
 };
 
-const std::set<std::string>& ValueFlags() {
-  static const auto* s = new std::set<std::string>{"--engine", "--tls-ca", "--tls-cert", "--tls-key",
-                                                   "--token-file", "--job", "--ranks", "--last", "--since",
-                                                   "--out", "--in", "--format", "--deadline-s", "--top"};
-  return *s;
+// Own flags that take a value (the connection flags: connection.h).
+constexpr std::string_view kValueFlags[] = {"--job", "--ranks",  "--last",       "--since", "--out",
+                                            "--in",  "--format", "--deadline-s", "--top"};
+
+bool IsValueFlag(std::string_view a) {
+  for (std::string_view w : kValueFlags) {
+    if (a == w) return true;
+  }
+  return false;
 }
 
 bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
@@ -84,7 +89,7 @@ bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
         inline_value = true;
       }
     }
-    if (ValueFlags().count(a)) {
+    if (IsConnectionValueFlag(a)) {
       if (!inline_value) {
         if (i + 1 >= args.size()) {
           *error = a + " needs a value";
@@ -92,12 +97,16 @@ bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
         }
         value = args[++i];
       }
-      if (a == "--engine") f->engine = value;
-      else if (a == "--tls-ca") f->tls_ca = value, f->tls = true;
-      else if (a == "--tls-cert") f->tls_cert = value, f->tls = true;
-      else if (a == "--tls-key") f->tls_key = value, f->tls = true;
-      else if (a == "--token-file") f->token_file = value;
-      else if (a == "--job") f->job = value;
+      SetConnectionFlag(a, value, f);
+    } else if (IsValueFlag(a)) {
+      if (!inline_value) {
+        if (i + 1 >= args.size()) {
+          *error = a + " needs a value";
+          return false;
+        }
+        value = args[++i];
+      }
+      if (a == "--job") f->job = value;
       else if (a == "--ranks") f->ranks = value;
       else if (a == "--last") f->last = value;
       else if (a == "--since") f->since = value;
@@ -428,15 +437,7 @@ bool ParseSince(const std::string& s, uint64_t now_ns, uint64_t* since_ns) {
 }
 
 bool IsTimelineCommand(const std::vector<std::string>& args) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (absl::StartsWith(a, "-")) {
-      if (ValueFlags().count(a) && a.find('=') == std::string::npos) ++i;
-      continue;
-    }
-    return a == "timeline";
-  }
-  return false;
+  return CommandWord(args, kValueFlags) == "timeline";
 }
 
 int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
