@@ -16,11 +16,9 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
   auto& base = baseline_[job.job()];
   // Previous runs of the job name on this GPU model (engine/history/).
-  const history::JobHistory* jh = history_ != nullptr ? &history_->Get(job) : nullptr;
+  const history::HistoryBaseline* hb = history_ != nullptr ? &history_->Get(job).baseline : nullptr;
   const history::HistoryFigure* prev =
-      jh != nullptr && jh->baseline.void_inter.runs >= static_cast<int>(Param(v, "history.min_runs"))
-          ? &jh->baseline.void_inter
-          : nullptr;
+      hb != nullptr && hb->void_inter.runs >= static_cast<int>(Param(v, "history.min_runs")) ? &hb->void_inter : nullptr;
   Diagnosis d = NewDiagnosis(job, "void_inter", Team::kAlgorithm);
   std::vector<std::string> lines;
   for (const analysis::RankTrace& t : v.ranks) {
@@ -28,27 +26,14 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     analysis::VoidFigures f = analysis::ComputeVoid(t, st);
     if (f.steps == 0) continue;
     const double vi = f.VInter();
-    Baseline& b = base[t.rank];
-    const bool have_base = b.windows >= baseline_windows;
-    const double mean_base = b.windows ? b.sum / b.windows : 0;
-    const bool over = vi >= thr || (have_base && vi > mean_base + delta) || (prev != nullptr && vi > prev->value + delta);
+    const VoidBaseline::Verdict verdict = base[t.rank].Judge(vi, thr, delta, baseline_windows, prev);
     const bool dataloader_explains = f.inter_from_dataloader && f.dataloader_s > 0.5 * f.inter_s;
-    if (!over) {
-      if (!have_base) {
-        b.sum += vi;
-        b.windows++;
-      }
-      continue;
-    }
+    if (!verdict.over) continue;
     if (dataloader_explains) continue;
     d.ranks.push_back(t.rank);
     lines.push_back(absl::StrCat("rank ", t.rank, " V_inter ", Fmt(vi * 100, 1), " % (T_inter ",
                                  Fmt(f.inter_s * 1e3, 1), " ms of ", Fmt(f.step_s * 1e3, 1), " ms over ", f.steps,
-                                 " steps", have_base ? absl::StrCat(", baseline ", Fmt(mean_base * 100, 1), " %") : "",
-                                 prev != nullptr ? absl::StrCat(", ", Fmt(prev->value * 100, 1), " % in ",
-                                                                jh->baseline.Describe(prev->runs))
-                                                 : "",
-                                 ")"));
+                                 " steps", VoidComparisons(verdict, prev, hb), ")"));
   }
   if (d.ranks.empty()) return;
   d.hosts = HostsOf(v, d.ranks);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/detectors/void_baseline.h"
 #include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
 
@@ -31,12 +32,8 @@ class VoidInterDetector : public ViewDetector {
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 
  private:
-  struct Baseline {
-    double sum = 0;
-    int windows = 0;
-  };
   std::shared_ptr<history::HistoryCache> history_;
-  std::map<std::string, std::map<int32_t, Baseline>> baseline_;
+  std::map<std::string, std::map<int32_t, VoidBaseline>> baseline_;
 };
 
 }  // namespace xpu::engine
