@@ -16,11 +16,9 @@ this interpreter) is measured with
 """
 
 import argparse
+import importlib.util
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -32,25 +30,12 @@ except ImportError:
 
 
 def reexec_under_hook(args):
-    lib = args.hook_lib or os.environ.get("XPU_HOOK_LIB")
-    if not lib or not os.path.isfile(lib):
-        sys.stderr.write("bench_emit: hook C API not loaded; pass --hook-lib or set XPU_HOOK_LIB\n")
-        return 2
-    ring_dir = tempfile.mkdtemp(prefix="xpu-bench-")
-    env = dict(os.environ)
-    env["LD_PRELOAD"] = os.path.abspath(lib)
-    env["XPU_RING_DIR"] = ring_dir
-    env["XPU_PYTHON"] = "off"
-    # Room for every record (nothing drains the ring here): the figures are
-    # for the write path, not the cheaper ring-full drop path.
-    env.setdefault("XPU_FAKE_RING_CAPACITY", str(1 << 22))
-    env.setdefault("XPU_RING_CAPACITY", str(1 << 22))
-    env.setdefault("XPU_DAEMON", "0")
-    env["XPU_BENCH_CHILD"] = "1"
-    try:
-        return subprocess.call([sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env=env)
-    finally:
-        shutil.rmtree(ring_dir, ignore_errors=True)
+    # The same re-exec as bench_tracing.py (loaded by path: this directory is
+    # kept off sys.path so that an installed package wins).
+    spec = importlib.util.spec_from_file_location("bench_tracing", os.path.join(HERE, "bench_tracing.py"))
+    bench_tracing = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench_tracing)
+    return bench_tracing.reexec_under_hook(args, script=__file__)
 
 
 def best_ns(loop, calls, repeats):
@@ -92,6 +77,7 @@ def main():
     ap.add_argument("--hook-lib")
     args = ap.parse_args()
 
+    import xputimer
     from xputimer import _hook
     if not _hook.available():
         if os.environ.get("XPU_BENCH_CHILD"):

@@ -31,10 +31,13 @@ except ImportError:
     sys.path.insert(0, HERE)
 
 
-def reexec_under_hook(args):
+def reexec_under_hook(args, script=__file__):
+    """Runs `script` again with the same arguments under the hook (a ring
+    file in a temporary directory, no daemon, no Python autoload)."""
     lib = args.hook_lib or os.environ.get("XPU_HOOK_LIB")
     if not lib or not os.path.isfile(lib):
-        sys.stderr.write("bench_tracing: hook C API not loaded; pass --hook-lib or set XPU_HOOK_LIB\n")
+        sys.stderr.write("%s: hook C API not loaded; pass --hook-lib or set XPU_HOOK_LIB\n"
+                         % os.path.splitext(os.path.basename(script))[0])
         return 2
     ring_dir = tempfile.mkdtemp(prefix="xpu-bench-")
     env = dict(os.environ)
@@ -49,7 +52,7 @@ def reexec_under_hook(args):
     env["XPU_BENCH_CHILD"] = "1"
     try:
         import subprocess
-        return subprocess.call([sys.executable, os.path.abspath(__file__)] + sys.argv[1:], env=env)
+        return subprocess.call([sys.executable, os.path.abspath(script)] + sys.argv[1:], env=env)
     finally:
         shutil.rmtree(ring_dir, ignore_errors=True)
 
