@@ -11,6 +11,8 @@ namespace {
 
 namespace hang = ::xpu::engine::hang;
 
+constexpr int kMaxNcclChannels = 64;  // MAXCHANNELS in NCCL 2.28
+
 // Kernel id -> protocol, from the kernel list.
 std::map<int, hang::NcclProto> Protocols(const std::vector<hang::CudaKernel>& kernels) {
   std::map<int, hang::NcclProto> out;
@@ -42,42 +44,52 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
   const std::vector<hang::CudaKernel> kernels = hang::ParseCudaKernels(kernel_list);
   const std::map<int, hang::NcclProto> proto = Protocols(kernels);
   std::map<int, std::string> names;
-  for (const hang::CudaKernel& k : kernels) names[k.id] = k.name;
-  std::vector<xpu::v1::IntraKernelProgress> out;
   std::map<int, int> grid;
-  for (const hang::CudaKernel& k : kernels) grid[k.id] = k.grid_x;
-  // Each channel is read twice (two ways of addressing ncclShmem): the
-  // readable reading wins, else the first one's errors are kept.
+  for (const hang::CudaKernel& k : kernels) {
+    names[k.id] = k.name;
+    grid[k.id] = k.grid_x;
+  }
+  // ncclShmem's place in the shared window depends on the SM version; with
+  // the version known, readings at the other place are dropped.
+  const int base = hang::SharedBaseForSm(hang::ParseSmVersion(kernel_list));
+  // Each block is read at every candidate base: the plausible reading wins,
+  // else the first one's errors are kept.
   std::map<std::pair<int, int>, hang::ChannelProgress> best;
   std::vector<std::pair<int, int>> order;
   for (hang::ChannelProgress c : hang::ParseProgress(progress_output)) {
     // Blind reads cover kernel ids and blocks that are not NCCL channels.
     auto g = grid.find(c.kernel);
-    if (g == grid.end() || (g->second > 0 && c.channel >= g->second)) continue;
-    // Ring neighbours must be other members of the communicator: anything
-    // else means the reads did not hit ncclShmem (e.g. zeros from a wrong
+    if (g == grid.end() || (g->second > 0 && c.block >= g->second)) continue;
+    if (base >= 0 && c.base >= 0 && c.base != base) continue;
+    // Ring neighbours must be other members of the communicator, distinct
+    // unless there are two, and the channel id a channel's: anything else
+    // means the reads did not hit ncclShmem (e.g. zeros from a wrong
     // address), and the counters next to them mean nothing either.
     const int32_t n = pending.comm_nranks;
     const auto member = [&](int r) { return r >= 0 && (n <= 0 || r < n) && (n <= 1 || r != pending.comm_rank); };
-    if (c.ok && pending.comm_rank >= 0 && !(member(c.ring_prev) && member(c.ring_next))) {
+    if (c.ok && pending.comm_rank >= 0 &&
+        !(member(c.ring_prev) && member(c.ring_next) && (n <= 2 || c.ring_prev != c.ring_next) &&
+          c.channel_id >= 0 && c.channel_id < kMaxNcclChannels)) {
       c.ok = false;
-      c.error = absl::StrCat("implausible ring neighbours (prev ", c.ring_prev, ", next ", c.ring_next, " for rank ",
-                             pending.comm_rank, " of ", n, "): the reads did not reach ncclShmem",
-                             c.error.empty() ? "" : "; ", c.error);
+      c.error = absl::StrCat("implausible ring (prev ", c.ring_prev, ", next ", c.ring_next, ", channel ",
+                             c.channel_id, " for rank ", pending.comm_rank, " of ", n,
+                             "): the reads did not reach ncclShmem", c.error.empty() ? "" : "; ", c.error);
     }
-    auto [it, fresh] = best.try_emplace({c.kernel, c.channel}, c);
+    auto [it, fresh] = best.try_emplace({c.kernel, c.block}, c);
     if (fresh) {
       order.push_back(it->first);
     } else if (!it->second.ok && c.ok) {
       it->second = c;
     }
   }
+  std::vector<xpu::v1::IntraKernelProgress> out;
   for (const auto& key : order) {
     const hang::ChannelProgress& c = best.at(key);
     const auto p = proto.at(c.kernel);
     xpu::v1::IntraKernelProgress k;
     k.set_source(absl::StrCat("cuda-gdb ", hang::NcclProtoName(p)));
-    k.set_channel(absl::StrCat("ch", c.channel));
+    // The ring channel (same id on every rank), else the block.
+    k.set_channel(absl::StrCat("ch", c.ok ? c.channel_id : c.block));
     k.set_comm_rank(pending.comm_rank);
     k.set_comm_nranks(pending.comm_nranks);
     k.set_arrived_seq(pending.pending_seq);
@@ -86,13 +98,21 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
     k.set_ring_next(c.ok ? c.ring_next : -1);
     k.set_step(c.ok ? c.Progress(p) : 0);
     if (c.ok) {
-      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.channel, ": ring ", c.ring_prev, "->self->",
-                                c.ring_next, ", recv step ", c.recv_step, " tail ", c.recv_tail, ", send step ",
-                                c.send_step, " head ", c.send_head,
-                                p == hang::NcclProto::kSimple ? "" : absl::StrCat(", ll flag ", c.ll_flag),
+      std::string flags;
+      if (p == hang::NcclProto::kLL || p == hang::NcclProto::kLL128) {
+        flags = ", slot flags";
+        for (int s = 0; s < hang::kNcclSteps; ++s) {
+          absl::StrAppend(&flags, s ? "," : " ",
+                          p == hang::NcclProto::kLL ? uint64_t{c.ll_flags[s]} : c.ll128_flags[s]);
+        }
+      }
+      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.block, " channel ", c.channel_id, " (ncclShmem at ",
+                                c.base, "): ring ", c.ring_prev, "->self->", c.ring_next, ", received ",
+                                c.Progress(p), " step(s) in this kernel; recv step ", c.recv_step, " tail ",
+                                c.recv_tail, ", send step ", c.send_step, " head ", c.send_head, flags,
                                 c.error.empty() ? "" : absl::StrCat(" (cuda-gdb also said: ", c.error, ")")));
     } else {
-      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.channel, ": not readable: ",
+      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.block, ": not readable: ",
                                 c.error.empty() ? "no output" : c.error));
     }
     out.push_back(std::move(k));

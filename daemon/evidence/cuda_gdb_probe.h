@@ -1,16 +1,19 @@
 // daemon/evidence/cuda_gdb_probe.h — intra-kernel progress of the NCCL
 // kernels of one process on real GPUs, read with cuda-gdb.
 //
-// The native-stack run of the evidence collector (cuda-gdb) ends with
-// `info cuda kernels` when the process has an outstanding collective; if
-// that lists NCCL kernels, ProbeNcclKernels attaches once more with the
-// progress commands of engine/hang/cuda_gdb.h (one -ex each) (ring neighbours and connection
-// step counters per channel, protocol from the kernel name), detaches, and
-// turns each channel into an IntraKernelProgress (source "cuda-gdb <PROTO>",
-// channel "ch<N>", ring_prev/ring_next, step = steps delivered by the ring
-// predecessor). A channel whose expressions failed carries cuda-gdb's error
-// in `detail`, so the report says what could and could not be read. The
-// engine orders the ring from ring_next and compares progress along it.
+// The native-stack run of the evidence collector (cuda-gdb) appends, when
+// the process has an outstanding collective, the commands of
+// engine/hang/cuda_gdb.h BlindProgressCommands (one -ex each, same attach):
+// `info cuda kernels`, `info cuda devices`, and for the first kernels and
+// blocks the NCCL shared state read at both possible places of ncclShmem.
+// ChannelsToProgress keeps the blocks of the NCCL kernels the list shows,
+// the readings at the place the device's SM version implies, and turns each
+// channel into an IntraKernelProgress (source "cuda-gdb <PROTO>" from the
+// kernel name, channel "ch<ncclShmem.channelId>", ring_prev/ring_next,
+// step = steps the ring predecessor delivered in the running kernel). A
+// channel whose expressions failed or gave an implausible ring carries the
+// reason in `detail`, so the report says what could and could not be read.
+// The engine orders the ring from ring_next and compares progress along it.
 //
 // Thread-safety: reentrant (one debugger child per call).
 #ifndef XPU_DAEMON_EVIDENCE_CUDA_GDB_PROBE_H_
@@ -39,7 +42,8 @@ struct PendingCollective {
 // the oldest one.
 bool FindPendingCollective(const xpu::v1::HangProgress& progress, PendingCollective* out);
 
-// `kernel_list`: cuda-gdb's `info cuda kernels` output; `progress_output`:
+// `kernel_list`: cuda-gdb's `info cuda kernels` output (and `info cuda
+// devices` after an XPU-CUDA-DEVICES line); `progress_output`:
 // the XPU-NCCL lines of engine/hang/cuda_gdb.h's commands (both may be the
 // same text, any other lines are ignored). One entry per channel of an NCCL
 // kernel the list shows.

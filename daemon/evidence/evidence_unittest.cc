@@ -131,64 +131,84 @@ TEST(CudaGdbProbeTest, PendingCollectiveIsTheOldestOutstanding) {
   EXPECT_EQ(pc.comm_nranks, 2);
 }
 
-// Output shaped like cuda-gdb's (kernel list from the native-stack run, then
-// the progress script): one readable LL channel, one whose expressions fail.
+// Output shaped like cuda-gdb's (kernel list and devices from the
+// native-stack run, then the progress commands): an LL ring kernel of 4
+// ranks on an sm_90 device, read at both shared-window bases.
+std::string Block(int block, int base, const std::string& body) {
+  const std::string id = "kernel=0 channel=" + std::to_string(block);
+  return "XPU-NCCL-BEGIN " + id + " base=" + std::to_string(base) + "\n" + body + "XPU-NCCL-END " + id +
+         " base=" + std::to_string(base) + "\n";
+}
+
 TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
   const std::string list =
       "XPU-CUDA-KERNELS\n"
       "  Kernel Parent Dev Grid Status   SMs Mask   GridDim  BlockDim Invocation\n"
-      "*      0      -   0    7 Active 0x00000003 (2,1,1) (640,1,1) ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)\n";
+      "*      0      -   0    7 Active 0x00000003 (2,1,1) (640,1,1) ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)\n"
+      "XPU-CUDA-DEVICES\n"
+      "  Dev PCI Bus/Dev ID                Name Description SM Type SMs Warps/SM Lanes/Warp Max Regs/Lane\n"
+      "*   0        18:00.0 NVIDIA H200      GH100-A       sm_90   132       64         32           256\n";
+  // Block 0: readable at 0x400 (1024); recv step 24, slot flags up to 27 ->
+  // 3 steps received in this kernel. At 0 (the reserved window): zeros.
   const std::string progress =
-      "XPU-NCCL-BEGIN kernel=0 channel=0\n"
-      "XPU-NCCL kernel=0 channel=0 ring_prev=1 ring_next=1\n"
-      "XPU-NCCL kernel=0 channel=0 recv_step=24 recv_tail=0\n"
-      "XPU-NCCL kernel=0 channel=0 send_step=26 send_head=0\n"
-      "XPU-NCCL kernel=0 channel=0 ll_flag=25\n"
-      "XPU-NCCL-END kernel=0 channel=0\n"
-      "XPU-NCCL-BEGIN kernel=0 channel=1\n"
-      "No symbol \"ncclShmem\" in current context.\n"
-      "XPU-NCCL-END kernel=0 channel=1\n";
+      Block(0, 1024,
+            "XPU-NCCL kernel=0 channel=0 channel_id=0 ring_prev=3 ring_next=1 ring_index=0\n"
+            "XPU-NCCL kernel=0 channel=0 recv_step=24 recv_tail=0\n"
+            "XPU-NCCL kernel=0 channel=0 send_step=26 send_head=0\n"
+            "XPU-NCCL kernel=0 channel=0 ll_flags=25,26,27,20,21,22,23,24\n"
+            "XPU-NCCL kernel=0 channel=0 ll128_flags=0,0,0,0,0,0,0,0\n") +
+      Block(0, 0, "XPU-NCCL kernel=0 channel=0 channel_id=0 ring_prev=0 ring_next=0 ring_index=0\n") +
+      Block(1, 1024, "Cannot access memory at address 0x7f0000000000\n") +
+      Block(1, 0, "XPU-NCCL kernel=0 channel=1 channel_id=0 ring_prev=0 ring_next=0 ring_index=0\n");
   PendingCollective pc;
   pc.comm_rank = 0;
-  pc.comm_nranks = 2;
+  pc.comm_nranks = 4;
   pc.pending_seq = 40;
   pc.completed_seq = 39;
   std::vector<xpu::v1::IntraKernelProgress> out = ChannelsToProgress(list, progress, pc);
   ASSERT_EQ(out.size(), 2u);
   EXPECT_EQ(out[0].source(), "cuda-gdb LL");
   EXPECT_EQ(out[0].channel(), "ch0");
-  EXPECT_EQ(out[0].step(), 25u);  // LL: the flag of the last line received
+  EXPECT_EQ(out[0].step(), 3u);  // LL: highest slot flag - recv step
+  EXPECT_EQ(out[0].ring_prev(), 3);
   EXPECT_EQ(out[0].ring_next(), 1);
   EXPECT_EQ(out[0].arrived_seq(), 40u);
-  EXPECT_NE(out[0].detail().find("ncclDevKernel_AllReduce_Sum_f32_RING_LL block 0"), std::string::npos);
+  EXPECT_NE(out[0].detail().find("ncclDevKernel_AllReduce_Sum_f32_RING_LL block 0 channel 0 (ncclShmem at 1024)"),
+            std::string::npos);
+  // Block 1: the read at 0x400 failed and the one at 0 is dropped (sm_90).
   EXPECT_EQ(out[1].ring_next(), -1);
-  EXPECT_NE(out[1].detail().find("not readable: No symbol"), std::string::npos);
+  EXPECT_NE(out[1].detail().find("not readable: Cannot access memory"), std::string::npos);
+  // Without the device list the base is unknown: both readings count, and
+  // the base-0 zeros are rejected (prev == next in a ring of 4).
+  const std::string no_devices = list.substr(0, list.find("XPU-CUDA-DEVICES"));
+  out = ChannelsToProgress(no_devices, progress, pc);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].step(), 3u);
+  EXPECT_EQ(out[0].ring_next(), 1);
+  EXPECT_EQ(out[1].ring_next(), -1);
+  out = ChannelsToProgress(no_devices, Block(1, 0, "XPU-NCCL kernel=0 channel=1 channel_id=0 ring_prev=2 "
+                                                   "ring_next=2 ring_index=0\n"), pc);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].ring_next(), -1);
+  EXPECT_NE(out[0].detail().find("implausible ring (prev 2, next 2, channel 0 for rank 0 of 4)"), std::string::npos);
   // Blind reads of a kernel id the list does not show as NCCL, or of a block
   // beyond the grid, are dropped.
   const std::string blind = progress +
-      "XPU-NCCL-BEGIN kernel=0 channel=2\nXPU-NCCL kernel=0 channel=2 ring_prev=0 ring_next=0\n"
-      "XPU-NCCL-END kernel=0 channel=2\n"
-      "XPU-NCCL-BEGIN kernel=1 channel=0\nXPU-NCCL kernel=1 channel=0 ring_prev=0 ring_next=0\n"
-      "XPU-NCCL-END kernel=1 channel=0\n";
+      Block(2, 1024, "XPU-NCCL kernel=0 channel=2 channel_id=2 ring_prev=3 ring_next=1 ring_index=0\n") +
+      "XPU-NCCL-BEGIN kernel=1 channel=0 base=1024\nXPU-NCCL kernel=1 channel=0 ring_prev=3 ring_next=1\n"
+      "XPU-NCCL-END kernel=1 channel=0 base=1024\n";
   EXPECT_EQ(ChannelsToProgress(list, blind, pc).size(), 2u);
-  // Channel 1 read a second way (the other addressing of ncclShmem) that
-  // worked: the readable reading replaces the failed one.
-  const std::string twice = progress +
-      "XPU-NCCL-BEGIN kernel=0 channel=1\nXPU-NCCL kernel=0 channel=1 ring_prev=1 ring_next=1\n"
-      "XPU-NCCL kernel=0 channel=1 ll_flag=31\nXPU-NCCL-END kernel=0 channel=1\n";
-  out = ChannelsToProgress(list, twice, pc);
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[1].channel(), "ch1");
-  EXPECT_EQ(out[1].step(), 31u);
-  EXPECT_EQ(out[1].ring_next(), 1);
-  // Zeros from a wrong address: rank 0's neighbours cannot be rank 0 itself.
-  const std::string zeros =
-      "XPU-NCCL-BEGIN kernel=0 channel=0\nXPU-NCCL kernel=0 channel=0 ring_prev=0 ring_next=0\n"
-      "XPU-NCCL kernel=0 channel=0 recv_step=0\nXPU-NCCL-END kernel=0 channel=0\n";
-  out = ChannelsToProgress(list, zeros, pc);
+  // The channel id names the ring channel (NCCL may map blocks to channels
+  // other than 0..n-1).
+  const std::string mapped =
+      Block(1, 1024,
+            "XPU-NCCL kernel=0 channel=1 channel_id=5 ring_prev=2 ring_next=3 ring_index=1\n"
+            "XPU-NCCL kernel=0 channel=1 recv_step=100 recv_tail=0\n"
+            "XPU-NCCL kernel=0 channel=1 ll_flags=101,102,95,96,97,98,99,100\n");
+  out = ChannelsToProgress(list, mapped, pc);
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].ring_next(), -1);
-  EXPECT_NE(out[0].detail().find("implausible ring neighbours (prev 0, next 0 for rank 0 of 2)"), std::string::npos);
+  EXPECT_EQ(out[0].channel(), "ch5");
+  EXPECT_EQ(out[0].step(), 2u);
   // No NCCL kernel listed: nothing.
   EXPECT_TRUE(ChannelsToProgress("No CUDA kernels.\n", progress, pc).empty());
 }

@@ -38,6 +38,11 @@ const std::vector<DetectorParam>& DetectorDefaults() {
        "or: median issue latency below this fraction of the step time (queue never fills)"},
       {"issue_stall.max_syncs_per_step", 2, "synchronizations per step a healthy backbone needs"},
       {"issue_stall.min_gc_share", 0.02, "GC time share of the step time to blame GC"},
+      {"issue_stall.wait_share", 0.10,
+       "a rank whose collectives take this share of the step more than the least-waiting rank's waits for a "
+       "slower peer: its issue latencies are not judged"},
+      {"issue_stall.persist_windows", 2,
+       "consecutive windows a rank's stall (same cause) must last before it is reported (start-up is noisy)"},
       {"dataloader.min_share", 0.10, "DataLoader time / step time to consider a rank"},
       {"dataloader.abs_share", 0.25, "share flagged even without peers to compare"},
       {"dataloader.mad_k", 5, "share beyond median + k x MAD across ranks"},

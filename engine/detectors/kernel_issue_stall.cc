@@ -46,6 +46,8 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
   const double min_gc = Param(v, "issue_stall.min_gc_share");
   const double min_dataloader = Param(v, "dataloader.min_share");
   const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
+  const double wait_share = Param(v, "issue_stall.wait_share");
+  const int persist = std::max(1, static_cast<int>(Param(v, "issue_stall.persist_windows")));
 
   // Per rank: samples per family, steps, host events.
   struct RankData {
@@ -53,6 +55,7 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     double step_s = 0;
     size_t steps = 0;
     analysis::HostTime gc, sync, dataloader;
+    double comm_s = 0;  // timed collective time within the steps
   };
   std::vector<RankData> data(v.ranks.size());
   for (size_t i = 0; i < v.ranks.size(); ++i) {
@@ -70,7 +73,24 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     data[i].gc = analysis::HostEventTime(t, XPU_OP_PY_GC, from, to);
     data[i].sync = analysis::SyncTime(t, from, to);
     data[i].dataloader = analysis::HostEventTime(t, XPU_OP_PY_DATALOADER, from, to);
+    for (const analysis::Op& op : t.ops) {
+      if (op.timed() && xpu_op_is_collective(op.kind) && op.start_ns >= from && op.start_ns < to) {
+        data[i].comm_s += static_cast<double>(op.dur_ns) * 1e-9;
+      }
+    }
   }
+  // A rank that waits in its collectives for a slower peer (a slow GPU, a
+  // stalled host elsewhere) drains its queue while it waits: its short
+  // issue latencies are the peer's doing, not its own.
+  double least_comm_share = -1;
+  for (const RankData& d : data) {
+    if (d.steps == 0 || d.step_s <= 0) continue;
+    const double share = d.comm_s / d.step_s;
+    if (least_comm_share < 0 || share < least_comm_share) least_comm_share = share;
+  }
+  auto waits_for_peer = [&](size_t i) {
+    return least_comm_share >= 0 && data[i].step_s > 0 && data[i].comm_s / data[i].step_s - least_comm_share > wait_share;
+  };
   auto syncs_per_step = [&](size_t i) {
     return data[i].steps ? static_cast<double>(data[i].sync.count) / static_cast<double>(data[i].steps) : 0.0;
   };
@@ -81,9 +101,10 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
   std::map<int32_t, std::vector<std::string>> stalled;  // rank -> comparisons
   for (size_t i = 0; i < v.ranks.size(); ++i) {
     const int32_t rank = v.ranks[i].rank;
+    const bool waiting = waits_for_peer(i);
     for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
       const std::vector<double>& mine = data[i].lat[f];
-      if (mine.size() < min_samples) continue;
+      if (mine.size() < min_samples || waiting) continue;
       const double my_med = analysis::Median(mine);
       // Peers.
       std::vector<double> peers;
@@ -152,7 +173,11 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
       }
     }
   }
-  if (stalled.empty()) return;
+  std::map<std::string, int>& streak = streak_[job.job()];
+  if (stalled.empty()) {
+    streak.clear();
+    return;
+  }
 
   // Attribution.
   struct Cause {
@@ -160,6 +185,8 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     std::vector<std::string> lines;
   };
   std::map<std::string, Cause> causes;
+  std::map<std::string, int> next_streak;  // "rank/cause" -> consecutive windows, this one included
+  for (const auto& [key, n] : streak) next_streak[key] = n;
   // A rank whose DataLoader takes >= dataloader.min_share of the step is
   // delayed between steps, not within: slow_dataloader reports it.
   for (const auto& [rank, what] : stalled) {
@@ -182,10 +209,20 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
       cause = "host";
       why = "no GC or synchronization event coincides: unattributed host-side stall";
     }
+    // Reported once the same cause lasted `persist` consecutive windows on
+    // the rank (a job's first window, with its start-up synchronizations,
+    // is not a stall).
+    if (++next_streak[absl::StrCat(rank, "/", cause)] < persist) continue;
     Cause& c = causes[cause];
     c.ranks.push_back(rank);
     c.lines.push_back(absl::StrCat("rank ", rank, ": ", absl::StrJoin(what, "; "), "; ", why));
   }
+  // Streaks that did not continue in this window end.
+  for (auto it = next_streak.begin(); it != next_streak.end();) {
+    const int before = streak.count(it->first) ? streak.at(it->first) : 0;
+    it = it->second == before ? next_streak.erase(it) : std::next(it);
+  }
+  streak = std::move(next_streak);
   for (auto& [cause, c] : causes) {
     Diagnosis d = NewDiagnosis(job, "kernel_issue_stall", Team::kAlgorithm);
     d.ranks = c.ranks;

@@ -16,7 +16,13 @@
 //    never gets ahead of the GPU), while the rank synchronizes more than
 //    max_syncs_per_step times per step.
 // Ranks whose DataLoader takes >= dataloader.min_share of the step are left
-// to slow_dataloader (an inter-step delay, not an intra-step stall).
+// to slow_dataloader (an inter-step delay, not an intra-step stall). Ranks
+// whose timed collectives take issue_stall.wait_share of the step more than
+// the least-waiting rank's wait for a slower peer (slow GPU or stalled host
+// elsewhere): their issue latencies are not judged. A rank's stall is
+// reported once the same cause lasted issue_stall.persist_windows
+// consecutive windows (the start-up window's synchronizations are not a
+// stall).
 // Attribution to coinciding host events on the rank: Python GC
 // (XPU_OP_PY_GC, time share >= min_gc_share of the steps), synchronization
 // (XPU_OP_SYNC_*, XPU_OP_PY_SYNC, more than max_syncs_per_step per step),
@@ -51,6 +57,8 @@ class KernelIssueStallDetector : public ViewDetector {
   std::shared_ptr<history::HistoryCache> history_;
   // job -> "rank/family" -> baseline
   std::map<std::string, std::map<std::string, Baseline>> baseline_;
+  // job -> "rank/cause" -> consecutive windows with that stall
+  std::map<std::string, std::map<std::string, int>> streak_;
 };
 
 }  // namespace xpu::engine

@@ -2,6 +2,7 @@
 #include "engine/hang/classify.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -122,6 +123,116 @@ int FindStalledLink(const std::vector<uint64_t>& p) {
   return best;
 }
 
+RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks) {
+  struct Entry {
+    int32_t rank = -1, prev = -1, pos = -1, size = 0;
+    uint64_t step = 0;
+  };
+  std::map<std::string, std::vector<Entry>> rings;
+  for (const RankEvidence& r : ranks) {
+    for (const KernelProgress& k : r.kernel) {
+      if (k.completed_seq >= k.seq) continue;  // not inside a kernel
+      rings[k.channel].push_back({r.rank, k.prev_rank, k.ring_pos, k.ring_size, k.step});
+    }
+  }
+  RingFinding f;
+  // (sender, receiver or -1 when the sender was not read) -> channels
+  std::map<std::pair<int32_t, int32_t>, int> votes;
+  std::map<std::pair<int32_t, int32_t>, std::set<std::string>> links;
+  for (auto& [channel, es] : rings) {
+    // Predecessors by position where the source gives positions only.
+    std::map<int32_t, int32_t> rank_at;
+    for (const Entry& e : es) rank_at[e.pos] = e.rank;
+    for (Entry& e : es) {
+      if (e.prev < 0 && e.pos >= 0 && e.size > 1) {
+        auto it = rank_at.find((e.pos - 1 + e.size) % e.size);
+        if (it != rank_at.end()) e.prev = it->second;
+      }
+    }
+    if (es.size() < 2) continue;
+    ++f.channels;
+    std::map<int32_t, uint64_t> step_of;
+    uint64_t lo = es[0].step, hi = es[0].step;
+    for (const Entry& e : es) {
+      step_of[e.rank] = e.step;
+      lo = std::min(lo, e.step);
+      hi = std::max(hi, e.step);
+    }
+    std::string line = "ring " + channel.substr(0, 16) + " steps received in the kernel:";
+    std::set<int32_t> unread;
+    for (const Entry& e : es) {
+      line += " " + std::to_string(e.rank) + "=" + std::to_string(e.step);
+      if (e.prev >= 0 && !step_of.count(e.prev)) unread.insert(e.prev);
+    }
+    if (!unread.empty()) line += " (not read: " + Ranks({unread.begin(), unread.end()}) + ")";
+    if (f.lines.size() < 4) f.lines.push_back(line);
+    if (lo == hi) continue;  // uniform: no link stands out
+    const Entry* best = nullptr;
+    for (const Entry& e : es) {
+      if (e.step != lo || e.prev < 0) continue;
+      auto better = [&](const Entry& a, const Entry& b) {  // is a a better pick than b
+        const bool ua = !step_of.count(a.prev), ub = !step_of.count(b.prev);
+        if (ua != ub) return ua;
+        return !ua && step_of[a.prev] > step_of[b.prev];
+      };
+      if (best == nullptr || better(e, *best)) best = &e;
+    }
+    if (best == nullptr) continue;
+    // A sender that was not read is named alone, whichever successor
+    // noticed (rings differ per channel); a read sender with its link.
+    const bool sender_read = step_of.count(best->prev) > 0;
+    const std::pair<int32_t, int32_t> key{best->prev, sender_read ? best->rank : -1};
+    ++votes[key];
+    links[key].insert(std::to_string(best->prev) + "->" + std::to_string(best->rank));
+  }
+  int top = 0;
+  std::pair<int32_t, int32_t> winner{-1, -1};
+  for (const auto& [key, n] : votes) {
+    if (n > top) {
+      top = n;
+      winner = key;
+    }
+  }
+  if (top > 0) {
+    f.from = winner.first;
+    f.from_read = winner.second >= 0;
+    const std::set<std::string>& l = links[winner];
+    f.link = *l.begin();
+    f.to = atoi(f.link.c_str() + f.link.find('>') + 1);
+    for (const std::string& x : l) f.links += (f.links.empty() ? "" : ", ") + x;
+    f.agree = top;
+  }
+  return f;
+}
+
+namespace {
+
+// Ring progress as evidence for a verdict reached from process state or
+// sequence numbers: the details, the link, and whether it names `culprits`.
+void CorroborateFromRings(const std::vector<RankEvidence>& ranks, const std::vector<int32_t>& culprits,
+                          Verdict* v) {
+  const RingFinding f = LocateOnRings(ranks);
+  if (f.channels == 0) return;
+  for (const std::string& l : f.lines) v->details.push_back(l);
+  if (f.link.empty()) {
+    v->details.push_back("intra-kernel ring progress is uniform on " + std::to_string(f.channels) +
+                         " channel(s): no link stands out");
+    return;
+  }
+  v->faulty_link = f.link;
+  v->ring_named = f.from_read ? std::vector<int32_t>{f.from, f.to} : std::vector<int32_t>{f.from};
+  const bool agrees = std::find(culprits.begin(), culprits.end(), f.from) != culprits.end();
+  v->details.push_back("intra-kernel ring progress stops behind rank " + std::to_string(f.from) +
+                       (f.from_read ? "" : " (not in the kernel)") + " on " + std::to_string(f.agree) + " of " +
+                       std::to_string(f.channels) + " channel(s): link(s) " + f.links);
+  v->reason += agrees ? "; the other ranks' intra-kernel ring progress stops behind rank " + std::to_string(f.from) +
+                            " too (link " + f.link + ", " + std::to_string(f.agree) + "/" +
+                            std::to_string(f.channels) + " channels)"
+                      : "; intra-kernel ring progress stops on link " + f.link + " instead";
+}
+
+}  // namespace
+
 Verdict Classify(const std::vector<RankEvidence>& ranks) {
   Verdict v;
   std::vector<int32_t> waiting, dead, stopped, dstate, idle;
@@ -168,6 +279,7 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
                (!dstate.empty() ? "rank(s) " + Ranks(dstate) + " in uninterruptible sleep (D: I/O, driver)" : "") +
                "; the others wait in a collective";
     describe_ranks(bad);
+    CorroborateFromRings(ranks, bad, &v);
     return v;
   }
   // 3. busy-wait: the ranks outside the collective are inside an open host
@@ -257,6 +369,7 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
       v.reason = "rank(s) " + Ranks(missing) + " never issued collective seq " + std::to_string(view.stuck_seq) +
                  " (" + OpName(std::get<0>(shape)) + ") that rank(s) " + Ranks(rs) + " wait in";
       describe_ranks(missing);
+      CorroborateFromRings(ranks, missing, &v);
       return v;
     }
   }
@@ -274,38 +387,20 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
     v.reason = "all " + std::to_string(view.by_rank.size()) + " ranks issued " + OpName(any->pending_kind) +
                " seq " + std::to_string(view.stuck_seq) + " and are stuck inside it";
     // Intra-kernel progress along the ring.
-    std::map<std::string, std::map<int32_t, std::pair<int32_t, uint64_t>>> rings;  // channel -> pos -> (rank, step)
-    std::map<std::string, int32_t> ring_size;
-    for (const RankEvidence& r : ranks) {
-      for (const KernelProgress& k : r.kernel) {
-        if (k.ring_pos < 0 || k.completed_seq >= k.seq) continue;  // not inside a kernel
-        rings[k.channel][k.ring_pos] = {r.rank, k.step};
-        ring_size[k.channel] = k.ring_size;
-      }
-    }
+    const RingFinding f = LocateOnRings(ranks);
+    for (const std::string& l : f.lines) v.details.push_back(l);
     std::vector<int32_t> culprits;
-    for (const auto& [channel, by_pos] : rings) {
-      const int32_t n = ring_size[channel];
-      if (n <= 1 || static_cast<int32_t>(by_pos.size()) != n) continue;  // need the whole ring
-      std::vector<uint64_t> steps;
-      std::string line = "ring " + channel.substr(0, 12) + " steps:";
-      for (const auto& [pos, rs] : by_pos) {
-        steps.push_back(rs.second);
-        line += " " + std::to_string(rs.first) + "=" + std::to_string(rs.second);
-      }
-      v.details.push_back(line);
-      int at = FindStalledLink(steps);
-      if (at < 0) continue;
-      const int32_t from = by_pos.at((at - 1 + n) % n).first, to = by_pos.at(at).first;
-      v.faulty_link = std::to_string(from) + "->" + std::to_string(to);
-      culprits = {from, to};
-      v.details.push_back("progress stops on ring link rank " + std::to_string(from) + " -> rank " +
-                          std::to_string(to));
-      break;
+    if (!f.link.empty()) {
+      v.faulty_link = f.link;
+      culprits = f.from_read ? std::vector<int32_t>{f.from, f.to} : std::vector<int32_t>{f.from};
+      v.ring_named = culprits;
+      v.details.push_back("progress stops on ring link(s) " + f.links + " on " + std::to_string(f.agree) + " of " +
+                          std::to_string(f.channels) + " channel(s)");
     }
     if (culprits.empty()) {
       for (const auto& [rank, c] : view.by_rank) culprits.push_back(rank);
-      v.details.push_back("no intra-kernel progress available: the faulty link is not located");
+      v.details.push_back(f.channels == 0 ? "no intra-kernel progress available: the faulty link is not located"
+                                          : "intra-kernel progress is uniform: the faulty link is not located");
     }
     SetCulprits(ranks, culprits, &v);
     if (!v.faulty_link.empty()) v.reason += "; progress stops on link " + v.faulty_link;

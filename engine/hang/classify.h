@@ -19,6 +19,10 @@
 //                    inside it: infrastructure; intra-kernel ring progress
 //                    (cuda-gdb step counters, or the test runtime's) names
 //                    the link where progress stops;
+//  Rules 2 and 5 also read the ring progress of the ranks inside the kernel
+//  (LocateOnRings): when it stops behind a culprit, the verdict says so, so
+//  the culprit is named by the data flow and not only by its state or
+//  absence.
 //  7. stacks only    without progress tables: ranks whose stacks hold no
 //                    communication frame while others' do are culprits.
 //
@@ -58,6 +62,7 @@ struct KernelProgress {
   std::string channel;     // communicator / channel identity
   int32_t ring_pos = -1;   // position in the ring (comm rank for a plain ring)
   int32_t ring_size = 0;
+  int32_t prev_rank = -1;  // rank of the ring predecessor; -1: the one at ring_pos - 1
   uint64_t seq = 0;        // collective the counters belong to
   uint64_t completed_seq = 0;
   uint64_t step = 0;
@@ -92,11 +97,31 @@ struct Verdict {
   std::vector<std::string> hosts;   // of the culprits
   std::string reason;               // one line
   std::vector<std::string> details; // evidence lines
-  // Communication hangs: the ring link where progress stops, as "a->b".
+  // The ring link where intra-kernel progress stops, as "a->b", and the
+  // ranks it names (the sender alone when it was not inside the kernel).
   std::string faulty_link;
+  std::vector<int32_t> ring_named;
   uint64_t comm_id = 0;
   uint32_t stuck_seq = 0;
 };
+
+// Where intra-kernel progress stops, over every ring channel the ranks'
+// KernelProgress covers. Per channel: the read rank that received least in
+// the running kernel is right behind the stall; the link is its predecessor
+// -> it (among equals, one whose predecessor was not read, else the largest
+// drop). Channels vote for the sender when it was not read (each channel's
+// ring gives it another successor), else for the link; `link` is empty when
+// no channel singles one out.
+struct RingFinding {
+  std::string link;        // one link of the winner, "a->b"
+  std::string links;       // all its links, "1->2, 1->3"
+  int32_t from = -1, to = -1;
+  bool from_read = false;  // the sender's own progress was read
+  int channels = 0;        // channels with >= 2 ranks read
+  int agree = 0;           // of them, naming `link`
+  std::vector<std::string> lines;
+};
+RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks);
 
 // Along one ring (progress indexed by ring position), the position whose
 // predecessor progressed further than it did: data stopped on the link

@@ -33,6 +33,26 @@ bool Field(std::string_view line, std::string_view key, uint64_t* out) {
   return true;
 }
 
+// "key=a,b,c" -> numbers.
+bool List(std::string_view line, std::string_view key, std::vector<uint64_t>* out) {
+  out->clear();
+  std::string k = " " + std::string(key) + "=";
+  size_t p = line.find(k);
+  if (p == std::string_view::npos) return false;
+  std::string v(line.substr(p + k.size()));
+  const char* c = v.c_str();
+  while (*c != 0) {
+    char* end = nullptr;
+    unsigned long long x = strtoull(c, &end, 0);
+    if (end == c) break;
+    out->push_back(x);
+    c = end;
+    if (*c != ',') break;
+    ++c;
+  }
+  return !out->empty();
+}
+
 }  // namespace
 
 const char* NcclProtoName(NcclProto p) {
@@ -46,9 +66,23 @@ const char* NcclProtoName(NcclProto p) {
 
 uint64_t ChannelProgress::Progress(NcclProto proto) const {
   switch (proto) {
-    case NcclProto::kLL: return ll_flag;
-    case NcclProto::kLL128: return ll128_flag != 0 ? ll128_flag : ll_flag;
-    default: return recv_tail;
+    case NcclProto::kLL: {
+      if (!has_ll) return 0;
+      // Flags are 32-bit (NCCL_LL_FLAG): compare modulo 2^32.
+      int64_t best = 0;
+      for (uint32_t f : ll_flags) {
+        best = std::max<int64_t>(best, static_cast<int32_t>(f - static_cast<uint32_t>(recv_step)));
+      }
+      return static_cast<uint64_t>(best);
+    }
+    case NcclProto::kLL128: {
+      if (!has_ll128) return 0;
+      int64_t best = 0;
+      for (uint64_t f : ll128_flags) best = std::max<int64_t>(best, static_cast<int64_t>(f - recv_step));
+      return static_cast<uint64_t>(best);
+    }
+    default:
+      return has_tail && recv_tail > recv_step ? recv_tail - recv_step : 0;
   }
 }
 
@@ -93,68 +127,104 @@ std::vector<CudaKernel> ParseCudaKernels(std::string_view text) {
   return out;
 }
 
+int ParseSmVersion(std::string_view text) {
+  size_t at = text.find("XPU-CUDA-DEVICES");
+  if (at == std::string_view::npos) return 0;
+  std::string_view rest = text.substr(at);
+  const size_t stop = rest.find("XPU-NCCL");
+  if (stop != std::string_view::npos) rest = rest.substr(0, stop);
+  for (size_t p = rest.find("sm_"); p != std::string_view::npos; p = rest.find("sm_", p + 3)) {
+    int v = 0;
+    size_t q = p + 3;
+    while (q < rest.size() && rest[q] >= '0' && rest[q] <= '9') v = v * 10 + (rest[q++] - '0');
+    if (v > 0) return v;
+  }
+  return 0;
+}
+
+int SharedBaseForSm(int sm) {
+  if (sm <= 0) return -1;
+  return sm >= 90 ? 0x400 : 0;
+}
+
 // Field offsets in NCCL 2.28's device structures (src/device/common.h
-// ncclShmemData, src/include/device.h ncclConnInfo / ncclDevChannel /
-// ncclRing; x86-64 and device layouts agree), measured with offsetof on the
-// v2.28.9 sources. The NCCL in the PyTorch wheels carries no debug info for
-// ncclShmem ("has unknown type"), so the script reads raw memory at these
-// offsets instead of naming fields.
+// ncclShmemData, src/include/device.h ncclDevChannel / ncclDevChannelPeer /
+// ncclConnInfo / ncclRing; x86-64 and device layouts agree), measured with
+// offsetof on the v2.28.9 sources. The NCCL in the PyTorch wheels carries no
+// debug info for ncclShmem ("has unknown type"), so the script reads raw
+// memory at these offsets instead of naming fields.
 struct NcclLayout {
+  int channel_id = 32;         // ncclShmem.channelId (int)
+  int peers = 144;             // ncclShmem.channel.peers (ncclDevChannelPeer**)
   int ring_prev = 152;         // ncclShmem.channel.ring.prev (int); .next at +4
-  int recv_conn0 = 552;        // ncclShmem.groups[0].recvConns[0] (ncclConnInfo*)
-  int send_conn0 = 608;        // ncclShmem.groups[0].sendConns[0]
-  int conn_buffs = 0;          // ncclConnInfo.buffs[NCCL_NUM_PROTOCOLS]: LL 0, LL128 1, SIMPLE 2
+  int ring_index = 168;        // ncclShmem.channel.ring.index (int)
+  int peer_send0 = 0;          // ncclDevChannelPeer.send[0] (ncclConnInfo)
+  int peer_recv0 = 304;        // ncclDevChannelPeer.recv[0]: after send[NCCL_MAX_CONNS = 2] of 152 B
+  int conn_buff_ll = 0;        // ncclConnInfo.buffs[NCCL_PROTO_LL] (char*)
+  int conn_buff_ll128 = 8;     // ncclConnInfo.buffs[NCCL_PROTO_LL128]
   int conn_tail = 48;          // ncclConnInfo.tail (uint64_t*)
   int conn_head = 56;          // ncclConnInfo.head (uint64_t*)
   int conn_step = 104;         // ncclConnInfo.step (uint64_t)
+  // Slot strides of the default buffer sizes (init.cc DEFAULT_LL_BUFFSIZE /
+  // DEFAULT_LL128_BUFFSIZE over NCCL_STEPS): 8 lines x 512 threads x 16 B,
+  // and 120 elements x 640 threads x 8 B. NCCL_LL_BUFFSIZE /
+  // NCCL_LL128_BUFFSIZE change them (the flags then read wrong slots).
+  int ll_slot = 65536;
+  int ll128_slot = 614400;
   int ll_flag1 = 4;            // union ncclLLFifoLine: data1, flag1, data2, flag2 (uint32)
   int ll128_flag = 15 * 8;     // NCCL_LL128_LINEELEMS = 16 uint64_t per line, the flag is the last
 };
 
 namespace {
 
+// Shared-window offsets ncclShmem may sit at: sm_90 and later, then older.
+constexpr int kSharedBases[] = {0x400, 0};
+
 std::string At(const char* type, const std::string& base, int off) {
   return "*(" + std::string(type) + "*)(" + base + "+" + std::to_string(off) + ")";
 }
 
-// Commands that print one channel's counters; kUnknown prints the flags of
-// both LL protocols (the caller learns the protocol later). Two blocks per
-// channel, one per way of addressing ncclShmem: through the generic address
-// of the symbol (`&ncclShmem` is a generic pointer into the block's shared
-// window), and as offset 0 of the shared window (the kernel's only static
-// __shared__ variable). Whichever cuda-gdb can read gives the ring line; the
-// other prints errors (ChannelsToProgress keeps the readable one).
-void AppendChannel(int kernel, int channel, NcclProto proto, std::string* s) {
+// Commands that print one channel's counters, once per shared-window base;
+// the flags of both LL protocols are read whatever the kernel's protocol
+// (cheap, and the blind reads do not know it yet).
+void AppendChannel(int kernel, int block, std::string* s) {
   const NcclLayout L;
-  const std::string id = "kernel=" + std::to_string(kernel) + " channel=" + std::to_string(channel);
-  *s += "cuda kernel " + std::to_string(kernel) + " block (" + std::to_string(channel) + ",0,0) thread (0,0,0)\n";
-  struct Base {
-    const char* set;    // value of $xs
-    const char* space;  // qualifier of the reads at $xs
-  };
-  for (const Base& b : {Base{"(char*)&ncclShmem", ""}, Base{"(@shared char*)0", "@shared "}}) {
-    const std::string sp = b.space;
-    *s += "echo XPU-NCCL-BEGIN " + id + "\\n\n";
-    *s += "set $xs = " + std::string(b.set) + "\n";
-    *s += "printf \"XPU-NCCL " + id + " ring_prev=%d ring_next=%d\\n\", " + At((sp + "int").c_str(), "$xs", L.ring_prev) +
-          ", " + At((sp + "int").c_str(), "$xs", L.ring_prev + 4) + "\n";
-    *s += "set $xr = " + At((sp + "unsigned long long").c_str(), "$xs", L.recv_conn0) + "\n";
-    *s += "set $xn = " + At((sp + "unsigned long long").c_str(), "$xs", L.send_conn0) + "\n";
-    *s += "printf \"XPU-NCCL " + id + " recv_step=%llu\\n\", " + At("unsigned long long", "$xr", L.conn_step) + "\n";
-    *s += "printf \"XPU-NCCL " + id + " recv_tail=%llu\\n\", *" + At("unsigned long long*", "$xr", L.conn_tail) +
-          "\n";
-    *s += "printf \"XPU-NCCL " + id + " send_step=%llu\\n\", " + At("unsigned long long", "$xn", L.conn_step) + "\n";
-    *s += "printf \"XPU-NCCL " + id + " send_head=%llu\\n\", *" + At("unsigned long long*", "$xn", L.conn_head) +
-          "\n";
-    if (proto == NcclProto::kLL || proto == NcclProto::kUnknown) {
-      *s += "printf \"XPU-NCCL " + id + " ll_flag=%u\\n\", " +
-            At("unsigned int", At("unsigned long long", "$xr", L.conn_buffs + 0), L.ll_flag1) + "\n";
+  const std::string id = "kernel=" + std::to_string(kernel) + " channel=" + std::to_string(block);
+  *s += "cuda kernel " + std::to_string(kernel) + " block (" + std::to_string(block) + ",0,0) thread (0,0,0)\n";
+  const std::string u64 = "unsigned long long";
+  for (int base : kSharedBases) {
+    const std::string tag = id + " base=" + std::to_string(base);
+    *s += "echo XPU-NCCL-BEGIN " + tag + "\\n\n";
+    *s += "set $xs = (@shared char*)" + std::to_string(base) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " channel_id=%d ring_prev=%d ring_next=%d ring_index=%d\\n\", " +
+          At("@shared int", "$xs", L.channel_id) + ", " + At("@shared int", "$xs", L.ring_prev) + ", " +
+          At("@shared int", "$xs", L.ring_prev + 4) + ", " + At("@shared int", "$xs", L.ring_index) + "\n";
+    // peers[prev]->recv[0] and peers[next]->send[0] (generic addresses).
+    *s += "set $xp = " + At(("@shared " + u64).c_str(), "$xs", L.peers) + "\n";
+    *s += "set $xr = *(" + u64 + "*)($xp+8*(" + At("@shared int", "$xs", L.ring_prev) + "))+" +
+          std::to_string(L.peer_recv0) + "\n";
+    *s += "set $xn = *(" + u64 + "*)($xp+8*(" + At("@shared int", "$xs", L.ring_prev + 4) + "))+" +
+          std::to_string(L.peer_send0) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " recv_step=%llu recv_tail=%llu\\n\", " + At(u64.c_str(), "$xr", L.conn_step) +
+          ", *" + At((u64 + "*").c_str(), "$xr", L.conn_tail) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " send_step=%llu send_head=%llu\\n\", " + At(u64.c_str(), "$xn", L.conn_step) +
+          ", *" + At((u64 + "*").c_str(), "$xn", L.conn_head) + "\n";
+    std::string fmt, args;
+    *s += "set $xl = " + At(u64.c_str(), "$xr", L.conn_buff_ll) + "\n";
+    for (int k = 0; k < kNcclSteps; ++k) {
+      fmt += k ? ",%u" : "%u";
+      args += ", " + At("unsigned int", "$xl", k * L.ll_slot + L.ll_flag1);
     }
-    if (proto == NcclProto::kLL128 || proto == NcclProto::kUnknown) {
-      *s += "printf \"XPU-NCCL " + id + " ll128_flag=%llu\\n\", " +
-            At("unsigned long long", At("unsigned long long", "$xr", L.conn_buffs + 8), L.ll128_flag) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " ll_flags=" + fmt + "\\n\"" + args + "\n";
+    fmt.clear();
+    args.clear();
+    *s += "set $xm = " + At(u64.c_str(), "$xr", L.conn_buff_ll128) + "\n";
+    for (int k = 0; k < kNcclSteps; ++k) {
+      fmt += k ? ",%llu" : "%llu";
+      args += ", " + At(u64.c_str(), "$xm", k * L.ll128_slot + L.ll128_flag);
     }
-    *s += "echo XPU-NCCL-END " + id + "\\n\n";
+    *s += "printf \"XPU-NCCL " + id + " ll128_flags=" + fmt + "\\n\"" + args + "\n";
+    *s += "echo XPU-NCCL-END " + tag + "\\n\n";
   }
 }
 
@@ -164,16 +234,18 @@ std::string ProgressScript(const std::vector<CudaKernel>& kernels, int max_chann
   std::string s = "set pagination off\nset confirm off\nset cuda break_on_launch none\n";
   for (const CudaKernel& k : kernels) {
     const int blocks = k.grid_x > 0 ? std::min(k.grid_x, max_channels) : 1;
-    for (int c = 0; c < blocks; ++c) AppendChannel(k.id, c, k.proto, &s);
+    for (int c = 0; c < blocks; ++c) AppendChannel(k.id, c, &s);
   }
   s += "detach\nquit\n";
   return s;
 }
 
 std::string BlindProgressCommands(int max_kernels, int max_channels) {
-  std::string s = "set cuda break_on_launch none\necho XPU-CUDA-KERNELS\\n\ninfo cuda kernels\n";
+  std::string s =
+      "set cuda break_on_launch none\necho XPU-CUDA-KERNELS\\n\ninfo cuda kernels\n"
+      "echo XPU-CUDA-DEVICES\\n\ninfo cuda devices\n";
   for (int k = 0; k < max_kernels; ++k) {
-    for (int c = 0; c < max_channels; ++c) AppendChannel(k, c, NcclProto::kUnknown, &s);
+    for (int c = 0; c < max_channels; ++c) AppendChannel(k, c, &s);
   }
   return s;
 }
@@ -188,33 +260,45 @@ std::vector<ChannelProgress> ParseProgress(std::string_view output) {
       uint64_t v = 0;
       std::string l = " " + std::string(line.substr(15));
       if (Field(l, "kernel", &v)) cur->kernel = static_cast<int>(v);
-      if (Field(l, "channel", &v)) cur->channel = static_cast<int>(v);
+      if (Field(l, "channel", &v)) cur->block = static_cast<int>(v);
+      if (Field(l, "base", &v)) cur->base = static_cast<int>(v);
       continue;
     }
     if (cur == nullptr) continue;
     if (line.rfind("XPU-NCCL-END ", 0) == 0) {
       // Readable when the ring neighbours came out; errors of single
-      // expressions (e.g. the symbol form of the shared-window base) stay
-      // as notes.
-      cur->ok = cur->ring_prev >= 0;
+      // expressions stay as notes.
+      cur->ok = cur->ring_prev >= 0 && cur->ring_next >= 0;
       cur = nullptr;
       continue;
     }
     if (line.rfind("XPU-NCCL ", 0) == 0) {
       std::string l = " " + std::string(line.substr(9));
       uint64_t v = 0;
+      if (Field(l, "channel_id", &v)) cur->channel_id = static_cast<int>(v);
       if (Field(l, "ring_prev", &v)) cur->ring_prev = static_cast<int>(v);
       if (Field(l, "ring_next", &v)) cur->ring_next = static_cast<int>(v);
+      if (Field(l, "ring_index", &v)) cur->ring_index = static_cast<int>(v);
       if (Field(l, "recv_step", &v)) cur->recv_step = v;
-      if (Field(l, "recv_tail", &v)) cur->recv_tail = v;
+      if (Field(l, "recv_tail", &v)) {
+        cur->recv_tail = v;
+        cur->has_tail = true;
+      }
       if (Field(l, "send_step", &v)) cur->send_step = v;
       if (Field(l, "send_head", &v)) cur->send_head = v;
-      if (Field(l, "ll_flag", &v)) cur->ll_flag = v;
-      if (Field(l, "ll128_flag", &v)) cur->ll128_flag = v;
+      std::vector<uint64_t> list;
+      if (List(l, "ll_flags", &list) && list.size() == kNcclSteps) {
+        for (int k = 0; k < kNcclSteps; ++k) cur->ll_flags[k] = static_cast<uint32_t>(list[k]);
+        cur->has_ll = true;
+      }
+      if (List(l, "ll128_flags", &list) && list.size() == kNcclSteps) {
+        for (int k = 0; k < kNcclSteps; ++k) cur->ll128_flags[k] = list[k];
+        cur->has_ll128 = true;
+      }
       continue;
     }
     // Anything else inside a block is cuda-gdb talking: errors such as
-    // "No symbol "ncclShmem" in current context." or "Invalid coordinates".
+    // "Cannot access memory at address 0x..." or "Invalid coordinates".
     std::string_view t = line;
     while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
     if (t.empty() || t.rfind("[Switching focus", 0) == 0 || t.rfind("[Current focus", 0) == 0 ||
@@ -245,39 +329,52 @@ std::vector<std::string> CudaGdbCommand(int pid, const std::string& script) {
 }
 
 std::vector<KernelProgress> RingProgressFromCudaGdb(
-    const std::map<int32_t, std::vector<ChannelProgress>>& by_rank, NcclProto proto,
+    const std::map<int32_t, std::vector<RingReading>>& by_rank, const std::string& source,
     std::map<int32_t, std::vector<KernelProgress>>* out_by_rank) {
   std::vector<KernelProgress> all;
-  // channel -> rank -> progress
-  std::map<int, std::map<int32_t, const ChannelProgress*>> channels;
+  // channel -> rank -> reading
+  std::map<int, std::map<int32_t, const RingReading*>> channels;
   for (const auto& [rank, list] : by_rank) {
-    for (const ChannelProgress& c : list) {
-      if (c.ok) channels[c.channel][rank] = &c;
+    for (const RingReading& c : list) {
+      if (c.channel >= 0 && c.ring_prev >= 0 && c.ring_next >= 0) channels[c.channel][rank] = &c;
     }
   }
   for (const auto& [channel, ranks] : channels) {
-    // Order the ring by following ring_next from the lowest rank.
+    // Successor of every member: read ranks name theirs; a member that was
+    // not read is the ring_prev of the read rank after it.
+    std::map<int32_t, int32_t> next;
+    for (const auto& [rank, c] : ranks) {
+      next[rank] = c->ring_next;
+      if (!ranks.count(c->ring_prev)) next.emplace(c->ring_prev, rank);
+    }
+    // Order from the lowest read rank; the ring is whole when it closes.
     std::vector<int32_t> order;
     std::set<int32_t> seen;
     int32_t r = ranks.begin()->first;
-    while (ranks.count(r) && !seen.count(r)) {
+    while (!seen.count(r)) {
       order.push_back(r);
       seen.insert(r);
-      r = ranks.at(r)->ring_next;
+      auto it = next.find(r);
+      if (it == next.end()) break;
+      r = it->second;
     }
-    if (order.size() != ranks.size()) continue;  // broken or partial ring: not comparable
-    for (size_t pos = 0; pos < order.size(); ++pos) {
-      const ChannelProgress* c = ranks.at(order[pos]);
+    const bool closed = r == ranks.begin()->first && seen.size() == order.size() && next.count(order.back());
+    std::map<int32_t, int32_t> pos_of;
+    if (closed) {
+      for (size_t i = 0; i < order.size(); ++i) pos_of[order[i]] = static_cast<int32_t>(i);
+    }
+    for (const auto& [rank, c] : ranks) {
       KernelProgress k;
       k.channel = "cuda-gdb ch" + std::to_string(channel);
-      k.ring_pos = static_cast<int32_t>(pos);
-      k.ring_size = static_cast<int32_t>(order.size());
+      k.ring_pos = closed ? pos_of[rank] : -1;
+      k.ring_size = closed ? static_cast<int32_t>(order.size()) : 0;
+      k.prev_rank = c->ring_prev;
       k.seq = 1;  // inside the kernel
       k.completed_seq = 0;
-      k.step = c->Progress(proto);
-      k.source = std::string("cuda-gdb ") + NcclProtoName(proto);
+      k.step = c->steps;
+      k.source = source;
       all.push_back(k);
-      if (out_by_rank != nullptr) (*out_by_rank)[order[pos]].push_back(k);
+      if (out_by_rank != nullptr) (*out_by_rank)[rank].push_back(k);
     }
   }
   return all;

@@ -10,19 +10,26 @@
 //      kernels (ncclDevKernel_* / ncclKernel_*) with their grid size; the
 //      protocol (SIMPLE / LL / LL128) is read from the kernel name.
 //   2. ProgressScript: for each NCCL kernel and block (= channel), focus
-//      thread 0 and printf "XPU-NCCL ..." lines with the ring neighbours and
-//      the connection counters of NCCL 2.28's shared state
-//      (ncclShmem.channel.ring.{prev,next},
-//       ncclShmem.groups[0].recvConns[0]->{step,*tail},
-//       ncclShmem.groups[0].sendConns[0]->{step,*head}); for LL / LL128 the
-//      flag of the first receive-buffer line, which carries the step of the
-//      last line received. NCCL as shipped has no debug info for ncclShmem,
-//      so the fields are read as raw memory at NCCL 2.28's offsets
-//      (NcclLayout in cuda_gdb.cc). ParseProgress reads the lines back; a
-//      block whose expressions fail is reported with cuda-gdb's error.
-// Progress of a rank on a channel = steps its predecessor delivered to it
-// (recv tail for SIMPLE, LL/LL128 flag otherwise). Along the ring, progress
-// stops right behind the faulty link (classify.h FindStalledLink).
+//      thread 0 and printf "XPU-NCCL ..." lines with NCCL 2.28's per-block
+//      shared state: ncclShmem.channelId, ncclShmem.channel.ring.{prev,
+//      next,index}, and through ncclShmem.channel.peers the ring's two
+//      connections: recv[0] from the predecessor {step, *tail, the flags of
+//      the first line of each of the NCCL_STEPS LL and LL128 buffer slots}
+//      and send[0] to the successor {step, *head}. NCCL as shipped has no
+//      debug info for ncclShmem, so the fields are read as raw memory at
+//      NCCL 2.28's offsets (NcclLayout in cuda_gdb.cc), from the start of
+//      the block's shared window: 0x400 on sm_90 and later (the first 1 KiB
+//      is reserved there; NCCL's SASS addresses ncclShmem at 0x400), 0
+//      before. Both are read; the reader keeps the one that matches the
+//      device's SM version (`info cuda devices`) and gives plausible ring
+//      neighbours. ParseProgress reads the lines back; a block whose
+//      expressions fail is reported with cuda-gdb's error.
+// Progress of a rank on a channel = steps its predecessor delivered to it in
+// the running kernel: conn->step holds the step count at the kernel's start
+// (the primitives write it back at the end), so SIMPLE delivered =
+// *tail - step, LL / LL128 delivered = highest slot flag - step (a line's
+// flag is its step + 1). Along the ring, progress stops right behind the
+// faulty link (classify.h LocateOnRings).
 //
 // Thread-safety: pure functions.
 #ifndef XPU_ENGINE_HANG_CUDA_GDB_H_
@@ -49,26 +56,41 @@ struct CudaKernel {
   NcclProto proto = NcclProto::kUnknown;
 };
 
+constexpr int kNcclSteps = 8;  // NCCL_STEPS: buffer slots per connection
+
 struct ChannelProgress {
   int kernel = -1;
-  int channel = -1;
-  int ring_prev = -1, ring_next = -1;
-  uint64_t recv_step = 0, recv_tail = 0, send_step = 0, send_head = 0, ll_flag = 0;
-  uint64_t ll128_flag = 0;  // from BlindProgressCommands (protocol not known yet)
+  int block = -1;           // block index in the kernel
+  int base = -1;            // shared-window offset the reads took ncclShmem at
+  int channel_id = -1;      // ncclShmem.channelId: the ring channel (key across ranks)
+  int ring_prev = -1, ring_next = -1, ring_index = -1;
+  uint64_t recv_step = 0, recv_tail = 0, send_step = 0, send_head = 0;
+  uint32_t ll_flags[kNcclSteps] = {};     // first line of each LL slot
+  uint64_t ll128_flags[kNcclSteps] = {};  // first line of each LL128 slot
+  bool has_tail = false, has_ll = false, has_ll128 = false;
   bool ok = false;
   std::string error;
-  // Steps delivered to this rank by its ring predecessor.
+  // Steps delivered to this rank by its ring predecessor in the running
+  // kernel (see above); 0 when the protocol's counters were not readable.
   uint64_t Progress(NcclProto proto) const;
 };
 
 std::string KernelListScript();
 std::vector<CudaKernel> ParseCudaKernels(std::string_view info_cuda_kernels);
+// SM version (90 for sm_90) from `info cuda devices` output that follows an
+// "XPU-CUDA-DEVICES" line in `text` (as BlindProgressCommands prints it);
+// 0 when absent.
+int ParseSmVersion(std::string_view text);
+// Shared-window offset of ncclShmem for an SM version: 0x400 from sm_90 on,
+// 0 before; -1 when the version is unknown (0).
+int SharedBaseForSm(int sm);
 // `max_channels` bounds the blocks visited per kernel.
 std::string ProgressScript(const std::vector<CudaKernel>& kernels, int max_channels = 64);
 std::vector<ChannelProgress> ParseProgress(std::string_view output);
 // The same reads for kernel ids 0..max_kernels-1 and blocks
 // 0..max_channels-1 with the flags of both LL protocols, preceded by
-// `info cuda kernels` (after an "XPU-CUDA-KERNELS" line): one attach can
+// `info cuda kernels` (after an "XPU-CUDA-KERNELS" line) and `info cuda
+// devices` (after "XPU-CUDA-DEVICES"): one attach can
 // then take the native stacks, list the kernels and read the progress; the
 // reader keeps the channels of the NCCL kernels the list shows (blocks
 // beyond a kernel's grid, or kernels that do not exist, just print errors).
@@ -77,10 +99,21 @@ std::string BlindProgressCommands(int max_kernels, int max_channels);
 // failing expression does not end the run (as it would end a -x file).
 std::vector<std::string> CudaGdbCommand(int pid, const std::string& script);
 
-// Per rank, its channel progress; returns per channel the KernelProgress
-// entries (ring positions from following ring_next from the lowest rank).
+// One rank's reading of one ring channel, as the daemon ships it.
+struct RingReading {
+  int channel = -1;  // ncclShmem.channelId
+  int32_t ring_prev = -1, ring_next = -1;
+  uint64_t steps = 0;  // ChannelProgress::Progress
+};
+
+// Per rank (communicator rank), its readings; returns per channel the
+// KernelProgress entries of the ranks read. Ring order follows ring_next;
+// a member that was not read (stopped, gone, not in the kernel) keeps its
+// place from its neighbours' ring_next / ring_prev, so a partial ring still
+// gives every read rank its predecessor (KernelProgress::prev_rank) and its
+// position when the order closes.
 std::vector<KernelProgress> RingProgressFromCudaGdb(
-    const std::map<int32_t, std::vector<ChannelProgress>>& by_rank, NcclProto proto,
+    const std::map<int32_t, std::vector<RingReading>>& by_rank, const std::string& source,
     std::map<int32_t, std::vector<KernelProgress>>* out_by_rank);
 
 }  // namespace xpu::engine::hang

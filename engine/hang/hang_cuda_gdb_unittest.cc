@@ -1,4 +1,4 @@
-// engine/hang/hang_cuda_gdb_unittest.cc — the cuda-gdb script generator and
+// engine/hang/hang_cuda_gdb_unittest.cc — the cuda-gdb command generator and
 // parsers on synthetic output shaped like cuda-gdb's (no GPU here), and the
 // ring analysis on top of them.
 #include <gtest/gtest.h>
@@ -28,21 +28,40 @@ TEST(CudaGdbTest, ParsesNcclKernelsAndTheirProtocol) {
   EXPECT_TRUE(ParseCudaKernels("no kernels\n").empty());
 }
 
-TEST(CudaGdbTest, ScriptVisitsEveryChannelAndDetaches) {
+TEST(CudaGdbTest, SmVersionPicksTheSharedWindowBase) {
+  EXPECT_EQ(ParseSmVersion("XPU-CUDA-DEVICES\n*   0   18:00.0 NVIDIA H200   GH100-A   sm_90   132  64\n"
+                           "XPU-NCCL-BEGIN kernel=0 channel=0 base=0\n"),
+            90);
+  EXPECT_EQ(ParseSmVersion("XPU-CUDA-DEVICES\n*  0  07:00.0 NVIDIA A100-SXM4-80GB GA100-A sm_80 108\n"), 80);
+  EXPECT_EQ(ParseSmVersion("info cuda devices failed\n"), 0);  // no marker
+  EXPECT_EQ(ParseSmVersion("XPU-CUDA-DEVICES\nNo CUDA devices.\n"), 0);
+  EXPECT_EQ(SharedBaseForSm(90), 0x400);
+  EXPECT_EQ(SharedBaseForSm(100), 0x400);
+  EXPECT_EQ(SharedBaseForSm(80), 0);
+  EXPECT_EQ(SharedBaseForSm(0), -1);
+}
+
+TEST(CudaGdbTest, ScriptVisitsEveryChannelAtBothBasesAndDetaches) {
   std::vector<CudaKernel> k = ParseCudaKernels(kInfoKernels);
   std::string s = ProgressScript(k, 3);
   EXPECT_NE(s.find("cuda kernel 0 block (2,0,0) thread (0,0,0)"), std::string::npos);
   EXPECT_EQ(s.find("cuda kernel 0 block (3,0,0)"), std::string::npos);  // bounded by max_channels
   EXPECT_NE(s.find("cuda kernel 2 block (1,0,0) thread (0,0,0)"), std::string::npos);
-  // Raw reads at NCCL 2.28's offsets: ring.prev at 152, recvConns[0] at
-  // 552, its tail pointer at 48.
-  EXPECT_NE(s.find("set $xs = (char*)&ncclShmem"), std::string::npos);
-  EXPECT_NE(s.find("*(int*)($xs+152)"), std::string::npos);
+  // Raw reads at NCCL 2.28's offsets from the shared window: channelId at
+  // 32, channel.peers at 144, ring.prev at 152; recv[0] of the predecessor's
+  // peer entry at +304, its step at 104 and tail pointer at 48.
+  EXPECT_NE(s.find("echo XPU-NCCL-BEGIN kernel=0 channel=0 base=1024\\n"), std::string::npos);
+  EXPECT_NE(s.find("set $xs = (@shared char*)1024"), std::string::npos);
   EXPECT_NE(s.find("set $xs = (@shared char*)0"), std::string::npos);
+  EXPECT_NE(s.find("*(@shared int*)($xs+32)"), std::string::npos);
   EXPECT_NE(s.find("*(@shared int*)($xs+152)"), std::string::npos);
-  EXPECT_NE(s.find("set $xr = *(@shared unsigned long long*)($xs+552)"), std::string::npos);
+  EXPECT_NE(s.find("set $xp = *(@shared unsigned long long*)($xs+144)"), std::string::npos);
+  EXPECT_NE(s.find("set $xr = *(unsigned long long*)($xp+8*(*(@shared int*)($xs+152)))+304"), std::string::npos);
+  EXPECT_NE(s.find("*(unsigned long long*)($xr+104)"), std::string::npos);
   EXPECT_NE(s.find("**(unsigned long long**)($xr+48)"), std::string::npos);
-  EXPECT_NE(s.find("ll_flag"), std::string::npos);  // LL kernel
+  // LL flags of the 8 slots (64 KiB apart), LL128 flags (600 KiB apart).
+  EXPECT_NE(s.find("*(unsigned int*)($xl+458756)"), std::string::npos);  // 7*65536+4
+  EXPECT_NE(s.find("*(unsigned long long*)($xm+4300920)"), std::string::npos);  // 7*614400+120
   EXPECT_EQ(s.substr(s.size() - 12), "detach\nquit\n");
   EXPECT_NE(KernelListScript().find("info cuda kernels"), std::string::npos);
   std::vector<std::string> argv = CudaGdbCommand(42, "info cuda kernels\n\ndetach\n");
@@ -54,98 +73,165 @@ TEST(CudaGdbTest, ScriptVisitsEveryChannelAndDetaches) {
   EXPECT_EQ(argv.back(), "detach");
 }
 
-// What one rank's cuda-gdb run prints for a SIMPLE ring of 4 ranks whose
-// link 1 -> 2 carries nothing: rank r's recv tail on channel 0.
-std::string Output(int rank, uint64_t tail, bool broken_block) {
-  std::string o = "[Switching focus to CUDA kernel 2, grid 11, block (0,0,0), thread (0,0,0), device 0]\n";
-  o += "XPU-NCCL-BEGIN kernel=2 channel=0\n";
-  o += "XPU-NCCL kernel=2 channel=0 ring_prev=" + std::to_string((rank + 3) % 4) +
-       " ring_next=" + std::to_string((rank + 1) % 4) + "\n";
-  o += "XPU-NCCL kernel=2 channel=0 recv_step=0 recv_tail=" + std::to_string(tail) + "\n";
-  o += "XPU-NCCL kernel=2 channel=0 send_step=0 send_head=" + std::to_string(tail) + "\n";
-  o += "XPU-NCCL-END kernel=2 channel=0\n";
-  o += "XPU-NCCL-BEGIN kernel=2 channel=1\n";
-  if (broken_block) o += "Invalid coordinates. Block (1,0,0) does not exist.\n";
-  o += "XPU-NCCL-END kernel=2 channel=1\n";
-  return o;
+TEST(CudaGdbTest, BlindCommandsListKernelsAndDevices) {
+  std::string s = BlindProgressCommands(2, 3);
+  EXPECT_EQ(s.find("set cuda break_on_launch none\necho XPU-CUDA-KERNELS\\n\ninfo cuda kernels\n"
+                   "echo XPU-CUDA-DEVICES\\n\ninfo cuda devices\n"),
+            0u);
+  EXPECT_NE(s.find("cuda kernel 1 block (2,0,0) thread (0,0,0)"), std::string::npos);
+  EXPECT_EQ(s.find("cuda kernel 2 block"), std::string::npos);
+  EXPECT_NE(s.find(" ll_flags=%u,%u,%u,%u,%u,%u,%u,%u"), std::string::npos);
+  EXPECT_NE(s.find(" ll128_flags=%llu,"), std::string::npos);
+  EXPECT_EQ(s.find("detach"), std::string::npos);  // the caller detaches
 }
 
-TEST(CudaGdbTest, ParsesProgressAndLocatesTheBrokenLink) {
-  std::map<int32_t, std::vector<ChannelProgress>> by_rank;
-  const uint64_t tails[4] = {6, 7, 0, 5};  // drop into rank 2: link 1 -> 2
-  for (int r = 0; r < 4; ++r) {
-    by_rank[r] = ParseProgress(Output(r, tails[r], true));
-    ASSERT_EQ(by_rank[r].size(), 2u);
-    EXPECT_TRUE(by_rank[r][0].ok);
-    EXPECT_EQ(by_rank[r][0].recv_tail, tails[r]);
-    EXPECT_FALSE(by_rank[r][1].ok);
-    EXPECT_NE(by_rank[r][1].error.find("Invalid coordinates"), std::string::npos);
-  }
+TEST(CudaGdbTest, ProgressIsWhatThePredecessorDeliveredInThisKernel) {
+  std::vector<ChannelProgress> p = ParseProgress(
+      "XPU-NCCL-BEGIN kernel=0 channel=3 base=1024\n"
+      "XPU-NCCL kernel=0 channel=3 channel_id=7 ring_prev=1 ring_next=2 ring_index=3\n"
+      "XPU-NCCL kernel=0 channel=3 recv_step=4294967294 recv_tail=4294967299\n"
+      "XPU-NCCL kernel=0 channel=3 send_step=10 send_head=12\n"
+      "XPU-NCCL kernel=0 channel=3 ll_flags=4294967295,0,1,4294967290,4294967291,4294967292,4294967293,4294967294\n"
+      "XPU-NCCL kernel=0 channel=3 ll128_flags=4294967296,4294967297,4294967298,9,9,9,9,9\n"
+      "XPU-NCCL-END kernel=0 channel=3 base=1024\n");
+  ASSERT_EQ(p.size(), 1u);
+  const ChannelProgress& c = p[0];
+  EXPECT_TRUE(c.ok);
+  EXPECT_EQ(c.block, 3);
+  EXPECT_EQ(c.base, 1024);
+  EXPECT_EQ(c.channel_id, 7);
+  EXPECT_EQ(c.ring_index, 3);
+  EXPECT_EQ(c.Progress(NcclProto::kSimple), 5u);  // tail - step
+  // LL flags are 32-bit: flag 1 (step 0 after the wrap) is 3 past step 2^32-2.
+  EXPECT_EQ(c.Progress(NcclProto::kLL), 3u);
+  EXPECT_EQ(c.Progress(NcclProto::kLL128), 4u);  // 64-bit flags
+  // Nothing delivered yet: every flag is from before the kernel.
+  ChannelProgress idle;
+  idle.recv_step = 100;
+  idle.has_ll = idle.has_ll128 = idle.has_tail = true;
+  for (int k = 0; k < kNcclSteps; ++k) idle.ll_flags[k] = idle.ll128_flags[k] = 93 + k;
+  idle.recv_tail = 100;
+  EXPECT_EQ(idle.Progress(NcclProto::kSimple), 0u);
+  EXPECT_EQ(idle.Progress(NcclProto::kLL), 0u);
+  EXPECT_EQ(idle.Progress(NcclProto::kLL128), 0u);
+  // A block that does not exist.
+  p = ParseProgress("XPU-NCCL-BEGIN kernel=0 channel=1 base=0\nInvalid coordinates. Block (1,0,0) does not exist.\n"
+                    "XPU-NCCL-END kernel=0 channel=1 base=0\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_FALSE(p[0].ok);
+  EXPECT_NE(p[0].error.find("Invalid coordinates"), std::string::npos);
+}
+
+RankEvidence InCollective(int rank, uint32_t issued, bool pending) {
+  RankEvidence e;
+  e.rank = rank;
+  e.host = "h";
+  e.proc_state = "sleeping";
+  e.has_progress = true;
+  CommState c;
+  c.comm_id = 1;
+  c.comm_rank = rank;
+  c.comm_nranks = 4;
+  c.last_issued = issued;
+  c.last_completed = pending ? issued - 1 : issued;
+  c.pending_seq = pending ? issued : 0;
+  c.pending_kind = 16;
+  c.pending_bytes = 64;
+  e.comms.push_back(c);
+  return e;
+}
+
+// A SIMPLE ring 0->1->2->3->0 whose link 1 -> 2 carries nothing: every rank
+// in the kernel, rank r received steps[r] on channel 0.
+TEST(CudaGdbTest, WholeRingLocatesTheBrokenLink) {
+  std::map<int32_t, std::vector<RingReading>> by_rank;
+  const uint64_t steps[4] = {6, 7, 0, 5};
+  for (int r = 0; r < 4; ++r) by_rank[r].push_back({0, (r + 3) % 4, (r + 1) % 4, steps[r]});
   std::map<int32_t, std::vector<KernelProgress>> per_rank;
-  std::vector<KernelProgress> ring = RingProgressFromCudaGdb(by_rank, NcclProto::kSimple, &per_rank);
+  std::vector<KernelProgress> ring = RingProgressFromCudaGdb(by_rank, "cuda-gdb SIMPLE", &per_rank);
   ASSERT_EQ(ring.size(), 4u);
-  std::vector<uint64_t> steps;
-  for (const KernelProgress& k : ring) steps.push_back(k.step);
-  int pos = FindStalledLink(steps);
-  ASSERT_GE(pos, 0);
-  // Ring order from rank 0 following ring_next: 0,1,2,3 -> position 2 = rank 2.
-  EXPECT_EQ(pos, 2);
-  // Through the classifier: all ranks in the collective -> communication,
-  // culprits the two ends of the link.
+  EXPECT_EQ(per_rank[2][0].ring_pos, 2);
+  EXPECT_EQ(per_rank[2][0].ring_size, 4);
+  EXPECT_EQ(per_rank[2][0].prev_rank, 1);
   std::vector<RankEvidence> ranks;
   for (int r = 0; r < 4; ++r) {
-    RankEvidence e;
-    e.rank = r;
-    e.host = "h";
-    e.proc_state = "sleeping";
-    e.has_progress = true;
-    CommState c;
-    c.comm_id = 1;
-    c.last_issued = 5;
-    c.last_completed = 4;
-    c.pending_seq = 5;
-    c.pending_kind = 16;
-    c.pending_bytes = 64;
-    e.comms.push_back(c);
-    e.kernel = per_rank[r];
-    ranks.push_back(e);
+    ranks.push_back(InCollective(r, 5, true));
+    ranks.back().kernel = per_rank[r];
   }
   Verdict v = Classify(ranks);
   EXPECT_EQ(v.cls, HangClass::kCommunication);
   EXPECT_EQ(v.faulty_link, "1->2");
   EXPECT_EQ(v.culprits, std::vector<int32_t>({1, 2}));
+  EXPECT_EQ(v.ring_named, std::vector<int32_t>({1, 2}));
 }
 
-TEST(CudaGdbTest, BlindCommandsListKernelsAndReadEveryProtocolsFlag) {
-  std::string s = BlindProgressCommands(2, 3);
-  EXPECT_EQ(s.find("set cuda break_on_launch none\necho XPU-CUDA-KERNELS\\n\ninfo cuda kernels\n"), 0u);
-  EXPECT_NE(s.find("cuda kernel 1 block (2,0,0) thread (0,0,0)"), std::string::npos);
-  EXPECT_EQ(s.find("cuda kernel 2 block"), std::string::npos);
-  EXPECT_NE(s.find(" ll_flag=%u"), std::string::npos);
-  EXPECT_NE(s.find(" ll128_flag=%llu"), std::string::npos);
-  EXPECT_EQ(s.find("detach"), std::string::npos);  // the caller detaches
-  // LL128 progress comes from its own flag when the blind reads gave both.
-  std::vector<ChannelProgress> p = ParseProgress(
-      "XPU-NCCL-BEGIN kernel=0 channel=0\nXPU-NCCL kernel=0 channel=0 ring_prev=1 ring_next=1\n"
-      "XPU-NCCL kernel=0 channel=0 ll_flag=3\nXPU-NCCL kernel=0 channel=0 ll128_flag=8\n"
-      "XPU-NCCL-END kernel=0 channel=0\n");
-  ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0].Progress(NcclProto::kLL), 3u);
-  EXPECT_EQ(p[0].Progress(NcclProto::kLL128), 8u);
+// Rank 1 stopped before the collective: ranks 0, 2, 3 are in the kernel
+// (ring orders differ per channel, as NCCL builds them); rank 1 is not read.
+// The ring progress of the others must name rank 1 on its own.
+TEST(CudaGdbTest, PartialRingNamesTheMemberThatWasNotRead) {
+  std::map<int32_t, std::vector<RingReading>> by_rank;
+  // Channel 0: 0->1->2->3->0. Rank 2 (after 1) received nothing.
+  by_rank[0].push_back({0, 3, 1, 4});
+  by_rank[2].push_back({0, 1, 3, 0});
+  by_rank[3].push_back({0, 2, 0, 4});
+  // Channel 1: 0->2->1->3->0. Rank 3 (after 1) received nothing.
+  by_rank[0].push_back({1, 3, 2, 4});
+  by_rank[2].push_back({1, 0, 1, 4});
+  by_rank[3].push_back({1, 1, 0, 0});
+  std::map<int32_t, std::vector<KernelProgress>> per_rank;
+  RingProgressFromCudaGdb(by_rank, "cuda-gdb LL", &per_rank);
+  ASSERT_EQ(per_rank[3].size(), 2u);
+  EXPECT_EQ(per_rank[3][1].prev_rank, 1);
+  EXPECT_EQ(per_rank[3][1].ring_size, 4);  // the order closes through rank 1
+  std::vector<RankEvidence> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(InCollective(r, r == 1 ? 4 : 5, r != 1));
+    ranks.back().kernel = per_rank[r];
+  }
+  ranks[1].proc_state = "stopped";
+  const RingFinding f = LocateOnRings(ranks);
+  EXPECT_EQ(f.channels, 2);
+  EXPECT_EQ(f.agree, 2);
+  EXPECT_FALSE(f.from_read);
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.team, "operations");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({1}));
+  EXPECT_EQ(v.ring_named, std::vector<int32_t>({1}));
+  EXPECT_EQ(v.faulty_link, "1->2");
+  EXPECT_NE(v.reason.find("ring progress stops behind rank 1 too"), std::string::npos) << v.reason;
+  // The same with rank 1 running but never issuing the collective (stuck in
+  // Python): the missing-rank rule, corroborated by the ring.
+  ranks[1].proc_state = "sleeping";
+  v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.team, "algorithm");
+  EXPECT_EQ(v.ring_named, std::vector<int32_t>({1}));
+  // Uniform progress names nothing.
+  for (RankEvidence& r : ranks) {
+    for (KernelProgress& k : r.kernel) k.step = 4;
+  }
+  EXPECT_TRUE(LocateOnRings(ranks).link.empty());
 }
 
-TEST(CudaGdbTest, LlProtocolsUseTheFlag) {
-  ChannelProgress c;
-  c.recv_tail = 3;
-  c.ll_flag = 9;
-  EXPECT_EQ(c.Progress(NcclProto::kSimple), 3u);
-  EXPECT_EQ(c.Progress(NcclProto::kLL), 9u);
-  EXPECT_EQ(c.Progress(NcclProto::kLL128), 9u);
-  std::vector<ChannelProgress> p = ParseProgress(
-      "XPU-NCCL-BEGIN kernel=0 channel=0\nXPU-NCCL kernel=0 channel=0 ring_prev=1 ring_next=1\n"
-      "XPU-NCCL kernel=0 channel=0 ll_flag=17\nXPU-NCCL-END kernel=0 channel=0\n");
-  ASSERT_EQ(p.size(), 1u);
-  EXPECT_EQ(p[0].ll_flag, 17u);
+TEST(CudaGdbTest, ChainsThatDoNotCloseStillGivePredecessors) {
+  // Ranks 1 and 2 both unread in a ring of 5: the order cannot close, but
+  // rank 3's predecessor is known to be rank 2.
+  std::map<int32_t, std::vector<RingReading>> by_rank;
+  by_rank[0].push_back({0, 4, 1, 3});
+  by_rank[3].push_back({0, 2, 4, 0});
+  by_rank[4].push_back({0, 3, 0, 2});
+  std::map<int32_t, std::vector<KernelProgress>> per_rank;
+  RingProgressFromCudaGdb(by_rank, "cuda-gdb SIMPLE", &per_rank);
+  EXPECT_EQ(per_rank[3][0].ring_pos, -1);
+  EXPECT_EQ(per_rank[3][0].prev_rank, 2);
+  std::vector<RankEvidence> ranks;
+  for (int r : {0, 3, 4}) {
+    ranks.push_back(InCollective(r, 5, true));
+    ranks.back().kernel = per_rank[r];
+  }
+  const RingFinding f = LocateOnRings(ranks);
+  EXPECT_EQ(f.link, "2->3");
 }
 
 }  // namespace

@@ -298,8 +298,8 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
   std::vector<RankEvidence> ranks;
   // cuda-gdb channel readings per protocol, keyed by comm rank; ordered
   // along the ring once every rank is in (AddCudaGdbRings below).
-  std::map<NcclProto, std::map<int32_t, std::vector<ChannelProgress>>> cuda_gdb;
-  std::map<int32_t, size_t> rank_of_comm_rank;
+  // source ("cuda-gdb SIMPLE") -> comm rank -> readings
+  std::map<std::string, std::map<int32_t, std::vector<RingReading>>> cuda_gdb;
   for (const ProcessSnapshot& s : procs) {
     RankEvidence r;
     r.rank = s.rank;
@@ -325,20 +325,12 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
         if (absl::StartsWith(k.source(), "cuda-gdb")) {
           sum.kernel += absl::StrCat(sum.kernel.empty() ? "" : "; ", k.source(), " ", k.channel(), " (#",
                                      k.arrived_seq(), "): ", k.detail());
-          const NcclProto proto = absl::EndsWith(k.source(), "LL128") ? NcclProto::kLL128
-                                  : absl::EndsWith(k.source(), "LL")  ? NcclProto::kLL
-                                  : absl::EndsWith(k.source(), "SIMPLE") ? NcclProto::kSimple
-                                                                          : NcclProto::kUnknown;
-          ChannelProgress c;
+          RingReading c;
           c.channel = atoi(k.channel().c_str() + (absl::StartsWith(k.channel(), "ch") ? 2 : 0));
           c.ring_prev = k.ring_prev();
           c.ring_next = k.ring_next();
-          c.recv_tail = c.ll_flag = k.step();
-          c.ok = k.ring_next() >= 0 && k.comm_rank() >= 0;
-          if (c.ok) {
-            cuda_gdb[proto][k.comm_rank()].push_back(c);
-            rank_of_comm_rank[k.comm_rank()] = ranks.size();
-          }
+          c.steps = k.step();
+          if (k.ring_next() >= 0 && k.comm_rank() >= 0) cuda_gdb[k.source()][k.comm_rank()].push_back(c);
           continue;
         }
         KernelProgress kp;
@@ -390,13 +382,38 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
   }
   // Ring positions from the neighbours cuda-gdb read; progress along the
   // ring then locates a stalled link like the test runtime's counters do.
-  for (const auto& [proto, by_comm_rank] : cuda_gdb) {
-    std::map<int32_t, std::vector<KernelProgress>> placed;
-    RingProgressFromCudaGdb(by_comm_rank, proto, &placed);
-    for (auto& [comm_rank, list] : placed) {
-      auto it = rank_of_comm_rank.find(comm_rank);
-      if (it == rank_of_comm_rank.end()) continue;
-      for (KernelProgress& k : list) ranks[it->second].kernel.push_back(std::move(k));
+  // cuda-gdb speaks communicator ranks (the daemon reads the communicator
+  // with the oldest outstanding collective): map them to job ranks through
+  // the hook's per-communicator state, which every member has, also one that
+  // never entered the kernel.
+  if (!cuda_gdb.empty()) {
+    std::map<uint64_t, std::map<int32_t, size_t>> members;  // comm -> comm rank -> index in ranks
+    uint64_t stuck = 0, oldest = 0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      for (const CommState& c : ranks[i].comms) {
+        if (c.comm_rank >= 0) members[c.comm_id][c.comm_rank] = i;
+        if (c.pending_seq != 0 && (stuck == 0 || c.pending_since_ns < oldest)) {
+          stuck = c.comm_id;
+          oldest = c.pending_since_ns;
+        }
+      }
+    }
+    const std::map<int32_t, size_t>& index_of = members[stuck];
+    auto global = [&](int32_t comm_rank) {
+      auto it = index_of.find(comm_rank);
+      return it == index_of.end() ? -1 : ranks[it->second].rank;
+    };
+    for (const auto& [source, by_comm_rank] : cuda_gdb) {
+      std::map<int32_t, std::vector<KernelProgress>> placed;
+      RingProgressFromCudaGdb(by_comm_rank, source, &placed);
+      for (auto& [comm_rank, list] : placed) {
+        auto it = index_of.find(comm_rank);
+        if (it == index_of.end()) continue;
+        for (KernelProgress& k : list) {
+          k.prev_rank = global(k.prev_rank);
+          ranks[it->second].kernel.push_back(std::move(k));
+        }
+      }
     }
   }
   std::sort(report.ranks.begin(), report.ranks.end(),

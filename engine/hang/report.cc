@@ -57,6 +57,7 @@ std::string HangReport::Json() const {
   o += ",\"reason\":" + JsonString(verdict.reason);
   o += ",\"details\":" + StrList(verdict.details);
   o += ",\"faulty_link\":" + JsonString(verdict.faulty_link);
+  o += ",\"ring_named\":" + IntList(verdict.ring_named);
   o += ",\"comm_id\":" + std::to_string(verdict.comm_id);
   o += ",\"stuck_seq\":" + std::to_string(verdict.stuck_seq);
   o += ",\"trigger\":" + JsonString(trigger);
@@ -96,7 +97,10 @@ std::string HangReport::Text() const {
     }
     o += "\n  team:           " + (verdict.team.empty() ? std::string("none (not a fault)") : verdict.team) + "\n";
     o += "  reason:         " + verdict.reason + "\n";
-    if (!verdict.faulty_link.empty()) o += "  faulty link:    " + verdict.faulty_link + "\n";
+    if (!verdict.faulty_link.empty()) {
+      o += "  faulty link:    " + verdict.faulty_link + " (intra-kernel ring progress names rank(s) " +
+           CompressRanks(verdict.ring_named) + ")\n";
+    }
     o += "  trigger:        " + trigger + "\n";
     char buf[160];
     snprintf(buf, sizeof(buf), "  timing:         stall -> diagnosis %.1f s (evidence %llu ms, %u/%u daemons)\n",

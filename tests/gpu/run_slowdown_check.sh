@@ -10,6 +10,8 @@
 #   loader    rank 1's DataLoader is slow ($LOADER_MS ms more per batch)
 #   ffn8484   FFN width 8484 (not a multiple of 64): un-optimized GEMM shape
 # For each: `xpu diagnose --job J --json` after the run, and the report.
+# DUMP (default "healthy"): the scenarios whose timeline is dumped and
+# validated after the run (DUMP_OPS ops, default 200000).
 # First (CALIBRATE=1, default) `xpu calibrate` stores this node's GEMM peaks
 # and busbw in the engine.
 set -u
@@ -70,15 +72,17 @@ PYEOF
   # Profiling window (CUPTI) the throughput detector may have started.
   $X profile --job "$J" --last --json > "$RES/profile_$scen.json" 2>&1 && \
     echo "  profiling window: $(head -c 300 "$RES/profile_$scen.json")"
-  if [ "$scen" = healthy ] && [ "${DUMP_HEALTHY:-1}" = 1 ]; then
-    # The healthy run's timeline (its daemon still holds it), checked with
-    # the independent decoder; the files go to $RES for offline checks.
-    $X timeline dump --job "$J" --last 200000 --out "$RES/healthy-tl" --format both > "$RES/healthy-dump.txt" 2>&1
-    "$BUNDLE/bin/xpu-trace-validate" --perfetto "$RES/healthy-tl/trace.perfetto-trace" > "$RES/healthy-validate.txt" 2>&1
-    echo "  timeline dump: perfetto valid rc $?; $(tail -1 "$RES/healthy-validate.txt")"
-    "$BUNDLE/bin/xpu-trace-validate" --json "$RES/healthy-tl/trace.json" >> "$RES/healthy-validate.txt" 2>&1
-    echo "  chrome json valid rc $?; $(tail -1 "$RES/healthy-validate.txt")"
-    rm -rf "$RES/healthy-tl/raw"
+  if [[ " ${DUMP:-healthy} " == *" $scen "* ]]; then
+    # The run's timeline (its daemon still holds it; the last $DUMP_OPS
+    # ops), checked with the independent decoder; the files go to $RES for
+    # offline checks.
+    $X timeline dump --job "$J" --last "${DUMP_OPS:-200000}" --out "$RES/$scen-tl" --format both \
+      > "$RES/$scen-dump.txt" 2>&1
+    "$BUNDLE/bin/xpu-trace-validate" --perfetto "$RES/$scen-tl/trace.perfetto-trace" > "$RES/$scen-validate.txt" 2>&1
+    echo "  timeline dump: perfetto valid rc $?; $(tail -1 "$RES/$scen-validate.txt")"
+    "$BUNDLE/bin/xpu-trace-validate" --json "$RES/$scen-tl/trace.json" >> "$RES/$scen-validate.txt" 2>&1
+    echo "  chrome json valid rc $?; $(tail -1 "$RES/$scen-validate.txt")"
+    rm -rf "$RES/$scen-tl/raw"
   fi
 done
 kill $EPID 2>/dev/null
