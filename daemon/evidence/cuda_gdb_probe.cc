@@ -13,13 +13,6 @@ namespace hang = ::xpu::engine::hang;
 
 constexpr int kMaxNcclChannels = 64;  // MAXCHANNELS in NCCL 2.28
 
-// Kernel id -> protocol, from the kernel list.
-std::map<int, hang::NcclProto> Protocols(const std::vector<hang::CudaKernel>& kernels) {
-  std::map<int, hang::NcclProto> out;
-  for (const hang::CudaKernel& k : kernels) out[k.id] = k.proto;
-  return out;
-}
-
 }  // namespace
 
 bool FindPendingCollective(const xpu::v1::HangProgress& progress, PendingCollective* out) {
@@ -42,7 +35,6 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
                                                              std::string_view progress_output,
                                                              const PendingCollective& pending) {
   const std::vector<hang::CudaKernel> kernels = hang::ParseCudaKernels(kernel_list);
-  const std::map<int, hang::NcclProto> proto = Protocols(kernels);
   std::map<int, std::string> names;
   std::map<int, int> grid;
   for (const hang::CudaKernel& k : kernels) {
@@ -85,9 +77,10 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
   std::vector<xpu::v1::IntraKernelProgress> out;
   for (const auto& key : order) {
     const hang::ChannelProgress& c = best.at(key);
-    const auto p = proto.at(c.kernel);
     xpu::v1::IntraKernelProgress k;
-    k.set_source(absl::StrCat("cuda-gdb ", hang::NcclProtoName(p)));
+    // One source for every channel: the protocol is read from the counters
+    // per channel (the kernel name gives the specialization only).
+    k.set_source("cuda-gdb");
     // The ring channel (same id on every rank), else the block.
     k.set_channel(absl::StrCat("ch", c.ok ? c.channel_id : c.block));
     k.set_comm_rank(pending.comm_rank);
@@ -96,21 +89,22 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
     k.set_completed_seq(pending.completed_seq);
     k.set_ring_prev(c.ok ? c.ring_prev : -1);
     k.set_ring_next(c.ok ? c.ring_next : -1);
-    k.set_step(c.ok ? c.Progress(p) : 0);
+    hang::NcclProto moved = hang::NcclProto::kUnknown;
+    k.set_step(c.ok ? c.Delivered(&moved) : 0);
+    k.set_sent(c.ok ? c.Consumed() : 0);
     if (c.ok) {
-      std::string flags;
-      if (p == hang::NcclProto::kLL || p == hang::NcclProto::kLL128) {
-        flags = ", slot flags";
-        for (int s = 0; s < hang::kNcclSteps; ++s) {
-          absl::StrAppend(&flags, s ? "," : " ",
-                          p == hang::NcclProto::kLL ? uint64_t{c.ll_flags[s]} : c.ll128_flags[s]);
-        }
+      std::string ll, ll128;
+      for (int s = 0; s < hang::kNcclSteps; ++s) {
+        absl::StrAppend(&ll, s ? "," : "", c.ll_flags[s]);
+        absl::StrAppend(&ll128, s ? "," : "", c.ll128_flags[s]);
       }
-      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.block, " channel ", c.channel_id, " (ncclShmem at ",
-                                c.base, "): ring ", c.ring_prev, "->self->", c.ring_next, ", received ",
-                                c.Progress(p), " step(s) in this kernel; recv step ", c.recv_step, " tail ",
-                                c.recv_tail, ", send step ", c.send_step, " head ", c.send_head, flags,
-                                c.error.empty() ? "" : absl::StrCat(" (cuda-gdb also said: ", c.error, ")")));
+      k.set_detail(absl::StrCat(
+          names[c.kernel], " block ", c.block, " channel ", c.channel_id, " (ncclShmem at ", c.base, "): ring ",
+          c.ring_prev, "->self->", c.ring_next, ", received ", k.step(), " step(s) in this kernel",
+          moved == hang::NcclProto::kUnknown ? "" : absl::StrCat(" (", hang::NcclProtoName(moved), " counters)"),
+          ", successor consumed ", k.sent(), "; recv step ", c.recv_step, " tail ", c.recv_tail, ", send step ",
+          c.send_step, " head ", c.send_head, ", LL slot flags ", ll, ", LL128 slot flags ", ll128,
+          c.error.empty() ? "" : absl::StrCat(" (cuda-gdb also said: ", c.error, ")")));
     } else {
       k.set_detail(absl::StrCat(names[c.kernel], " block ", c.block, ": not readable: ",
                                 c.error.empty() ? "no output" : c.error));

@@ -8,9 +8,10 @@
 // blocks the NCCL shared state read at both possible places of ncclShmem.
 // ChannelsToProgress keeps the blocks of the NCCL kernels the list shows,
 // the readings at the place the device's SM version implies, and turns each
-// channel into an IntraKernelProgress (source "cuda-gdb <PROTO>" from the
-// kernel name, channel "ch<ncclShmem.channelId>", ring_prev/ring_next,
-// step = steps the ring predecessor delivered in the running kernel). A
+// channel into an IntraKernelProgress (source "cuda-gdb", channel
+// "ch<ncclShmem.channelId>", ring_prev/ring_next, step = steps the ring
+// predecessor delivered in the running kernel by whichever protocol's
+// counters moved, sent = steps the successor consumed). A
 // channel whose expressions failed or gave an implausible ring carries the
 // reason in `detail`, so the report says what could and could not be read.
 // The engine orders the ring from ring_next and compares progress along it.

@@ -167,9 +167,11 @@ TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
   pc.completed_seq = 39;
   std::vector<xpu::v1::IntraKernelProgress> out = ChannelsToProgress(list, progress, pc);
   ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].source(), "cuda-gdb LL");
+  EXPECT_EQ(out[0].source(), "cuda-gdb");
   EXPECT_EQ(out[0].channel(), "ch0");
   EXPECT_EQ(out[0].step(), 3u);  // LL: highest slot flag - recv step
+  EXPECT_EQ(out[0].sent(), 0u);  // head 0 < send step 26: nothing consumed
+  EXPECT_NE(out[0].detail().find("received 3 step(s) in this kernel (LL counters)"), std::string::npos);
   EXPECT_EQ(out[0].ring_prev(), 3);
   EXPECT_EQ(out[0].ring_next(), 1);
   EXPECT_EQ(out[0].arrived_seq(), 40u);

@@ -125,65 +125,88 @@ int FindStalledLink(const std::vector<uint64_t>& p) {
 
 RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks) {
   struct Entry {
-    int32_t rank = -1, prev = -1, pos = -1, size = 0;
-    uint64_t step = 0;
+    int32_t rank = -1, prev = -1, next = -1, pos = -1, size = 0;
+    uint64_t step = 0, sent = 0;
   };
   std::map<std::string, std::vector<Entry>> rings;
   for (const RankEvidence& r : ranks) {
     for (const KernelProgress& k : r.kernel) {
       if (k.completed_seq >= k.seq) continue;  // not inside a kernel
-      rings[k.channel].push_back({r.rank, k.prev_rank, k.ring_pos, k.ring_size, k.step});
+      rings[k.channel].push_back({r.rank, k.prev_rank, k.next_rank, k.ring_pos, k.ring_size, k.step, k.sent});
     }
   }
   RingFinding f;
-  // (sender, receiver or -1 when the sender was not read) -> channels
+  // (named rank, other end or -1 when the named rank was not read) -> channels
   std::map<std::pair<int32_t, int32_t>, int> votes;
   std::map<std::pair<int32_t, int32_t>, std::set<std::string>> links;
   for (auto& [channel, es] : rings) {
-    // Predecessors by position where the source gives positions only.
+    // Neighbours by position where the source gives positions only.
     std::map<int32_t, int32_t> rank_at;
     for (const Entry& e : es) rank_at[e.pos] = e.rank;
     for (Entry& e : es) {
-      if (e.prev < 0 && e.pos >= 0 && e.size > 1) {
-        auto it = rank_at.find((e.pos - 1 + e.size) % e.size);
-        if (it != rank_at.end()) e.prev = it->second;
-      }
+      if (e.pos < 0 || e.size <= 1) continue;
+      auto prev = rank_at.find((e.pos - 1 + e.size) % e.size), next = rank_at.find((e.pos + 1) % e.size);
+      if (e.prev < 0 && prev != rank_at.end()) e.prev = prev->second;
+      if (e.next < 0 && next != rank_at.end()) e.next = next->second;
     }
     if (es.size() < 2) continue;
     ++f.channels;
-    std::map<int32_t, uint64_t> step_of;
-    uint64_t lo = es[0].step, hi = es[0].step;
-    for (const Entry& e : es) {
-      step_of[e.rank] = e.step;
-      lo = std::min(lo, e.step);
-      hi = std::max(hi, e.step);
-    }
-    std::string line = "ring " + channel.substr(0, 16) + " steps received in the kernel:";
+    std::map<int32_t, const Entry*> of;
+    for (const Entry& e : es) of[e.rank] = &e;
+    std::string line = "ring " + channel.substr(0, 16) + " steps received/sent in the kernel:";
     std::set<int32_t> unread;
     for (const Entry& e : es) {
-      line += " " + std::to_string(e.rank) + "=" + std::to_string(e.step);
-      if (e.prev >= 0 && !step_of.count(e.prev)) unread.insert(e.prev);
+      line += " " + std::to_string(e.rank) + "=" + std::to_string(e.step) + "/" + std::to_string(e.sent);
+      for (int32_t n : {e.prev, e.next}) {
+        if (n >= 0 && !of.count(n)) unread.insert(n);
+      }
     }
     if (!unread.empty()) line += " (not read: " + Ranks({unread.begin(), unread.end()}) + ")";
     if (f.lines.size() < 4) f.lines.push_back(line);
-    if (lo == hi) continue;  // uniform: no link stands out
-    const Entry* best = nullptr;
-    for (const Entry& e : es) {
-      if (e.step != lo || e.prev < 0) continue;
-      auto better = [&](const Entry& a, const Entry& b) {  // is a a better pick than b
-        const bool ua = !step_of.count(a.prev), ub = !step_of.count(b.prev);
-        if (ua != ub) return ua;
-        return !ua && step_of[a.prev] > step_of[b.prev];
-      };
-      if (best == nullptr || better(e, *best)) best = &e;
+    // Receive side: the rank that received least sits behind the stall;
+    // among equals, one whose predecessor was not read, else the largest
+    // drop. Send side, when receiving is uniform (e.g. flags not readable
+    // for the protocol): the rank whose successor consumed least sits
+    // before it.
+    auto pick = [&](uint64_t Entry::*metric, int32_t Entry::*other) -> const Entry* {
+      uint64_t lo = es[0].*metric, hi = es[0].*metric;
+      for (const Entry& e : es) {
+        lo = std::min(lo, e.*metric);
+        hi = std::max(hi, e.*metric);
+      }
+      if (lo == hi) return nullptr;  // uniform: no link stands out
+      const Entry* best = nullptr;
+      for (const Entry& e : es) {
+        if (e.*metric != lo || e.*other < 0) continue;
+        if (best == nullptr) {
+          best = &e;
+          continue;
+        }
+        const bool ue = !of.count(e.*other), ub = !of.count(best->*other);
+        if (ue != ub ? ue : (!ue && of[e.*other]->*metric > of[best->*other]->*metric)) best = &e;
+      }
+      return best;
+    };
+    int32_t from = -1, to = -1;
+    if (const Entry* e = pick(&Entry::step, &Entry::prev)) {
+      from = e->prev;
+      to = e->rank;
+    } else if (const Entry* s = pick(&Entry::sent, &Entry::next)) {
+      from = s->rank;
+      to = s->next;
+    } else {
+      continue;
     }
-    if (best == nullptr) continue;
-    // A sender that was not read is named alone, whichever successor
-    // noticed (rings differ per channel); a read sender with its link.
-    const bool sender_read = step_of.count(best->prev) > 0;
-    const std::pair<int32_t, int32_t> key{best->prev, sender_read ? best->rank : -1};
+    // An end that was not read is named alone, whichever neighbour noticed
+    // (rings differ per channel); else the link.
+    std::pair<int32_t, int32_t> key{from, to};
+    if (!of.count(from)) {
+      key = {from, -1};
+    } else if (!of.count(to)) {
+      key = {to, -1};
+    }
     ++votes[key];
-    links[key].insert(std::to_string(best->prev) + "->" + std::to_string(best->rank));
+    links[key].insert(std::to_string(from) + "->" + std::to_string(to));
   }
   int top = 0;
   std::pair<int32_t, int32_t> winner{-1, -1};
@@ -194,13 +217,13 @@ RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks) {
     }
   }
   if (top > 0) {
-    f.from = winner.first;
-    f.from_read = winner.second >= 0;
     const std::set<std::string>& l = links[winner];
     f.link = *l.begin();
-    f.to = atoi(f.link.c_str() + f.link.find('>') + 1);
     for (const std::string& x : l) f.links += (f.links.empty() ? "" : ", ") + x;
     f.agree = top;
+    f.from_read = winner.second >= 0;
+    f.from = winner.first;
+    f.to = f.from_read ? winner.second : -1;
   }
   return f;
 }
@@ -222,13 +245,14 @@ void CorroborateFromRings(const std::vector<RankEvidence>& ranks, const std::vec
   v->faulty_link = f.link;
   v->ring_named = f.from_read ? std::vector<int32_t>{f.from, f.to} : std::vector<int32_t>{f.from};
   const bool agrees = std::find(culprits.begin(), culprits.end(), f.from) != culprits.end();
-  v->details.push_back("intra-kernel ring progress stops behind rank " + std::to_string(f.from) +
-                       (f.from_read ? "" : " (not in the kernel)") + " on " + std::to_string(f.agree) + " of " +
-                       std::to_string(f.channels) + " channel(s): link(s) " + f.links);
-  v->reason += agrees ? "; the other ranks' intra-kernel ring progress stops behind rank " + std::to_string(f.from) +
-                            " too (link " + f.link + ", " + std::to_string(f.agree) + "/" +
-                            std::to_string(f.channels) + " channels)"
-                      : "; intra-kernel ring progress stops on link " + f.link + " instead";
+  v->details.push_back("intra-kernel ring progress stops at " +
+                       (f.from_read ? "link " + f.link : "rank " + std::to_string(f.from) + " (not in the kernel)") +
+                       " on " + std::to_string(f.agree) + " of " + std::to_string(f.channels) +
+                       " channel(s): link(s) " + f.links);
+  v->reason += agrees ? "; the other ranks' intra-kernel ring progress stops at rank " + std::to_string(f.from) +
+                            " too (" + std::to_string(f.agree) + "/" + std::to_string(f.channels) +
+                            " channels, link(s) " + f.links + ")"
+                      : "; intra-kernel ring progress stops at link(s) " + f.links + " instead";
 }
 
 }  // namespace

@@ -63,9 +63,11 @@ struct KernelProgress {
   int32_t ring_pos = -1;   // position in the ring (comm rank for a plain ring)
   int32_t ring_size = 0;
   int32_t prev_rank = -1;  // rank of the ring predecessor; -1: the one at ring_pos - 1
+  int32_t next_rank = -1;  // rank of the ring successor (-1 unknown)
   uint64_t seq = 0;        // collective the counters belong to
   uint64_t completed_seq = 0;
-  uint64_t step = 0;
+  uint64_t step = 0;       // received from the predecessor
+  uint64_t sent = 0;       // consumed by the successor (cuda-gdb; 0 unknown)
   uint64_t steps_total = 0;
   std::string source;
 };
@@ -107,16 +109,17 @@ struct Verdict {
 
 // Where intra-kernel progress stops, over every ring channel the ranks'
 // KernelProgress covers. Per channel: the read rank that received least in
-// the running kernel is right behind the stall; the link is its predecessor
-// -> it (among equals, one whose predecessor was not read, else the largest
-// drop). Channels vote for the sender when it was not read (each channel's
-// ring gives it another successor), else for the link; `link` is empty when
-// no channel singles one out.
+// the running kernel is right behind the stall, and the link is its
+// predecessor -> it (among equals, one whose predecessor was not read, else
+// the largest drop); when receiving is uniform, the rank whose successor
+// consumed least (`sent`) is right before it. Channels vote for an end that
+// was not read (each channel's ring gives it other neighbours), else for
+// the link; `link` is empty when no channel singles one out.
 struct RingFinding {
   std::string link;        // one link of the winner, "a->b"
-  std::string links;       // all its links, "1->2, 1->3"
-  int32_t from = -1, to = -1;
-  bool from_read = false;  // the sender's own progress was read
+  std::string links;       // all its links, "1->2, 0->1"
+  int32_t from = -1, to = -1;  // the named rank alone (to -1), or the link's ends
+  bool from_read = false;  // a link between two read ranks
   int channels = 0;        // channels with >= 2 ranks read
   int agree = 0;           // of them, naming `link`
   std::vector<std::string> lines;

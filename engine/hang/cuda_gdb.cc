@@ -86,6 +86,20 @@ uint64_t ChannelProgress::Progress(NcclProto proto) const {
   }
 }
 
+uint64_t ChannelProgress::Delivered(NcclProto* proto_out) const {
+  NcclProto best = NcclProto::kUnknown;
+  uint64_t most = 0;
+  for (NcclProto p : {NcclProto::kSimple, NcclProto::kLL, NcclProto::kLL128}) {
+    const uint64_t d = Progress(p);
+    if (d > most) {
+      most = d;
+      best = p;
+    }
+  }
+  if (proto_out != nullptr) *proto_out = best;
+  return most;
+}
+
 std::string KernelListScript() {
   return "set pagination off\n"
          "set confirm off\n"
@@ -372,6 +386,8 @@ std::vector<KernelProgress> RingProgressFromCudaGdb(
       k.seq = 1;  // inside the kernel
       k.completed_seq = 0;
       k.step = c->steps;
+      k.sent = c->sent;
+      k.next_rank = c->ring_next;
       k.source = source;
       all.push_back(k);
       if (out_by_rank != nullptr) (*out_by_rank)[rank].push_back(k);

@@ -53,6 +53,10 @@ struct CudaKernel {
   int device = -1;
   int grid_x = 0;     // blocks = channels
   std::string name;
+  // From the name. NCCL 2.28 specializes one entry kernel per collective,
+  // type and algorithm (..._RING_LL) and runs every protocol through it, so
+  // this is the specialization, not necessarily the protocol in use
+  // (ChannelProgress::Delivered tells that from the counters).
   NcclProto proto = NcclProto::kUnknown;
 };
 
@@ -73,6 +77,14 @@ struct ChannelProgress {
   // Steps delivered to this rank by its ring predecessor in the running
   // kernel (see above); 0 when the protocol's counters were not readable.
   uint64_t Progress(NcclProto proto) const;
+  // The same whatever the protocol: the largest of the three. Counters of a
+  // protocol the kernel does not use are stale (at most the step count at
+  // the kernel's start) and give 0. `proto_out` (optional) gets the
+  // protocol whose counters moved (kUnknown when none did).
+  uint64_t Delivered(NcclProto* proto_out = nullptr) const;
+  // Steps the ring successor consumed from this rank in the running kernel
+  // (*head - send step; every protocol returns credits through head).
+  uint64_t Consumed() const { return send_head > send_step ? send_head - send_step : 0; }
 };
 
 std::string KernelListScript();
@@ -103,7 +115,8 @@ std::vector<std::string> CudaGdbCommand(int pid, const std::string& script);
 struct RingReading {
   int channel = -1;  // ncclShmem.channelId
   int32_t ring_prev = -1, ring_next = -1;
-  uint64_t steps = 0;  // ChannelProgress::Progress
+  uint64_t steps = 0;  // ChannelProgress::Delivered
+  uint64_t sent = 0;   // ChannelProgress::Consumed
 };
 
 // Per rank (communicator rank), its readings; returns per channel the

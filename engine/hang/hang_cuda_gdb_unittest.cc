@@ -122,6 +122,72 @@ TEST(CudaGdbTest, ProgressIsWhatThePredecessorDeliveredInThisKernel) {
   EXPECT_NE(p[0].error.find("Invalid coordinates"), std::string::npos);
 }
 
+// Counters as cuda-gdb read them on 4 H200s (NCCL 2.28.9, PyTorch's DDP
+// all-reduce in ncclDevKernel_AllReduce_Sum_bf16_RING_LL, rank 1 stopped
+// with SIGSTOP, channel 0, ring 0->1->2->3->0), per read rank:
+// {recv step, recv tail, send step, send head, LL flags}.
+struct Recorded {
+  int rank, prev, next;
+  uint64_t recv_step, tail, send_step, head;
+  std::vector<uint32_t> ll;
+};
+
+std::map<int32_t, std::vector<RingReading>> FromRecorded(const std::vector<Recorded>& rec, NcclProto* moved) {
+  std::map<int32_t, std::vector<RingReading>> out;
+  for (const Recorded& r : rec) {
+    ChannelProgress c;
+    c.recv_step = r.recv_step;
+    c.recv_tail = r.tail;
+    c.has_tail = true;
+    c.send_step = r.send_step;
+    c.send_head = r.head;
+    c.has_ll = c.has_ll128 = true;
+    for (size_t k = 0; k < r.ll.size(); ++k) c.ll_flags[k] = r.ll[k];
+    NcclProto p = NcclProto::kUnknown;
+    out[r.rank].push_back({0, r.prev, r.next, c.Delivered(&p), c.Consumed()});
+    if (p != NcclProto::kUnknown) *moved = p;
+  }
+  return out;
+}
+
+Verdict ClassifyStopped(const std::map<int32_t, std::vector<RingReading>>& by_rank, int stopped);
+
+TEST(CudaGdbTest, RecordedH200ReadingsNameTheStoppedRankForEveryProtocol) {
+  const std::vector<uint32_t> zeros(8, 0);
+  NcclProto moved = NcclProto::kUnknown;
+  // NCCL_PROTO=Simple: the tail moved (0 got 8 steps, 3 got 4, 2 none).
+  auto simple = FromRecorded({{0, 3, 1, 40716, 40724, 40812, 40812, zeros},
+                              {2, 1, 3, 40812, 40812, 40812, 40816, zeros},
+                              {3, 2, 0, 40812, 40816, 40716, 40720, zeros}},
+                             &moved);
+  EXPECT_EQ(moved, NcclProto::kSimple);
+  Verdict v = ClassifyStopped(simple, 1);
+  EXPECT_EQ(v.ring_named, std::vector<int32_t>({1}));
+  EXPECT_EQ(v.faulty_link, "1->2");
+  // NCCL_PROTO=LL: the slot flags moved (0 got 2, 3 got 1, 2 none).
+  moved = NcclProto::kUnknown;
+  auto ll = FromRecorded(
+      {{0, 3, 1, 121749, 0, 123117, 123117, {121745, 121746, 121747, 121748, 121749, 121750, 121751, 121744}},
+       {2, 1, 3, 123117, 0, 123117, 123118, {123113, 123114, 123115, 123116, 123117, 123110, 123111, 123112}},
+       {3, 2, 0, 123117, 0, 121749, 121751, {123113, 123114, 123115, 123116, 123117, 123118, 123111, 123112}}},
+      &moved);
+  EXPECT_EQ(moved, NcclProto::kLL);
+  EXPECT_EQ(ll[0][0].steps, 2u);
+  v = ClassifyStopped(ll, 1);
+  EXPECT_EQ(v.ring_named, std::vector<int32_t>({1}));
+  // NCCL_PROTO=LL128: nothing readable moved on the receive side, but the
+  // credits did: 0's successor (the stopped 1) consumed nothing.
+  moved = NcclProto::kUnknown;
+  auto ll128 = FromRecorded({{0, 3, 1, 12183, 0, 12266, 12266, zeros},
+                             {2, 1, 3, 12266, 0, 12266, 12267, zeros},
+                             {3, 2, 0, 12266, 0, 12183, 12185, zeros}},
+                            &moved);
+  EXPECT_EQ(moved, NcclProto::kUnknown);
+  v = ClassifyStopped(ll128, 1);
+  EXPECT_EQ(v.ring_named, std::vector<int32_t>({1}));
+  EXPECT_EQ(v.faulty_link, "0->1");
+}
+
 RankEvidence InCollective(int rank, uint32_t issued, bool pending) {
   RankEvidence e;
   e.rank = rank;
@@ -199,7 +265,7 @@ TEST(CudaGdbTest, PartialRingNamesTheMemberThatWasNotRead) {
   EXPECT_EQ(v.culprits, std::vector<int32_t>({1}));
   EXPECT_EQ(v.ring_named, std::vector<int32_t>({1}));
   EXPECT_EQ(v.faulty_link, "1->2");
-  EXPECT_NE(v.reason.find("ring progress stops behind rank 1 too"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("ring progress stops at rank 1 too"), std::string::npos) << v.reason;
   // The same with rank 1 running but never issuing the collective (stuck in
   // Python): the missing-rank rule, corroborated by the ring.
   ranks[1].proc_state = "sleeping";
@@ -232,6 +298,21 @@ TEST(CudaGdbTest, ChainsThatDoNotCloseStillGivePredecessors) {
   }
   const RingFinding f = LocateOnRings(ranks);
   EXPECT_EQ(f.link, "2->3");
+}
+
+Verdict ClassifyStopped(const std::map<int32_t, std::vector<RingReading>>& by_rank, int stopped) {
+  std::map<int32_t, std::vector<KernelProgress>> per_rank;
+  RingProgressFromCudaGdb(by_rank, "cuda-gdb", &per_rank);
+  std::vector<RankEvidence> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(InCollective(r, r == stopped ? 4 : 5, r != stopped));
+    ranks.back().kernel = per_rank[r];
+  }
+  ranks[static_cast<size_t>(stopped)].proc_state = "stopped";
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({stopped}));
+  return v;
 }
 
 }  // namespace

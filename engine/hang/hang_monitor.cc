@@ -298,7 +298,7 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
   std::vector<RankEvidence> ranks;
   // cuda-gdb channel readings per protocol, keyed by comm rank; ordered
   // along the ring once every rank is in (AddCudaGdbRings below).
-  // source ("cuda-gdb SIMPLE") -> comm rank -> readings
+  // source ("cuda-gdb") -> comm rank -> readings
   std::map<std::string, std::map<int32_t, std::vector<RingReading>>> cuda_gdb;
   for (const ProcessSnapshot& s : procs) {
     RankEvidence r;
@@ -330,6 +330,7 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
           c.ring_prev = k.ring_prev();
           c.ring_next = k.ring_next();
           c.steps = k.step();
+          c.sent = k.sent();
           if (k.ring_next() >= 0 && k.comm_rank() >= 0) cuda_gdb[k.source()][k.comm_rank()].push_back(c);
           continue;
         }

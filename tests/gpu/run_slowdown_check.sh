@@ -9,6 +9,10 @@
 #   gc        rank 1 makes cyclic garbage and runs gc.collect() every step
 #   loader    rank 1's DataLoader is slow ($LOADER_MS ms more per batch)
 #   ffn8484   FFN width 8484 (not a multiple of 64): un-optimized GEMM shape
+#   healthy_launch, sync_launch
+#             the same two on the launch-bound shape (--shape launch, job
+#             name gpt-bench-launch: the second has the first's history),
+#             where a synchronization per block costs time
 # For each: `xpu diagnose --job J --json` after the run, and the report.
 # DUMP (default "healthy"): the scenarios whose timeline is dumped and
 # validated after the run (DUMP_OPS ops, default 200000).
@@ -34,9 +38,11 @@ if [ "${CALIBRATE:-1}" = 1 ]; then
   echo "=== calibrate (rc $?, $(( $(date +%s) - t )) s)"; tail -25 "$RES/calibrate.txt"
 fi
 STEPS=${STEPS:-400}
-for scen in ${SCENARIOS:-healthy hog sync gc loader ffn8484}; do
-  args=(); hog=""
+for scen in ${SCENARIOS:-healthy hog sync gc loader ffn8484 healthy_launch sync_launch}; do
+  args=(); hog=""; shape=gpu; name=gpt-bench
   case $scen in
+    healthy_launch) shape=launch; name=gpt-bench-launch;;
+    sync_launch) shape=launch; name=gpt-bench-launch; args=(--sync-inside);;
     hog) CUDA_VISIBLE_DEVICES=1 $PY -c "
 import torch
 a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
@@ -51,12 +57,12 @@ while True:
   esac
   t0=$(date +%s)
   XPU_ENGINE=127.0.0.1:17471 LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so XPU_DAEMON_SOCKET=$W/d.sock \
-    XPU_JOB_NAME=gpt-bench timeout 240 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" \
-    --shape gpu --steps "$STEPS" "${args[@]}" --json-out "$W/$scen.json" > "$W/$scen.log" 2>&1
+    XPU_JOB_NAME=$name timeout 240 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" \
+    --shape "$shape" --steps "$STEPS" "${args[@]}" --json-out "$W/$scen.json" > "$W/$scen.log" 2>&1
   rc=$?
   [ -n "$hog" ] && kill "$hog" 2>/dev/null
   sleep "$(( ${WINDOW_S:-5} + 2 ))"   # the last window closes
-  J=$($X jobs --all --json | $PY -c "import json,sys; js=[j for j in json.load(sys.stdin)['jobs'] if j.get('job_name')=='gpt-bench']; print(sorted(js, key=lambda j: j['first_seen_ns'])[-1]['job'] if js else '')")
+  J=$($X jobs --all --json | $PY -c "import json,sys; js=[j for j in json.load(sys.stdin)['jobs'] if j.get('job_name')=='$name']; print(sorted(js, key=lambda j: j['first_seen_ns'])[-1]['job'] if js else '')")
   echo "=== $scen (rc $rc, $(( $(date +%s) - t0 )) s): job $J; script: $(cat "$W/$scen.json" 2>/dev/null)"
   $X diagnose --job "$J" --all --json > "$RES/diagnose_$scen.json"
   $PY - "$RES/diagnose_$scen.json" <<'PYEOF'
