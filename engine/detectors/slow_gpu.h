@@ -5,9 +5,17 @@
 // overlap a collective, analysis/gemm.h) is compared with the median of the
 // ranks: a rank is low on a shape when it is more than min_drop below the
 // median and beyond median - k·MAD. A rank low on at least half of the shapes
-// it ran (and on one at least) is reported, one diagnosis per rank.
+// it ran (and on one at least) is reported, one diagnosis per rank. With two
+// ranks (no median to speak of) the slower one is low on a shape when it is
+// min_drop below the other, and it is reported once that held in two
+// consecutive windows (one window of a sync-heavy or launch-bound job can
+// time a few GEMMs of one rank slow).
 #ifndef XPU_ENGINE_DETECTORS_SLOW_GPU_H_
 #define XPU_ENGINE_DETECTORS_SLOW_GPU_H_
+
+#include <map>
+#include <set>
+#include <string>
 
 #include "engine/detectors/window_view.h"
 
@@ -18,6 +26,9 @@ class SlowGpuDetector : public ViewDetector {
   using ViewDetector::ViewDetector;
   std::string_view name() const override { return "slow_gpu"; }
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
+
+ private:
+  std::map<std::string, std::set<int32_t>> low_two_ranks_;  // job -> ranks low last window (two-rank rule)
 };
 
 }  // namespace xpu::engine

@@ -33,6 +33,7 @@ class ThroughputRegressionDetector : public ViewDetector {
  private:
   std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::deque<double>> history_steps_;  // job -> step seconds, oldest first
+  std::map<std::string, int> own_streak_;  // job -> consecutive windows degraded against its own best
 };
 
 }  // namespace xpu::engine

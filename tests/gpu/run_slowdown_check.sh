@@ -12,7 +12,8 @@
 #   healthy_launch, sync_launch
 #             the same two on the launch-bound shape (--shape launch, job
 #             name gpt-bench-launch: the second has the first's history),
-#             where a synchronization per block costs time
+#             where a synchronization per block costs time ($LAUNCH_STEPS
+#             steps, default 1500)
 # For each: `xpu diagnose --job J --json` after the run, and the report.
 # DUMP (default "healthy"): the scenarios whose timeline is dumped and
 # validated after the run (DUMP_OPS ops, default 200000).
@@ -39,10 +40,10 @@ if [ "${CALIBRATE:-1}" = 1 ]; then
 fi
 STEPS=${STEPS:-400}
 for scen in ${SCENARIOS:-healthy hog sync gc loader ffn8484 healthy_launch sync_launch}; do
-  args=(); hog=""; shape=gpu; name=gpt-bench
+  args=(); hog=""; shape=gpu; name=gpt-bench; steps=$STEPS
   case $scen in
-    healthy_launch) shape=launch; name=gpt-bench-launch;;
-    sync_launch) shape=launch; name=gpt-bench-launch; args=(--sync-inside);;
+    healthy_launch) shape=launch; name=gpt-bench-launch; steps=${LAUNCH_STEPS:-1500};;
+    sync_launch) shape=launch; name=gpt-bench-launch; steps=${LAUNCH_STEPS:-1500}; args=(--sync-inside);;
     hog) CUDA_VISIBLE_DEVICES=1 $PY -c "
 import torch
 a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16)
@@ -58,7 +59,7 @@ while True:
   t0=$(date +%s)
   XPU_ENGINE=127.0.0.1:17471 LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so XPU_DAEMON_SOCKET=$W/d.sock \
     XPU_JOB_NAME=$name timeout 240 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" \
-    --shape "$shape" --steps "$STEPS" "${args[@]}" --json-out "$W/$scen.json" > "$W/$scen.log" 2>&1
+    --shape "$shape" --steps "$steps" "${args[@]}" --json-out "$W/$scen.json" > "$W/$scen.log" 2>&1
   rc=$?
   [ -n "$hog" ] && kill "$hog" 2>/dev/null
   sleep "$(( ${WINDOW_S:-5} + 2 ))"   # the last window closes
