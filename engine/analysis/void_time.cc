@@ -109,11 +109,18 @@ HostTime HostEventTime(const RankTrace& t, uint16_t kind, uint64_t from_ns, uint
 
 HostTime SyncTime(const RankTrace& t, uint64_t from_ns, uint64_t to_ns) {
   HostTime h;
+  // Ops are sorted by start: a sync inside the interval of an earlier one
+  // is the same blocking call seen twice (torch.cuda.synchronize and the
+  // cudaDeviceSynchronize it makes) and counts once; time is the union.
+  uint64_t outer_end = 0;
   for (const Op& op : t.ops) {
     if (!IsSyncEvent(op.kind) || op.start_ns < from_ns || op.start_ns >= to_ns) continue;
     if (op.flags & XPU_REC_BEGIN) continue;
-    ++h.count;
-    h.seconds += static_cast<double>(op.dur_ns) * 1e-9;
+    if (op.start_ns < outer_end && op.end_ns() <= outer_end) continue;  // nested
+    const uint64_t begin = std::max(op.start_ns, outer_end);
+    ++h.count;  // overlapping only in part: another call (another thread)
+    h.seconds += static_cast<double>(op.end_ns() - std::min(begin, op.end_ns())) * 1e-9;
+    outer_end = std::max(outer_end, op.end_ns());
   }
   return h;
 }

@@ -52,7 +52,10 @@ struct HostTime {
 };
 HostTime HostEventTime(const RankTrace& t, uint16_t kind, uint64_t from_ns = 0,
                        uint64_t to_ns = UINT64_MAX);
-// All synchronization events (XPU_OP_SYNC_*, XPU_OP_PY_SYNC).
+// All synchronization events (XPU_OP_SYNC_*, XPU_OP_PY_SYNC). A sync that
+// lies inside an earlier one's interval (the cudaDeviceSynchronize under a
+// torch.cuda.synchronize) is the same wait: counted once, and the time is
+// the union of the intervals.
 HostTime SyncTime(const RankTrace& t, uint64_t from_ns = 0, uint64_t to_ns = UINT64_MAX);
 
 enum class KernelFamily { kCompute, kCommunication };

@@ -86,5 +86,22 @@ TEST(VoidTest, HostTimesAndIssueLatencies) {
   EXPECT_TRUE(IssueLatenciesUs(t, KernelFamily::kCommunication).empty());
 }
 
+// torch.cuda.synchronize() records a Python sync and, inside it, the
+// cudaDeviceSynchronize it makes: one wait, counted once. A sync on another
+// thread that overlaps only in part is another call; time is the union.
+TEST(VoidTest, NestedSynchronizationsCountOnce) {
+  RankTrace t;
+  t.ops.push_back(MakeOp(1, XPU_OP_PY_SYNC, 100, 50, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(2, XPU_OP_SYNC_DEVICE, 102, 45, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(1, XPU_OP_PY_SYNC, 300, 20, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(3, XPU_OP_SYNC_STREAM, 310, 30, 0, XPU_REC_HOST));  // to 340: overlaps in part
+  t.ops.push_back(MakeOp(3, XPU_OP_SYNC_STREAM, 500, 10, 0, XPU_REC_HOST));
+  t.Sort();
+  HostTime s = SyncTime(t);
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_NEAR(s.seconds, (50 + 40 + 10) * 1e-9, 1e-15);
+  EXPECT_EQ(SyncTime(t, 200).count, 3u);  // by start
+}
+
 }  // namespace
 }  // namespace xpu::engine::analysis

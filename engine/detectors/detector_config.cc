@@ -41,6 +41,8 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"issue_stall.step_fraction", 0.1,
        "or: median issue latency below this fraction of the step time (queue never fills)"},
       {"issue_stall.max_syncs_per_step", 2, "synchronizations per step a healthy backbone needs"},
+      {"issue_stall.sync_growth", 1.5,
+       "and, once a rank's first windows gave its own rate, this many times that rate"},
       {"issue_stall.min_gc_share", 0.02, "GC time share of the step time to blame GC"},
       {"issue_stall.wait_share", 0.10,
        "a rank whose collectives take this share of the step more than the least-waiting rank's waits for a "

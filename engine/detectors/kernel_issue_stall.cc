@@ -94,6 +94,19 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
   auto syncs_per_step = [&](size_t i) {
     return data[i].steps ? static_cast<double>(data[i].sync.count) / static_cast<double>(data[i].steps) : 0.0;
   };
+  // Excess synchronization: more than max_syncs per step, and, once the
+  // rank's first windows gave its own rate, more than sync_growth x that
+  // rate (a training script may synchronize a few times per step for its
+  // own timing and logging; what it did from the start is its baseline).
+  const double sync_growth = Param(v, "issue_stall.sync_growth");
+  std::map<int32_t, SyncBaseline>& sync_base = sync_base_[job.job()];
+  auto excess_syncs = [&](size_t i) {
+    const double rate = syncs_per_step(i);
+    if (rate <= max_syncs) return false;
+    auto it = sync_base.find(v.ranks[i].rank);
+    if (it == sync_base.end() || it->second.windows < baseline_windows) return true;
+    return rate > sync_growth * it->second.per_step_sum / it->second.windows;
+  };
 
   std::map<std::string, Baseline>& base = baseline_[job.job()];
   const history::JobHistory* jh = history_ != nullptr ? &history_->Get(job) : nullptr;
@@ -157,7 +170,7 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
       const double below = FractionBelow(mine, floor_us);
       const double step_us = data[i].steps ? data[i].step_s * 1e6 / static_cast<double>(data[i].steps) : 0;
       const bool compressed = step_us > 0 && my_med < step_fraction * step_us;
-      if (!flagged && (below >= steep || compressed) && syncs_per_step(i) > max_syncs) {
+      if (!flagged && (below >= steep || compressed) && excess_syncs(i)) {
         stalled[rank].push_back(absl::StrCat(
             FamilyName(f), " kernels: ", Fmt(below * 100, 0), " % of issue latencies under ", Fmt(floor_us, 0),
             " us, median ", Fmt(my_med, 1), " us = ", Fmt(step_us > 0 ? my_med / step_us * 100 : 0, 1),
@@ -172,6 +185,15 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
         b.windows++;
       }
     }
+  }
+  // The ranks' own synchronization rates, from their first windows without
+  // a stall.
+  for (size_t i = 0; i < v.ranks.size(); ++i) {
+    const int32_t rank = v.ranks[i].rank;
+    SyncBaseline& sb = sync_base[rank];
+    if (data[i].steps == 0 || stalled.count(rank) || sb.windows >= baseline_windows) continue;
+    sb.per_step_sum += syncs_per_step(i);
+    sb.windows++;
   }
   std::map<std::string, int>& streak = streak_[job.job()];
   if (stalled.empty()) {
@@ -200,7 +222,7 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
       cause = "gc";
       why = absl::StrCat("Python GC: ", d.gc.count, " collections, ", Fmt(d.gc.seconds * 1e3, 1), " ms (",
                          Fmt(gc_share * 100, 1), " % of step time)");
-    } else if (syncs_per_step(i) > max_syncs) {
+    } else if (excess_syncs(i)) {
       cause = "sync";
       why = absl::StrCat("synchronization: ", d.sync.count, " sync calls, ", Fmt(syncs_per_step(i), 1),
                          " per step (a healthy step needs <= ", Fmt(max_syncs, 0), "), ",

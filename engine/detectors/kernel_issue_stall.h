@@ -25,8 +25,10 @@
 // stall).
 // Attribution to coinciding host events on the rank: Python GC
 // (XPU_OP_PY_GC, time share >= min_gc_share of the steps), synchronization
-// (XPU_OP_SYNC_*, XPU_OP_PY_SYNC, more than max_syncs_per_step per step),
-// else "unattributed". One diagnosis per cause, subject = the cause.
+// (XPU_OP_SYNC_*, XPU_OP_PY_SYNC, more than max_syncs_per_step per step and,
+// once the rank's first windows gave its own rate, more than sync_growth x
+// that rate), else "unattributed". One diagnosis per cause, subject = the
+// cause.
 #ifndef XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_
 #define XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_
 
@@ -59,6 +61,12 @@ class KernelIssueStallDetector : public ViewDetector {
   std::map<std::string, std::map<std::string, Baseline>> baseline_;
   // job -> "rank/cause" -> consecutive windows with that stall
   std::map<std::string, std::map<std::string, int>> streak_;
+  struct SyncBaseline {
+    double per_step_sum = 0;  // synchronizations per step, summed over the windows
+    int windows = 0;
+  };
+  // job -> rank -> its synchronization rate in its first windows
+  std::map<std::string, std::map<int32_t, SyncBaseline>> sync_base_;
 };
 
 }  // namespace xpu::engine
