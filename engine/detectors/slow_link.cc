@@ -1,6 +1,7 @@
 #include "engine/detectors/slow_link.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/analysis/collective.h"
+#include "engine/analysis/gemm.h"
 #include "engine/analysis/stats.h"
 
 namespace xpu::engine {
@@ -18,6 +20,40 @@ std::string Gbps(double bytes_per_s) { return absl::StrCat(Fmt(bytes_per_s / 1e9
 std::string Locality(bool any_inter, bool any_intra) {
   if (any_inter && any_intra) return "intra- and inter-node";
   return any_inter ? "inter-node" : "intra-node";
+}
+
+// Among the members of a slow communicator, the one whose GEMMs run
+// slowest against the other members on the shapes they share (median over
+// shapes of its TFLOPS / the others' median), when that is more than
+// `min_drop` below: a GPU shared with other work, or a slow GPU, also slows
+// the collective kernels that run on it. rank -1 when none stands out.
+std::pair<int32_t, double> SlowestComputeMember(const WindowView& v, const std::set<int32_t>& members,
+                                                double min_drop) {
+  std::map<int32_t, std::map<std::string, double>> tflops;  // rank -> shape -> TFLOPS
+  for (const analysis::RankTrace& t : v.ranks) {
+    if (!members.count(t.rank)) continue;
+    for (const auto& [key, g] : analysis::GemmTflops(t)) {
+      if (g.count > 0) tflops[t.rank][key] = g.Tflops();
+    }
+  }
+  std::pair<int32_t, double> worst{-1, 1.0};
+  for (const auto& [rank, mine] : tflops) {
+    std::vector<double> ratios;
+    for (const auto& [key, tf] : mine) {
+      std::vector<double> others;
+      for (const auto& [r2, theirs] : tflops) {
+        auto it = theirs.find(key);
+        if (r2 != rank && it != theirs.end()) others.push_back(it->second);
+      }
+      const double ref = others.empty() ? 0 : analysis::Median(others);
+      if (ref > 0) ratios.push_back(tf / ref);
+    }
+    if (ratios.empty()) continue;
+    const double ratio = analysis::Median(ratios);
+    if (ratio < worst.second) worst = {rank, ratio};
+  }
+  if (worst.first >= 0 && worst.second >= 1 - min_drop) worst.first = -1;
+  return worst;
 }
 
 }  // namespace
@@ -197,6 +233,13 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
                               c.hosts.size() > 1 ? "inter-node" : "intra-node", ") ", OpKindName(c.kind), " of ",
                               c.bytes, " bytes at busbw ", Gbps(bw), " (last-arrival, ", c.count,
                               " collectives) vs ", against, "; no single member can be singled out");
+    const auto [slow_member, ratio] =
+        SlowestComputeMember(v, std::set<int32_t>(c.ranks.begin(), c.ranks.end()), Param(v, "slow_gpu.min_drop"));
+    if (slow_member >= 0) {
+      absl::StrAppend(&d.evidence, "; but rank ", slow_member, "'s GEMMs run at ", Fmt(ratio),
+                      "x the other members' on the same shapes: a GPU shared with other work (or a slow GPU, see "
+                      "slow_gpu) may be slowing the collective kernels on it too");
+    }
     sink.Report(std::move(d));
   }
 }
