@@ -224,9 +224,15 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
                          Fmt(gc_share * 100, 1), " % of step time)");
     } else if (excess_syncs(i)) {
       cause = "sync";
+      auto sb = sync_base.find(rank);
+      const bool has_base = sb != sync_base.end() && sb->second.windows >= baseline_windows;
       why = absl::StrCat("synchronization: ", d.sync.count, " sync calls, ", Fmt(syncs_per_step(i), 1),
-                         " per step (a healthy step needs <= ", Fmt(max_syncs, 0), "), ",
-                         Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
+                         " per step (a healthy step makes <= ", Fmt(max_syncs, 0),
+                         has_base ? absl::StrCat("; this rank made ",
+                                                 Fmt(sb->second.per_step_sum / sb->second.windows, 1),
+                                                 " in its first windows")
+                                  : std::string(),
+                         "), ", Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
     } else {
       cause = "host";
       why = "no GC or synchronization event coincides: unattributed host-side stall";
