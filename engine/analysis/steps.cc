@@ -1,8 +1,11 @@
 #include "engine/analysis/steps.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
+
+#include "engine/analysis/stats.h"
 
 namespace xpu::engine::analysis {
 
@@ -89,7 +92,7 @@ Steps FindSteps(const RankTrace& t) {
 }
 
 ThroughputChange DetectThroughputChange(const std::vector<double>& step_s, size_t n,
-                                        double threshold) {
+                                        double threshold, double noise_z) {
   ThroughputChange r;
   if (n == 0 || step_s.size() < 2 * n) return r;
   r.enough_data = true;
@@ -101,9 +104,18 @@ ThroughputChange DetectThroughputChange(const std::vector<double>& step_s, size_
     if (i + 1 >= n) means.push_back(sum / static_cast<double>(n));
   }
   r.recent_mean_s = means.back();
-  r.best_mean_s = *std::min_element(means.begin(), means.end());
+  // The recent best, robustly: the 10th percentile of the N-step means (the
+  // minimum over thousands of overlapping windows of noisy steps is an
+  // outlier that any later mean exceeds).
+  r.best_mean_s = Quantile(means, 0.1);
   r.change = r.best_mean_s > 0 ? r.recent_mean_s / r.best_mean_s - 1 : 0;
-  r.degraded = r.change > threshold;
+  // Noise of an N-step mean, from consecutive-step differences (blind to a
+  // change of level): sigma_step = 1.4826 MAD(diff) / sqrt(2).
+  std::vector<double> diffs;
+  for (size_t i = 1; i < step_s.size(); ++i) diffs.push_back(step_s[i] - step_s[i - 1]);
+  const double sigma_step = 1.4826 * Mad(diffs) / std::sqrt(2.0);
+  r.noise_s = sigma_step / std::sqrt(static_cast<double>(n));
+  r.degraded = r.change > threshold && r.recent_mean_s - r.best_mean_s > noise_z * r.noise_s;
   return r;
 }
 

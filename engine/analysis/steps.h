@@ -39,15 +39,20 @@ Steps FindSteps(const RankTrace& t);
 size_t SequencePeriod(const std::vector<uint64_t>& symbols, double min_match = 0.9,
                       size_t min_periods = 3);
 
+// PerfTracker's rule, made robust to noisy steps: degraded when the mean of
+// the last N steps exceeds the recent best N-step mean (10th percentile of
+// the N-step means) by more than `threshold` and by more than noise_z x the
+// noise of an N-step mean (estimated from consecutive-step differences).
 struct ThroughputChange {
   bool enough_data = false;
   bool degraded = false;
   double recent_mean_s = 0;  // mean of the last N
-  double best_mean_s = 0;    // smallest mean of N consecutive steps
+  double best_mean_s = 0;    // 10th percentile of the means of N consecutive steps
   double change = 0;         // recent / best - 1
+  double noise_s = 0;        // standard error of an N-step mean
 };
 ThroughputChange DetectThroughputChange(const std::vector<double>& step_s, size_t n,
-                                        double threshold = 0.05);
+                                        double threshold = 0.05, double noise_z = 3.0);
 
 }  // namespace xpu::engine::analysis
 

@@ -70,5 +70,33 @@ TEST(StepsTest, ThroughputChangeAgainstRecentBest) {
   EXPECT_FALSE(DetectThroughputChange({1.0, 2.0}, 3).enough_data);
 }
 
+// Noisy steps (a launch-bound job, CPU threads posing as GPUs): the smallest
+// of many N-step means is an outlier that later means exceed by more than 5 %
+// with nothing wrong; the percentile best and the noise floor keep quiet,
+// and a real change of level still counts.
+TEST(StepsTest, ThroughputChangeIsRobustToNoisySteps) {
+  std::vector<double> s;
+  uint64_t x = 12345;
+  auto noise = [&]() {  // deterministic, roughly uniform in [-0.2, 0.2)
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    return (static_cast<double>(x >> 11) / static_cast<double>(1ull << 53) - 0.5) * 0.4;
+  };
+  for (int i = 0; i < 4000; ++i) s.push_back(5e-3 * (1 + noise()));
+  ThroughputChange quiet = DetectThroughputChange(s, 10);
+  EXPECT_FALSE(quiet.degraded) << quiet.change << " noise " << quiet.noise_s;
+  EXPECT_GT(quiet.noise_s, 0);
+  // The old rule (the minimum N-step mean) sees a large "regression".
+  double lo = 1;
+  for (size_t i = 10; i <= s.size(); ++i) {
+    double m = 0;
+    for (size_t j = i - 10; j < i; ++j) m += s[j];
+    lo = std::min(lo, m / 10);
+  }
+  EXPECT_GT(quiet.recent_mean_s / lo - 1, 0.05);
+  // 40 % slower for the last 20 steps: degraded.
+  for (int i = 0; i < 20; ++i) s.push_back(7e-3 * (1 + noise()));
+  EXPECT_TRUE(DetectThroughputChange(s, 10).degraded);
+}
+
 }  // namespace
 }  // namespace xpu::engine::analysis

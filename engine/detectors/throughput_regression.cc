@@ -67,8 +67,9 @@ void ThroughputRegressionDetector::OnWindow(const JobState& job, DiagnosisSink& 
   std::vector<std::string> lines;
   if (c.degraded) {
     lines.push_back(absl::StrCat("mean step time of the last ", n, " steps ", Fmt(c.recent_mean_s * 1e3),
-                                 " ms vs recent best ", n, "-step mean ", Fmt(c.best_mean_s * 1e3), " ms: +",
-                                 Fmt(c.change * 100, 1), " %"));
+                                 " ms vs recent best ", n, "-step mean ", Fmt(c.best_mean_s * 1e3),
+                                 " ms (10th percentile): +", Fmt(c.change * 100, 1), " %, noise of a ", n,
+                                 "-step mean ", Fmt(c.noise_s * 1e3, 3), " ms"));
   }
   if (!hist_line.empty()) lines.push_back(hist_line);
   d.evidence = absl::StrCat(absl::StrJoin(lines, "; "), " (threshold ", Fmt(thr * 100, 1), " %); steps from ",
