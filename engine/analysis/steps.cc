@@ -115,7 +115,7 @@ ThroughputChange DetectThroughputChange(const std::vector<double>& step_s, size_
   for (size_t i = 1; i < step_s.size(); ++i) diffs.push_back(step_s[i] - step_s[i - 1]);
   const double sigma_step = 1.4826 * Mad(diffs) / std::sqrt(2.0);
   r.noise_s = sigma_step / std::sqrt(static_cast<double>(n));
-  r.degraded = r.change > threshold && r.recent_mean_s - r.best_mean_s > noise_z * r.noise_s;
+  r.degraded = r.change > threshold && (noise_z <= 0 || r.recent_mean_s - r.best_mean_s > noise_z * r.noise_s);
   return r;
 }
 

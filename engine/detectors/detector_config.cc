@@ -16,6 +16,8 @@ const std::vector<DetectorParam>& DetectorDefaults() {
   static const auto* d = new std::vector<DetectorParam>{
       {"throughput.steps", 10, "N: steps in the recent mean and in each candidate best mean"},
       {"throughput.threshold", 0.05, "degraded when recent mean > best mean x (1 + threshold)"},
+      {"throughput.noise_z", 3,
+       "and recent mean - best mean > this many standard errors of an N-step mean (0: off)"},
       {"throughput.persist_windows", 2,
        "consecutive windows the job must be degraded against its own best (previous runs: at once)"},
       {"slow_gpu.min_drop", 0.15, "a rank's TFLOPS must be this fraction below the peer median"},

@@ -31,7 +31,8 @@ void ThroughputRegressionDetector::OnWindow(const JobState& job, DiagnosisSink& 
   const size_t n = static_cast<size_t>(Param(v, "throughput.steps"));
   const double thr = Param(v, "throughput.threshold");
   analysis::ThroughputChange c =
-      analysis::DetectThroughputChange(std::vector<double>(h.begin(), h.end()), n, thr);
+      analysis::DetectThroughputChange(std::vector<double>(h.begin(), h.end()), n, thr,
+                                       Param(v, "throughput.noise_z"));
 
   // Against previous runs of the job name on the same GPU model. The median
   // of the recent steps, like the runs' baselines, so that one checkpoint

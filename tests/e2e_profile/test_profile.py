@@ -177,7 +177,8 @@ def run_auto(pipe):
     with open(cfg, "w") as f:
         # Every window counts as degraded: the trigger is under test here,
         # not the throughput detector.
-        f.write("throughput.threshold = -0.5\nthroughput.steps = 3\n")
+        f.write("throughput.threshold = -0.5\nthroughput.steps = 3\nthroughput.noise_z = 0\n"
+                "throughput.persist_windows = 1\n")
     os.environ["XPU_PROFILE_AUTO"] = "1"
     os.environ["XPU_PROFILE_SECONDS"] = "3"
     os.environ["XPU_PROFILE_MIN_INTERVAL_S"] = "3600"
