@@ -29,13 +29,13 @@ except ImportError:
     sys.path.insert(0, HERE)
 
 
-def reexec_under_hook(args):
-    # The same re-exec as bench_tracing.py (loaded by path: this directory is
-    # kept off sys.path so that an installed package wins).
+def hook_or_reexec(args, hook):
+    # The same check and re-exec as bench_tracing.py (loaded by path: this
+    # directory is kept off sys.path so that an installed package wins).
     spec = importlib.util.spec_from_file_location("bench_tracing", os.path.join(HERE, "bench_tracing.py"))
     bench_tracing = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench_tracing)
-    return bench_tracing.reexec_under_hook(args, script=__file__)
+    return bench_tracing.hook_or_reexec(args, hook, script=__file__)
 
 
 def best_ns(loop, calls, repeats):
@@ -79,11 +79,9 @@ def main():
 
     import xputimer
     from xputimer import _hook
-    if not _hook.available():
-        if os.environ.get("XPU_BENCH_CHILD"):
-            sys.stderr.write("bench_emit: preloaded library has no hook C API\n")
-            return 2
-        return reexec_under_hook(args)
+    rc = hook_or_reexec(args, _hook)
+    if rc is not None:
+        return rc
 
     sig = _hook.intern(_hook.OP_PY_API, "bench@emit")
     paths = []

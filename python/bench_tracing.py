@@ -31,6 +31,19 @@ except ImportError:
     sys.path.insert(0, HERE)
 
 
+def hook_or_reexec(args, hook, script=__file__):
+    """None when the hook's C API is loaded in this process; otherwise the
+    exit code of `script` run again under the hook (or 2 when even the
+    re-executed child has no hook C API)."""
+    if hook.available():
+        return None
+    if os.environ.get("XPU_BENCH_CHILD"):
+        sys.stderr.write("%s: preloaded library has no hook C API\n"
+                         % os.path.splitext(os.path.basename(script))[0])
+        return 2
+    return reexec_under_hook(args, script)
+
+
 def reexec_under_hook(args, script=__file__):
     """Runs `script` again with the same arguments under the hook (a ring
     file in a temporary directory, no daemon, no Python autoload)."""
@@ -75,11 +88,9 @@ def main():
     args = ap.parse_args()
 
     from xputimer import _hook, tracing
-    if not _hook.available():
-        if os.environ.get("XPU_BENCH_CHILD"):
-            sys.stderr.write("bench_tracing: preloaded library has no hook C API\n")
-            return 2
-        return reexec_under_hook(args)
+    rc = hook_or_reexec(args, _hook)
+    if rc is not None:
+        return rc
 
     def work(x):
         return x

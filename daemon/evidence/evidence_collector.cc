@@ -66,12 +66,8 @@ void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
   if (list_kernels) {
     // Kernel list and ring counters in the same attach (attaching to a
     // PyTorch process takes seconds; a second attach would double that).
-    const std::string cmds = xpu::engine::hang::BlindProgressCommands(kProbeKernels, kProbeChannels);
-    for (size_t a = 0, b; a < cmds.size(); a = b + 1) {
-      b = cmds.find('\n', a);
-      if (b == std::string::npos) b = cmds.size();
-      if (b > a) argv.insert(argv.end(), {"-ex", cmds.substr(a, b - a)});
-    }
+    xpu::engine::hang::AppendExCommands(xpu::engine::hang::BlindProgressCommands(kProbeKernels, kProbeChannels),
+                                        &argv);
   }
   argv.insert(argv.end(), {"-ex", "detach"});
   RunResult r = RunWithTimeout(argv, budget_ms, o.max_stack_bytes);

@@ -129,7 +129,9 @@ RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks);
 // Along one ring (progress indexed by ring position), the position whose
 // predecessor progressed further than it did: data stopped on the link
 // predecessor -> position. Returns -1 when progress is uniform (no link
-// stands out). Pure; shared by the test runtime and cuda-gdb paths.
+// stands out). Pure. The verdicts use LocateOnRings, which also handles
+// members that were not read and the send side; this is the plain rule for
+// a whole ring of one metric.
 int FindStalledLink(const std::vector<uint64_t>& progress_by_pos);
 
 Verdict Classify(const std::vector<RankEvidence>& ranks);

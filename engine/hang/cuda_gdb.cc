@@ -324,21 +324,23 @@ std::vector<ChannelProgress> ParseProgress(std::string_view output) {
   return out;
 }
 
-std::vector<std::string> CudaGdbCommand(int pid, const std::string& script) {
-  // One -ex per line: a failing command in a -x file would end the file,
-  // while each -ex runs on its own.
-  std::vector<std::string> argv = {"cuda-gdb", "-p", std::to_string(pid), "-batch", "-nx", "-q",
-                                   "-iex", "set debuginfod enabled off", "-iex", "set index-cache enabled on"};
+void AppendExCommands(const std::string& script, std::vector<std::string>* argv) {
   size_t start = 0;
   while (start < script.size()) {
     size_t end = script.find('\n', start);
     if (end == std::string::npos) end = script.size();
     if (end > start) {
-      argv.push_back("-ex");
-      argv.push_back(script.substr(start, end - start));
+      argv->push_back("-ex");
+      argv->push_back(script.substr(start, end - start));
     }
     start = end + 1;
   }
+}
+
+std::vector<std::string> CudaGdbCommand(int pid, const std::string& script) {
+  std::vector<std::string> argv = {"cuda-gdb", "-p", std::to_string(pid), "-batch", "-nx", "-q",
+                                   "-iex", "set debuginfod enabled off", "-iex", "set index-cache enabled on"};
+  AppendExCommands(script, &argv);
   return argv;
 }
 

@@ -107,8 +107,11 @@ std::vector<ChannelProgress> ParseProgress(std::string_view output);
 // reader keeps the channels of the NCCL kernels the list shows (blocks
 // beyond a kernel's grid, or kernels that do not exist, just print errors).
 std::string BlindProgressCommands(int max_kernels, int max_channels);
-// Command line for one rank: every script line becomes one -ex, so that a
-// failing expression does not end the run (as it would end a -x file).
+// Appends "-ex LINE" for every non-empty line of `script`: a failing
+// expression then does not end the run (as it would end a -x file).
+void AppendExCommands(const std::string& script, std::vector<std::string>* argv);
+// Command line for one rank: cuda-gdb attached in batch mode, the script as
+// AppendExCommands gives it.
 std::vector<std::string> CudaGdbCommand(int pid, const std::string& script);
 
 // One rank's reading of one ring channel, as the daemon ships it.

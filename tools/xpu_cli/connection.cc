@@ -1,5 +1,6 @@
 #include "tools/xpu_cli/connection.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -13,6 +14,17 @@ std::string ReadFile(const std::string& path, bool* ok) {
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+bool ParseSeconds(const std::string& flag, const std::string& v, double max, double* out, std::string* error) {
+  char* end = nullptr;
+  const double d = strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != '\0' || d <= 0 || d > max) {
+    *error = flag + " needs seconds in (0, " + std::to_string(static_cast<int>(max)) + "]";
+    return false;
+  }
+  *out = d;
+  return true;
 }
 
 bool IsConnectionValueFlag(std::string_view flag) {

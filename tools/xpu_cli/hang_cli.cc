@@ -56,13 +56,7 @@ bool Parse(const std::vector<std::string>& args, HangFlags* f, std::string* erro
     } else if (a == "--folded") {
       if (!value(&f->folded)) return false;
     } else if (a == "--deadline-s") {
-      if (!value(&v)) return false;
-      char* end = nullptr;
-      f->deadline_s = strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || f->deadline_s <= 0 || f->deadline_s > 600) {
-        *error = "--deadline-s needs seconds in (0, 600]";
-        return false;
-      }
+      if (!value(&v) || !ParseSeconds(a, v, 600, &f->deadline_s, error)) return false;
     } else if (a == "--tls") {
       f->tls = true;
     } else if (a == "--json") {

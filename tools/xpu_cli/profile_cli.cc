@@ -4,7 +4,6 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <cstdlib>
 
 #include "tools/xpu_cli/cli.h"
 #include "tools/xpu_cli/connection.h"
@@ -28,17 +27,6 @@ struct ProfileFlags {
   double seconds = 0;     // 0 = the engine's default
   double deadline_s = 0;  // 0 = window + 30 s
 };
-
-bool ParseSeconds(const std::string& flag, const std::string& v, double max, double* out, std::string* error) {
-  char* end = nullptr;
-  double d = strtod(v.c_str(), &end);
-  if (end == v.c_str() || *end != '\0' || d <= 0 || d > max) {
-    *error = flag + " needs seconds in (0, " + std::to_string(static_cast<int>(max)) + "]";
-    return false;
-  }
-  *out = d;
-  return true;
-}
 
 bool Parse(const std::vector<std::string>& args, ProfileFlags* f, std::string* error) {
   for (size_t i = 0; i < args.size(); ++i) {
