@@ -100,12 +100,15 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
   // own timing and logging; what it did from the start is its baseline).
   const double sync_growth = Param(v, "issue_stall.sync_growth");
   std::map<int32_t, SyncBaseline>& sync_base = sync_base_[job.job()];
+  auto base_rate = [&](int32_t rank) {  // -1 until the rank's first windows are in
+    auto it = sync_base.find(rank);
+    return it == sync_base.end() || it->second.windows < baseline_windows
+               ? -1.0
+               : it->second.per_step_sum / it->second.windows;
+  };
   auto excess_syncs = [&](size_t i) {
-    const double rate = syncs_per_step(i);
-    if (rate <= max_syncs) return false;
-    auto it = sync_base.find(v.ranks[i].rank);
-    if (it == sync_base.end() || it->second.windows < baseline_windows) return true;
-    return rate > sync_growth * it->second.per_step_sum / it->second.windows;
+    const double rate = syncs_per_step(i), base = base_rate(v.ranks[i].rank);
+    return rate > max_syncs && (base < 0 || rate > sync_growth * base);
   };
 
   std::map<std::string, Baseline>& base = baseline_[job.job()];
@@ -207,8 +210,9 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     std::vector<std::string> lines;
   };
   std::map<std::string, Cause> causes;
-  std::map<std::string, int> next_streak;  // "rank/cause" -> consecutive windows, this one included
-  for (const auto& [key, n] : streak) next_streak[key] = n;
+  // "rank/cause" -> consecutive windows, this one included; a streak that
+  // does not continue in this window ends.
+  std::map<std::string, int> next_streak;
   // A rank whose DataLoader takes >= dataloader.min_share of the step is
   // delayed between steps, not within: slow_dataloader reports it.
   for (const auto& [rank, what] : stalled) {
@@ -224,14 +228,11 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
                          Fmt(gc_share * 100, 1), " % of step time)");
     } else if (excess_syncs(i)) {
       cause = "sync";
-      auto sb = sync_base.find(rank);
-      const bool has_base = sb != sync_base.end() && sb->second.windows >= baseline_windows;
+      const double base = base_rate(rank);
       why = absl::StrCat("synchronization: ", d.sync.count, " sync calls, ", Fmt(syncs_per_step(i), 1),
                          " per step (a healthy step makes <= ", Fmt(max_syncs, 0),
-                         has_base ? absl::StrCat("; this rank made ",
-                                                 Fmt(sb->second.per_step_sum / sb->second.windows, 1),
-                                                 " in its first windows")
-                                  : std::string(),
+                         base >= 0 ? absl::StrCat("; this rank made ", Fmt(base, 1), " in its first windows")
+                                   : std::string(),
                          "), ", Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
     } else {
       cause = "host";
@@ -240,15 +241,13 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     // Reported once the same cause lasted `persist` consecutive windows on
     // the rank (a job's first window, with its start-up synchronizations,
     // is not a stall).
-    if (++next_streak[absl::StrCat(rank, "/", cause)] < persist) continue;
+    const std::string key = absl::StrCat(rank, "/", cause);
+    auto before = streak.find(key);
+    const int n = next_streak[key] = (before == streak.end() ? 0 : before->second) + 1;
+    if (n < persist) continue;
     Cause& c = causes[cause];
     c.ranks.push_back(rank);
     c.lines.push_back(absl::StrCat("rank ", rank, ": ", absl::StrJoin(what, "; "), "; ", why));
-  }
-  // Streaks that did not continue in this window end.
-  for (auto it = next_streak.begin(); it != next_streak.end();) {
-    const int before = streak.count(it->first) ? streak.at(it->first) : 0;
-    it = it->second == before ? next_streak.erase(it) : std::next(it);
   }
   streak = std::move(next_streak);
   for (auto& [cause, c] : causes) {
