@@ -1,6 +1,7 @@
 #include "engine/analysis/gemm.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -29,10 +30,19 @@ std::string GemmKey(const OpSig& s) {
 
 std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns, uint64_t to_ns) {
   // Communication intervals on this rank, sorted by start; merged so that an
-  // overlap test is one binary search.
+  // overlap test is one binary search. An untimed collective record spans
+  // launch to the poll that saw it done, an upper bound that can cover a
+  // whole step: it counts only when the rank has no timed record of the same
+  // collective (sig_id, seq), which the NCCL profiler plugin supplies.
+  std::set<std::pair<uint32_t, uint32_t>> timed_comm;
+  for (const Op& op : t.ops) {
+    if (xpu_op_is_collective(op.kind) && op.timed()) timed_comm.emplace(op.sig_id, op.seq);
+  }
   std::vector<std::pair<uint64_t, uint64_t>> comm;
   for (const Op& op : t.ops) {
-    if (xpu_op_is_collective(op.kind) && op.dur_ns > 0) comm.emplace_back(op.start_ns, op.end_ns());
+    if (!xpu_op_is_collective(op.kind) || op.dur_ns == 0) continue;
+    if (!op.timed() && timed_comm.count({op.sig_id, op.seq})) continue;
+    comm.emplace_back(op.start_ns, op.end_ns());
   }
   std::sort(comm.begin(), comm.end());
   std::vector<std::pair<uint64_t, uint64_t>> merged;

@@ -39,6 +39,26 @@ TEST(GemmTest, TflopsExcludesOverlapAndUntimed) {
   EXPECT_NEAR(s.Tflops(), 3 * 2147483648.0 / 500e-6 / 1e12, 1e-9);
 }
 
+TEST(GemmTest, UntimedCollectiveCountsOnlyWithoutATimedRecord) {
+  // With the NCCL profiler plugin a collective has the interposer's untimed
+  // record (launch to the poll that saw it done: an upper bound that can
+  // cover the next forward pass) and the plugin's timed one, same seq.
+  RankTrace t;
+  t.sigs[1] = Gemm(1024, 1024, 1024);
+  t.sigs[2] = Coll(XPU_OP_ALLREDUCE, 1 << 20, 7, 0, 8);
+  t.ops.push_back(MakeOp(2, XPU_OP_ALLREDUCE, 1000000, 5000000, 1, XPU_REC_NOT_TIMED, 2));
+  t.ops.push_back(MakeOp(2, XPU_OP_ALLREDUCE, 1200000, 300000, 1, XPU_REC_PLUGIN | XPU_REC_TIMED, 2));
+  t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 1300000, 100000));  // under the plugin's kernel
+  t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 3000000, 100000));  // only under the upper bound
+  // A collective with no timed record keeps its upper bound.
+  t.ops.push_back(MakeOp(2, XPU_OP_ALLREDUCE, 8000000, 2000000, 2, XPU_REC_NOT_TIMED, 2));
+  t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 9000000, 100000));
+  t.Sort();
+  const GemmStat& s = GemmTflops(t).begin()->second;
+  EXPECT_EQ(s.count, 1u);
+  EXPECT_EQ(s.excluded_overlap, 2u);
+}
+
 TEST(GemmTest, TimeRangeFilter) {
   RankTrace t;
   t.sigs[1] = Gemm(64, 64, 64);

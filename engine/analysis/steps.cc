@@ -115,6 +115,21 @@ ThroughputChange DetectThroughputChange(const std::vector<double>& step_s, size_
   for (size_t i = 1; i < step_s.size(); ++i) diffs.push_back(step_s[i] - step_s[i - 1]);
   const double sigma_step = 1.4826 * Mad(diffs) / std::sqrt(2.0);
   r.noise_s = sigma_step / std::sqrt(static_cast<double>(n));
+  // A job whose level wanders (a launch-bound loop on a shared host) has
+  // N-step means that spread wider than independent steps would: the spread
+  // of the disjoint N-step means before the recent N (interquartile range /
+  // 1.349, robust to a regression that covers under a quarter of them, and
+  // to a level that flips between two values, where the MAD is 0) is the
+  // noise then.
+  std::vector<double> blocks;
+  for (size_t end = step_s.size() - n; end >= n; end -= n) {
+    double b = 0;
+    for (size_t i = end - n; i < end; ++i) b += step_s[i];
+    blocks.push_back(b / static_cast<double>(n));
+  }
+  if (blocks.size() >= 5) {
+    r.noise_s = std::max(r.noise_s, (Quantile(blocks, 0.75) - Quantile(blocks, 0.25)) / 1.349);
+  }
   r.degraded = r.change > threshold && (noise_z <= 0 || r.recent_mean_s - r.best_mean_s > noise_z * r.noise_s);
   return r;
 }

@@ -42,8 +42,10 @@ size_t SequencePeriod(const std::vector<uint64_t>& symbols, double min_match = 0
 // PerfTracker's rule, made robust to noisy steps: degraded when the mean of
 // the last N steps exceeds the recent best N-step mean (10th percentile of
 // the N-step means) by more than `threshold` and by more than noise_z x the
-// noise of an N-step mean (estimated from consecutive-step differences);
-// noise_z <= 0 leaves the noise out.
+// noise of an N-step mean; noise_z <= 0 leaves the noise out. The noise is
+// the larger of the standard error from consecutive-step differences and,
+// with at least 5 earlier disjoint N-step means, their spread (IQR / 1.349): a
+// job whose level wanders is judged against its own wandering.
 struct ThroughputChange {
   bool enough_data = false;
   bool degraded = false;

@@ -98,5 +98,24 @@ TEST(StepsTest, ThroughputChangeIsRobustToNoisySteps) {
   EXPECT_TRUE(DetectThroughputChange(s, 10).degraded);
 }
 
+TEST(StepsTest, ThroughputChangeJudgesAWanderingJobAgainstItsWandering) {
+  // A launch-bound loop on a shared host: its level moves between 48 and
+  // 58 ms every 50 steps, with quiet steps in between (what 2 H200s showed
+  // without any tracing: 50-step medians from 40 to 61 ms).
+  std::vector<double> s;
+  for (int i = 0; i < 1000; ++i) s.push_back((i / 50 % 2 ? 58e-3 : 48e-3) + (i % 3) * 1e-4);
+  ThroughputChange wander = DetectThroughputChange(s, 10);
+  EXPECT_GT(wander.change, 0.15);  // the last steps are at the high level
+  EXPECT_FALSE(wander.degraded) << wander.change << " noise " << wander.noise_s;
+  EXPECT_GT(wander.noise_s, 3e-3);
+  // The same job 40 % slower than its slow level: degraded.
+  for (int i = 0; i < 20; ++i) s.push_back(80e-3 + (i % 3) * 1e-4);
+  EXPECT_TRUE(DetectThroughputChange(s, 10).degraded);
+  // A steady job's spread of means stays its standard error.
+  std::vector<double> steady(1000, 50e-3);
+  for (size_t i = 0; i < steady.size(); ++i) steady[i] += (i % 3) * 1e-4;
+  EXPECT_LT(DetectThroughputChange(steady, 10).noise_s, 1e-4);
+}
+
 }  // namespace
 }  // namespace xpu::engine::analysis

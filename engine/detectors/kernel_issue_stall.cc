@@ -198,11 +198,10 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     sb.per_step_sum += syncs_per_step(i);
     sb.windows++;
   }
-  std::map<std::string, int>& streak = streak_[job.job()];
-  if (stalled.empty()) {
-    streak.clear();
-    return;
-  }
+  // "rank/cause" -> consecutive windows, this one included; a streak that
+  // does not continue in this window ends.
+  Streaks::Window held = streaks_.Begin(job.job());
+  if (stalled.empty()) return;
 
   // Attribution.
   struct Cause {
@@ -210,9 +209,6 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     std::vector<std::string> lines;
   };
   std::map<std::string, Cause> causes;
-  // "rank/cause" -> consecutive windows, this one included; a streak that
-  // does not continue in this window ends.
-  std::map<std::string, int> next_streak;
   // A rank whose DataLoader takes >= dataloader.min_share of the step is
   // delayed between steps, not within: slow_dataloader reports it.
   for (const auto& [rank, what] : stalled) {
@@ -242,14 +238,11 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     // the rank (a job's first window, with its start-up synchronizations,
     // is not a stall).
     const std::string key = absl::StrCat(rank, "/", cause);
-    auto before = streak.find(key);
-    const int n = next_streak[key] = (before == streak.end() ? 0 : before->second) + 1;
-    if (n < persist) continue;
+    if (held.Hold(key) < persist) continue;
     Cause& c = causes[cause];
     c.ranks.push_back(rank);
     c.lines.push_back(absl::StrCat("rank ", rank, ": ", absl::StrJoin(what, "; "), "; ", why));
   }
-  streak = std::move(next_streak);
   for (auto& [cause, c] : causes) {
     Diagnosis d = NewDiagnosis(job, "kernel_issue_stall", Team::kAlgorithm);
     d.ranks = c.ranks;

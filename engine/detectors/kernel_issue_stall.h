@@ -37,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/detectors/streaks.h"
 #include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
 
@@ -59,8 +60,7 @@ class KernelIssueStallDetector : public ViewDetector {
   std::shared_ptr<history::HistoryCache> history_;
   // job -> "rank/family" -> baseline
   std::map<std::string, std::map<std::string, Baseline>> baseline_;
-  // job -> "rank/cause" -> consecutive windows with that stall
-  std::map<std::string, std::map<std::string, int>> streak_;
+  Streaks streaks_;  // "rank/cause" -> consecutive windows with that stall
   struct SyncBaseline {
     double per_step_sum = 0;  // synchronizations per step, summed over the windows
     int windows = 0;

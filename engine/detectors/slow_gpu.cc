@@ -74,15 +74,10 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
       }
     }
   }
-  const std::set<int32_t> low_before = std::move(low_two_ranks_[job.job()]);
-  std::set<int32_t>& low_now = low_two_ranks_[job.job()];
-  low_now.clear();
+  Streaks::Window held = streaks_.Begin(job.job());
   for (const auto& [rank, s] : score) {
     if (s.low == 0 || 2 * s.low < s.shapes) continue;
-    if (s.two_ranks) {
-      low_now.insert(rank);
-      if (!low_before.count(rank)) continue;  // once more next window
-    }
+    if (s.two_ranks && held.Hold(absl::StrCat(rank)) < 2) continue;  // once more next window
     Diagnosis d = NewDiagnosis(job, "slow_gpu", Team::kOperations);
     d.ranks = {rank};
     d.hosts = HostsOf(v, d.ranks);

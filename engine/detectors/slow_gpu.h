@@ -14,9 +14,9 @@
 #define XPU_ENGINE_DETECTORS_SLOW_GPU_H_
 
 #include <map>
-#include <set>
 #include <string>
 
+#include "engine/detectors/streaks.h"
 #include "engine/detectors/window_view.h"
 
 namespace xpu::engine {
@@ -28,7 +28,7 @@ class SlowGpuDetector : public ViewDetector {
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 
  private:
-  std::map<std::string, std::set<int32_t>> low_two_ranks_;  // job -> ranks low last window (two-rank rule)
+  Streaks streaks_;  // per rank: consecutive windows low (two-rank rule)
 };
 
 }  // namespace xpu::engine

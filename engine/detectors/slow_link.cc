@@ -66,6 +66,13 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const double expected = Param(v, "slow_link.expected_busbw_gbps") * 1e9;
   const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
   std::set<int32_t> reported;
+  // Each finding (subject) is reported once it held slow_link.persist_windows
+  // consecutive windows; it localizes the window's ranks at once.
+  const int persist = static_cast<int>(Param(v, "slow_link.persist_windows"));
+  Streaks::Window held = streaks_.Begin(job.job());
+  auto report = [&](Diagnosis d) {
+    if (held.Hold(d.subject) >= persist) sink.Report(std::move(d));
+  };
 
   // --- point-to-point links
   std::vector<analysis::LinkBandwidth> links = analysis::P2pLinks(v.ranks);
@@ -122,12 +129,17 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
       }
       d.hosts = HostsOf(v, d.ranks);
       for (int32_t r : d.ranks) reported.insert(r);
-      sink.Report(std::move(d));
+      report(std::move(d));
     }
   }
 
   // --- communicators of one class
   std::vector<analysis::CommBandwidth> comms = analysis::CommunicatorBandwidth(v.ranks);
+  // Small collectives are latency-bound: their busbw says nothing of a link.
+  const double min_bytes = Param(v, "slow_link.min_bytes");
+  comms.erase(std::remove_if(comms.begin(), comms.end(),
+                             [&](const analysis::CommBandwidth& c) { return static_cast<double>(c.bytes) < min_bytes; }),
+              comms.end());
   std::map<std::string, std::vector<const analysis::CommBandwidth*>> classes;
   for (const auto& c : comms) classes[c.ClassKey()].push_back(&c);
   for (const auto& [cls, members] : classes) {
@@ -171,7 +183,7 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
                               " are in every slow communicator and in no healthy one; ",
                               inter ? "the slow communicators span nodes" : "intra-node communicators");
     for (int32_t r : suspects) reported.insert(r);
-    sink.Report(std::move(d));
+    report(std::move(d));
   }
 
   // --- each communicator against a reference: the expected busbw when
@@ -240,7 +252,7 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
                       "x the other members' on the same shapes: a GPU shared with other work (or a slow GPU, see "
                       "slow_gpu) may be slowing the collective kernels on it too");
     }
-    sink.Report(std::move(d));
+    report(std::move(d));
   }
 }
 

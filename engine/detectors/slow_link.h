@@ -17,7 +17,9 @@
 //    the median busbw of the same shape in previous runs of the job name on
 //    the same GPU model (min_drop); its own first windows (min_drop).
 // Each diagnosis says whether the slow links are intra-node (same host) or
-// inter-node.
+// inter-node. Collectives under slow_link.min_bytes (latency-bound) are not
+// compared; a finding is reported once it held slow_link.persist_windows
+// consecutive windows.
 #ifndef XPU_ENGINE_DETECTORS_SLOW_LINK_H_
 #define XPU_ENGINE_DETECTORS_SLOW_LINK_H_
 
@@ -25,6 +27,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/detectors/streaks.h"
 #include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
 
@@ -47,6 +50,7 @@ class SlowLinkDetector : public ViewDetector {
   std::shared_ptr<history::HistoryCache> history_;
   // job -> communicator key -> baseline busbw
   std::map<std::string, std::map<std::string, Baseline>> baseline_;
+  Streaks streaks_;  // per subject: consecutive windows slow (slow_link.persist_windows)
 };
 
 }  // namespace xpu::engine

@@ -55,9 +55,8 @@ void ThroughputRegressionDetector::OnWindow(const JobState& job, DiagnosisSink& 
   // Against the job's own recent best: once it held in
   // throughput.persist_windows consecutive windows (early steps vary; the
   // first minute of a healthy job can sit a few percent off its best).
-  int& streak = own_streak_[job.job()];
-  streak = c.degraded ? streak + 1 : 0;
-  if (streak < static_cast<int>(Param(v, "throughput.persist_windows"))) c.degraded = false;
+  Streaks::Window held = streaks_.Begin(job.job());
+  if (c.degraded && held.Hold("own") < static_cast<int>(Param(v, "throughput.persist_windows"))) c.degraded = false;
   if (!c.degraded && hist_line.empty()) return;
   Diagnosis d = NewDiagnosis(job, "throughput_regression", Team::kOperations);
   const double change = std::max(c.degraded ? c.change : 0.0, hist_line.empty() ? 0.0 : hist_change);

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/detectors/streaks.h"
 #include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
 
@@ -33,7 +34,7 @@ class ThroughputRegressionDetector : public ViewDetector {
  private:
   std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::deque<double>> history_steps_;  // job -> step seconds, oldest first
-  std::map<std::string, int> own_streak_;  // job -> consecutive windows degraded against its own best
+  Streaks streaks_;  // consecutive windows degraded against the job's own best
 };
 
 }  // namespace xpu::engine

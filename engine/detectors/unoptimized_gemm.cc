@@ -49,9 +49,7 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
                        std::max<size_t>(v.ranks.size(), 1));
   const history::JobHistory* jh = history_ != nullptr ? &history_->Get(job) : nullptr;
   const int min_runs = static_cast<int>(Param(v, "history.min_runs"));
-  const std::set<std::string> low_before = std::move(low_last_[job.job()]);
-  std::set<std::string>& low_now = low_last_[job.job()];
-  low_now.clear();
+  Streaks::Window held = streaks_.Begin(job.job());
   for (const auto& [key, s] : shapes) {
     if (s.ranks.size() < min_ranks) continue;
     double reference = best[s.sig.dtype];
@@ -86,8 +84,7 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
     // A kernel choice is a property of the shape: it is reported once two
     // consecutive windows agree, so that a window of start-up effects
     // (first calls, clocks ramping up) is not taken for one.
-    low_now.insert(key);
-    if (low_before.count(key) == 0) continue;
+    if (held.Hold(key) < 2) continue;
     Diagnosis d = NewDiagnosis(job, "unoptimized_gemm", Team::kInfrastructure);
     d.ranks = s.ranks;
     d.hosts = HostsOf(v, d.ranks);

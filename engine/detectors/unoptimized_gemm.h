@@ -20,9 +20,9 @@
 
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 
+#include "engine/detectors/streaks.h"
 #include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
 
@@ -40,7 +40,7 @@ class UnoptimizedGemmDetector : public ViewDetector {
  private:
   std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::map<uint8_t, double>> best_;  // job -> dtype -> best shape TFLOPS
-  std::map<std::string, std::set<std::string>> low_last_;  // job -> shapes low in the previous window
+  Streaks streaks_;  // per shape: consecutive windows low
 };
 
 }  // namespace xpu::engine

@@ -15,6 +15,8 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const double delta = Param(v, "void_inter.history_delta");
   const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
   auto& base = baseline_[job.job()];
+  const int persist = static_cast<int>(Param(v, "void_inter.persist_windows"));
+  Streaks::Window held = streaks_.Begin(job.job());
   // Previous runs of the job name on this GPU model (engine/history/).
   const history::HistoryBaseline* hb = history_ != nullptr ? &history_->Get(job).baseline : nullptr;
   const history::HistoryFigure* prev =
@@ -30,6 +32,7 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     const bool dataloader_explains = f.inter_from_dataloader && f.dataloader_s > 0.5 * f.inter_s;
     if (!verdict.over) continue;
     if (dataloader_explains) continue;
+    if (held.Hold(absl::StrCat(t.rank)) < persist) continue;
     d.ranks.push_back(t.rank);
     lines.push_back(absl::StrCat("rank ", t.rank, " V_inter ", Fmt(vi * 100, 1), " % (T_inter ",
                                  Fmt(f.inter_s * 1e3, 1), " ms of ", Fmt(f.step_s * 1e3, 1), " ms over ", f.steps,

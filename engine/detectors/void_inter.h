@@ -8,7 +8,9 @@
 // previous runs of the job name on the same GPU model (engine/history/; a
 // job slow from its first step has no clean baseline). When DataLoader calls
 // account for more than half of T_inter, slow_dataloader is the more
-// specific diagnosis and this one stays silent.
+// specific diagnosis and this one stays silent. A rank is reported once it
+// was over in void_inter.persist_windows consecutive windows (a run's first
+// window, with its start-up steps, sits above the history of whole runs).
 #ifndef XPU_ENGINE_DETECTORS_VOID_INTER_H_
 #define XPU_ENGINE_DETECTORS_VOID_INTER_H_
 
@@ -16,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/detectors/streaks.h"
 #include "engine/detectors/void_baseline.h"
 #include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
@@ -34,6 +37,7 @@ class VoidInterDetector : public ViewDetector {
  private:
   std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::map<int32_t, VoidBaseline>> baseline_;
+  Streaks streaks_;  // per rank: consecutive windows over (void_inter.persist_windows)
 };
 
 }  // namespace xpu::engine

@@ -15,6 +15,8 @@ void VoidMinorityDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const double delta = Param(v, "void_minority.history_delta");
   const int baseline_windows = static_cast<int>(Param(v, "history.baseline_windows"));
   auto& base = baseline_[job.job()];
+  const int persist = static_cast<int>(Param(v, "void_minority.persist_windows"));
+  Streaks::Window held = streaks_.Begin(job.job());
   // Previous runs of the job name on this GPU model (engine/history/).
   const history::HistoryBaseline* hb = history_ != nullptr ? &history_->Get(job).baseline : nullptr;
   const history::HistoryFigure* prev =
@@ -27,7 +29,7 @@ void VoidMinorityDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     if (f.steps == 0) continue;
     const double vi = f.VMinority();
     const VoidBaseline::Verdict verdict = base[t.rank].Judge(vi, thr, delta, baseline_windows, prev);
-    if (!verdict.over) continue;
+    if (!verdict.over || held.Hold(absl::StrCat(t.rank)) < persist) continue;
     d.ranks.push_back(t.rank);
     lines.push_back(absl::StrCat("rank ", t.rank, " V_minority ", Fmt(vi * 100, 1), " % (T_minority ",
                                  Fmt(f.minority_s * 1e3, 1), " ms of ", Fmt((f.step_s - f.inter_s) * 1e3, 1), " ms in-step time over ", f.steps,

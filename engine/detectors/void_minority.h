@@ -7,7 +7,8 @@
 // backbone: void_minority.threshold@JOB_NAME) or exceeds by
 // void_minority.history_delta the rank's baseline (first windows of the job)
 // or the median V_minority of previous runs of the job name on the same GPU
-// model (engine/history/).
+// model (engine/history/), once that held void_minority.persist_windows
+// consecutive windows.
 #ifndef XPU_ENGINE_DETECTORS_VOID_MINORITY_H_
 #define XPU_ENGINE_DETECTORS_VOID_MINORITY_H_
 
@@ -15,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "engine/detectors/streaks.h"
 #include "engine/detectors/void_baseline.h"
 #include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
@@ -33,6 +35,7 @@ class VoidMinorityDetector : public ViewDetector {
  private:
   std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::map<int32_t, VoidBaseline>> baseline_;
+  Streaks streaks_;  // per rank: consecutive windows over (void_minority.persist_windows)
 };
 
 }  // namespace xpu::engine

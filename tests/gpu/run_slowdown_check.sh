@@ -14,20 +14,28 @@
 #             name gpt-bench-launch: the second has the first's history),
 #             where a synchronization per block costs time ($LAUNCH_STEPS
 #             steps, default 1500)
+#   plain_launch
+#             healthy_launch without the hook (no diagnosis): the step
+#             times of the same shape untraced, to compare with healthy_launch
 # For each: `xpu diagnose --job J --json` after the run, and the report.
 # DUMP (default "healthy"): the scenarios whose timeline is dumped and
 # validated after the run (DUMP_OPS ops, default 200000).
 # First (CALIBRATE=1, default) `xpu calibrate` stores this node's GEMM peaks
 # and busbw in the engine.
+# FRESH=0 keeps the engine database of an earlier call on the same machine
+# (its history and calibration), so a long list can be split over calls:
+#   SCENARIOS="healthy hog sync" ...; FRESH=0 CALIBRATE=0 SCENARIOS="gc ..." ...
 set -u
 BUNDLE=$(cd "${BUNDLE:-.bundle}" && pwd)
 HERE=$(cd "$(dirname "$0")" && pwd); REPO=$(cd "$HERE/../.." && pwd)
 RES=${OUT:-$PWD/slowdown-results}; mkdir -p "$RES"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 PY=${PY:-python3}
-W=/tmp/xpu-slowdown; rm -rf "$W"; mkdir -p "$W"
+W=/tmp/xpu-slowdown
+if [ "${FRESH:-1}" = 1 ]; then rm -rf "$W"; else pkill -x xpu-daemon; sleep 1; rm -f "$W/d.sock"; fi
+mkdir -p "$W"
 "$BUNDLE/bin/xpu-engine" --listen 127.0.0.1:17471 --metrics-addr 127.0.0.1:19471 --db "$W/e.db" \
-  --window-s "${WINDOW_S:-5}" > "$W/engine.log" 2>&1 &
+  --window-s "${WINDOW_S:-5}" >> "$W/engine.log" 2>&1 &
 EPID=$!; sleep 2
 X="$BUNDLE/bin/xpu --engine 127.0.0.1:17471"
 if [ "${CALIBRATE:-1}" = 1 ]; then
@@ -41,7 +49,9 @@ fi
 STEPS=${STEPS:-400}
 for scen in ${SCENARIOS:-healthy hog sync gc loader ffn8484 healthy_launch sync_launch}; do
   args=(); hog=""; shape=gpu; name=gpt-bench; steps=$STEPS
+  traced=(XPU_ENGINE=127.0.0.1:17471 LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so XPU_DAEMON_SOCKET=$W/d.sock)
   case $scen in
+    plain_launch) shape=launch; steps=${LAUNCH_STEPS:-1500}; traced=();;
     healthy_launch) shape=launch; name=gpt-bench-launch; steps=${LAUNCH_STEPS:-1500};;
     sync_launch) shape=launch; name=gpt-bench-launch; steps=${LAUNCH_STEPS:-1500}; args=(--sync-inside);;
     hog) CUDA_VISIBLE_DEVICES=1 $PY -c "
@@ -57,11 +67,14 @@ while True:
     ffn8484) args=(--ffn 8484);;
   esac
   t0=$(date +%s)
-  XPU_ENGINE=127.0.0.1:17471 LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so XPU_DAEMON_SOCKET=$W/d.sock \
-    XPU_JOB_NAME=$name timeout 240 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" \
+  env "${traced[@]}" XPU_JOB_NAME=$name timeout 240 torchrun --standalone --nproc-per-node 2 "$REPO/bench/gpt/train_gpt.py" \
     --shape "$shape" --steps "$steps" "${args[@]}" --json-out "$W/$scen.json" > "$W/$scen.log" 2>&1
   rc=$?
   [ -n "$hog" ] && kill "$hog" 2>/dev/null
+  if [ ${#traced[@]} = 0 ]; then
+    echo "=== $scen (rc $rc, $(( $(date +%s) - t0 )) s, untraced): $(cat "$W/$scen.json" 2>/dev/null)"
+    continue
+  fi
   sleep "$(( ${WINDOW_S:-5} + 2 ))"   # the last window closes
   J=$($X jobs --all --json | $PY -c "import json,sys; js=[j for j in json.load(sys.stdin)['jobs'] if j.get('job_name')=='$name']; print(sorted(js, key=lambda j: j['first_seen_ns'])[-1]['job'] if js else '')")
   echo "=== $scen (rc $rc, $(( $(date +%s) - t0 )) s): job $J; script: $(cat "$W/$scen.json" 2>/dev/null)"
@@ -79,7 +92,7 @@ PYEOF
   # Profiling window (CUPTI) the throughput detector may have started.
   $X profile --job "$J" --last --json > "$RES/profile_$scen.json" 2>&1 && \
     echo "  profiling window: $(head -c 300 "$RES/profile_$scen.json")"
-  if [[ " ${DUMP:-healthy} " == *" $scen "* ]]; then
+  if [[ " ${DUMP-healthy} " == *" $scen "* ]]; then
     # The run's timeline (its daemon still holds it; the last $DUMP_OPS
     # ops), checked with the independent decoder; the files go to $RES for
     # offline checks.
@@ -93,5 +106,8 @@ PYEOF
   fi
 done
 kill $EPID 2>/dev/null
-cp "$W/engine.log" "$RES/" 2>/dev/null
+sleep 1
+# The engine's log and database, each run's log (rank 0 prints every step)
+# and summary.
+cp "$W/engine.log" "$W"/e.db* "$W"/*.log "$W"/*.json "$RES/" 2>/dev/null
 grep -ciE "diagnos" "$W/engine.log"
