@@ -8,7 +8,9 @@ namespace xpu::daemon {
 namespace {
 // End of the window starting at `start`, saturating instead of wrapping for
 // hostile timestamps near the end of the clock.
-uint64_t WindowEnd(uint64_t start, uint64_t len) { return start > ~0ull - len ? ~0ull : start + len; }
+uint64_t WindowEnd(uint64_t start, uint64_t len) {
+  return start > ~0ull - len ? ~0ull : start + len;
+}
 }  // namespace
 
 Aggregator::Aggregator(uint64_t window_ns) : window_ns_(window_ns == 0 ? 1 : window_ns) {}
@@ -45,7 +47,8 @@ void Aggregator::Add(const xpu_record_v1& rec, const xpu_signature_v1* sig) {
   }
 }
 
-void Aggregator::Emit(uint64_t start, uint64_t window_ns, const Window& w, xpu::v1::WindowSummary* out) {
+void Aggregator::Emit(uint64_t start, uint64_t window_ns, const Window& w,
+                      xpu::v1::WindowSummary* out) {
   out->set_window_start_ns(start);
   out->set_window_end_ns(WindowEnd(start, window_ns));
   for (const auto& [sig_id, s] : w) {

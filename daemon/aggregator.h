@@ -52,7 +52,8 @@ class Aggregator {
     int64_t lat_sum = 0;
   };
   using Window = std::map<uint32_t, Stats>;  // by sig_id, ordered for stable output
-  static void Emit(uint64_t start, uint64_t window_ns, const Window& w, xpu::v1::WindowSummary* out);
+  static void Emit(uint64_t start, uint64_t window_ns, const Window& w,
+                   xpu::v1::WindowSummary* out);
 
   const uint64_t window_ns_;
   std::map<uint64_t, Window> windows_;  // by window start

@@ -37,7 +37,8 @@ TEST(AggregatorTest, StatsMatchABruteForceReference) {
   Aggregator agg(5 * kSec);
   std::mt19937 rng(3);
   // Reference sums for window [100 s, 105 s) of sig 1 and 2.
-  uint64_t count[3] = {}, total[3] = {}, tcount[3] = {}, ttotal[3] = {}, tmin[3] = {~0ull, ~0ull, ~0ull}, tmax[3] = {};
+  uint64_t count[3] = {}, total[3] = {}, tcount[3] = {}, ttotal[3] = {},
+           tmin[3] = {~0ull, ~0ull, ~0ull}, tmax[3] = {};
   double sumsq[3] = {};
   uint64_t lat_n[3] = {};
   int64_t lat_sum[3] = {};

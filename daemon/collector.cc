@@ -26,17 +26,18 @@ void AppendPacked(const xpu_record_v1& rec, std::string* out) {
 }  // namespace
 
 Collector::Collector(const CollectorOptions& options)
-    : options_(options), table_(options.table),
+    : options_(options),
+      table_(options.table),
       profiles_(std::make_unique<ProfileRunner>(this, options.profile)) {}
 
-absl::StatusOr<uint64_t> Collector::AddRing(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
-                                            uint64_t now_ns) {
+absl::StatusOr<uint64_t> Collector::AddRing(std::unique_ptr<RingReader> reader,
+                                            const PeerInfo& peer, uint64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   const RingIdentity id = reader->identity();
   auto key = table_.Add(std::move(reader), peer, now_ns);
   if (key.ok()) {
-    Log()->info("registered process key={} job={} rank={} pid={} peer_pid={} uid={}", *key, id.job, id.rank, id.pid,
-                peer.pid, peer.uid);
+    Log()->info("registered process key={} job={} rank={} pid={} peer_pid={} uid={}", *key, id.job,
+                id.rank, id.pid, peer.pid, peer.uid);
   }
   return key;
 }
@@ -47,7 +48,8 @@ void Collector::MarkDisconnected(uint64_t key, uint64_t now_ns) {
   if (s == nullptr || s->disconnected) return;
   s->disconnected = true;
   s->disconnected_at_ns = now_ns;
-  Log()->info("process key={} job={} rank={} disconnected; draining", key, s->identity.job, s->identity.rank);
+  Log()->info("process key={} job={} rank={} disconnected; draining", key, s->identity.job,
+              s->identity.rank);
 }
 
 void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
@@ -81,10 +83,13 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
                              reader.counters().records_abandoned;
   uint64_t suppressed = 0;
   if (bad_after != bad_before && bad_limiter_.Allow(now_ns, &suppressed)) {
-    Log()->warn("process key={} job={} rank={}: {} records lost (corrupt={} lapped={} abandoned={} so far; {} "
-                "similar messages suppressed)",
-                s.key, s.identity.job, s.identity.rank, bad_after - bad_before, reader.counters().records_corrupt,
-                reader.counters().records_lapped, reader.counters().records_abandoned, suppressed);
+    Log()->warn(
+        "process key={} job={} rank={}: {} records lost (corrupt={} lapped={} abandoned={} so far; "
+        "{} "
+        "similar messages suppressed)",
+        s.key, s.identity.job, s.identity.rank, bad_after - bad_before,
+        reader.counters().records_corrupt, reader.counters().records_lapped,
+        reader.counters().records_abandoned, suppressed);
   }
   if (options_.collect_for_engine) {
     const size_t max_bytes = options_.max_pending_records * sizeof(xpu_record_v1);
@@ -100,12 +105,13 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
     // The producer shrank its ring: nothing more can be read from it.
     s.disconnected = true;
     s.disconnected_at_ns = now_ns;
-    Log()->warn("process key={} job={} rank={}: ring lost its pages (file shrunk); closing it", s.key,
-                s.identity.job, s.identity.rank);
+    Log()->warn("process key={} job={} rank={}: ring lost its pages (file shrunk); closing it",
+                s.key, s.identity.job, s.identity.rank);
   }
   // Liveness: a process that vanished without closing its socket (or whose
   // pid now belongs to someone else) is treated like a closed connection.
-  if (!s.disconnected && s.peer.pid > 0 && now_ns - s.last_liveness_check_ns >= options_.liveness_interval_ns) {
+  if (!s.disconnected && s.peer.pid > 0 &&
+      now_ns - s.last_liveness_check_ns >= options_.liveness_interval_ns) {
     s.last_liveness_check_ns = now_ns;
     const uint64_t ticks = ReadProcStartTicks(s.peer.pid);
     if (ticks == 0 || (s.peer.start_ticks != 0 && ticks != s.peer.start_ticks)) {
@@ -122,9 +128,9 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
     s.exited = true;
     s.exited_at_ns = now_ns;
     const RingReaderCounters& c = reader.counters();
-    Log()->info("process key={} job={} rank={} exited: read={} corrupt={} lapped={} abandoned={}", s.key,
-                s.identity.job, s.identity.rank, c.records_read, c.records_corrupt, c.records_lapped,
-                c.records_abandoned);
+    Log()->info("process key={} job={} rank={} exited: read={} corrupt={} lapped={} abandoned={}",
+                s.key, s.identity.job, s.identity.rank, c.records_read, c.records_corrupt,
+                c.records_lapped, c.records_abandoned);
   }
   if (options_.collect_for_engine) {
     s.aggregator.TakeCompleted(s.exited, &s.pending_windows);
@@ -159,7 +165,8 @@ std::vector<xpu::v1::Batch> Collector::TakeBatches() {
     bytes += adding;
     return out.back().add_processes();
   };
-  const size_t chunk = std::max<size_t>(1, options_.max_records_per_message) * sizeof(xpu_record_v1);
+  const size_t chunk =
+      std::max<size_t>(1, options_.max_records_per_message) * sizeof(xpu_record_v1);
   table_.ForEach([&](ProcessState& s) {
     if (s.exit_reported || s.reader == nullptr) return;
     size_t offset = 0;
@@ -170,7 +177,8 @@ std::vector<xpu::v1::Batch> Collector::TakeBatches() {
       pb->set_process_key(s.key);
       FillIdentity(s, pb->mutable_identity());
       if (first) {
-        for (size_t i = s.signatures_sent; i < s.signatures.size(); ++i) FillSignature(s.signatures[i], pb->add_signatures());
+        for (size_t i = s.signatures_sent; i < s.signatures.size(); ++i)
+          FillSignature(s.signatures[i], pb->add_signatures());
         s.signatures_sent = s.signatures.size();
         for (auto& w : s.pending_windows) *pb->add_windows() = std::move(w);
         s.pending_windows.clear();
@@ -201,7 +209,8 @@ std::vector<xpu::v1::ProcessBatch> Collector::FullState() {
     pb.set_process_key(s.key);
     FillIdentity(s, pb.mutable_identity());
     // Only the prefix already handed out: later ones follow as deltas.
-    for (size_t i = 0; i < s.signatures_sent; ++i) FillSignature(s.signatures[i], pb.add_signatures());
+    for (size_t i = 0; i < s.signatures_sent; ++i)
+      FillSignature(s.signatures[i], pb.add_signatures());
     FillCounters(s, pb.mutable_counters());
     out.push_back(std::move(pb));
   });
@@ -222,7 +231,8 @@ void Collector::HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandR
     // Synchronous callers (tests, a client without the async path) wait here.
     auto promise = std::make_shared<std::promise<xpu::v1::CommandReply>>();
     std::future<xpu::v1::CommandReply> f = promise->get_future();
-    profiles_->Start(command, [promise](xpu::v1::CommandReply r) { promise->set_value(std::move(r)); });
+    profiles_->Start(command,
+                     [promise](xpu::v1::CommandReply r) { promise->set_value(std::move(r)); });
     *reply = f.get();
     return;
   }
@@ -252,8 +262,8 @@ void Collector::HandleEvidence(const xpu::v1::Command& command, xpu::v1::Command
     std::lock_guard<std::mutex> lock(mu_);
     table_.ForEach([&](ProcessState& s) {
       if (!command.job().empty() && s.identity.job != command.job()) return;
-      if (command.ranks_size() > 0 &&
-          std::find(command.ranks().begin(), command.ranks().end(), s.identity.rank) == command.ranks().end()) {
+      if (command.ranks_size() > 0 && std::find(command.ranks().begin(), command.ranks().end(),
+                                                s.identity.rank) == command.ranks().end()) {
         return;
       }
       EvidenceTarget t;
@@ -278,8 +288,8 @@ void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandR
   bool truncated = false;
   table_.ForEach([&](ProcessState& s) {
     if (!command.job().empty() && s.identity.job != command.job()) return;
-    if (command.ranks_size() > 0 &&
-        std::find(command.ranks().begin(), command.ranks().end(), s.identity.rank) == command.ranks().end()) {
+    if (command.ranks_size() > 0 && std::find(command.ranks().begin(), command.ranks().end(),
+                                              s.identity.rank) == command.ranks().end()) {
       return;
     }
     xpu::v1::ProcessBatch* pb = reply->add_processes();

@@ -88,7 +88,8 @@ class Collector : public CommandHandler, public StateProvider {
   explicit Collector(const CollectorOptions& options);
 
   // Registers a ring received from the hook. `now_ns` is CLOCK_MONOTONIC.
-  absl::StatusOr<uint64_t> AddRing(std::unique_ptr<RingReader> reader, const PeerInfo& peer, uint64_t now_ns);
+  absl::StatusOr<uint64_t> AddRing(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
+                                   uint64_t now_ns);
   // The hook's connection closed: drain what is left, then mark it exited.
   void MarkDisconnected(uint64_t key, uint64_t now_ns);
 

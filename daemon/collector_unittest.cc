@@ -22,7 +22,8 @@ struct Proc {
   uint32_t sig = 0;
 };
 
-Proc AddProc(Collector& c, const std::string& job, int rank, int32_t pid = 100, uint32_t cap = 1024) {
+Proc AddProc(Collector& c, const std::string& job, int rank, int32_t pid = 100,
+             uint32_t cap = 1024) {
   TestRingConfig cfg;
   cfg.job = job;
   cfg.rank = rank;
@@ -46,7 +47,9 @@ CollectorOptions Opts() {
   return o;
 }
 
-xpu_record_v1 Rec(uint32_t sig, uint64_t start) { return TestRingWriter::MakeRecord(sig, start, 10, XPU_REC_TIMED); }
+xpu_record_v1 Rec(uint32_t sig, uint64_t start) {
+  return TestRingWriter::MakeRecord(sig, start, 10, XPU_REC_TIMED);
+}
 
 TEST(CollectorTest, TwoJobsOnOneNodeStaySeparate) {
   Collector c(Opts());
@@ -71,7 +74,8 @@ TEST(CollectorTest, TwoJobsOnOneNodeStaySeparate) {
   dup.job = "job-a";
   dup.pid = 100;
   auto ring = TestRingWriter::Create(dup);
-  EXPECT_EQ(c.AddRing(std::move(RingReader::FromFd(ring->fd(), RingReaderOptions{}).value()), PeerInfo{}, 0)
+  EXPECT_EQ(c.AddRing(std::move(RingReader::FromFd(ring->fd(), RingReaderOptions{}).value()),
+                      PeerInfo{}, 0)
                 .status()
                 .code(),
             absl::StatusCode::kAlreadyExists);
@@ -151,7 +155,8 @@ TEST(CollectorTest, DisconnectedRingThatNeverDrainsTimesOut) {
   auto ring = TestRingWriter::Create(cfg);
   RingReaderOptions ro;
   ro.abandon_grace_ns = 100 * kSec;  // the stuck slot is never skipped in time
-  const uint64_t key = c.AddRing(std::move(RingReader::FromFd(ring->fd(), ro).value()), PeerInfo{}, 0).value();
+  const uint64_t key =
+      c.AddRing(std::move(RingReader::FromFd(ring->fd(), ro).value()), PeerInfo{}, 0).value();
   ring->ReserveWithoutCommit();
   c.MarkDisconnected(key, 1 * kSec);
   c.DrainOnce(2 * kSec);
@@ -242,7 +247,8 @@ TEST(CollectorTest, VanishedPidIsDetectedThroughProc) {
   waitpid(child, &status, 0);  // reaped: /proc/<child> is gone
   PeerInfo peer;
   peer.pid = child;
-  c.AddRing(std::move(RingReader::FromFd(ring->fd(), RingReaderOptions{}).value()), peer, 0).value();
+  c.AddRing(std::move(RingReader::FromFd(ring->fd(), RingReaderOptions{}).value()), peer, 0)
+      .value();
   PeerInfo self;
   self.pid = getpid();
   self.start_ticks = ReadProcStartTicks(getpid());
@@ -250,7 +256,8 @@ TEST(CollectorTest, VanishedPidIsDetectedThroughProc) {
   TestRingConfig cfg2;
   cfg2.pid = 5;
   auto ring2 = TestRingWriter::Create(cfg2);
-  c.AddRing(std::move(RingReader::FromFd(ring2->fd(), RingReaderOptions{}).value()), self, 0).value();
+  c.AddRing(std::move(RingReader::FromFd(ring2->fd(), RingReaderOptions{}).value()), self, 0)
+      .value();
   c.DrainOnce(1);
   EXPECT_EQ(c.stats().processes_live, 1u);  // only the live one
 }

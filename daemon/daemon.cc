@@ -38,7 +38,8 @@ absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& o, const std:
   gethostname(host, sizeof(host) - 1);
   c.engine.target = o.engine;
   c.engine.host = host;
-  c.engine.daemon_id = o.daemon_id.empty() ? absl::StrCat(host, ":", getpid(), ":", RealtimeNs()) : o.daemon_id;
+  c.engine.daemon_id =
+      o.daemon_id.empty() ? absl::StrCat(host, ":", getpid(), ":", RealtimeNs()) : o.daemon_id;
   c.engine.version = version;
   c.engine.tls_ca_file = o.tls_ca;
   c.engine.tls_cert_file = o.tls_cert;
@@ -46,7 +47,8 @@ absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& o, const std:
   c.engine.insecure = o.insecure;
   c.engine.buffer_bytes = o.buffer_mb << 20;
   // Pending records per process never need to exceed the engine buffer.
-  c.collector.max_pending_records = std::max<uint64_t>(1024, c.engine.buffer_bytes / sizeof(xpu_record_v1));
+  c.collector.max_pending_records =
+      std::max<uint64_t>(1024, c.engine.buffer_bytes / sizeof(xpu_record_v1));
   if (c.engine_enabled) {
     auto token = ResolveToken(o);
     if (!token.ok()) return token.status();
@@ -96,9 +98,11 @@ void Daemon::DrainLoop() {
     }
     if (now >= next_stats) {
       const CollectorStats st = collector_->stats();
-      Log()->info("processes={} live={} records_read={} corrupt={} lapped={} abandoned={} profile_unclaimed={}",
-                  st.processes, st.processes_live, st.records_read, st.records_corrupt, st.records_lapped,
-                  st.records_abandoned, st.records_profile_unclaimed);
+      Log()->info(
+          "processes={} live={} records_read={} corrupt={} lapped={} abandoned={} "
+          "profile_unclaimed={}",
+          st.processes, st.processes_live, st.records_read, st.records_corrupt, st.records_lapped,
+          st.records_abandoned, st.records_profile_unclaimed);
       next_stats = now + config_.stats_log_s * kNsPerS;
     }
     lock.lock();
@@ -124,7 +128,8 @@ void Daemon::Stop(uint64_t flush_timeout_ms) {
     Flush();
   }
   if (engine_client_) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(flush_timeout_ms);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(flush_timeout_ms);
     while (std::chrono::steady_clock::now() < deadline) {
       const EngineClientStats st = engine_client_->stats();
       if (!st.connected || st.batches_buffered == 0) break;

@@ -33,7 +33,8 @@ struct DaemonConfig {
 };
 
 // Builds the component configuration from parsed flags.
-absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& options, const std::string& version);
+absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& options,
+                                              const std::string& version);
 
 class Daemon {
  public:

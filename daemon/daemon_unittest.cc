@@ -33,8 +33,9 @@ class DaemonTest : public ::testing::Test {
     ASSERT_EQ(system(cmd.c_str()), 0);
   }
   DaemonConfig Config(const std::vector<std::string>& extra) {
-    std::vector<std::string> args = {"--socket", dir_ + "/d.sock", "--flush-ms", "20", "--drain-ms", "2",
-                                     "--history-records", "1000"};
+    std::vector<std::string> args = {
+        "--socket", dir_ + "/d.sock",    "--flush-ms", "20", "--drain-ms",
+        "2",        "--history-records", "1000"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto o = ParseDaemonOptions(args);
     EXPECT_TRUE(o.ok()) << o.status();
@@ -63,7 +64,8 @@ TEST_F(DaemonTest, HookToEngineEndToEnd) {
     FakeHook hook(daemon.socket_path());
     ASSERT_TRUE(hook.SendHello(ring->fd(), ring->size()));
     ASSERT_EQ(hook.ReadAck(), XPU_HELLO_OK);
-    for (int i = 0; i < 300; ++i) ring->Write(TestRingWriter::MakeRecord(sig, 1000 + i, 50, XPU_REC_TIMED));
+    for (int i = 0; i < 300; ++i)
+      ring->Write(TestRingWriter::MakeRecord(sig, 1000 + i, 50, XPU_REC_TIMED));
     ASSERT_TRUE(WaitFor([&] {
       return engine.service.With([](FakeIngest& s) {
         size_t n = 0;
@@ -121,8 +123,9 @@ TEST_F(DaemonTest, NoEngineModeKeepsHistory) {
   ASSERT_EQ(reply.processes_size(), 1);
   EXPECT_EQ(reply.processes(0).records().size() / 32, 1000u);  // --history-records
   // Nothing accumulates for an engine that does not exist.
-  EXPECT_TRUE(daemon.collector().WithProcess(reply.processes(0).process_key(),
-                                             [](ProcessState& s) { EXPECT_TRUE(s.pending_records.empty()); }));
+  EXPECT_TRUE(daemon.collector().WithProcess(reply.processes(0).process_key(), [](ProcessState& s) {
+    EXPECT_TRUE(s.pending_records.empty());
+  }));
   daemon.Stop();
 }
 

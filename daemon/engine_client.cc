@@ -27,7 +27,9 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-size_t RecordsIn(const xpu::v1::ProcessBatch& pb) { return pb.records().size() / sizeof(xpu_record_v1); }
+size_t RecordsIn(const xpu::v1::ProcessBatch& pb) {
+  return pb.records().size() / sizeof(xpu_record_v1);
+}
 
 // Moves the metadata of `from` (identity, signatures, exit) into `to`, in
 // front of what `to` already carries for the same process.
@@ -76,15 +78,17 @@ bool IsLoopbackTarget(const std::string& target) {
   } else {
     const size_t colon = t.find(':');
     host = colon == std::string::npos ? t : t.substr(0, colon);
-    if (t.find(':', colon == std::string::npos ? 0 : colon + 1) != std::string::npos) host = t;  // bare IPv6
+    if (t.find(':', colon == std::string::npos ? 0 : colon + 1) != std::string::npos)
+      host = t;  // bare IPv6
   }
   return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
 }
 
-absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(const EngineClientOptions& options,
-                                                                   CommandHandler* handler, StateProvider* state) {
+absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(
+    const EngineClientOptions& options, CommandHandler* handler, StateProvider* state) {
   std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (!options.tls_ca_file.empty() || !options.tls_cert_file.empty() || !options.tls_key_file.empty()) {
+  if (!options.tls_ca_file.empty() || !options.tls_cert_file.empty() ||
+      !options.tls_key_file.empty()) {
     if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
       return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
     }
@@ -106,14 +110,16 @@ absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(const EngineC
   } else if (IsLoopbackTarget(options.target) || options.insecure) {
     creds = grpc::InsecureChannelCredentials();
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("refusing plaintext to non-loopback engine ", options.target,
-                                                   ": give --tls-ca (and --tls-cert/--tls-key) or --insecure"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("refusing plaintext to non-loopback engine ", options.target,
+                     ": give --tls-ca (and --tls-cert/--tls-key) or --insecure"));
   }
   return std::unique_ptr<EngineClient>(new EngineClient(options, std::move(creds), handler, state));
 }
 
-EngineClient::EngineClient(const EngineClientOptions& options, std::shared_ptr<grpc::ChannelCredentials> creds,
-                           CommandHandler* handler, StateProvider* state)
+EngineClient::EngineClient(const EngineClientOptions& options,
+                           std::shared_ptr<grpc::ChannelCredentials> creds, CommandHandler* handler,
+                           StateProvider* state)
     : options_(options), creds_(std::move(creds)), handler_(handler), state_(state) {}
 
 EngineClient::~EngineClient() { Stop(); }
@@ -285,8 +291,8 @@ bool EngineClient::RunConnection() {
     std::lock_guard<std::mutex> lock(mu_);
     current_ctx_ = nullptr;
     if (!st.ok() && running_) {
-      Log()->warn("engine stream to {} ended: {} {}", options_.target, static_cast<int>(st.error_code()),
-                  st.error_message());
+      Log()->warn("engine stream to {} ended: {} {}", options_.target,
+                  static_cast<int>(st.error_code()), st.error_message());
     }
     return handshook;
   };
@@ -332,8 +338,9 @@ bool EngineClient::RunConnection() {
     bool have_batch = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, last_write + std::chrono::milliseconds(options_.heartbeat_ms),
-                     [this] { return !running_ || broken_ || !replies_.empty() || !queue_.empty(); });
+      cv_.wait_until(lock, last_write + std::chrono::milliseconds(options_.heartbeat_ms), [this] {
+        return !running_ || broken_ || !replies_.empty() || !queue_.empty();
+      });
       if (!running_ || broken_) break;
       if (!replies_.empty()) {
         *out.mutable_reply() = std::move(replies_.front());

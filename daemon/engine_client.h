@@ -61,7 +61,7 @@ struct EngineClientOptions {
 
 struct EngineClientStats {
   bool connected = false;
-  uint64_t connects = 0;           // successful handshakes
+  uint64_t connects = 0;  // successful handshakes
   uint64_t connect_failures = 0;
   uint64_t batches_sent = 0;
   uint64_t batches_dropped = 0;
@@ -78,7 +78,8 @@ class EngineClient {
  public:
   // Checks the transport-security rules and reads the PEM files.
   static absl::StatusOr<std::unique_ptr<EngineClient>> Create(const EngineClientOptions& options,
-                                                              CommandHandler* handler, StateProvider* state);
+                                                              CommandHandler* handler,
+                                                              StateProvider* state);
   ~EngineClient();
   EngineClient(const EngineClient&) = delete;
   EngineClient& operator=(const EngineClient&) = delete;

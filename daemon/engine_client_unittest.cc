@@ -17,11 +17,11 @@
 namespace xpu::daemon {
 namespace {
 
+using testing::FakeEngine;
+using testing::FakeIngest;
 using testing::TestRingConfig;
 using testing::TestRingWriter;
 using testing::WaitFor;
-using testing::FakeEngine;
-using testing::FakeIngest;
 
 EngineClientOptions ClientOptions(int port) {
   EngineClientOptions o;
@@ -51,7 +51,8 @@ struct Node {
   }
   // Writes n records, drains and returns the batches built from them.
   std::vector<xpu::v1::Batch> Produce(int n, uint32_t sig) {
-    for (int i = 0; i < n; ++i) ring->Write(TestRingWriter::MakeRecord(sig, 1000 + i, 5, XPU_REC_TIMED));
+    for (int i = 0; i < n; ++i)
+      ring->Write(TestRingWriter::MakeRecord(sig, 1000 + i, 5, XPU_REC_TIMED));
     collector->DrainOnce(MonotonicNs());
     return collector->TakeBatches();
   }
@@ -78,7 +79,8 @@ TEST(EngineClientTest, LoopbackRule) {
   EXPECT_FALSE(IsLoopbackTarget("127x.evil.com:1"));
   EngineClientOptions o;
   o.target = "10.1.2.3:7441";
-  EXPECT_EQ(EngineClient::Create(o, nullptr, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(EngineClient::Create(o, nullptr, nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
   o.insecure = true;
   EXPECT_TRUE(EngineClient::Create(o, nullptr, nullptr).ok());
   o.insecure = false;
@@ -89,18 +91,21 @@ TEST(EngineClientTest, LoopbackRule) {
 TEST(EngineClientTest, HelloResyncAndBatchesArriveWithTheRightCounts) {
   FakeEngine engine;
   Node node;
-  auto client = std::move(EngineClient::Create(ClientOptions(engine.port()), node.collector.get(),
-                                               node.collector.get()).value());
+  auto client = std::move(
+      EngineClient::Create(ClientOptions(engine.port()), node.collector.get(), node.collector.get())
+          .value());
   client->Start();
   ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
   size_t sent = 0;
   for (int round = 0; round < 3; ++round) {
-    for (auto& b : node.Produce(100 + round, round % 2 ? node.sig_a : node.sig_b)) client->Enqueue(std::move(b));
+    for (auto& b : node.Produce(100 + round, round % 2 ? node.sig_a : node.sig_b))
+      client->Enqueue(std::move(b));
     sent += 100 + round;
   }
   ASSERT_TRUE(WaitFor([&] { return client->stats().batches_sent == 3; }));
   // Written by the client is not yet read by the server: wait for the latter.
-  ASSERT_TRUE(WaitFor([&] { return engine.service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return engine.service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }));
   engine.service.With([&](FakeIngest& s) {
     ASSERT_EQ(s.hellos_.size(), 1u);
     EXPECT_EQ(s.hellos_[0].protocol_version(), 1u);
@@ -139,7 +144,8 @@ TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {
   Node node;
   EngineClientOptions o = ClientOptions(port);
   o.buffer_bytes = 40 * 1024;  // ~1200 records
-  auto client = std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
+  auto client =
+      std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
   client->Start();
   ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
   engine->Stop();
@@ -148,7 +154,8 @@ TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {
   // Engine down: 10 batches of 500 records (16 KB each) against a 40 KB budget.
   // The first carries both signatures and will lose its records.
   for (int i = 0; i < 10; ++i) {
-    for (auto& b : node.Produce(500, i == 0 ? node.sig_a : node.sig_b)) client->Enqueue(std::move(b));
+    for (auto& b : node.Produce(500, i == 0 ? node.sig_a : node.sig_b))
+      client->Enqueue(std::move(b));
   }
   const EngineClientStats down = client->stats();
   EXPECT_GT(down.batches_dropped, 0u);
@@ -158,10 +165,12 @@ TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {
 
   engine = std::make_unique<FakeEngine>(port);
   ASSERT_EQ(engine->port(), port);
-  ASSERT_TRUE(WaitFor([&] { return client->stats().connects == 2 && client->stats().batches_buffered == 0; }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return client->stats().connects == 2 && client->stats().batches_buffered == 0; }));
   const uint64_t expected_batches = 1 + client->stats().batches_sent;  // resync + buffered ones
   ASSERT_TRUE(WaitFor([&] {
-    return engine->service.With([&](FakeIngest& s) { return s.batches_.size() == expected_batches; });
+    return engine->service.With(
+        [&](FakeIngest& s) { return s.batches_.size() == expected_batches; });
   }));
   engine->service.With([&](FakeIngest& s) {
     ASSERT_EQ(s.hellos_.size(), 1u);
@@ -192,8 +201,9 @@ TEST(EngineClientTest, CommandsAreDispatchedAndAnswered) {
   FakeEngine engine;
   Node node;
   node.Produce(50, node.sig_a);
-  auto client = std::move(EngineClient::Create(ClientOptions(engine.port()), node.collector.get(),
-                                               node.collector.get()).value());
+  auto client = std::move(
+      EngineClient::Create(ClientOptions(engine.port()), node.collector.get(), node.collector.get())
+          .value());
   client->Start();
   ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
   xpu::v1::Command history;
@@ -206,7 +216,8 @@ TEST(EngineClientTest, CommandsAreDispatchedAndAnswered) {
   other.set_command_id(8);
   other.set_kind("stacks");
   ASSERT_TRUE(engine.service.SendCommand(other));
-  ASSERT_TRUE(WaitFor([&] { return engine.service.With([](FakeIngest& s) { return s.replies_.size() == 2; }); }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return engine.service.With([](FakeIngest& s) { return s.replies_.size() == 2; }); }));
   engine.service.With([&](FakeIngest& s) {
     const auto& h = s.replies_[0];
     EXPECT_EQ(h.command_id(), 7u);

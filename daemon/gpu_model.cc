@@ -7,7 +7,8 @@
 namespace xpu::daemon {
 
 std::string ReadGpuModel(const RingReader& reader) {
-  constexpr size_t kEnd = offsetof(xpu_ring_header_v1, gpu_model) + sizeof(xpu_ring_header_v1::gpu_model);
+  constexpr size_t kEnd =
+      offsetof(xpu_ring_header_v1, gpu_model) + sizeof(xpu_ring_header_v1::gpu_model);
   xpu_ring_header_v1 h;
   if (!reader.CopyHeaderPage(&h, kEnd) || h.gpu_model[0] == 0) return "";
   // Pairs with the writer's release store of byte 0: the second copy sees

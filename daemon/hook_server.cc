@@ -91,7 +91,8 @@ void HookServer::Accept() {
   for (;;) {
     const int fd = accept4(listener_->fd(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) Log()->warn("accept: {}", strerror(errno));
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        Log()->warn("accept: {}", strerror(errno));
       return;
     }
     ++stats_.accepted;
@@ -106,8 +107,8 @@ void HookServer::Accept() {
       ++stats_.denied_uid;
       uint64_t suppressed = 0;
       if (warn_limiter_.Allow(MonotonicNs(), &suppressed)) {
-        Log()->warn("refusing pid {} of uid {} (daemon uid {}; {} similar suppressed)", cred.pid, cred.uid, geteuid(),
-                    suppressed);
+        Log()->warn("refusing pid {} of uid {} (daemon uid {}; {} similar suppressed)", cred.pid,
+                    cred.uid, geteuid(), suppressed);
       }
       SendAck(fd, XPU_HELLO_DENIED);
       close(fd);
@@ -145,7 +146,8 @@ bool HookServer::HandleHello(Connection& c) {
   if (n == 0) return false;  // closed before saying hello
   std::vector<int> fds;
   for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0)) continue;
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+      continue;
     const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (size_t i = 0; i < count; ++i) {
       int fd;
@@ -168,7 +170,8 @@ bool HookServer::HandleHello(Connection& c) {
     }
     uint64_t suppressed = 0;
     if (warn_limiter_.Allow(MonotonicNs(), &suppressed)) {
-      Log()->warn("hello from pid {} rejected: {} ({} similar messages suppressed)", c.peer.pid, why, suppressed);
+      Log()->warn("hello from pid {} rejected: {} ({} similar messages suppressed)", c.peer.pid,
+                  why, suppressed);
     }
     SendAck(c.fd, status);
     return false;
@@ -178,12 +181,15 @@ bool HookServer::HandleHello(Connection& c) {
   }
   memcpy(&hello, buf, sizeof(hello));
   if (hello.magic != XPU_HELLO_MAGIC) return reject(XPU_HELLO_BAD_VERSION, "bad magic");
-  if (hello.version != XPU_TRANSPORT_VERSION) return reject(XPU_HELLO_BAD_VERSION, "unsupported transport version");
-  if (hello.abi_version != XPU_RECORD_ABI_VERSION) return reject(XPU_HELLO_BAD_VERSION, "unsupported record ABI");
+  if (hello.version != XPU_TRANSPORT_VERSION)
+    return reject(XPU_HELLO_BAD_VERSION, "unsupported transport version");
+  if (hello.abi_version != XPU_RECORD_ABI_VERSION)
+    return reject(XPU_HELLO_BAD_VERSION, "unsupported record ABI");
   if (msg.msg_flags & MSG_CTRUNC) return reject(XPU_HELLO_BAD_RING, "ancillary data truncated");
   if (fds.size() != 1) return reject(XPU_HELLO_BAD_RING, "expected exactly one fd");
   struct stat st;
-  if (fstat(fds[0], &st) != 0 || !S_ISREG(st.st_mode)) return reject(XPU_HELLO_BAD_RING, "fd is not a memfd/file");
+  if (fstat(fds[0], &st) != 0 || !S_ISREG(st.st_mode))
+    return reject(XPU_HELLO_BAD_RING, "fd is not a memfd/file");
   if (static_cast<uint64_t>(st.st_size) != hello.ring_file_size) {
     return reject(XPU_HELLO_BAD_RING, "ring_file_size does not match the fd");
   }
@@ -227,7 +233,8 @@ bool HookServer::OnReadable(Connection& c) {
     if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
     if (n == 0) return false;
     for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm != nullptr; cm = CMSG_NXTHDR(&msg, cm)) {
-      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0)) continue;
+      if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+        continue;
       const size_t count = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
       for (size_t i = 0; i < count; ++i) {
         int fd;

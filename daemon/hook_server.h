@@ -79,10 +79,10 @@ class HookServer {
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::vector<std::unique_ptr<Connection>> conns_;  // owned by the thread
-  RateLimiter warn_limiter_{20, 10000000000ull};   // a local peer must not flood the log
+  RateLimiter warn_limiter_{20, 10000000000ull};    // a local peer must not flood the log
   struct AtomicStats {
-    std::atomic<uint64_t> accepted{0}, registered{0}, denied_uid{0}, bad_hello{0}, bad_ring{0}, busy{0},
-        disconnected{0}, ctl_messages{0}, hello_timeouts{0};
+    std::atomic<uint64_t> accepted{0}, registered{0}, denied_uid{0}, bad_hello{0}, bad_ring{0},
+        busy{0}, disconnected{0}, ctl_messages{0}, hello_timeouts{0};
   } stats_;
 };
 

@@ -20,10 +20,10 @@
 namespace xpu::daemon {
 namespace {
 
+using testing::FakeHook;
 using testing::TestRingConfig;
 using testing::TestRingWriter;
 using testing::WaitFor;
-using testing::FakeHook;
 
 int CountOpenFds() {
   int n = 0;
@@ -93,7 +93,8 @@ TEST_F(HookServerTest, HelloRegistersRingAndRecordsWrittenAfterAreRead) {
   ASSERT_TRUE(hook.connected());
   ASSERT_TRUE(hook.SendHello(ring->fd(), ring->size()));
   EXPECT_EQ(hook.ReadAck(), XPU_HELLO_OK);
-  for (int i = 0; i < 100; ++i) ASSERT_TRUE(ring->Write(TestRingWriter::MakeRecord(sig, i, 10, XPU_REC_TIMED)));
+  for (int i = 0; i < 100; ++i)
+    ASSERT_TRUE(ring->Write(TestRingWriter::MakeRecord(sig, i, 10, XPU_REC_TIMED)));
   EXPECT_TRUE(WaitFor([&] { return RecordsRead() == 100; })) << RecordsRead();
   EXPECT_EQ(server_->stats().registered, 1u);
   EXPECT_EQ(collector_->stats().processes_live, 1u);
@@ -108,7 +109,8 @@ TEST_F(HookServerTest, RecordsCommittedBeforeACrashAreStillRead) {
     ASSERT_EQ(hook.ReadAck(), XPU_HELLO_OK);
     stop_drain_ = true;  // nothing is drained before the "crash"
     drain_.join();
-    for (int i = 0; i < 500; ++i) ring->Write(TestRingWriter::MakeRecord(sig, i, 10, XPU_REC_TIMED));
+    for (int i = 0; i < 500; ++i)
+      ring->Write(TestRingWriter::MakeRecord(sig, i, 10, XPU_REC_TIMED));
   }  // the connection closes: EOF
   EXPECT_TRUE(WaitFor([&] { return server_->stats().disconnected == 1; }));
   // The producer "died" mid-write too: one reserved slot is never committed.
@@ -189,7 +191,8 @@ TEST_F(HookServerTest, BadPeersGetErrorAcksAndTheDaemonSurvives) {
   EXPECT_GE(server_->stats().bad_hello, 3u);
   EXPECT_GE(server_->stats().bad_ring, 5u);
   // Every fd the daemon received was closed again (same process here).
-  EXPECT_TRUE(WaitFor([&] { return CountOpenFds() == fds_before; })) << CountOpenFds() << " vs " << fds_before;
+  EXPECT_TRUE(WaitFor([&] { return CountOpenFds() == fds_before; }))
+      << CountOpenFds() << " vs " << fds_before;
   // And a good hook still registers.
   auto ring = TestRingWriter::Create(TestRingConfig{});
   FakeHook good(server_->path());
@@ -288,8 +291,9 @@ TEST(SocketPathTest, ResolutionOrder) {
   EXPECT_EQ(ResolveSocketPath("").path, "/e/d.sock");
   unsetenv("XPU_DAEMON_SOCKET");
   unsetenv("XDG_RUNTIME_DIR");
-  const std::string expect = geteuid() == 0 ? "/run/xpu/daemon.sock"
-                                            : "/tmp/xpu-" + std::to_string(geteuid()) + "/daemon.sock";
+  const std::string expect = geteuid() == 0
+                                 ? "/run/xpu/daemon.sock"
+                                 : "/tmp/xpu-" + std::to_string(geteuid()) + "/daemon.sock";
   EXPECT_EQ(ResolveSocketPath("").path, expect);
 }
 

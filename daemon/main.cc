@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
   }
   // Logging: one sink shared by every component logger.
   std::string log_file = options->log_file;
-  if (log_file.empty() && !options->foreground) log_file = Dir(config->hook.socket.path) + "/daemon.log";
+  if (log_file.empty() && !options->foreground)
+    log_file = Dir(config->hook.socket.path) + "/daemon.log";
   spdlog::sink_ptr sink;
   if (!log_file.empty()) {
     mkdir(Dir(log_file).c_str(), 0700);

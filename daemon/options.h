@@ -14,7 +14,7 @@
 namespace xpu::daemon {
 
 struct DaemonOptions {
-  std::string socket;                 // empty: transport.h rules
+  std::string socket;  // empty: transport.h rules
   std::string engine = "127.0.0.1:7441";
   bool no_engine = false;
   std::string token_file;
@@ -32,7 +32,7 @@ struct DaemonOptions {
   uint64_t max_processes = 1024;
   uint64_t max_ring_mb = 4096;
   bool allow_any_uid = false;
-  std::string daemon_id;             // empty: host:pid:start
+  std::string daemon_id;  // empty: host:pid:start
   std::string log_level = "info";
   std::string log_file;
   bool foreground = false;

@@ -23,8 +23,9 @@ TEST(DaemonOptionsTest, DefaultsMatchTheDocumentedValues) {
 }
 
 TEST(DaemonOptionsTest, BothValueSyntaxesAndBooleans) {
-  auto o = ParseDaemonOptions({"--socket", "/tmp/s.sock", "--engine=10.0.0.1:1", "--history-records=42",
-                               "--window-s", "7", "--foreground", "--no-engine", "--insecure"});
+  auto o =
+      ParseDaemonOptions({"--socket", "/tmp/s.sock", "--engine=10.0.0.1:1", "--history-records=42",
+                          "--window-s", "7", "--foreground", "--no-engine", "--insecure"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->socket, "/tmp/s.sock");
   EXPECT_EQ(o->engine, "10.0.0.1:1");
@@ -49,9 +50,10 @@ TEST(DaemonOptionsTest, Errors) {
 
 TEST(DaemonOptionsTest, HelpMentionsEveryFlag) {
   const std::string help = DaemonHelpText();
-  for (const char* f : {"--socket", "--engine", "--no-engine", "--token-file", "--tls-ca", "--tls-cert", "--tls-key",
-                        "--insecure", "--history-records", "--retain-exited-s", "--window-s", "--flush-ms",
-                        "--buffer-mb", "--foreground", "--help"}) {
+  for (const char* f :
+       {"--socket", "--engine", "--no-engine", "--token-file", "--tls-ca", "--tls-cert",
+        "--tls-key", "--insecure", "--history-records", "--retain-exited-s", "--window-s",
+        "--flush-ms", "--buffer-mb", "--foreground", "--help"}) {
     EXPECT_NE(help.find(f), std::string::npos) << f;
   }
   EXPECT_NE(help.find("[131072]"), std::string::npos);

@@ -36,15 +36,20 @@ std::vector<RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t since_
   return out;
 }
 
-ProcessState::ProcessState(uint64_t k, std::unique_ptr<RingReader> r, const PeerInfo& p, size_t history_records,
-                           uint64_t window_ns)
-    : key(k), identity(r->identity()), peer(p), reader(std::move(r)), history(history_records),
+ProcessState::ProcessState(uint64_t k, std::unique_ptr<RingReader> r, const PeerInfo& p,
+                           size_t history_records, uint64_t window_ns)
+    : key(k),
+      identity(r->identity()),
+      peer(p),
+      reader(std::move(r)),
+      history(history_records),
       aggregator(window_ns) {}
 
 // The pid is the kernel's (SO_PEERCRED) when there is a peer: the header's
 // pid is only what the producer claims (and lives in its pid namespace).
 ProcessTable::NaturalKey ProcessTable::KeyOf(const ProcessState& s) {
-  return NaturalKey(s.identity.job, s.peer.pid > 0 ? s.peer.pid : s.identity.pid, s.identity.start_time_ticks);
+  return NaturalKey(s.identity.job, s.peer.pid > 0 ? s.peer.pid : s.identity.pid,
+                    s.identity.start_time_ticks);
 }
 
 absl::StatusOr<uint64_t> ProcessTable::Add(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
@@ -57,8 +62,8 @@ absl::StatusOr<uint64_t> ProcessTable::Add(std::unique_ptr<RingReader> reader, c
     ++live;
     if (KeyOf(*s) != natural) continue;
     if (!s->disconnected && !s->exited) {
-      return absl::AlreadyExistsError(absl::StrCat("process ", s->identity.job, "/", s->identity.pid,
-                                                   " is already registered"));
+      return absl::AlreadyExistsError(absl::StrCat("process ", s->identity.job, "/",
+                                                   s->identity.pid, " is already registered"));
     }
     // Same process reconnecting: its ring continues under the new entry
     // (which resumes at the read_index the old reader stored).
@@ -70,11 +75,13 @@ absl::StatusOr<uint64_t> ProcessTable::Add(std::unique_ptr<RingReader> reader, c
     --live;
   }
   if (live >= options_.max_processes) {
-    return absl::ResourceExhaustedError(absl::StrCat("process table full (", options_.max_processes, ")"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("process table full (", options_.max_processes, ")"));
   }
   const uint64_t key = next_key_++;
-  entries_.emplace(key, std::make_unique<ProcessState>(key, std::move(reader), peer, options_.history_records,
-                                                       options_.window_ns));
+  entries_.emplace(
+      key, std::make_unique<ProcessState>(key, std::move(reader), peer, options_.history_records,
+                                          options_.window_ns));
   return key;
 }
 

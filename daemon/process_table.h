@@ -53,8 +53,8 @@ struct PeerInfo {
 };
 
 struct ProcessState {
-  ProcessState(uint64_t key, std::unique_ptr<RingReader> reader, const PeerInfo& peer, size_t history_records,
-               uint64_t window_ns);
+  ProcessState(uint64_t key, std::unique_ptr<RingReader> reader, const PeerInfo& peer,
+               size_t history_records, uint64_t window_ns);
 
   const uint64_t key;
   const RingIdentity identity;
@@ -94,7 +94,8 @@ class ProcessTable {
   // Registers a ring. A live entry with the same (job, pid, start time) that
   // is still connected makes this fail (AlreadyExists); one that is draining
   // or exited is retired and replaced (the hook reconnected with its ring).
-  absl::StatusOr<uint64_t> Add(std::unique_ptr<RingReader> reader, const PeerInfo& peer, uint64_t now_ns);
+  absl::StatusOr<uint64_t> Add(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
+                               uint64_t now_ns);
   ProcessState* Find(uint64_t key);
   void ForEach(const std::function<void(ProcessState&)>& fn);
   // Removes exited entries older than `retain_ns`. Returns how many.

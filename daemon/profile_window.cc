@@ -51,11 +51,11 @@ struct Target {
   xpu::v1::ProcessIdentity identity;
   uint32_t req_id = 0;
   std::shared_ptr<ProfileCapture> capture;
-  bool final = false;           // nothing more to wait for
-  bool hook_final = false;      // the hook gave its final status
-  uint64_t write_index = 0;     // at the moment the final status was seen
+  bool final = false;        // nothing more to wait for
+  bool hook_final = false;   // the hook gave its final status
+  uint64_t write_index = 0;  // at the moment the final status was seen
   uint32_t last_status = XPU_PROFILE_NONE;
-  std::string status;           // when final without a summary
+  std::string status;  // when final without a summary
   std::string reason;
   xpu_ring_profile_ctl_v1 ctl{};
   std::vector<xpu_record_v1> records;
@@ -67,37 +67,56 @@ struct Target {
 
 std::string ProfileStatusName(uint32_t status) {
   switch (status) {
-    case XPU_PROFILE_NONE: return "no_answer";
-    case XPU_PROFILE_STARTED: return "running";
-    case XPU_PROFILE_DONE: return "done";
-    case XPU_PROFILE_SKIPPED_OTHER_CLIENT: return "skipped_other_client";
-    case XPU_PROFILE_SKIPPED_UNAVAILABLE: return "unavailable";
-    case XPU_PROFILE_FAILED: return "failed";
-    case XPU_PROFILE_REJECTED: return "rejected";
+    case XPU_PROFILE_NONE:
+      return "no_answer";
+    case XPU_PROFILE_STARTED:
+      return "running";
+    case XPU_PROFILE_DONE:
+      return "done";
+    case XPU_PROFILE_SKIPPED_OTHER_CLIENT:
+      return "skipped_other_client";
+    case XPU_PROFILE_SKIPPED_UNAVAILABLE:
+      return "unavailable";
+    case XPU_PROFILE_FAILED:
+      return "failed";
+    case XPU_PROFILE_REJECTED:
+      return "rejected";
   }
   return "unknown";
 }
 
 std::string ProfileStatusReason(uint32_t status, int32_t detail) {
   switch (status) {
-    case XPU_PROFILE_DONE: return "";
+    case XPU_PROFILE_DONE:
+      return "";
     case XPU_PROFILE_SKIPPED_OTHER_CLIENT:
-      return absl::StrCat("skipped: another CUPTI client is active (torch.profiler / Kineto, Nsight, a debugger); "
-                          "CUPTI result ", detail);
+      return absl::StrCat(
+          "skipped: another CUPTI client is active (torch.profiler / Kineto, Nsight, a debugger); "
+          "CUPTI result ",
+          detail);
     case XPU_PROFILE_SKIPPED_UNAVAILABLE:
       switch (detail) {
-        case -1: return "CUPTI unavailable: no libcupti found (set XPU_CUPTI_PATH)";
-        case -2: return "profiling windows disabled in the process (XPU_PROFILE_WINDOWS=0)";
-        case -3: return "CUPTI unavailable: libcupti lacks an entry point the window needs";
-        case -4: return "no memory for CUPTI activity buffers";
-        default: return absl::StrCat("CUPTI unavailable: cuptiSubscribe returned ", detail);
+        case -1:
+          return "CUPTI unavailable: no libcupti found (set XPU_CUPTI_PATH)";
+        case -2:
+          return "profiling windows disabled in the process (XPU_PROFILE_WINDOWS=0)";
+        case -3:
+          return "CUPTI unavailable: libcupti lacks an entry point the window needs";
+        case -4:
+          return "no memory for CUPTI activity buffers";
+        default:
+          return absl::StrCat("CUPTI unavailable: cuptiSubscribe returned ", detail);
       }
     case XPU_PROFILE_FAILED:
-      return detail == -4 ? "no memory for CUPTI activity buffers"
-                          : absl::StrCat("a CUPTI call failed with result ", detail, "; CUPTI released");
-    case XPU_PROFILE_REJECTED: return "the hook refused the window length";
-    case XPU_PROFILE_STARTED: return "the window did not end in time";
-    case XPU_PROFILE_NONE: return "the hook did not answer (completion thread not running?)";
+      return detail == -4
+                 ? "no memory for CUPTI activity buffers"
+                 : absl::StrCat("a CUPTI call failed with result ", detail, "; CUPTI released");
+    case XPU_PROFILE_REJECTED:
+      return "the hook refused the window length";
+    case XPU_PROFILE_STARTED:
+      return "the window did not end in time";
+    case XPU_PROFILE_NONE:
+      return "the hook did not answer (completion thread not running?)";
   }
   return absl::StrCat("unknown hook status ", status);
 }
@@ -210,11 +229,13 @@ void ProfileRunner::Stop() {
 void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
-  const uint32_t duration_ms = std::clamp<uint32_t>(
-      command.profile_ms() > 0 ? command.profile_ms() : options_.default_ms, 1, XPU_PROFILE_MAX_DURATION_MS);
+  const uint32_t duration_ms =
+      std::clamp<uint32_t>(command.profile_ms() > 0 ? command.profile_ms() : options_.default_ms, 1,
+                           XPU_PROFILE_MAX_DURATION_MS);
   uint64_t wait_ms = duration_ms + options_.grace_ms;
   // Answer before the engine gives up on the command.
-  if (command.deadline_ms() > 2000) wait_ms = std::min<uint64_t>(wait_ms, command.deadline_ms() - 1000);
+  if (command.deadline_ms() > 2000)
+    wait_ms = std::min<uint64_t>(wait_ms, command.deadline_ms() - 1000);
   const auto until = t0 + std::chrono::milliseconds(wait_ms);
   const std::set<int32_t> ranks(command.ranks().begin(), command.ranks().end());
 
@@ -245,7 +266,8 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
       if (t.req_id == 0) t.req_id = 1;
       t.capture = std::make_shared<ProfileCapture>(options_.max_records_per_process);
       s.profile = t.capture;
-      if (!s.reader->WriteProfileRequest(t.req_id, duration_ms, command.profile_max_records(), RealtimeNs())) {
+      if (!s.reader->WriteProfileRequest(t.req_id, duration_ms, command.profile_max_records(),
+                                         RealtimeNs())) {
         s.profile.reset();
         t.final = true;
         t.status = "failed";
@@ -254,8 +276,8 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
     }
     targets.push_back(std::move(t));
   });
-  Log()->info("profile command {}: job {} window {} ms, {} processes", command.command_id(), command.job(),
-              duration_ms, targets.size());
+  Log()->info("profile command {}: job {} window {} ms, {} processes", command.command_id(),
+              command.job(), duration_ms, targets.size());
 
   // 2. Wait for the hooks and the drain.
   auto pending = [&] {
@@ -281,7 +303,8 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
           continue;
         }
         xpu_ring_profile_ctl_v1 ctl{};
-        if (!t.hook_final && s.reader->ReadProfileControl(&ctl) && static_cast<uint32_t>(ctl.ack >> 32) == t.req_id) {
+        if (!t.hook_final && s.reader->ReadProfileControl(&ctl) &&
+            static_cast<uint32_t>(ctl.ack >> 32) == t.req_id) {
           t.last_status = static_cast<uint32_t>(ctl.ack & 0xffffffffu);
           if (t.last_status >= XPU_PROFILE_DONE) {
             t.hook_final = true;
@@ -290,7 +313,8 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
           }
         }
         // Every record the hook wrote before its final status has been read.
-        const bool caught_up = t.hook_final && (s.reader->cursor() >= t.write_index || s.reader->faulted());
+        const bool caught_up =
+            t.hook_final && (s.reader->cursor() >= t.write_index || s.reader->faulted());
         if (caught_up || late || stop) {
           t.final = true;
           if (t.capture != nullptr) {
@@ -341,9 +365,10 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
       p->set_hook_flags(t.ctl.flags);
     }
     p->set_kernels_dropped(t.ctl.dropped + t.dropped);
-    Log()->info("profile command {}: rank {} pid {}: {}{}{} ({} kernel records, {} functions)", command.command_id(),
-                t.identity.rank(), t.identity.pid(), p->status(), p->reason().empty() ? "" : ": ", p->reason(),
-                p->kernel_records(), p->functions_size());
+    Log()->info("profile command {}: rank {} pid {}: {}{}{} ({} kernel records, {} functions)",
+                command.command_id(), t.identity.rank(), t.identity.pid(), p->status(),
+                p->reason().empty() ? "" : ": ", p->reason(), p->kernel_records(),
+                p->functions_size());
   }
   reply.set_elapsed_ms(static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));

@@ -46,11 +46,11 @@ namespace xpu::daemon {
 class Collector;
 
 struct ProfileOptions {
-  uint32_t default_ms = 15000;            // when the command gives none
+  uint32_t default_ms = 15000;  // when the command gives none
   uint64_t poll_ms = 50;
-  uint64_t grace_ms = 15000;              // beyond the window: finalize wait, drain
+  uint64_t grace_ms = 15000;                 // beyond the window: finalize wait, drain
   size_t max_records_per_process = 2000000;  // captured records (64 MB per process at most)
-  size_t max_functions = 256;             // shipped per process, highest beta first
+  size_t max_functions = 256;                // shipped per process, highest beta first
 };
 
 // "done", "skipped_other_client", ... for a hook status, and the reason in
@@ -90,7 +90,7 @@ class ProfileRunner {
     std::shared_ptr<std::atomic<bool>> finished;
   };
   std::mutex mu_;
-  bool stopping_ = false;     // guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
   std::list<Worker> workers_;  // guarded by mu_; finished ones are joined by the next Start
 };
 

@@ -28,7 +28,8 @@ class FakeHook {
  public:
   FakeHook(TestRingWriter* ring, HookMode mode) : ring_(ring), mode_(mode) {
     ctl_ = reinterpret_cast<xpu_ring_profile_ctl_v1*>(ring->base() + XPU_RING_PROFILE_OFFSET);
-    if (mode != HookMode::kNoWindows) __atomic_store_n(&ctl_->hook_magic, XPU_RING_PROFILE_MAGIC, __ATOMIC_RELEASE);
+    if (mode != HookMode::kNoWindows)
+      __atomic_store_n(&ctl_->hook_magic, XPU_RING_PROFILE_MAGIC, __ATOMIC_RELEASE);
     gemm_ = ring->AddSignature(XPU_OP_KERNEL, "gemm");
     nccl_ = ring->AddSignature(XPU_OP_KERNEL, "ncclDevKernel_AllReduce");
     fwd_ = ring->AddSignature(XPU_OP_PY_API, "forward");
@@ -113,7 +114,9 @@ class ProfileWindowTest : public ::testing::Test {
     cfg.pid = 500 + rank;
     rings_.push_back(TestRingWriter::Create(cfg));
     RingReaderOptions ro;
-    collector_->AddRing(std::move(RingReader::FromFd(rings_.back()->fd(), ro).value()), PeerInfo{}, MonotonicNs())
+    collector_
+        ->AddRing(std::move(RingReader::FromFd(rings_.back()->fd(), ro).value()), PeerInfo{},
+                  MonotonicNs())
         .value();
     return rings_.back().get();
   }
@@ -229,7 +232,8 @@ TEST_F(ProfileWindowTest, OnlyTheRequestedJobAndAsyncReply) {
   cmd.set_job("job-a");
   cmd.set_profile_ms(50);
   std::promise<xpu::v1::CommandReply> got;
-  ASSERT_TRUE(collector_->HandleCommandAsync(cmd, [&](xpu::v1::CommandReply r) { got.set_value(std::move(r)); }));
+  ASSERT_TRUE(collector_->HandleCommandAsync(
+      cmd, [&](xpu::v1::CommandReply r) { got.set_value(std::move(r)); }));
   xpu::v1::CommandReply r = got.get_future().get();
   xpu::v1::ProfileReply p;
   ASSERT_TRUE(p.ParseFromString(r.payload()));
@@ -248,7 +252,8 @@ TEST_F(ProfileWindowTest, UnclaimedWindowRecordsAreDroppedAndCounted) {
   TestRingWriter* ring = AddRing(0);
   const uint32_t k = ring->AddSignature(XPU_OP_KERNEL, "k");
   for (int i = 0; i < 5; ++i) {
-    ring->Write(TestRingWriter::MakeRecord(k, 1000 + i, 10, XPU_REC_TIMED | XPU_REC_PROFILE_WINDOW));
+    ring->Write(
+        TestRingWriter::MakeRecord(k, 1000 + i, 10, XPU_REC_TIMED | XPU_REC_PROFILE_WINDOW));
   }
   ring->Write(TestRingWriter::MakeRecord(k, 2000, 10, XPU_REC_TIMED));
   for (int i = 0; i < 200 && collector_->stats().records_read < 6; ++i) {
@@ -265,7 +270,8 @@ TEST_F(ProfileWindowTest, UnclaimedWindowRecordsAreDroppedAndCounted) {
 TEST(ProfileStatusTest, NamesAndReasons) {
   EXPECT_EQ(ProfileStatusName(XPU_PROFILE_DONE), "done");
   EXPECT_EQ(ProfileStatusReason(XPU_PROFILE_DONE, 0), "");
-  EXPECT_NE(ProfileStatusReason(XPU_PROFILE_SKIPPED_UNAVAILABLE, -1).find("XPU_CUPTI_PATH"), std::string::npos);
+  EXPECT_NE(ProfileStatusReason(XPU_PROFILE_SKIPPED_UNAVAILABLE, -1).find("XPU_CUPTI_PATH"),
+            std::string::npos);
   EXPECT_NE(ProfileStatusReason(XPU_PROFILE_FAILED, 17).find("17"), std::string::npos);
 }
 

@@ -46,8 +46,8 @@ class RingDumpTest : public ::testing::Test {
     const uint32_t coll = w->AddSignature(XPU_OP_ALLREDUCE, "allreduce", &ar);
     // 10 records into 8 slots: the two oldest are overwritten.
     for (int i = 0; i < 10; ++i) {
-      w->WriteOverwriting(testing::TestRingWriter::MakeRecord(i % 2 ? coll : gemm, 1000 + i, 7,
-                                                              XPU_REC_TIMED | (i == 9 ? XPU_REC_DUR_US : 0)));
+      w->WriteOverwriting(testing::TestRingWriter::MakeRecord(
+          i % 2 ? coll : gemm, 1000 + i, 7, XPU_REC_TIMED | (i == 9 ? XPU_REC_DUR_US : 0)));
     }
     char tmpl[] = "/tmp/xpu-ring-dump-XXXXXX";
     const int fd = mkstemp(tmpl);
@@ -80,15 +80,19 @@ TEST_F(RingDumpTest, JsonResolvesSignatures) {
     ++lines;
     ++pos;
   }
-  for (size_t p = out.find("\"type\":\"record\""); p != std::string::npos; p = out.find("\"type\":\"record\"", p + 1))
+  for (size_t p = out.find("\"type\":\"record\""); p != std::string::npos;
+       p = out.find("\"type\":\"record\"", p + 1))
     ++records;
   EXPECT_EQ(lines, 1u + 2u + 8u);
   EXPECT_EQ(records, 8u);
   EXPECT_NE(out.find("\"name\":\"gemm \\\"q\\\"\""), std::string::npos) << out;
-  EXPECT_NE(out.find("\"kind\":\"gemm\",\"name\":\"gemm \\\"q\\\"\",\"start_ns\":1002"), std::string::npos) << out;
-  EXPECT_NE(out.find("\"flops\":1024"), std::string::npos);                // 2*4*8*16
-  EXPECT_NE(out.find("\"bytes\":400"), std::string::npos);                 // 100 * 4
-  EXPECT_NE(out.find("\"start_ns\":1009,\"duration_ns\":7000"), std::string::npos) << out;  // us flag
+  EXPECT_NE(out.find("\"kind\":\"gemm\",\"name\":\"gemm \\\"q\\\"\",\"start_ns\":1002"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("\"flops\":1024"), std::string::npos);  // 2*4*8*16
+  EXPECT_NE(out.find("\"bytes\":400"), std::string::npos);   // 100 * 4
+  EXPECT_NE(out.find("\"start_ns\":1009,\"duration_ns\":7000"), std::string::npos)
+      << out;  // us flag
 }
 
 TEST_F(RingDumpTest, CsvAndLimit) {
@@ -114,17 +118,21 @@ TEST(RingDumpCallsiteTest, LinksJoinTheirLaunchByKey) {
   shape.m = shape.n = shape.k = shape.batch = 1;
   const uint32_t gemm = w->AddSignature(XPU_OP_GEMM, "cublasGemmEx", &shape);
   const uint32_t stack = w->AddSignature(XPU_OP_PY_CALLSITE, "fwd@m.py:3;main@t.py:9");
-  auto rec = [](uint32_t sig, uint64_t start, uint32_t seq, uint16_t stream, int32_t lat, uint16_t flags) {
+  auto rec = [](uint32_t sig, uint64_t start, uint32_t seq, uint16_t stream, int32_t lat,
+                uint16_t flags) {
     xpu_record_v1 r = testing::TestRingWriter::MakeRecord(sig, start, 0, flags);
     r.seq = seq;
     r.stream = stream;
     r.issue_latency_ns = lat;
     return r;
   };
-  ASSERT_TRUE(w->Write(rec(stack, 100, 7, 3, static_cast<int32_t>(gemm), XPU_REC_HOST)));   // @0 link
-  ASSERT_TRUE(w->Write(rec(gemm, 90, 6, 3, 0, XPU_REC_TIMED)));                              // @1 other
-  ASSERT_TRUE(w->Write(rec(gemm, 120, 7, 3, 20, XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID)));  // @2 launch
-  ASSERT_TRUE(w->Write(rec(stack, 200, 9, 3, static_cast<int32_t>(gemm), XPU_REC_HOST)));   // @3 no launch
+  ASSERT_TRUE(
+      w->Write(rec(stack, 100, 7, 3, static_cast<int32_t>(gemm), XPU_REC_HOST)));  // @0 link
+  ASSERT_TRUE(w->Write(rec(gemm, 90, 6, 3, 0, XPU_REC_TIMED)));                    // @1 other
+  ASSERT_TRUE(
+      w->Write(rec(gemm, 120, 7, 3, 20, XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID)));  // @2 launch
+  ASSERT_TRUE(
+      w->Write(rec(stack, 200, 9, 3, static_cast<int32_t>(gemm), XPU_REC_HOST)));  // @3 no launch
   char tmpl[] = "/tmp/xpu-ring-dump-XXXXXX";
   const int fd = mkstemp(tmpl);
   ASSERT_GE(fd, 0);
@@ -134,18 +142,22 @@ TEST(RingDumpCallsiteTest, LinksJoinTheirLaunchByKey) {
   const std::string json = RunDump(std::string("--json ") + tmpl, &st);
   EXPECT_EQ(st, 0) << json;
   EXPECT_NE(json.find("\"kind\":\"py_callsite\""), std::string::npos) << json;
-  EXPECT_NE(json.find("\"launch\":{\"sig_id\":1,\"seq\":7,\"stream\":3,\"position\":2}"), std::string::npos)
+  EXPECT_NE(json.find("\"launch\":{\"sig_id\":1,\"seq\":7,\"stream\":3,\"position\":2}"),
+            std::string::npos)
       << json;
   EXPECT_NE(json.find("\"launch\":{\"sig_id\":1,\"seq\":9,\"stream\":3,\"position\":null}"),
             std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"seq\":7,\"stream\":3,\"flags\":65,\"timed\":true,\"flops\":2,\"bytes\":0,\"comm_id\":0,"
+  EXPECT_NE(json.find("\"seq\":7,\"stream\":3,\"flags\":65,\"timed\":true,\"flops\":2,\"bytes\":0,"
+                      "\"comm_id\":0,"
                       "\"callsite_sig_id\":2,\"callsite\":\"fwd@m.py:3;main@t.py:9\"}"),
             std::string::npos)
       << json;
-  EXPECT_EQ(json.find("\"seq\":6,\"stream\":3,\"flags\":1,\"timed\":true,\"flops\":2,\"bytes\":0,\"comm_id\":0,"
-                      "\"callsite"),
-            std::string::npos)
+  EXPECT_EQ(
+      json.find(
+          "\"seq\":6,\"stream\":3,\"flags\":1,\"timed\":true,\"flops\":2,\"bytes\":0,\"comm_id\":0,"
+          "\"callsite"),
+      std::string::npos)
       << json;
   const std::string text = RunDump(tmpl, &st);
   EXPECT_EQ(st, 0) << text;

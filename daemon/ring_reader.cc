@@ -18,7 +18,6 @@ namespace {
 constexpr uint32_t kMaxSignatureScanPerCall = 65536;
 constexpr uint64_t kMaxNameLen = 64 * 1024;
 
-
 // True when [off, off+len) lies inside [0, size) without overflow.
 bool RangeInside(uint64_t off, uint64_t len, uint64_t size) {
   return off <= size && len <= size - off;
@@ -45,9 +44,15 @@ std::string SanitizeName(const char* data, size_t len) {
 
 bool IsKnownOpKind(uint32_t kind) {
   switch (kind) {
-    case XPU_OP_KERNEL: case XPU_OP_GEMM: case XPU_OP_GRAPH_LAUNCH: case XPU_OP_MEMCPY:
-    case XPU_OP_SYNC_STREAM: case XPU_OP_SYNC_DEVICE: case XPU_OP_SYNC_EVENT:
-    case XPU_OP_COMM_INIT: case XPU_OP_COMM_DESTROY:
+    case XPU_OP_KERNEL:
+    case XPU_OP_GEMM:
+    case XPU_OP_GRAPH_LAUNCH:
+    case XPU_OP_MEMCPY:
+    case XPU_OP_SYNC_STREAM:
+    case XPU_OP_SYNC_DEVICE:
+    case XPU_OP_SYNC_EVENT:
+    case XPU_OP_COMM_INIT:
+    case XPU_OP_COMM_DESTROY:
       return true;
     default:
       return (kind >= XPU_OP_ALLREDUCE && kind <= XPU_OP_RECV) ||
@@ -58,17 +63,21 @@ bool IsKnownOpKind(uint32_t kind) {
 absl::Status ValidateRingHeader(const xpu_ring_header_v1& h, uint64_t actual_size,
                                 uint64_t max_file_size, RingLayout* layout) {
   if (actual_size < XPU_RING_HEADER_SIZE) {
-    return absl::InvalidArgumentError(absl::StrCat("file of ", actual_size, " bytes is smaller than a ring header"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("file of ", actual_size, " bytes is smaller than a ring header"));
   }
   if (h.magic != XPU_RING_MAGIC) return absl::InvalidArgumentError("bad ring magic");
   if (h.abi_version != XPU_RECORD_ABI_VERSION) {
-    return absl::FailedPreconditionError(absl::StrCat("unsupported ring ABI version ", h.abi_version));
+    return absl::FailedPreconditionError(
+        absl::StrCat("unsupported ring ABI version ", h.abi_version));
   }
   if (h.header_size != XPU_RING_HEADER_SIZE) return absl::InvalidArgumentError("bad header_size");
   if (h.record_size != sizeof(xpu_record_v1)) return absl::InvalidArgumentError("bad record_size");
-  if (h.signature_size != sizeof(xpu_signature_v1)) return absl::InvalidArgumentError("bad signature_size");
+  if (h.signature_size != sizeof(xpu_signature_v1))
+    return absl::InvalidArgumentError("bad signature_size");
   if (h.ring_capacity == 0 || (h.ring_capacity & (h.ring_capacity - 1)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("ring_capacity ", h.ring_capacity, " is not a power of two"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ring_capacity ", h.ring_capacity, " is not a power of two"));
   }
   if (h.sig_capacity < 2) return absl::InvalidArgumentError("sig_capacity < 2");
   if (h.file_size > actual_size) {
@@ -76,16 +85,21 @@ absl::Status ValidateRingHeader(const xpu_ring_header_v1& h, uint64_t actual_siz
         absl::StrCat("header file_size ", h.file_size, " exceeds the real size ", actual_size));
   }
   if (h.file_size > max_file_size) {
-    return absl::ResourceExhaustedError(absl::StrCat("ring of ", h.file_size, " bytes exceeds the limit ", max_file_size));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("ring of ", h.file_size, " bytes exceeds the limit ", max_file_size));
   }
   const uint64_t ring_bytes = static_cast<uint64_t>(h.ring_capacity) * sizeof(xpu_record_v1);
   const uint64_t sig_bytes = static_cast<uint64_t>(h.sig_capacity) * sizeof(xpu_signature_v1);
   const uint64_t fs = h.file_size;
-  if (!RangeInside(h.ring_offset, ring_bytes, fs)) return absl::InvalidArgumentError("record slots outside the file");
-  if (!RangeInside(h.sig_offset, sig_bytes, fs)) return absl::InvalidArgumentError("signature table outside the file");
-  if (!RangeInside(h.str_offset, h.str_capacity, fs)) return absl::InvalidArgumentError("string arena outside the file");
+  if (!RangeInside(h.ring_offset, ring_bytes, fs))
+    return absl::InvalidArgumentError("record slots outside the file");
+  if (!RangeInside(h.sig_offset, sig_bytes, fs))
+    return absl::InvalidArgumentError("signature table outside the file");
+  if (!RangeInside(h.str_offset, h.str_capacity, fs))
+    return absl::InvalidArgumentError("string arena outside the file");
   // Atomics need natural alignment; ring.h promises page alignment.
-  if (h.ring_offset % 64 != 0 || h.sig_offset % 64 != 0) return absl::InvalidArgumentError("misaligned section");
+  if (h.ring_offset % 64 != 0 || h.sig_offset % 64 != 0)
+    return absl::InvalidArgumentError("misaligned section");
   if (h.ring_offset < XPU_RING_HEADER_SIZE || h.sig_offset < XPU_RING_HEADER_SIZE ||
       (h.str_capacity > 0 && h.str_offset < XPU_RING_HEADER_SIZE)) {
     return absl::InvalidArgumentError("section overlaps the header");
@@ -116,7 +130,8 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::FromPath(const std::stri
   return reader;
 }
 
-absl::StatusOr<std::unique_ptr<RingReader>> RingReader::FromFd(int fd, const RingReaderOptions& options) {
+absl::StatusOr<std::unique_ptr<RingReader>> RingReader::FromFd(int fd,
+                                                               const RingReaderOptions& options) {
   InstallShmFaultHandler();
   // Seal first so the size validated below cannot shrink under the mapping.
   bool sealed = false;
@@ -126,17 +141,21 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::FromFd(int fd, const Rin
     if (seals >= 0 && (seals & F_SEAL_SHRINK)) sealed = true;
   }
   struct stat st;
-  if (fstat(fd, &st) != 0) return absl::InvalidArgumentError(absl::StrCat("fstat: ", strerror(errno)));
-  if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError("ring is not a regular file or memfd");
+  if (fstat(fd, &st) != 0)
+    return absl::InvalidArgumentError(absl::StrCat("fstat: ", strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError("ring is not a regular file or memfd");
   const uint64_t actual_size = static_cast<uint64_t>(st.st_size);
   if (actual_size < XPU_RING_HEADER_SIZE) {
-    return absl::InvalidArgumentError(absl::StrCat("file of ", actual_size, " bytes is smaller than a ring header"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("file of ", actual_size, " bytes is smaller than a ring header"));
   }
   // Copy the header out of the file and validate the copy: the producer may
   // change the shared bytes at any time.
   xpu_ring_header_v1 h;
   const ssize_t n = pread(fd, &h, sizeof(h), 0);
-  if (n != static_cast<ssize_t>(sizeof(h))) return absl::InvalidArgumentError("short read of the ring header");
+  if (n != static_cast<ssize_t>(sizeof(h)))
+    return absl::InvalidArgumentError("short read of the ring header");
   RingLayout layout;
   absl::Status st_valid = ValidateRingHeader(h, actual_size, options.max_file_size, &layout);
   if (!st_valid.ok()) return st_valid;
@@ -161,9 +180,13 @@ absl::StatusOr<std::unique_ptr<RingReader>> RingReader::FromFd(int fd, const Rin
   return reader;
 }
 
-RingReader::RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layout, const RingIdentity& identity,
-                       const RingReaderOptions& options)
-    : base_(base), map_size_(map_size), layout_(layout), identity_(identity), options_(options),
+RingReader::RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layout,
+                       const RingIdentity& identity, const RingReaderOptions& options)
+    : base_(base),
+      map_size_(map_size),
+      layout_(layout),
+      identity_(identity),
+      options_(options),
       header_(reinterpret_cast<xpu_ring_header_v1*>(base)) {
   const uint64_t w = LoadWriteIndex();
   if (options_.read_only) {
@@ -228,7 +251,8 @@ bool RingReader::WriteProfileRequest(uint32_t req_id, uint32_t duration_ms, uint
   auto* ctl = reinterpret_cast<xpu_ring_profile_ctl_v1*>(base_ + XPU_RING_PROFILE_OFFSET);
   const bool ok = ShmStoreRelaxed32(&ctl->req_duration_ms, duration_ms) &&
                   ShmStoreRelaxed32(&ctl->req_max_records, max_records) &&
-                  ShmStoreRelaxed64(&ctl->req_ns, now_ns) && ShmStoreRelease32(&ctl->req_id, req_id);
+                  ShmStoreRelaxed64(&ctl->req_ns, now_ns) &&
+                  ShmStoreRelease32(&ctl->req_id, req_id);
   if (!ok) faulted_ = true;
   return ok;
 }
@@ -328,7 +352,8 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
     }
     break;
   }
-  if (!options_.read_only && !faulted_ && !ShmStoreRelease64(&header_->read_index, cursor_)) faulted_ = true;
+  if (!options_.read_only && !faulted_ && !ShmStoreRelease64(&header_->read_index, cursor_))
+    faulted_ = true;
   return appended;
 }
 
@@ -354,7 +379,8 @@ bool RingReader::TryReadSignature(uint32_t id) {
   if (len <= XPU_SIG_NAME_INLINE) {
     info.name = SanitizeName(info.sig.name, strnlen(info.sig.name, len));
   } else {
-    const uint64_t used = std::min<uint64_t>(Load64(&header_->str_used, true), layout_.str_capacity);
+    const uint64_t used =
+        std::min<uint64_t>(Load64(&header_->str_used, true), layout_.str_capacity);
     std::string raw;
     if (len <= kMaxNameLen && RangeInside(info.sig.name_off, len, used)) {
       raw.resize(len);
@@ -377,8 +403,8 @@ void RingReader::PollSignatures(std::vector<SignatureInfo>* out) {
   const uint32_t end = static_cast<uint32_t>(std::min<uint64_t>(hint, layout_.sig_capacity));
   uint32_t scanned = 0;
   bool contiguous = true;
-  for (uint32_t id = lowest_unknown_sig_; id < end && scanned < kMaxSignatureScanPerCall && !faulted_;
-       ++id, ++scanned) {
+  for (uint32_t id = lowest_unknown_sig_;
+       id < end && scanned < kMaxSignatureScanPerCall && !faulted_; ++id, ++scanned) {
     if (!sigs_.count(id) && !bad_sigs_.count(id)) TryReadSignature(id);
     const bool settled = sigs_.count(id) || bad_sigs_.count(id);
     if (contiguous && settled) {

@@ -87,14 +87,14 @@ struct RingLiveState {
 
 // What the reader counted (cumulative).
 struct RingReaderCounters {
-  uint64_t records_read = 0;        // accepted
-  uint64_t records_corrupt = 0;     // committed but failed validation
-  uint64_t records_lapped = 0;      // overwritten before they were read
-  uint64_t records_abandoned = 0;   // never committed (crashed/stuck producer)
+  uint64_t records_read = 0;       // accepted
+  uint64_t records_corrupt = 0;    // committed but failed validation
+  uint64_t records_lapped = 0;     // overwritten before they were read
+  uint64_t records_abandoned = 0;  // never committed (crashed/stuck producer)
   uint64_t signatures_read = 0;
   uint64_t signatures_corrupt = 0;
-  uint64_t names_bad = 0;           // arena reference out of bounds: inline prefix used
-  uint64_t index_regressions = 0;   // write_index went backwards (hostile producer)
+  uint64_t names_bad = 0;          // arena reference out of bounds: inline prefix used
+  uint64_t index_regressions = 0;  // write_index went backwards (hostile producer)
 };
 
 struct SignatureInfo {
@@ -125,7 +125,8 @@ class RingReader {
  public:
   // Maps `fd` (ownership of the fd stays with the caller; the mapping
   // survives closing it).
-  static absl::StatusOr<std::unique_ptr<RingReader>> FromFd(int fd, const RingReaderOptions& options);
+  static absl::StatusOr<std::unique_ptr<RingReader>> FromFd(int fd,
+                                                            const RingReaderOptions& options);
   // Opens and maps a ring file (also /proc/<pid>/fd/<n>).
   static absl::StatusOr<std::unique_ptr<RingReader>> FromPath(const std::string& path,
                                                               const RingReaderOptions& options);
@@ -159,7 +160,8 @@ class RingReader {
   bool ReadProfileControl(xpu_ring_profile_ctl_v1* out) const;
   // Writes the daemon-owned request half: the fields, then req_id with a
   // release store. False for a read-only reader or a faulted mapping.
-  bool WriteProfileRequest(uint32_t req_id, uint32_t duration_ms, uint32_t max_records, uint64_t now_ns);
+  bool WriteProfileRequest(uint32_t req_id, uint32_t duration_ms, uint32_t max_records,
+                           uint64_t now_ns);
   const RingIdentity& identity() const { return identity_; }
   const RingLayout& layout() const { return layout_; }
   const RingReaderCounters& counters() const { return counters_; }
@@ -169,8 +171,8 @@ class RingReader {
   bool faulted() const { return faulted_; }
 
  private:
-  RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layout, const RingIdentity& identity,
-             const RingReaderOptions& options);
+  RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layout,
+             const RingIdentity& identity, const RingReaderOptions& options);
   uint64_t LoadWriteIndex() const;
   // Guarded accesses to the mapping; on a fault they set faulted_ and
   // return 0 / false.

@@ -31,7 +31,8 @@ TEST(RingReaderFuzzTest, MutatedValidRings) {
   ASSERT_NE(w, nullptr);
   const uint32_t s1 = w->AddSignature(XPU_OP_GEMM, "gemm");
   const uint32_t s2 = w->AddSignature(XPU_OP_KERNEL, std::string(80, 'z'));
-  for (int i = 0; i < 12; ++i) w->Write(testing::TestRingWriter::MakeRecord(i % 2 ? s1 : s2, i, 5, XPU_REC_TIMED));
+  for (int i = 0; i < 12; ++i)
+    w->Write(testing::TestRingWriter::MakeRecord(i % 2 ? s1 : s2, i, 5, XPU_REC_TIMED));
   std::vector<uint8_t> valid(w->base(), w->base() + w->size());
   // The unmutated ring is accepted in full.
   EXPECT_EQ(FuzzRingReaderOnce(valid.data(), valid.size()), 12u);

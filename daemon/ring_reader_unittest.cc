@@ -37,7 +37,8 @@ TEST(RingReaderTest, RoundTripRecordsSignaturesAndIdentity) {
   const std::string long_name(300, 'k');
   const uint32_t kern = w->AddSignature(XPU_OP_KERNEL, long_name);
   for (uint32_t i = 0; i < 10; ++i) {
-    ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(i % 2 ? gemm : kern, 1000 + i, 10 * i, XPU_REC_TIMED)));
+    ASSERT_TRUE(
+        w->Write(TestRingWriter::MakeRecord(i % 2 ? gemm : kern, 1000 + i, 10 * i, XPU_REC_TIMED)));
   }
   auto reader_or = RingReader::FromFd(w->fd(), Opts());
   ASSERT_TRUE(reader_or.ok()) << reader_or.status();
@@ -85,7 +86,8 @@ TEST(RingReaderTest, WrapAroundKeepsOrderAndFullRingDrops) {
   uint64_t next = 0;
   std::vector<RingRecord> recs;
   for (int round = 0; round < 20; ++round) {
-    for (int i = 0; i < 5; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, next + i, 1, 0)));
+    for (int i = 0; i < 5; ++i)
+      ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, next + i, 1, 0)));
     next += 5;
     reader->Poll(0, 3, &recs);  // partial drains force wrap with unread data
     reader->Poll(0, 100, &recs);
@@ -174,12 +176,12 @@ TEST(RingReaderTest, InvalidRecordsAreCountedNotReturned) {
   auto w = TestRingWriter::Create(TestRingConfig{});
   const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, "k");
   auto reader = std::move(RingReader::FromFd(w->fd(), Opts()).value());
-  w->Write(TestRingWriter::MakeRecord(0, 1, 1, 0));                       // sig 0
-  w->Write(TestRingWriter::MakeRecord(60000, 1, 1, 0));                   // beyond table
-  w->Write(TestRingWriter::MakeRecord(sig + 5, 1, 1, 0));                 // never published
-  w->Write(TestRingWriter::MakeRecord(sig, 1, 1, 1u << 15));              // unknown flag
+  w->Write(TestRingWriter::MakeRecord(0, 1, 1, 0));           // sig 0
+  w->Write(TestRingWriter::MakeRecord(60000, 1, 1, 0));       // beyond table
+  w->Write(TestRingWriter::MakeRecord(sig + 5, 1, 1, 0));     // never published
+  w->Write(TestRingWriter::MakeRecord(sig, 1, 1, 1u << 15));  // unknown flag
   w->Write(TestRingWriter::MakeRecord(sig, 1, 1, XPU_REC_TIMED | XPU_REC_NOT_TIMED));
-  w->Write(TestRingWriter::MakeRecord(sig, 1, 1, XPU_REC_TIMED));         // good
+  w->Write(TestRingWriter::MakeRecord(sig, 1, 1, XPU_REC_TIMED));  // good
   std::vector<RingRecord> recs;
   EXPECT_EQ(reader->Poll(0, 100, &recs), 1u);
   EXPECT_EQ(reader->counters().records_corrupt, 5u);

@@ -28,8 +28,9 @@ std::string Dirname(const std::string& path) {
 absl::Status MakeDirs(const std::string& dir) {
   struct stat st;
   if (stat(dir.c_str(), &st) == 0) {
-    return S_ISDIR(st.st_mode) ? absl::OkStatus()
-                               : absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
+    return S_ISDIR(st.st_mode)
+               ? absl::OkStatus()
+               : absl::FailedPreconditionError(absl::StrCat(dir, " is not a directory"));
   }
   const std::string parent = Dirname(dir);
   if (parent != dir) {
@@ -47,10 +48,13 @@ absl::Status PrepareDirectory(const std::string& dir, bool enforce_private) {
   if (!s.ok()) return s;
   if (!enforce_private) return absl::OkStatus();
   struct stat st;
-  if (lstat(dir.c_str(), &st) != 0) return absl::InternalError(absl::StrCat("lstat ", dir, ": ", strerror(errno)));
-  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat(dir, " is not a plain directory"));
+  if (lstat(dir.c_str(), &st) != 0)
+    return absl::InternalError(absl::StrCat("lstat ", dir, ": ", strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    return absl::FailedPreconditionError(absl::StrCat(dir, " is not a plain directory"));
   if (st.st_uid != geteuid()) {
-    return absl::PermissionDeniedError(absl::StrCat(dir, " is owned by uid ", st.st_uid, ", not by us"));
+    return absl::PermissionDeniedError(
+        absl::StrCat(dir, " is owned by uid ", st.st_uid, ", not by us"));
   }
   if ((st.st_mode & 0777) != 0700 && chmod(dir.c_str(), 0700) != 0) {
     return absl::PermissionDeniedError(absl::StrCat("chmod 0700 ", dir, ": ", strerror(errno)));
@@ -83,7 +87,8 @@ absl::StatusOr<std::unique_ptr<ListeningSocket>> ListeningSocket::Create(const S
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.empty() || path.size() >= sizeof(addr.sun_path)) {
-    return absl::InvalidArgumentError(absl::StrCat("socket path '", path, "' is empty or too long"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("socket path '", path, "' is empty or too long"));
   }
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   absl::Status s = PrepareDirectory(Dirname(path), sp.from_default_rules);
@@ -93,7 +98,8 @@ absl::StatusOr<std::unique_ptr<ListeningSocket>> ListeningSocket::Create(const S
   ls->path_ = path;
   const std::string lock_path = path + ".lock";
   ls->lock_fd_ = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (ls->lock_fd_ < 0) return absl::PermissionDeniedError(absl::StrCat("open ", lock_path, ": ", strerror(errno)));
+  if (ls->lock_fd_ < 0)
+    return absl::PermissionDeniedError(absl::StrCat("open ", lock_path, ": ", strerror(errno)));
   if (flock(ls->lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("another daemon holds ", lock_path));
   }
@@ -102,7 +108,8 @@ absl::StatusOr<std::unique_ptr<ListeningSocket>> ListeningSocket::Create(const S
     if (!S_ISSOCK(st.st_mode)) {
       return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a socket"));
     }
-    if (SomeoneListens(addr)) return absl::AlreadyExistsError(absl::StrCat("a daemon already answers on ", path));
+    if (SomeoneListens(addr))
+      return absl::AlreadyExistsError(absl::StrCat("a daemon already answers on ", path));
     unlink(path.c_str());  // stale: nothing answers
   }
   ls->fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -113,7 +120,8 @@ absl::StatusOr<std::unique_ptr<ListeningSocket>> ListeningSocket::Create(const S
   umask(old_mask);
   if (rc != 0) return absl::InternalError(absl::StrCat("bind ", path, ": ", strerror(bind_errno)));
   chmod(path.c_str(), 0600);
-  if (listen(ls->fd_, 128) != 0) return absl::InternalError(absl::StrCat("listen: ", strerror(errno)));
+  if (listen(ls->fd_, 128) != 0)
+    return absl::InternalError(absl::StrCat("listen: ", strerror(errno)));
   if (stat(path.c_str(), &st) == 0) ls->inode_ = st.st_ino;
   return ls;
 }

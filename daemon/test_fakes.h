@@ -102,10 +102,12 @@ class FakeHook {
 // An in-process Ingest service that records what arrives.
 class FakeIngest final : public xpu::v1::Ingest::Service {
  public:
-  grpc::Status Stream(grpc::ServerContext* ctx,
-                      grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>* stream) override {
+  grpc::Status Stream(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>* stream) override {
     xpu::v1::DaemonMessage m;
-    if (!stream->Read(&m) || !m.has_hello()) return grpc::Status(grpc::FAILED_PRECONDITION, "hello first");
+    if (!stream->Read(&m) || !m.has_hello())
+      return grpc::Status(grpc::FAILED_PRECONDITION, "hello first");
     {
       std::lock_guard<std::mutex> lock(mu_);
       hellos_.push_back(m.hello());
@@ -152,14 +154,16 @@ class FakeEngine {
  public:
   explicit FakeEngine(int port = 0) {
     grpc::ServerBuilder b;
-    b.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(), &port_);
+    b.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
+                       &port_);
     b.RegisterService(&service);
     b.SetMaxReceiveMessageSize(64 << 20);
     server_ = b.BuildAndStart();
   }
   ~FakeEngine() { Stop(); }
   void Stop() {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    if (server_)
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
     server_.reset();
   }
   int port() const { return port_; }

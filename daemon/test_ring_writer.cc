@@ -74,7 +74,8 @@ xpu_signature_v1* TestRingWriter::sig_entry(uint32_t id) {
   return reinterpret_cast<xpu_signature_v1*>(base_ + header()->sig_offset) + id;
 }
 
-uint32_t TestRingWriter::AddSignature(uint16_t kind, const std::string& name, const xpu_signature_v1* shape) {
+uint32_t TestRingWriter::AddSignature(uint16_t kind, const std::string& name,
+                                      const xpu_signature_v1* shape) {
   xpu_ring_header_v1* h = header();
   if (next_sig_ >= h->sig_capacity) {
     __atomic_fetch_add(&h->counters[XPU_CNT_SIG_TABLE_FULL], 1, __ATOMIC_RELAXED);
@@ -123,11 +124,13 @@ bool TestRingWriter::Write(const xpu_record_v1& rec) {
       __atomic_fetch_add(&h->counters[XPU_CNT_DROPPED_FULL], 1, __ATOMIC_RELAXED);
       return false;
     }
-  } while (!__atomic_compare_exchange_n(&h->write_index, &p, p + 1, true, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED));
+  } while (!__atomic_compare_exchange_n(&h->write_index, &p, p + 1, true, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED));
   xpu_record_v1* s = slot(p);
   xpu_record_v1 copy = rec;
   copy.commit = 0;
-  memcpy(reinterpret_cast<uint8_t*>(s) + 4, reinterpret_cast<uint8_t*>(&copy) + 4, sizeof(copy) - 4);
+  memcpy(reinterpret_cast<uint8_t*>(s) + 4, reinterpret_cast<uint8_t*>(&copy) + 4,
+         sizeof(copy) - 4);
   __atomic_store_n(&s->commit, static_cast<uint32_t>(p + 1), __ATOMIC_RELEASE);
   __atomic_fetch_add(&h->counters[XPU_CNT_RECORDS_WRITTEN], 1, __ATOMIC_RELAXED);
   return true;
@@ -138,7 +141,8 @@ void TestRingWriter::WriteOverwriting(const xpu_record_v1& rec) {
   const uint64_t p = __atomic_fetch_add(&h->write_index, 1, __ATOMIC_ACQ_REL);
   xpu_record_v1* s = slot(p);
   xpu_record_v1 copy = rec;
-  memcpy(reinterpret_cast<uint8_t*>(s) + 4, reinterpret_cast<uint8_t*>(&copy) + 4, sizeof(copy) - 4);
+  memcpy(reinterpret_cast<uint8_t*>(s) + 4, reinterpret_cast<uint8_t*>(&copy) + 4,
+         sizeof(copy) - 4);
   __atomic_store_n(&s->commit, static_cast<uint32_t>(p + 1), __ATOMIC_RELEASE);
 }
 
@@ -146,7 +150,8 @@ uint64_t TestRingWriter::ReserveWithoutCommit() {
   return __atomic_fetch_add(&header()->write_index, 1, __ATOMIC_ACQ_REL);
 }
 
-xpu_record_v1 TestRingWriter::MakeRecord(uint32_t sig_id, uint64_t start_ns, uint32_t duration, uint16_t flags) {
+xpu_record_v1 TestRingWriter::MakeRecord(uint32_t sig_id, uint64_t start_ns, uint32_t duration,
+                                         uint16_t flags) {
   xpu_record_v1 r;
   memset(&r, 0, sizeof(r));
   r.sig_id = sig_id;

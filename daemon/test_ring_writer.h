@@ -46,7 +46,8 @@ class TestRingWriter {
 
   // Publishes a signature; long names go to the string arena. Returns its id
   // (0 when the table is full).
-  uint32_t AddSignature(uint16_t kind, const std::string& name, const xpu_signature_v1* shape = nullptr);
+  uint32_t AddSignature(uint16_t kind, const std::string& name,
+                        const xpu_signature_v1* shape = nullptr);
   // Produces one record per ring.h; returns false (and counts dropped_full)
   // when the ring is full.
   bool Write(const xpu_record_v1& rec);
@@ -56,7 +57,8 @@ class TestRingWriter {
   // mid-write). Returns the position.
   uint64_t ReserveWithoutCommit();
 
-  static xpu_record_v1 MakeRecord(uint32_t sig_id, uint64_t start_ns, uint32_t duration, uint16_t flags);
+  static xpu_record_v1 MakeRecord(uint32_t sig_id, uint64_t start_ns, uint32_t duration,
+                                  uint16_t flags);
 
  private:
   TestRingWriter() = default;

@@ -27,9 +27,9 @@ absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb) {
         absl::StrCat("process_key ", pb.process_key(), ": ProcessBatch without identity"));
   }
   if (pb.records().size() % sizeof(xpu_record_v1) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "process_key ", pb.process_key(), ": records blob of ", pb.records().size(),
-        " bytes is not a multiple of ", sizeof(xpu_record_v1), " (xpu_record_v1)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("process_key ", pb.process_key(), ": records blob of ", pb.records().size(),
+                     " bytes is not a multiple of ", sizeof(xpu_record_v1), " (xpu_record_v1)"));
   }
   return absl::OkStatus();
 }

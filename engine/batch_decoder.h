@@ -35,9 +35,9 @@ inline constexpr uint32_t kMaxSigId = 1u << 20;
 struct SignatureInfo {
   xpu_signature_v1 abi{};  // abi.commit == 0 means "slot empty"
   std::string name;
-  double flops = 0;        // xpu_sig_flops
-  uint64_t bytes = 0;      // xpu_sig_bytes
-  double busbw_factor = 0; // xpu_busbw_factor
+  double flops = 0;         // xpu_sig_flops
+  uint64_t bytes = 0;       // xpu_sig_bytes
+  double busbw_factor = 0;  // xpu_busbw_factor
   bool collective = false;
 };
 
@@ -66,10 +66,10 @@ class SignatureTable {
 
 // Figures from decoding one ProcessBatch.
 struct DecodeStats {
-  uint64_t records = 0;            // accepted
-  uint64_t unknown_sig = 0;        // skipped: sig_id not in the table
-  uint64_t signatures = 0;         // accepted definitions
-  uint64_t bad_signatures = 0;     // skipped: id 0 or >= kMaxSigId
+  uint64_t records = 0;         // accepted
+  uint64_t unknown_sig = 0;     // skipped: sig_id not in the table
+  uint64_t signatures = 0;      // accepted definitions
+  uint64_t bad_signatures = 0;  // skipped: id 0 or >= kMaxSigId
 };
 
 // Framing checks that can be made before touching any state: identity

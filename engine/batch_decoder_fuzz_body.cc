@@ -39,7 +39,8 @@ size_t FuzzDecodeOne(const uint8_t* data, size_t size) {
     Check(out.size() == stats.records, "output size == accepted");
     Check(stats.signatures + stats.bad_signatures == static_cast<uint64_t>(pb.signatures_size()),
           "signature accounting");
-    for (const xpu_record_v1& r : out) Check(table.Find(r.sig_id) != nullptr, "accepted record has a signature");
+    for (const xpu_record_v1& r : out)
+      Check(table.Find(r.sig_id) != nullptr, "accepted record has a signature");
   }
   return decoded;
 }

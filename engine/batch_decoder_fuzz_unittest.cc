@@ -16,11 +16,21 @@ std::string Mutate(std::string s, std::mt19937& rng) {
   for (int i = 0; i < ops && !s.empty(); ++i) {
     size_t pos = rng() % s.size();
     switch (rng() % 5) {
-      case 0: s[pos] = static_cast<char>(rng()); break;                 // byte flip
-      case 1: s[pos] ^= static_cast<char>(1u << (rng() % 8)); break;    // bit flip
-      case 2: s.resize(pos); break;                                     // truncate
-      case 3: s.insert(pos, std::string(1 + rng() % 40, static_cast<char>(rng()))); break;
-      case 4: s.erase(pos, 1 + rng() % 16); break;
+      case 0:
+        s[pos] = static_cast<char>(rng());
+        break;  // byte flip
+      case 1:
+        s[pos] ^= static_cast<char>(1u << (rng() % 8));
+        break;  // bit flip
+      case 2:
+        s.resize(pos);
+        break;  // truncate
+      case 3:
+        s.insert(pos, std::string(1 + rng() % 40, static_cast<char>(rng())));
+        break;
+      case 4:
+        s.erase(pos, 1 + rng() % 16);
+        break;
     }
   }
   return s;
@@ -34,7 +44,9 @@ std::string MutateFields(const std::string& seed, std::mt19937& rng) {
   m.ParseFromString(seed);
   xpu::v1::ProcessBatch* pb = m.mutable_batch()->mutable_processes(0);
   switch (rng() % 5) {
-    case 0: pb->mutable_records()->resize(rng() % (pb->records().size() + 64)); break;
+    case 0:
+      pb->mutable_records()->resize(rng() % (pb->records().size() + 64));
+      break;
     case 1: {
       std::string* blob = pb->mutable_records();
       if (blob->size() >= 32) {
@@ -44,9 +56,15 @@ std::string MutateFields(const std::string& seed, std::mt19937& rng) {
       }
       break;
     }
-    case 2: pb->mutable_signatures(rng() % pb->signatures_size())->set_id(static_cast<uint32_t>(rng())); break;
-    case 3: pb->clear_identity(); break;
-    case 4: *m.mutable_batch()->add_processes() = *pb; break;
+    case 2:
+      pb->mutable_signatures(rng() % pb->signatures_size())->set_id(static_cast<uint32_t>(rng()));
+      break;
+    case 3:
+      pb->clear_identity();
+      break;
+    case 4:
+      *m.mutable_batch()->add_processes() = *pb;
+      break;
   }
   return m.SerializeAsString();
 }

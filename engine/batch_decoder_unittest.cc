@@ -12,9 +12,10 @@ xpu::v1::ProcessBatch ValidBatch() {
   xpu::v1::ProcessBatch pb;
   SetIdentity(&pb, "job", 0, "h0", 100);
   *pb.add_signatures() = MakeGemmSignature(1, 4096, 4096, 4096);
-  *pb.add_signatures() = MakeCollectiveSignature(2, XPU_OP_ALLREDUCE, 1 << 20, XPU_DT_BF16, 77, 0, 8);
-  AppendRecords(&pb, {MakeRecord(1, 1000, 500, 1), MakeRecord(2, 2000, 700, 1),
-                      MakeRecord(1, 3000, 500, 2)});
+  *pb.add_signatures() =
+      MakeCollectiveSignature(2, XPU_OP_ALLREDUCE, 1 << 20, XPU_DT_BF16, 77, 0, 8);
+  AppendRecords(
+      &pb, {MakeRecord(1, 1000, 500, 1), MakeRecord(2, 2000, 700, 1), MakeRecord(1, 3000, 500, 2)});
   return pb;
 }
 

@@ -48,8 +48,8 @@ struct CollectiveEntry {
 // Completed collectives of one op kind since the last TakeCompleted().
 struct OpBandwidth {
   uint64_t count = 0;
-  double bus_bytes = 0;   // sum of bytes * factor
-  double seconds = 0;     // sum of last-arrival times
+  double bus_bytes = 0;  // sum of bytes * factor
+  double seconds = 0;    // sum of last-arrival times
   double BusBw() const { return seconds > 0 ? bus_bytes / seconds : 0; }
 };
 

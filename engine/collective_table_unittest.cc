@@ -10,7 +10,8 @@ namespace xpu::engine {
 namespace {
 
 SignatureInfo AllReduce(int comm_rank, int nranks, uint64_t count) {
-  return ToSignatureInfo(MakeCollectiveSignature(1, XPU_OP_ALLREDUCE, count, XPU_DT_F32, 5, comm_rank, nranks));
+  return ToSignatureInfo(
+      MakeCollectiveSignature(1, XPU_OP_ALLREDUCE, count, XPU_DT_F32, 5, comm_rank, nranks));
 }
 
 TEST(CollectiveTableTest, LastArrivalBusBandwidth) {
@@ -19,7 +20,8 @@ TEST(CollectiveTableTest, LastArrivalBusBandwidth) {
   const uint64_t count = 64ull << 20;  // f32 -> 256 MiB
   for (int r = 0; r < 4; ++r) {
     uint64_t start = 10000ull * r;
-    t.Add(AllReduce(r, 4, count), r, MakeRecord(1, start, static_cast<uint32_t>(1030000 - start), 7));
+    t.Add(AllReduce(r, 4, count), r,
+          MakeRecord(1, start, static_cast<uint32_t>(1030000 - start), 7));
   }
   const CollectiveEntry* e = t.Find(5, 7);
   ASSERT_NE(e, nullptr);

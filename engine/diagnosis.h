@@ -15,29 +15,35 @@ enum class Severity { kInfo, kWarning, kCritical };
 
 inline std::string_view TeamName(Team t) {
   switch (t) {
-    case Team::kOperations: return "operations";
-    case Team::kInfrastructure: return "infrastructure";
-    case Team::kAlgorithm: return "algorithm";
+    case Team::kOperations:
+      return "operations";
+    case Team::kInfrastructure:
+      return "infrastructure";
+    case Team::kAlgorithm:
+      return "algorithm";
   }
   return "unknown";
 }
 inline std::string_view SeverityName(Severity s) {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kCritical: return "critical";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kCritical:
+      return "critical";
   }
   return "unknown";
 }
 
 struct Diagnosis {
   std::string job;
-  std::string kind;        // detector-defined, e.g. "rank_silent"
+  std::string kind;  // detector-defined, e.g. "rank_silent"
   Team team = Team::kOperations;
   Severity severity = Severity::kWarning;
   std::vector<int32_t> ranks;
   std::vector<std::string> hosts;
-  std::string evidence;    // human-readable, with the figures that triggered it
+  std::string evidence;  // human-readable, with the figures that triggered it
   uint64_t first_seen_ns = 0;
   uint64_t last_seen_ns = 0;
   // Identity of the finding across windows (same job+kind+subject = same

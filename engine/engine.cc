@@ -8,8 +8,8 @@
 #include "engine/alerting/http_client.h"
 #include "engine/detectors/differential_localization.h"
 #include "engine/detectors/rank_liveness.h"
-#include "engine/hang/hang_detector.h"
 #include "engine/detectors/slowdown_detectors.h"
+#include "engine/hang/hang_detector.h"
 #include "engine/history/history.h"
 #include "spdlog/spdlog.h"
 
@@ -76,14 +76,18 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   // Hang diagnosis (engine/hang/): its findings enter the window tick.
   e->hang_ = std::make_unique<hang::HangMonitor>(
       e->registry_,
-      [p = e.get()](const std::string& id, xpu::v1::Command c) { return p->SendCommand(id, std::move(c)); },
+      [p = e.get()](const std::string& id, xpu::v1::Command c) {
+        return p->SendCommand(id, std::move(c));
+      },
       hang::HangMonitorOptionsFromEnv());
   e->detectors_.push_back(std::make_unique<hang::HangDetector>(e->hang_.get()));
   // Differential localization with a profiling window (engine/profile/):
   // started by a throughput regression (TickWindow) or `xpu profile`.
   e->profile_ = std::make_unique<profile::ProfileMonitor>(
       e->registry_,
-      [p = e.get()](const std::string& id, xpu::v1::Command c) { return p->SendCommand(id, std::move(c)); },
+      [p = e.get()](const std::string& id, xpu::v1::Command c) {
+        return p->SendCommand(id, std::move(c));
+      },
       profile::ProfileMonitorOptionsFromEnv());
   e->detectors_.push_back(std::make_unique<DifferentialLocalizationDetector>(e->profile_.get()));
   // History across runs (engine/history/): detectors read previous runs and
@@ -92,8 +96,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       std::make_shared<history::StoreHistorySource>(e->store_.get()), config);
   e->views_ = AddSlowdownDetectors(config, &e->detectors_, e->history_);
   e->recorder_ = std::make_unique<history::BaselineRecorder>(
-      e->views_, config,
-      [store = e->store_.get()](const history::RunBaseline& run, int keep) { store->EnqueueRunBaseline(run, keep); });
+      e->views_, config, [store = e->store_.get()](const history::RunBaseline& run, int keep) {
+        store->EnqueueRunBaseline(run, keep);
+      });
   auto figures = std::make_unique<FiguresExporter>(e->views_, config, e->metrics_.registry());
   e->figures_ = figures.get();
   e->detectors_.push_back(std::move(figures));
@@ -114,9 +119,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, token, e->engine_id_);
   e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(), token,
                                              e->engine_id_, kEngineVersion, start_ns);
-  e->query_->SetCommandSender([ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
-    return ingest->SendCommand(id, std::move(c));
-  });
+  e->query_->SetCommandSender(
+      [ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
+        return ingest->SendCommand(id, std::move(c));
+      });
   std::shared_ptr<grpc::ServerCredentials> creds;
   if (!o.tls_cert.empty()) {
     absl::StatusOr<std::string> cert = ReadSecretFile(o.tls_cert, "TLS certificate");
@@ -148,8 +154,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   builder.RegisterService(e->history_service_.get());
   e->server_ = builder.BuildAndStart();
   if (!e->server_ || e->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", o.listen,
-                                               " (address in use or not resolvable)"));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", o.listen, " (address in use or not resolvable)"));
   }
   e->window_thread_ = std::thread([p = e.get()] { p->WindowLoop(); });
   e->hang_->Start();
@@ -218,8 +224,9 @@ std::vector<Diagnosis> Engine::TickWindow() {
       for (const auto& [key, p] : job->processes()) {
         by_state[static_cast<int>(p->liveness)]++;
         uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
-        metrics_.SetRankLastRecordAge(job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
-                                      now > last ? (now - last) * 1e-9 : 0);
+        metrics_.SetRankLastRecordAge(
+            job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
+            now > last ? (now - last) * 1e-9 : 0);
         RankRow r;
         r.job = job->job();
         r.key = key;

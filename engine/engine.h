@@ -33,9 +33,9 @@
 #include "engine/history/history.h"
 #include "engine/history/history_service.h"
 #include "engine/ingest_service.h"
+#include "engine/metrics.h"
 #include "engine/profile/profile_monitor.h"
 #include "engine/profile/profile_service.h"
-#include "engine/metrics.h"
 #include "engine/query_service.h"
 #include "engine/registry.h"
 #include "engine/store.h"
@@ -90,8 +90,8 @@ class Engine {
   std::unique_ptr<profile::ProfileMonitor> profile_;
   std::unique_ptr<profile::ProfileService> profile_service_;
   std::vector<std::unique_ptr<Detector>> detectors_;
-  std::shared_ptr<WindowViews> views_;  // shared by the slowdown detectors
-  std::shared_ptr<history::HistoryCache> history_;  // previous runs, calibrations
+  std::shared_ptr<WindowViews> views_;                   // shared by the slowdown detectors
+  std::shared_ptr<history::HistoryCache> history_;       // previous runs, calibrations
   std::unique_ptr<history::BaselineRecorder> recorder_;  // healthy windows -> store
   std::unique_ptr<history::HistoryService> history_service_;
   FiguresExporter* figures_ = nullptr;  // owned by detectors_
@@ -103,7 +103,7 @@ class Engine {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 
-  std::mutex tick_mu_;  // one window step at a time
+  std::mutex tick_mu_;                                      // one window step at a time
   std::map<std::string, std::set<std::string>> busbw_ops_;  // job -> ops with a series
 
   std::mutex mu_;

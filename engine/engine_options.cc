@@ -55,12 +55,14 @@ absl::StatusOr<EngineOptions> ParseEngineFlags(const std::vector<std::string>& a
       value = a.substr(eq + 1);
     } else {
       name = a.substr(2);
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      if (i + 1 >= args.size())
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
       value = args[++i];
     }
     auto number = [&](double* out) -> absl::Status {
       if (!absl::SimpleAtod(value, out) || *out <= 0) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", value, "' is not a positive number"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, ": '", value, "' is not a positive number"));
       }
       return absl::OkStatus();
     };
@@ -116,8 +118,8 @@ bool IsLoopbackAddress(const std::string& addr) {
   if (absl::StartsWith(host, "[")) {
     size_t close = host.find(']');
     host = close == std::string::npos ? host : host.substr(1, close - 1);
-  } else if (size_t colon = host.rfind(':'); colon != std::string::npos &&
-                                              host.find(':') == colon) {
+  } else if (size_t colon = host.rfind(':');
+             colon != std::string::npos && host.find(':') == colon) {
     host = host.substr(0, colon);  // host:port (IPv4 or name)
   }
   host = absl::AsciiStrToLower(host);

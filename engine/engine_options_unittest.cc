@@ -13,8 +13,8 @@ TEST(EngineOptionsTest, DefaultsAndParsing) {
   EXPECT_EQ(o->db, "./xpu-engine.db");
   EXPECT_EQ(o->silent_after_s, 30);
   EXPECT_EQ(o->max_receive_bytes, 64ull << 20);
-  o = ParseEngineFlags({"--listen=0.0.0.0:1", "--db", "/tmp/x.db", "--silent-after-s=5",
-                        "--max-receive-mb", "2"});
+  o = ParseEngineFlags(
+      {"--listen=0.0.0.0:1", "--db", "/tmp/x.db", "--silent-after-s=5", "--max-receive-mb", "2"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->listen, "0.0.0.0:1");
   EXPECT_EQ(o->db, "/tmp/x.db");

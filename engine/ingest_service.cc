@@ -72,7 +72,10 @@ struct IngestService::Session {
 
 IngestService::IngestService(Registry& registry, Metrics& metrics, std::string token,
                              std::string engine_id)
-    : registry_(registry), metrics_(metrics), token_(std::move(token)), engine_id_(std::move(engine_id)) {}
+    : registry_(registry),
+      metrics_(metrics),
+      token_(std::move(token)),
+      engine_id_(std::move(engine_id)) {}
 
 grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream,
                                       xpu::v1::DaemonHello* hello) {
@@ -111,7 +114,8 @@ grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream
   xpu::v1::EngineMessage ack;
   ack.mutable_ack()->set_accepted(true);
   ack.mutable_ack()->set_engine_id(engine_id_);
-  if (!stream->Write(ack)) return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed during hello");
+  if (!stream->Write(ack))
+    return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed during hello");
   return grpc::Status::OK;
 }
 
@@ -162,7 +166,8 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
         break;
       default:
         metrics_.AddRejected("empty_message");
-        result = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "DaemonMessage without a payload");
+        result =
+            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "DaemonMessage without a payload");
         break;
     }
     if (!result.ok()) break;
@@ -192,7 +197,8 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
     session->stream = nullptr;
   }
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
-  Log()->info("daemon {} disconnected: {}", daemon_id, result.ok() ? "end of stream" : result.error_message());
+  Log()->info("daemon {} disconnected: {}", daemon_id,
+              result.ok() ? "end of stream" : result.error_message());
   return result;
 }
 
@@ -202,7 +208,9 @@ grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu:
     absl::Status st = ValidateProcessBatch(pb);
     if (!st.ok()) {
       metrics_.AddRejected(pb.has_identity() ? "record_blob_size" : "no_identity");
-      if (g_reject_log.Allow()) Log()->warn("daemon {}: batch {}: {}", daemon_id, batch.batch_seq(), std::string(st.message()));
+      if (g_reject_log.Allow())
+        Log()->warn("daemon {}: batch {}: {}", daemon_id, batch.batch_seq(),
+                    std::string(st.message()));
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           absl::StrCat("batch ", batch.batch_seq(), " rejected: ", st.message()));
     }
@@ -212,7 +220,8 @@ grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu:
   uint64_t total = 0;
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
     const xpu::v1::ProcessIdentity& id = pb.identity();
-    const std::string job_id = !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
+    const std::string job_id =
+        !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
     std::shared_ptr<JobState> job = registry_.GetOrCreateJob(job_id, id.job_name());
     DecodeStats stats;
     uint64_t dropped_delta = 0;
@@ -241,7 +250,8 @@ grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu:
                     daemon_id, job_id, id.rank(), stats.unknown_sig);
       }
     }
-    if (stats.bad_signatures) metrics_.AddSkippedRecords(job_id, "bad_signature", stats.bad_signatures);
+    if (stats.bad_signatures)
+      metrics_.AddSkippedRecords(job_id, "bad_signature", stats.bad_signatures);
   }
   metrics_.AddBatch();
   registry_.DaemonSeen(daemon_id, 1, total, batch.records_dropped());
@@ -274,12 +284,14 @@ CommandFuture IngestService::SendCommand(const std::string& daemon_id, xpu::v1::
   {
     std::lock_guard<std::mutex> l(s->pending_mu);
     if (s->closed) {
-      promise.set_value(absl::UnavailableError(absl::StrCat("daemon ", daemon_id, " disconnected")));
+      promise.set_value(
+          absl::UnavailableError(absl::StrCat("daemon ", daemon_id, " disconnected")));
       return fut;
     }
     auto timeout = cmd.deadline_ms() > 0 ? std::chrono::milliseconds(cmd.deadline_ms())
                                          : kDefaultCommandDeadline;
-    s->pending.emplace(id, Session::Pending{std::move(promise), std::chrono::steady_clock::now() + timeout});
+    s->pending.emplace(
+        id, Session::Pending{std::move(promise), std::chrono::steady_clock::now() + timeout});
   }
   xpu::v1::EngineMessage m;
   *m.mutable_command() = std::move(cmd);
@@ -292,7 +304,8 @@ CommandFuture IngestService::SendCommand(const std::string& daemon_id, xpu::v1::
     std::lock_guard<std::mutex> l(s->pending_mu);
     auto it = s->pending.find(id);
     if (it != s->pending.end()) {
-      it->second.promise.set_value(absl::UnavailableError(absl::StrCat("cannot write to daemon ", daemon_id)));
+      it->second.promise.set_value(
+          absl::UnavailableError(absl::StrCat("cannot write to daemon ", daemon_id)));
       s->pending.erase(it);
     }
   }

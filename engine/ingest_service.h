@@ -43,9 +43,9 @@ class IngestService final : public xpu::v1::Ingest::Service {
   // token empty = no token required.
   IngestService(Registry& registry, Metrics& metrics, std::string token, std::string engine_id);
 
-  grpc::Status Stream(grpc::ServerContext* ctx,
-                      grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>* stream)
-      override;
+  grpc::Status Stream(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>* stream) override;
 
   // Sends `cmd` to the daemon's stream; the future resolves with its
   // CommandReply, or an error when the daemon is not connected or its stream

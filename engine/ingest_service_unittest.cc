@@ -224,7 +224,8 @@ TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
     xpu::v1::Batch b;
     xpu::v1::ProcessBatch* pb = b.add_processes();
     SetIdentity(pb, "jobC", rank, "h", 10 + rank);
-    *pb->add_signatures() = MakeCollectiveSignature(3, XPU_OP_ALLREDUCE, 1 << 20, XPU_DT_F32, 99, rank, 2);
+    *pb->add_signatures() =
+        MakeCollectiveSignature(3, XPU_OP_ALLREDUCE, 1 << 20, XPU_DT_F32, 99, rank, 2);
     const uint64_t start = rank == 0 ? 0 : 100000;
     AppendRecords(pb, {MakeRecord(3, start, static_cast<uint32_t>(1100000 - start), 1)});
     ASSERT_TRUE(d.Send(b));
@@ -233,8 +234,9 @@ TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
   ASSERT_TRUE(WaitFor([&] { return RankRecords("jobC", "rank:1") == 1; }));
   engine_->TickWindow();
   std::string text = engine_->metrics().Render();
-  EXPECT_NE(text.find("xpu_collective_busbw_bytes_per_second{job=\"jobC\",op=\"allreduce\"} 4194304000"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("xpu_collective_busbw_bytes_per_second{job=\"jobC\",op=\"allreduce\"} 4194304000"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("xpu_ingest_records_total{job=\"jobC\"} 2"), std::string::npos) << text;
   EXPECT_NE(text.find("xpu_job_ranks{job=\"jobC\",state=\"alive\"} 2"), std::string::npos) << text;
@@ -282,8 +284,10 @@ TEST_F(IngestTest, WindowTickDiagnosesSilentRankAndPersists) {
     ASSERT_TRUE(d.Send(RankBatch("jobS", 0, 5, true)));
     ASSERT_TRUE(d.Send(RankBatch("jobS", 1, 5, true)));
     ASSERT_TRUE(d.Finish().ok());
-    ASSERT_TRUE(WaitFor([&] { return (*e)->registry().JobSummaries(false).size() == 1 &&
-                                     (*e)->registry().JobSummaries(false)[0].records == 10; }));
+    ASSERT_TRUE(WaitFor([&] {
+      return (*e)->registry().JobSummaries(false).size() == 1 &&
+             (*e)->registry().JobSummaries(false)[0].records == 10;
+    }));
     EXPECT_TRUE((*e)->TickWindow().empty());
     now += 60ull * 1000000000ull;
     std::vector<Diagnosis> diags = (*e)->TickWindow();

@@ -15,30 +15,48 @@ constexpr size_t kMaxDaemonWindows = 16;
 
 std::string_view LivenessName(Liveness l) {
   switch (l) {
-    case Liveness::kAlive: return "alive";
-    case Liveness::kSilent: return "silent";
-    case Liveness::kExited: return "exited";
+    case Liveness::kAlive:
+      return "alive";
+    case Liveness::kSilent:
+      return "silent";
+    case Liveness::kExited:
+      return "exited";
   }
   return "unknown";
 }
 
 std::string OpKindName(uint16_t kind) {
   switch (kind) {
-    case XPU_OP_KERNEL: return "kernel";
-    case XPU_OP_GEMM: return "gemm";
-    case XPU_OP_GRAPH_LAUNCH: return "graph_launch";
-    case XPU_OP_MEMCPY: return "memcpy";
-    case XPU_OP_ALLREDUCE: return "allreduce";
-    case XPU_OP_ALLGATHER: return "allgather";
-    case XPU_OP_REDUCESCATTER: return "reducescatter";
-    case XPU_OP_BROADCAST: return "broadcast";
-    case XPU_OP_REDUCE: return "reduce";
-    case XPU_OP_ALLTOALL: return "alltoall";
-    case XPU_OP_GATHER: return "gather";
-    case XPU_OP_SCATTER: return "scatter";
-    case XPU_OP_SEND: return "send";
-    case XPU_OP_RECV: return "recv";
-    default: return absl::StrCat("op", kind);
+    case XPU_OP_KERNEL:
+      return "kernel";
+    case XPU_OP_GEMM:
+      return "gemm";
+    case XPU_OP_GRAPH_LAUNCH:
+      return "graph_launch";
+    case XPU_OP_MEMCPY:
+      return "memcpy";
+    case XPU_OP_ALLREDUCE:
+      return "allreduce";
+    case XPU_OP_ALLGATHER:
+      return "allgather";
+    case XPU_OP_REDUCESCATTER:
+      return "reducescatter";
+    case XPU_OP_BROADCAST:
+      return "broadcast";
+    case XPU_OP_REDUCE:
+      return "reduce";
+    case XPU_OP_ALLTOALL:
+      return "alltoall";
+    case XPU_OP_GATHER:
+      return "gather";
+    case XPU_OP_SCATTER:
+      return "scatter";
+    case XPU_OP_SEND:
+      return "send";
+    case XPU_OP_RECV:
+      return "recv";
+    default:
+      return absl::StrCat("op", kind);
   }
 }
 
@@ -120,7 +138,8 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
   // The hook publishes the GPU model after its first traced op, so it often
   // arrives in a later batch than the identity; once known it stays (an
   // exited process's last batches no longer carry it).
-  if (slot->identity.gpu_model().empty() && !id.gpu_model().empty()) slot->identity.set_gpu_model(id.gpu_model());
+  if (slot->identity.gpu_model().empty() && !id.gpu_model().empty())
+    slot->identity.set_gpu_model(id.gpu_model());
   slot->daemon_id = daemon_id;
   slot->last_seen_ns = now_ns;
   if (job_name_.empty() && !id.job_name().empty()) job_name_ = id.job_name();
@@ -202,9 +221,9 @@ WindowSummaryRow JobState::CloseWindow(uint64_t now_ns) {
       const SignatureInfo* s = p->sigs.Find(static_cast<uint32_t>(id));
       if (s == nullptr) continue;
       // Aggregated across ranks by shape, the unit analyses compare.
-      std::string name = absl::StrCat(s->name.empty() ? "gemm" : s->name, " ", s->abi.m, "x",
-                                      s->abi.n, "x", s->abi.k, "x", std::max(1u, s->abi.batch),
-                                      " dt", s->abi.dtype);
+      std::string name =
+          absl::StrCat(s->name.empty() ? "gemm" : s->name, " ", s->abi.m, "x", s->abi.n, "x",
+                       s->abi.k, "x", std::max(1u, s->abi.batch), " dt", s->abi.dtype);
       GemmWindowRow& r = gemm[name];
       r.signature = name;
       r.count += g.count;
@@ -229,8 +248,8 @@ void JobState::UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns) {
   for (auto& [key, p] : processes_) {
     if (p->liveness == Liveness::kExited) continue;
     uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
-    p->liveness = now_ns > last && now_ns - last > silent_after_ns ? Liveness::kSilent
-                                                                   : Liveness::kAlive;
+    p->liveness =
+        now_ns > last && now_ns - last > silent_after_ns ? Liveness::kSilent : Liveness::kAlive;
   }
 }
 

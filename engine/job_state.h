@@ -70,12 +70,12 @@ struct ProcessState {
   RecordRing ring;
   Liveness liveness = Liveness::kAlive;
   uint64_t first_seen_ns = 0;
-  uint64_t last_seen_ns = 0;        // engine clock: last batch for this process
-  uint64_t last_record_rx_ns = 0;   // engine clock: last batch with records
-  uint64_t last_record_ns = 0;      // host clock: latest record end
+  uint64_t last_seen_ns = 0;       // engine clock: last batch for this process
+  uint64_t last_record_rx_ns = 0;  // engine clock: last batch with records
+  uint64_t last_record_ns = 0;     // host clock: latest record end
   uint64_t records = 0;
   uint64_t unknown_sig = 0;
-  uint64_t dropped = 0;             // hook + daemon drops (cumulative, reported)
+  uint64_t dropped = 0;  // hook + daemon drops (cumulative, reported)
   xpu::v1::ProcessCounters counters;
   std::deque<xpu::v1::WindowSummary> daemon_windows;  // bounded
   // Current window.
@@ -95,7 +95,9 @@ struct GemmWindowRow {
   uint64_t count = 0;
   uint64_t total_ns = 0;
   double flops = 0;
-  double Tflops() const { return total_ns ? flops / (static_cast<double>(total_ns) * 1e-9) / 1e12 : 0; }
+  double Tflops() const {
+    return total_ns ? flops / (static_cast<double>(total_ns) * 1e-9) / 1e12 : 0;
+  }
 };
 struct CollectiveWindowRow {
   std::string op;
@@ -121,8 +123,8 @@ class JobState {
   // All below: caller holds mu().
   // Finds or creates the process for `id`. A rank whose pid or host changed
   // is a new incarnation: its signatures are reset.
-  ProcessState& GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
-                                   const std::string& daemon_id, uint64_t now_ns);
+  ProcessState& GetOrCreateProcess(const xpu::v1::ProcessIdentity& id, const std::string& daemon_id,
+                                   uint64_t now_ns);
   // Applies decoded records of one process (sig ids already validated).
   void ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, uint64_t now_ns);
   void ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, uint64_t now_ns);
@@ -133,7 +135,9 @@ class JobState {
   // Marks silent / alive; returns nothing, the registry reads the result.
   void UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns);
 
-  const std::map<std::string, std::unique_ptr<ProcessState>>& processes() const { return processes_; }
+  const std::map<std::string, std::unique_ptr<ProcessState>>& processes() const {
+    return processes_;
+  }
   const CollectiveTable& collectives() const { return collectives_; }
   const std::map<uint64_t, Communicator>& communicators() const { return comms_; }
   const std::deque<WindowSummaryRow>& windows() const { return windows_; }

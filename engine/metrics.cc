@@ -45,13 +45,16 @@ Metrics::Metrics()
                     .Name("xpu_ingest_rejected_total")
                     .Help("Messages or streams rejected by ingest, by reason")
                     .Register(*registry_)),
-      skipped_(prometheus::BuildCounter()
-                   .Name("xpu_ingest_records_skipped_total")
-                   .Help("Records skipped by ingest validation (e.g. unknown sig id), per job and reason")
-                   .Register(*registry_)),
+      skipped_(
+          prometheus::BuildCounter()
+              .Name("xpu_ingest_records_skipped_total")
+              .Help(
+                  "Records skipped by ingest validation (e.g. unknown sig id), per job and reason")
+              .Register(*registry_)),
       dropped_(prometheus::BuildCounter()
                    .Name("xpu_records_dropped_total")
-                   .Help("Records lost before reaching the engine (hook ring full, lapped, daemon budget), per job")
+                   .Help("Records lost before reaching the engine (hook ring full, lapped, daemon "
+                         "budget), per job")
                    .Register(*registry_)),
       daemons_(prometheus::BuildGauge()
                    .Name("xpu_daemons_connected")
@@ -83,8 +86,8 @@ absl::Status Metrics::Serve(const std::string& addr) {
     // civetweb-cpp reports bind failures by throwing; stop it here.
     return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", addr, ": ", e.what()));
   }
-  metrics_handler_ = std::make_unique<TextHandler>(
-      [this] { return Render(); }, "text/plain; version=0.0.4; charset=utf-8");
+  metrics_handler_ = std::make_unique<TextHandler>([this] { return Render(); },
+                                                   "text/plain; version=0.0.4; charset=utf-8");
   health_handler_ = std::make_unique<TextHandler>([] { return std::string("ok\n"); }, "text/plain");
   server_->addHandler("/metrics", metrics_handler_.get());
   server_->addHandler("/healthz", health_handler_.get());

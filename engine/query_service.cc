@@ -104,7 +104,8 @@ grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksR
   }
   if (store_ != nullptr) {
     absl::StatusOr<std::vector<RankRow>> rows = store_->LoadRanks(req->job());
-    if (!rows.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rows.status().message()));
+    if (!rows.ok())
+      return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rows.status().message()));
     for (const RankRow& row : *rows) {
       xpu::v1::RankInfo* r = reply->add_ranks();
       r->set_rank(row.rank);
@@ -126,13 +127,17 @@ grpc::Status QueryService::TimelineDump(grpc::ServerContext* ctx,
                                         const xpu::v1::TimelineDumpRequest* req,
                                         grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) {
   if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
-  if (!send_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no command channel to the daemons");
-  if (req->job().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
-  absl::Status st = timeline::RunTimelineDump(
-      registry_, send_, *req,
-      [&](const xpu::v1::TimelineDumpMessage& m) { return !ctx->IsCancelled() && writer->Write(m); });
+  if (!send_)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no command channel to the daemons");
+  if (req->job().empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
+  absl::Status st =
+      timeline::RunTimelineDump(registry_, send_, *req, [&](const xpu::v1::TimelineDumpMessage& m) {
+        return !ctx->IsCancelled() && writer->Write(m);
+      });
   if (st.ok()) return grpc::Status::OK;
-  if (absl::IsNotFound(st)) return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(st.message()));
+  if (absl::IsNotFound(st))
+    return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(st.message()));
   return grpc::Status(grpc::StatusCode::CANCELLED, std::string(st.message()));
 }
 
@@ -145,8 +150,10 @@ grpc::Status QueryService::Diagnoses(grpc::ServerContext* ctx, const xpu::v1::Di
   store_->Flush().IgnoreError();
   absl::StatusOr<std::vector<Diagnosis>> ds = store_->LoadDiagnoses(req->job());
   if (!ds.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(ds.status().message()));
-  absl::StatusOr<std::vector<DiagnosisResolution>> res = store_->LoadDiagnosisResolutions(req->job());
-  if (!res.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(res.status().message()));
+  absl::StatusOr<std::vector<DiagnosisResolution>> res =
+      store_->LoadDiagnosisResolutions(req->job());
+  if (!res.ok())
+    return grpc::Status(grpc::StatusCode::INTERNAL, std::string(res.status().message()));
   if (ds->empty() && !registry_.FindJob(req->job())) {
     absl::StatusOr<std::vector<RankRow>> ranks = store_->LoadRanks(req->job());
     if (!ranks.ok() || ranks->empty()) {

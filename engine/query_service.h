@@ -47,7 +47,7 @@ class QueryService final : public xpu::v1::Query::Service {
 
   Registry& registry_;
   Metrics& metrics_;
-  Store* store_;  // may be null
+  Store* store_;                  // may be null
   timeline::CommandSender send_;  // empty: TimelineDump answers UNAVAILABLE
   const std::string token_;
   const std::string engine_id_;

@@ -105,10 +105,11 @@ std::shared_ptr<spdlog::logger> Log() {
 
 absl::StatusOr<sqlite3*> OpenDb(const std::string& path) {
   sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+  if (sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                       nullptr) != SQLITE_OK) {
-    absl::Status st = absl::UnavailableError(
-        absl::StrCat("cannot open database ", path, ": ", db ? sqlite3_errmsg(db) : "out of memory"));
+    absl::Status st = absl::UnavailableError(absl::StrCat(
+        "cannot open database ", path, ": ", db ? sqlite3_errmsg(db) : "out of memory"));
     sqlite3_close(db);
     return st;
   }
@@ -123,7 +124,8 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   absl::StatusOr<sqlite3*> w = OpenDb(path);
   if (!w.ok()) return w.status();
   s->write_db_ = *w;
-  if (auto st = Exec(s->write_db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"); !st.ok()) {
+  if (auto st = Exec(s->write_db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+      !st.ok()) {
     return st;
   }
   if (auto st = Exec(s->write_db_,
@@ -134,17 +136,17 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   absl::StatusOr<int> v = s->SchemaVersionOn(s->write_db_);
   if (!v.ok()) return v.status();
   if (*v > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "database ", path, " has schema version ", *v, ", newer than this engine's ",
-        kSchemaVersion, "; use a newer xpu-engine or another --db"));
+    return absl::FailedPreconditionError(absl::StrCat("database ", path, " has schema version ", *v,
+                                                      ", newer than this engine's ", kSchemaVersion,
+                                                      "; use a newer xpu-engine or another --db"));
   }
   for (int step = *v; step < kSchemaVersion; ++step) {
     std::string sql = absl::StrCat("BEGIN;", kMigrations[step], "DELETE FROM schema_version;",
                                    "INSERT INTO schema_version VALUES (", step + 1, ");COMMIT;");
     if (auto st = Exec(s->write_db_, sql.c_str()); !st.ok()) {
       Exec(s->write_db_, "ROLLBACK;").IgnoreError();
-      return absl::InternalError(absl::StrCat("migrating ", path, " to schema ", step + 1, ": ",
-                                              st.message()));
+      return absl::InternalError(
+          absl::StrCat("migrating ", path, " to schema ", step + 1, ": ", st.message()));
     }
   }
   absl::StatusOr<sqlite3*> r = OpenDb(path);
@@ -216,7 +218,8 @@ void Store::WriterLoop() {
     ops.swap(queue_);
     l.unlock();
     absl::Status st = Write(ops);
-    if (!st.ok()) Log()->error("dropping {} queued rows: {}", ops.size(), std::string(st.message()));
+    if (!st.ok())
+      Log()->error("dropping {} queued rows: {}", ops.size(), std::string(st.message()));
     l.lock();
     if (!st.ok() && error_.ok()) error_ = st;
     committed_ += ops.size();
@@ -235,52 +238,106 @@ absl::Status Store::Write(const std::vector<Op>& ops) {
              "INSERT INTO jobs VALUES (?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(job) DO UPDATE SET "
              "job_name=?2, first_seen_ns=MIN(first_seen_ns,?3), last_seen_ns=?4, ranks=?5, "
              "records=?6, state=?7;");
-      st = s.Bind(1, j->job).Bind(2, j->job_name).Bind(3, j->first_seen_ns).Bind(4, j->last_seen_ns)
-               .Bind(5, j->ranks).Bind(6, j->records).Bind(7, j->state).Run();
+      st = s.Bind(1, j->job)
+               .Bind(2, j->job_name)
+               .Bind(3, j->first_seen_ns)
+               .Bind(4, j->last_seen_ns)
+               .Bind(5, j->ranks)
+               .Bind(6, j->records)
+               .Bind(7, j->state)
+               .Run();
     } else if (const auto* r = std::get_if<RankRow>(&op)) {
       Stmt s(db, "INSERT OR REPLACE INTO ranks VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
-      st = s.Bind(1, r->job).Bind(2, r->key).Bind(3, r->rank).Bind(4, r->host).Bind(5, r->pid)
-               .Bind(6, r->local_rank).Bind(7, r->liveness).Bind(8, r->records).Bind(9, r->dropped)
-               .Bind(10, r->last_record_ns).Bind(11, r->last_seen_ns).Run();
+      st = s.Bind(1, r->job)
+               .Bind(2, r->key)
+               .Bind(3, r->rank)
+               .Bind(4, r->host)
+               .Bind(5, r->pid)
+               .Bind(6, r->local_rank)
+               .Bind(7, r->liveness)
+               .Bind(8, r->records)
+               .Bind(9, r->dropped)
+               .Bind(10, r->last_record_ns)
+               .Bind(11, r->last_seen_ns)
+               .Run();
     } else if (const auto* d = std::get_if<DaemonState>(&op)) {
       Stmt s(db, "INSERT OR REPLACE INTO daemons VALUES (?1,?2,?3,?4,?5,?6,?7,?8);");
-      st = s.Bind(1, d->daemon_id).Bind(2, d->host).Bind(3, d->version).Bind(4, d->first_seen_ns)
-               .Bind(5, d->last_seen_ns).Bind(6, d->batches).Bind(7, d->records)
-               .Bind(8, d->records_dropped).Run();
+      st = s.Bind(1, d->daemon_id)
+               .Bind(2, d->host)
+               .Bind(3, d->version)
+               .Bind(4, d->first_seen_ns)
+               .Bind(5, d->last_seen_ns)
+               .Bind(6, d->batches)
+               .Bind(7, d->records)
+               .Bind(8, d->records_dropped)
+               .Run();
     } else if (const auto* w = std::get_if<WindowSummaryRow>(&op)) {
-      Stmt s(db, "INSERT OR REPLACE INTO window_summaries VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
-      st = s.Bind(1, w->job).Bind(2, w->window_start_ns).Bind(3, w->window_end_ns).Bind(4, w->records)
-               .Bind(5, w->kinds.kernel).Bind(6, w->kinds.gemm).Bind(7, w->kinds.collective)
-               .Bind(8, w->kinds.memcpy).Bind(9, w->kinds.sync).Bind(10, w->kinds.host)
-               .Bind(11, w->kinds.other).Run();
+      Stmt s(
+          db,
+          "INSERT OR REPLACE INTO window_summaries VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
+      st = s.Bind(1, w->job)
+               .Bind(2, w->window_start_ns)
+               .Bind(3, w->window_end_ns)
+               .Bind(4, w->records)
+               .Bind(5, w->kinds.kernel)
+               .Bind(6, w->kinds.gemm)
+               .Bind(7, w->kinds.collective)
+               .Bind(8, w->kinds.memcpy)
+               .Bind(9, w->kinds.sync)
+               .Bind(10, w->kinds.host)
+               .Bind(11, w->kinds.other)
+               .Run();
       for (const GemmWindowRow& g : w->gemm) {
         if (!st.ok()) break;
         Stmt sg(db, "INSERT OR REPLACE INTO window_gemm VALUES (?1,?2,?3,?4,?5,?6,?7);");
-        st = sg.Bind(1, w->job).Bind(2, w->window_start_ns).Bind(3, g.signature).Bind(4, g.count)
-                 .Bind(5, g.total_ns).Bind(6, g.flops).Bind(7, g.Tflops()).Run();
+        st = sg.Bind(1, w->job)
+                 .Bind(2, w->window_start_ns)
+                 .Bind(3, g.signature)
+                 .Bind(4, g.count)
+                 .Bind(5, g.total_ns)
+                 .Bind(6, g.flops)
+                 .Bind(7, g.Tflops())
+                 .Run();
       }
       for (const CollectiveWindowRow& c : w->collectives) {
         if (!st.ok()) break;
         Stmt sc(db, "INSERT OR REPLACE INTO window_collective VALUES (?1,?2,?3,?4,?5,?6,?7);");
-        st = sc.Bind(1, w->job).Bind(2, w->window_start_ns).Bind(3, c.op).Bind(4, c.bw.count)
-                 .Bind(5, c.bw.bus_bytes).Bind(6, c.bw.seconds).Bind(7, c.bw.BusBw()).Run();
+        st = sc.Bind(1, w->job)
+                 .Bind(2, w->window_start_ns)
+                 .Bind(3, c.op)
+                 .Bind(4, c.bw.count)
+                 .Bind(5, c.bw.bus_bytes)
+                 .Bind(6, c.bw.seconds)
+                 .Bind(7, c.bw.BusBw())
+                 .Run();
       }
     } else if (const auto* g = std::get_if<Diagnosis>(&op)) {
       Stmt s(db,
              "INSERT INTO diagnoses VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
              "ON CONFLICT(job,kind,subject) DO UPDATE SET team=?4, severity=?5, ranks=?6, "
              "hosts=?7, evidence=?8, first_seen_ns=MIN(first_seen_ns,?9), last_seen_ns=?10;");
-      st = s.Bind(1, g->job).Bind(2, g->kind).Bind(3, g->subject).Bind(4, TeamName(g->team))
-               .Bind(5, SeverityName(g->severity)).Bind(6, absl::StrJoin(g->ranks, ","))
-               .Bind(7, absl::StrJoin(g->hosts, ",")).Bind(8, g->evidence).Bind(9, g->first_seen_ns)
-               .Bind(10, g->last_seen_ns).Run();
+      st = s.Bind(1, g->job)
+               .Bind(2, g->kind)
+               .Bind(3, g->subject)
+               .Bind(4, TeamName(g->team))
+               .Bind(5, SeverityName(g->severity))
+               .Bind(6, absl::StrJoin(g->ranks, ","))
+               .Bind(7, absl::StrJoin(g->hosts, ","))
+               .Bind(8, g->evidence)
+               .Bind(9, g->first_seen_ns)
+               .Bind(10, g->last_seen_ns)
+               .Run();
       if (st.ok()) {  // reported again: active
         Stmt del(db, "DELETE FROM diagnosis_resolutions WHERE job=?1 AND kind=?2 AND subject=?3;");
         st = del.Bind(1, g->job).Bind(2, g->kind).Bind(3, g->subject).Run();
       }
     } else if (const auto* res = std::get_if<DiagnosisResolution>(&op)) {
       Stmt s(db, "INSERT OR REPLACE INTO diagnosis_resolutions VALUES (?1,?2,?3,?4);");
-      st = s.Bind(1, res->job).Bind(2, res->kind).Bind(3, res->subject).Bind(4, res->resolved_ns).Run();
+      st = s.Bind(1, res->job)
+               .Bind(2, res->kind)
+               .Bind(3, res->subject)
+               .Bind(4, res->resolved_ns)
+               .Run();
     } else if (const auto* b = std::get_if<RunBaselineUpdate>(&op)) {
       st = history::WriteRunBaseline(db, b->run, b->keep_runs);
     } else if (const auto* c = std::get_if<history::CalibrationRows>(&op)) {
@@ -404,9 +461,10 @@ absl::StatusOr<std::vector<WindowSummaryRow>> Store::LoadWindows(const std::stri
   std::lock_guard<std::mutex> l(read_mu_);
   std::vector<WindowSummaryRow> out;
   {
-    Stmt q(read_db_,
-           "SELECT window_start_ns, window_end_ns, records, kernels, gemms, collectives, memcpys, "
-           "syncs, host_events, other FROM window_summaries WHERE job=?1 ORDER BY window_start_ns;");
+    Stmt q(
+        read_db_,
+        "SELECT window_start_ns, window_end_ns, records, kernels, gemms, collectives, memcpys, "
+        "syncs, host_events, other FROM window_summaries WHERE job=?1 ORDER BY window_start_ns;");
     if (!q.ok()) return SqlError(read_db_, "load windows");
     q.Bind(1, job);
     while (true) {
@@ -459,11 +517,9 @@ absl::StatusOr<std::vector<WindowSummaryRow>> Store::LoadWindows(const std::stri
   return out;
 }
 
-absl::StatusOr<std::vector<history::RunBaseline>> Store::LoadRunBaselines(const std::string& job_name,
-                                                                         const std::string& gpu_model,
-                                                                         bool any_model,
-                                                                         const std::string& exclude_job,
-                                                                         int limit) {
+absl::StatusOr<std::vector<history::RunBaseline>> Store::LoadRunBaselines(
+    const std::string& job_name, const std::string& gpu_model, bool any_model,
+    const std::string& exclude_job, int limit) {
   std::lock_guard<std::mutex> l(read_mu_);
   return history::ReadRunBaselines(read_db_, job_name, gpu_model, any_model, exclude_job, limit);
 }

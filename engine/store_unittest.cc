@@ -122,7 +122,8 @@ TEST(StoreTest, RefusesNewerSchema) {
   // Simulate a database written by a future engine.
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE schema_version SET version=99;", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE schema_version SET version=99;", nullptr, nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(db);
   auto s = Store::Open(path);
   ASSERT_FALSE(s.ok());
@@ -220,7 +221,8 @@ TEST(StoreTest, RunBaselineUpdateReplacesTheRunAndKeepsTheNewestRuns) {
   const std::string path = TempDb("baselines");
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
-  auto run_of = [](const std::string& job, uint64_t t, double step_s, const std::string& model = "NVIDIA H200") {
+  auto run_of = [](const std::string& job, uint64_t t, double step_s,
+                   const std::string& model = "NVIDIA H200") {
     history::RunBaseline r;
     r.job_name = "gpt";
     r.gpu_model = model;
@@ -233,7 +235,8 @@ TEST(StoreTest, RunBaselineUpdateReplacesTheRunAndKeepsTheNewestRuns) {
     r.void_inter = 0.02;
     r.void_minority = 0.05;
     r.gemm["gemm bf16 m=4096 n=4096 k=4096 b=1 NN"] = history::GemmFigure{"bf16", 610.5, 300};
-    r.busbw[history::CollectiveShape{"allreduce", 64 << 20, 8, 1}] = history::BusBwFigure{180e9, 40};
+    r.busbw[history::CollectiveShape{"allreduce", 64 << 20, 8, 1}] =
+        history::BusBwFigure{180e9, 40};
     r.issue_latency["compute"].Add(150, 7);
     r.issue_latency["compute"].Add(2000, 3);
     return r;
@@ -284,9 +287,10 @@ TEST(StoreTest, RunBaselineUpdateReplacesTheRunAndKeepsTheNewestRuns) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
   sqlite3_stmt* q = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM baseline_gemm WHERE job IN ('run-1','run-2');", -1, &q,
-                               nullptr),
-            SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM baseline_gemm WHERE job IN ('run-1','run-2');",
+                         -1, &q, nullptr),
+      SQLITE_OK);
   ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
   EXPECT_EQ(sqlite3_column_int(q, 0), 0) << "pruned runs leave no child rows";
   sqlite3_finalize(q);
@@ -297,9 +301,11 @@ TEST(StoreTest, CalibrationUpsertsPerHost) {
   auto store = Store::Open(TempDb("calibration"));
   ASSERT_TRUE(store.ok()) << store.status();
   history::CalibrationRows rows;
-  rows.gemm.push_back(history::GemmCalibrationRow{"NVIDIA H200", "node0", "bf16", 700, 690, 8192, 8192, 8192, 8, 1});
+  rows.gemm.push_back(history::GemmCalibrationRow{"NVIDIA H200", "node0", "bf16", 700, 690, 8192,
+                                                  8192, 8192, 8, 1});
   rows.collectives.push_back(history::CollectiveCalibrationRow{
-      "NVIDIA H200", "node0", history::CollectiveShape{"allreduce", 1 << 20, 8, 1}, 40, 26e9, 45e9, 1});
+      "NVIDIA H200", "node0", history::CollectiveShape{"allreduce", 1 << 20, 8, 1}, 40, 26e9, 45e9,
+      1});
   (*store)->EnqueueCalibration(rows);
   rows.gemm[0].tflops = 710;  // re-calibrated
   rows.gemm[0].host = "node1";

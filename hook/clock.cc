@@ -87,8 +87,7 @@ void GpuClock::MaybeRecalibrate(uint64_t now_ns) {
   }
 }
 
-bool GpuClock::MapGpuToHost(int device, uint32_t gen, cudaEvent_t event,
-                            uint64_t* host_ns) const {
+bool GpuClock::MapGpuToHost(int device, uint32_t gen, cudaEvent_t event, uint64_t* host_ns) const {
   if (device < 0 || device >= kMaxDevices) return false;
   const Device& d = dev_[device];
   uint32_t cur = d.generation.load(std::memory_order_acquire);

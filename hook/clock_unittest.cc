@@ -68,7 +68,7 @@ TEST_F(GpuClockTest, MapsWithInjectedReference) {
 }
 
 TEST_F(GpuClockTest, OpKeepsItsGenerationAcrossOneRecalibration) {
-  clock_.SetReferenceForTest(0, Recorded(0.0), 1000000000ull);   // gen 1: gpu 0 ms = host 1 s
+  clock_.SetReferenceForTest(0, Recorded(0.0), 1000000000ull);  // gen 1: gpu 0 ms = host 1 s
   uint32_t gen1 = clock_.Generation(0);
   cudaEvent_t op = Recorded(10.0);
   // Re-calibration with a slightly different offset (host clock slewed 3 us).
@@ -77,7 +77,7 @@ TEST_F(GpuClockTest, OpKeepsItsGenerationAcrossOneRecalibration) {
   ASSERT_TRUE(clock_.MapGpuToHost(0, gen1, op, &host));
   EXPECT_EQ(host, 1010000000ull);  // against gen 1's reference
   ASSERT_TRUE(clock_.MapGpuToHost(0, clock_.Generation(0), op, &host));
-  EXPECT_EQ(host, 1010003000ull);  // a new op would map with gen 2
+  EXPECT_EQ(host, 1010003000ull);                                // a new op would map with gen 2
   clock_.SetReferenceForTest(0, Recorded(30.0), 1030003000ull);  // gen 3: gen 1's slot reused
   ASSERT_TRUE(clock_.MapGpuToHost(0, gen1, op, &host));
   EXPECT_EQ(host, 1010003000ull);  // falls back to the current reference

@@ -98,8 +98,8 @@ uint32_t CommRegistry::Hash(const void* p) {
   return static_cast<uint32_t>(x) & (kSlots - 1);
 }
 
-CommInfo* CommRegistry::Register(const void* comm, uint64_t comm_id, int32_t rank,
-                                 int32_t nranks, int32_t device) {
+CommInfo* CommRegistry::Register(const void* comm, uint64_t comm_id, int32_t rank, int32_t nranks,
+                                 int32_t device) {
   if (comm == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   // Find where the entry goes: the slot already holding this handle, else the

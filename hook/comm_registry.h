@@ -100,8 +100,8 @@ class CommRegistry {
   static uint32_t Hash(const void* p);
 
   std::atomic<CommInfo*> slots_[kSlots];
-  std::mutex mu_;                                // serialises writers
-  std::vector<std::unique_ptr<CommInfo>> owned_; // every CommInfo ever made; guarded by mu_
+  std::mutex mu_;                                 // serialises writers
+  std::vector<std::unique_ptr<CommInfo>> owned_;  // every CommInfo ever made; guarded by mu_
 };
 
 // For the hook core's C API (xpu_comm_last_seq / xpu_comm_id in hook_api.h).

@@ -266,8 +266,8 @@ void CompletionWorker::Abandon(uint32_t slot, uint64_t now, uint16_t extra) {
   r.seq = p.seq;
   r.stream = p.stream;
   r.start_ns = p.launch_ns;
-  uint16_t flags = static_cast<uint16_t>(
-      ((p.flags | extra) & ~(XPU_REC_TIMED | XPU_REC_SAMPLED)) | XPU_REC_NOT_TIMED);
+  uint16_t flags = static_cast<uint16_t>(((p.flags | extra) & ~(XPU_REC_TIMED | XPU_REC_SAMPLED)) |
+                                         XPU_REC_NOT_TIMED);
   r.duration = EncodeDuration(now > p.launch_ns ? now - p.launch_ns : 0, &flags);
   r.flags = flags;
   rt_->ring.Write(r);

@@ -62,10 +62,16 @@ bool ParseBool(const char* s, bool* out) {
   static const char* const kTrue[] = {"1", "on", "true", "yes"};
   static const char* const kFalse[] = {"0", "off", "false", "no"};
   for (const char* t : kTrue) {
-    if (strcasecmp(s, t) == 0) { *out = true; return true; }
+    if (strcasecmp(s, t) == 0) {
+      *out = true;
+      return true;
+    }
   }
   for (const char* f : kFalse) {
-    if (strcasecmp(s, f) == 0) { *out = false; return true; }
+    if (strcasecmp(s, f) == 0) {
+      *out = false;
+      return true;
+    }
   }
   return false;
 }
@@ -84,9 +90,12 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
   bool b = true;
   if (ParseBool(env("XPU_ENABLE"), &b)) c.enable = b;
   if (const char* t = env("XPU_TIMING"); t != nullptr) {
-    if (strcasecmp(t, "sampled") == 0) c.timing = TimingPolicy::kSampled;
-    else if (strcasecmp(t, "all") == 0) c.timing = TimingPolicy::kAll;
-    else if (strcasecmp(t, "off") == 0) c.timing = TimingPolicy::kOff;
+    if (strcasecmp(t, "sampled") == 0)
+      c.timing = TimingPolicy::kSampled;
+    else if (strcasecmp(t, "all") == 0)
+      c.timing = TimingPolicy::kAll;
+    else if (strcasecmp(t, "off") == 0)
+      c.timing = TimingPolicy::kOff;
   }
   c.sample_first = static_cast<uint32_t>(UintOr(env, "XPU_SAMPLE_FIRST", 32, 0, 1u << 30));
   c.sample_every = static_cast<uint32_t>(UintOr(env, "XPU_SAMPLE_EVERY", 16, 0, 1u << 30));
@@ -97,8 +106,7 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
       UintOr(env, "XPU_RING_CAPACITY", XPU_RING_DEFAULT_CAPACITY, 16, 1u << 24)));
   c.sig_capacity = static_cast<uint32_t>(
       UintOr(env, "XPU_SIG_CAPACITY", XPU_RING_DEFAULT_SIG_CAPACITY, 16, 1u << 20));
-  c.str_capacity =
-      UintOr(env, "XPU_STR_CAPACITY", XPU_RING_DEFAULT_STR_CAPACITY, 4096, 1ull << 28);
+  c.str_capacity = UintOr(env, "XPU_STR_CAPACITY", XPU_RING_DEFAULT_STR_CAPACITY, 4096, 1ull << 28);
   c.ring_dir = StrOr(env, "XPU_RING_DIR", "");
   if (ParseBool(env("XPU_DAEMON"), &b)) c.daemon = b;
   c.daemon_socket = DefaultSocketPath(env, uid);

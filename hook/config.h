@@ -30,22 +30,22 @@ struct Config {
   uint32_t ring_capacity = XPU_RING_DEFAULT_CAPACITY;  // XPU_RING_CAPACITY (power of two)
   uint32_t sig_capacity = XPU_RING_DEFAULT_SIG_CAPACITY;  // XPU_SIG_CAPACITY
   uint64_t str_capacity = XPU_RING_DEFAULT_STR_CAPACITY;  // XPU_STR_CAPACITY
-  std::string ring_dir;                                // XPU_RING_DIR ("" = memfd)
-  bool daemon = true;                                  // XPU_DAEMON
-  std::string daemon_socket;                           // XPU_DAEMON_SOCKET or transport.h default
-  std::string daemon_bin;                              // XPU_DAEMON_BIN ("" = search)
-  std::string engine;                                  // XPU_ENGINE, passed to an auto-started daemon
-  std::string job;                                     // resolved job identity
-  std::string job_name;                                // XPU_JOB_NAME
-  std::string host;                                    // gethostname()
-  uint32_t event_pool = 4096;                          // XPU_EVENT_POOL (per device, per kind)
-  uint32_t pending_max = 16384;                        // XPU_PENDING_MAX
-  uint32_t clock_recal_s = 5;                          // XPU_CLOCK_RECAL_S
-  uint32_t py_stack_depth = 8;                         // XPU_PY_STACK_DEPTH (0 = no call sites)
-  int32_t rank = -1;                                   // RANK
-  int32_t local_rank = -1;                             // LOCAL_RANK
-  int32_t world_size = 0;                              // WORLD_SIZE
-  int32_t local_world_size = 0;                        // LOCAL_WORLD_SIZE
+  std::string ring_dir;                                   // XPU_RING_DIR ("" = memfd)
+  bool daemon = true;                                     // XPU_DAEMON
+  std::string daemon_socket;     // XPU_DAEMON_SOCKET or transport.h default
+  std::string daemon_bin;        // XPU_DAEMON_BIN ("" = search)
+  std::string engine;            // XPU_ENGINE, passed to an auto-started daemon
+  std::string job;               // resolved job identity
+  std::string job_name;          // XPU_JOB_NAME
+  std::string host;              // gethostname()
+  uint32_t event_pool = 4096;    // XPU_EVENT_POOL (per device, per kind)
+  uint32_t pending_max = 16384;  // XPU_PENDING_MAX
+  uint32_t clock_recal_s = 5;    // XPU_CLOCK_RECAL_S
+  uint32_t py_stack_depth = 8;   // XPU_PY_STACK_DEPTH (0 = no call sites)
+  int32_t rank = -1;             // RANK
+  int32_t local_rank = -1;       // LOCAL_RANK
+  int32_t world_size = 0;        // WORLD_SIZE
+  int32_t local_world_size = 0;  // LOCAL_WORLD_SIZE
 };
 
 // Returns the value of an environment variable or nullptr.

@@ -31,11 +31,11 @@
 // XPU_REAL_FN with an explicit pointer type: in C++ cublas_api.h overloads
 // the *Ex GEMMs with inline wrappers taking a cudaDataType compute type, so
 // decltype(&cublasGemmEx) would be ambiguous.
-#define XPU_REAL_FN_AS(lib, fn, FnPtr)                                           \
-  ([]() -> FnPtr {                                                              \
-    static FnPtr real_ =                                                        \
+#define XPU_REAL_FN_AS(lib, fn, FnPtr)                                                     \
+  ([]() -> FnPtr {                                                                         \
+    static FnPtr real_ =                                                                   \
         reinterpret_cast<FnPtr>(::xpu::hook::ResolveReal(::xpu::hook::Library::lib, #fn)); \
-    return real_;                                                               \
+    return real_;                                                                          \
   }())
 
 namespace xpu::hook {
@@ -84,34 +84,33 @@ using xpu::hook::ReentrancyGuard;
 
 // Typed GEMMs: C = op(A) op(B), all operands of one type. IntT is int for the
 // LP64 API and int64_t for the _64 API.
-#define XPU_TYPED_GEMM(fn, T, IntT, xdt)                                                    \
-  XPU_EXPORT cublasStatus_t fn(cublasHandle_t handle, cublasOperation_t transa,             \
-                               cublasOperation_t transb, IntT m, IntT n, IntT k,            \
-                               const T* alpha, const T* A, IntT lda, const T* B, IntT ldb,  \
-                               const T* beta, T* C, IntT ldc) {                             \
-    ReentrancyGuard g;                                                                      \
-    auto real = XPU_REAL_FN(kCublas, fn);                                                   \
-    if (!real) return xpu::hook::kMissing;                                                  \
-    const GemmShape s{transa, transb, m, n, k, 1, xdt, xdt, xdt};                           \
-    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                    \
-      return real(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);    \
-    });                                                                                     \
+#define XPU_TYPED_GEMM(fn, T, IntT, xdt)                                                         \
+  XPU_EXPORT cublasStatus_t fn(cublasHandle_t handle, cublasOperation_t transa,                  \
+                               cublasOperation_t transb, IntT m, IntT n, IntT k, const T* alpha, \
+                               const T* A, IntT lda, const T* B, IntT ldb, const T* beta, T* C,  \
+                               IntT ldc) {                                                       \
+    ReentrancyGuard g;                                                                           \
+    auto real = XPU_REAL_FN(kCublas, fn);                                                        \
+    if (!real) return xpu::hook::kMissing;                                                       \
+    const GemmShape s{transa, transb, m, n, k, 1, xdt, xdt, xdt};                                \
+    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                         \
+      return real(handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);         \
+    });                                                                                          \
   }
 
-#define XPU_TYPED_GEMM_STRIDED(fn, T, IntT, xdt)                                             \
-  XPU_EXPORT cublasStatus_t fn(cublasHandle_t handle, cublasOperation_t transa,              \
-                               cublasOperation_t transb, IntT m, IntT n, IntT k,             \
-                               const T* alpha, const T* A, IntT lda, long long int strideA,  \
-                               const T* B, IntT ldb, long long int strideB, const T* beta,   \
-                               T* C, IntT ldc, long long int strideC, IntT batch) {          \
-    ReentrancyGuard g;                                                                       \
-    auto real = XPU_REAL_FN(kCublas, fn);                                                    \
-    if (!real) return xpu::hook::kMissing;                                                   \
-    const GemmShape s{transa, transb, m, n, k, batch, xdt, xdt, xdt};                        \
-    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                     \
-      return real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB,  \
-                  beta, C, ldc, strideC, batch);                                             \
-    });                                                                                      \
+#define XPU_TYPED_GEMM_STRIDED(fn, T, IntT, xdt)                                                  \
+  XPU_EXPORT cublasStatus_t fn(                                                                   \
+      cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, IntT m, IntT n,  \
+      IntT k, const T* alpha, const T* A, IntT lda, long long int strideA, const T* B, IntT ldb,  \
+      long long int strideB, const T* beta, T* C, IntT ldc, long long int strideC, IntT batch) {  \
+    ReentrancyGuard g;                                                                            \
+    auto real = XPU_REAL_FN(kCublas, fn);                                                         \
+    if (!real) return xpu::hook::kMissing;                                                        \
+    const GemmShape s{transa, transb, m, n, k, batch, xdt, xdt, xdt};                             \
+    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                          \
+      return real(handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, \
+                  C, ldc, strideC, batch);                                                        \
+    });                                                                                           \
   }
 
 XPU_TYPED_GEMM(cublasSgemm_v2, float, int, XPU_DT_F32)
@@ -130,82 +129,92 @@ XPU_TYPED_GEMM_STRIDED(cublasHgemmStridedBatched_64, __half, int64_t, XPU_DT_F16
 
 // Mixed-precision GEMMs: dtype = A's type (cuBLAS requires A and B to
 // match), out_dtype = C's type, compute_type from cublasComputeType_t.
-#define XPU_GEMM_EX(fn, IntT)                                                                \
-  XPU_EXPORT cublasStatus_t fn(cublasHandle_t handle, cublasOperation_t transa,              \
-                               cublasOperation_t transb, IntT m, IntT n, IntT k,             \
-                               const void* alpha, const void* A, cudaDataType Atype,         \
-                               IntT lda, const void* B, cudaDataType Btype, IntT ldb,        \
-                               const void* beta, void* C, cudaDataType Ctype, IntT ldc,      \
-                               cublasComputeType_t computeType, cublasGemmAlgo_t algo) {     \
-    using FnPtr = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t,    \
-                                     IntT, IntT, IntT, const void*, const void*,             \
-                                     cudaDataType, IntT, const void*, cudaDataType, IntT,    \
-                                     const void*, void*, cudaDataType, IntT,                 \
-                                     cublasComputeType_t, cublasGemmAlgo_t);                 \
-    ReentrancyGuard g;                                                                       \
-    auto real = XPU_REAL_FN_AS(kCublas, fn, FnPtr);                                          \
-    if (!real) return xpu::hook::kMissing;                                                   \
-    const GemmShape s{transa, transb, m, n, k, 1,                                            \
-                      xpu::hook::CudaDataTypeToXpu(Atype), xpu::hook::CudaDataTypeToXpu(Ctype), \
-                      xpu::hook::ComputeTypeToXpu(computeType)};                             \
-    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                     \
-      return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, \
-                  C, Ctype, ldc, computeType, algo);                                         \
-    });                                                                                      \
+#define XPU_GEMM_EX(fn, IntT)                                                                    \
+  XPU_EXPORT cublasStatus_t fn(                                                                  \
+      cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, IntT m, IntT n, \
+      IntT k, const void* alpha, const void* A, cudaDataType Atype, IntT lda, const void* B,     \
+      cudaDataType Btype, IntT ldb, const void* beta, void* C, cudaDataType Ctype, IntT ldc,     \
+      cublasComputeType_t computeType, cublasGemmAlgo_t algo) {                                  \
+    using FnPtr = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, IntT, \
+                                     IntT, IntT, const void*, const void*, cudaDataType, IntT,   \
+                                     const void*, cudaDataType, IntT, const void*, void*,        \
+                                     cudaDataType, IntT, cublasComputeType_t, cublasGemmAlgo_t); \
+    ReentrancyGuard g;                                                                           \
+    auto real = XPU_REAL_FN_AS(kCublas, fn, FnPtr);                                              \
+    if (!real) return xpu::hook::kMissing;                                                       \
+    const GemmShape s{transa,                                                                    \
+                      transb,                                                                    \
+                      m,                                                                         \
+                      n,                                                                         \
+                      k,                                                                         \
+                      1,                                                                         \
+                      xpu::hook::CudaDataTypeToXpu(Atype),                                       \
+                      xpu::hook::CudaDataTypeToXpu(Ctype),                                       \
+                      xpu::hook::ComputeTypeToXpu(computeType)};                                 \
+    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                         \
+      return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, \
+                  Ctype, ldc, computeType, algo);                                                \
+    });                                                                                          \
   }
 
-#define XPU_GEMM_BATCHED_EX(fn, IntT)                                                        \
-  XPU_EXPORT cublasStatus_t fn(cublasHandle_t handle, cublasOperation_t transa,              \
-                               cublasOperation_t transb, IntT m, IntT n, IntT k,             \
-                               const void* alpha, const void* const Aarray[],                \
-                               cudaDataType Atype, IntT lda, const void* const Barray[],     \
-                               cudaDataType Btype, IntT ldb, const void* beta,               \
-                               void* const Carray[], cudaDataType Ctype, IntT ldc,           \
-                               IntT batchCount, cublasComputeType_t computeType,             \
-                               cublasGemmAlgo_t algo) {                                      \
-    using FnPtr = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t,    \
-                                     IntT, IntT, IntT, const void*, const void* const*,      \
-                                     cudaDataType, IntT, const void* const*, cudaDataType,   \
-                                     IntT, const void*, void* const*, cudaDataType, IntT,    \
-                                     IntT, cublasComputeType_t, cublasGemmAlgo_t);           \
-    ReentrancyGuard g;                                                                       \
-    auto real = XPU_REAL_FN_AS(kCublas, fn, FnPtr);                                          \
-    if (!real) return xpu::hook::kMissing;                                                   \
-    const GemmShape s{transa, transb, m, n, k, batchCount,                                   \
-                      xpu::hook::CudaDataTypeToXpu(Atype), xpu::hook::CudaDataTypeToXpu(Ctype), \
-                      xpu::hook::ComputeTypeToXpu(computeType)};                             \
-    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                     \
-      return real(handle, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, \
-                  ldb, beta, Carray, Ctype, ldc, batchCount, computeType, algo);             \
-    });                                                                                      \
+#define XPU_GEMM_BATCHED_EX(fn, IntT)                                                              \
+  XPU_EXPORT cublasStatus_t fn(                                                                    \
+      cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, IntT m, IntT n,   \
+      IntT k, const void* alpha, const void* const Aarray[], cudaDataType Atype, IntT lda,         \
+      const void* const Barray[], cudaDataType Btype, IntT ldb, const void* beta,                  \
+      void* const Carray[], cudaDataType Ctype, IntT ldc, IntT batchCount,                         \
+      cublasComputeType_t computeType, cublasGemmAlgo_t algo) {                                    \
+    using FnPtr =                                                                                  \
+        cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, IntT, IntT, IntT, \
+                           const void*, const void* const*, cudaDataType, IntT,                    \
+                           const void* const*, cudaDataType, IntT, const void*, void* const*,      \
+                           cudaDataType, IntT, IntT, cublasComputeType_t, cublasGemmAlgo_t);       \
+    ReentrancyGuard g;                                                                             \
+    auto real = XPU_REAL_FN_AS(kCublas, fn, FnPtr);                                                \
+    if (!real) return xpu::hook::kMissing;                                                         \
+    const GemmShape s{transa,                                                                      \
+                      transb,                                                                      \
+                      m,                                                                           \
+                      n,                                                                           \
+                      k,                                                                           \
+                      batchCount,                                                                  \
+                      xpu::hook::CudaDataTypeToXpu(Atype),                                         \
+                      xpu::hook::CudaDataTypeToXpu(Ctype),                                         \
+                      xpu::hook::ComputeTypeToXpu(computeType)};                                   \
+    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                           \
+      return real(handle, transa, transb, m, n, k, alpha, Aarray, Atype, lda, Barray, Btype, ldb,  \
+                  beta, Carray, Ctype, ldc, batchCount, computeType, algo);                        \
+    });                                                                                            \
   }
 
-#define XPU_GEMM_STRIDED_BATCHED_EX(fn, IntT)                                                \
-  XPU_EXPORT cublasStatus_t fn(cublasHandle_t handle, cublasOperation_t transa,              \
-                               cublasOperation_t transb, IntT m, IntT n, IntT k,             \
-                               const void* alpha, const void* A, cudaDataType Atype,         \
-                               IntT lda, long long int strideA, const void* B,               \
-                               cudaDataType Btype, IntT ldb, long long int strideB,          \
-                               const void* beta, void* C, cudaDataType Ctype, IntT ldc,      \
-                               long long int strideC, IntT batchCount,                       \
-                               cublasComputeType_t computeType, cublasGemmAlgo_t algo) {     \
-    using FnPtr = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t,    \
-                                     IntT, IntT, IntT, const void*, const void*,             \
-                                     cudaDataType, IntT, long long int, const void*,         \
-                                     cudaDataType, IntT, long long int, const void*, void*,  \
-                                     cudaDataType, IntT, long long int, IntT,                \
-                                     cublasComputeType_t, cublasGemmAlgo_t);                 \
-    ReentrancyGuard g;                                                                       \
-    auto real = XPU_REAL_FN_AS(kCublas, fn, FnPtr);                                          \
-    if (!real) return xpu::hook::kMissing;                                                   \
-    const GemmShape s{transa, transb, m, n, k, batchCount,                                   \
-                      xpu::hook::CudaDataTypeToXpu(Atype), xpu::hook::CudaDataTypeToXpu(Ctype), \
-                      xpu::hook::ComputeTypeToXpu(computeType)};                             \
-    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                     \
-      return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype,  \
-                  ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType,        \
-                  algo);                                                                     \
-    });                                                                                      \
+#define XPU_GEMM_STRIDED_BATCHED_EX(fn, IntT)                                                     \
+  XPU_EXPORT cublasStatus_t fn(                                                                   \
+      cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, IntT m, IntT n,  \
+      IntT k, const void* alpha, const void* A, cudaDataType Atype, IntT lda,                     \
+      long long int strideA, const void* B, cudaDataType Btype, IntT ldb, long long int strideB,  \
+      const void* beta, void* C, cudaDataType Ctype, IntT ldc, long long int strideC,             \
+      IntT batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo) {                  \
+    using FnPtr = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, IntT,  \
+                                     IntT, IntT, const void*, const void*, cudaDataType, IntT,    \
+                                     long long int, const void*, cudaDataType, IntT,              \
+                                     long long int, const void*, void*, cudaDataType, IntT,       \
+                                     long long int, IntT, cublasComputeType_t, cublasGemmAlgo_t); \
+    ReentrancyGuard g;                                                                            \
+    auto real = XPU_REAL_FN_AS(kCublas, fn, FnPtr);                                               \
+    if (!real) return xpu::hook::kMissing;                                                        \
+    const GemmShape s{transa,                                                                     \
+                      transb,                                                                     \
+                      m,                                                                          \
+                      n,                                                                          \
+                      k,                                                                          \
+                      batchCount,                                                                 \
+                      xpu::hook::CudaDataTypeToXpu(Atype),                                        \
+                      xpu::hook::CudaDataTypeToXpu(Ctype),                                        \
+                      xpu::hook::ComputeTypeToXpu(computeType)};                                  \
+    return xpu::hook::TraceGemm(g, handle, #fn, s, [&] {                                          \
+      return real(handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,  \
+                  strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo);          \
+    });                                                                                           \
   }
 
 XPU_GEMM_EX(cublasGemmEx, int)

@@ -79,12 +79,11 @@ bool ReadLtMatmulShape(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a_desc,
 }  // namespace
 }  // namespace xpu::hook
 
-XPU_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
-                                         cublasLtMatmulDesc_t compute_desc, const void* alpha,
-                                         const void* A, cublasLtMatrixLayout_t a_desc,
-                                         const void* B, cublasLtMatrixLayout_t b_desc,
-                                         const void* beta, const void* C,
-                                         cublasLtMatrixLayout_t c_desc, void* D,
+XPU_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t compute_desc,
+                                         const void* alpha, const void* A,
+                                         cublasLtMatrixLayout_t a_desc, const void* B,
+                                         cublasLtMatrixLayout_t b_desc, const void* beta,
+                                         const void* C, cublasLtMatrixLayout_t c_desc, void* D,
                                          cublasLtMatrixLayout_t d_desc,
                                          const cublasLtMatmulAlgo_t* algo, void* workspace,
                                          size_t workspace_bytes, cudaStream_t stream) {
@@ -92,8 +91,8 @@ XPU_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle,
   auto real = XPU_REAL_FN(kCublasLt, cublasLtMatmul);
   if (!real) return CUBLAS_STATUS_NOT_INITIALIZED;
   auto call = [&] {
-    return real(handle, compute_desc, alpha, A, a_desc, B, b_desc, beta, C, c_desc, D, d_desc,
-                algo, workspace, workspace_bytes, stream);
+    return real(handle, compute_desc, alpha, A, a_desc, B, b_desc, beta, C, c_desc, D, d_desc, algo,
+                workspace, workspace_bytes, stream);
   };
   if (!g.entered() || !xpu::hook::Active()) return call();
   xpu::hook::EnsureStarted();

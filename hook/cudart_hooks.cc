@@ -46,9 +46,8 @@ cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void*
                                   size_t shared_mem, cudaStream_t stream);
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func,
                                      void** args);
-cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block,
-                                             void** args, size_t shared_mem,
-                                             cudaStream_t stream);
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
+                                             size_t shared_mem, cudaStream_t stream);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
 cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, cudaMemcpyKind kind);
@@ -56,8 +55,8 @@ cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t 
                               size_t width, size_t height, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count,
                                     size_t offset, cudaMemcpyKind kind);
-cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count,
-                                      size_t offset, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
+                                      cudaMemcpyKind kind);
 cudaError_t cudaGetDriverEntryPoint_ptsz(const char* symbol, void** func_ptr,
                                          unsigned long long flags,
                                          cudaDriverEntryPointQueryResult* status);
@@ -159,11 +158,16 @@ inline cudaError_t HostInterval(const ReentrancyGuard& g, std::atomic<uint32_t>*
 
 const char* MemcpyKindName(cudaMemcpyKind kind) {
   switch (kind) {
-    case cudaMemcpyHostToHost: return "HtoH";
-    case cudaMemcpyHostToDevice: return "HtoD";
-    case cudaMemcpyDeviceToHost: return "DtoH";
-    case cudaMemcpyDeviceToDevice: return "DtoD";
-    default: return "Default";
+    case cudaMemcpyHostToHost:
+      return "HtoH";
+    case cudaMemcpyHostToDevice:
+      return "HtoD";
+    case cudaMemcpyDeviceToHost:
+      return "DtoH";
+    case cudaMemcpyDeviceToDevice:
+      return "DtoD";
+    default:
+      return "Default";
   }
 }
 
@@ -200,9 +204,8 @@ using xpu::hook::ReentrancyGuard;
 
 // ---- kernel launches -------------------------------------------------------
 
-XPU_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block,
-                                          void** args, size_t shared_mem,
-                                          cudaStream_t stream) {
+XPU_EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
+                                          size_t shared_mem, cudaStream_t stream) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, __cudaLaunchKernel);
   if (!real) return xpu::hook::kMissing;
@@ -217,10 +220,9 @@ XPU_EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 grid, d
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, __cudaLaunchKernel_ptsz);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::PlainLaunch(g, kernel, xpu::hook::PtszStream(stream),
-                                xpu::hook::NameKernelHandle, [&] {
-                                  return real(kernel, grid, block, args, shared_mem, stream);
-                                });
+  return xpu::hook::PlainLaunch(
+      g, kernel, xpu::hook::PtszStream(stream), xpu::hook::NameKernelHandle,
+      [&] { return real(kernel, grid, block, args, shared_mem, stream); });
 }
 
 XPU_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block, void** args,
@@ -228,14 +230,12 @@ XPU_EXPORT cudaError_t cudaLaunchKernel(const void* func, dim3 grid, dim3 block,
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, cudaLaunchKernel);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::PlainLaunch(g, func, stream, xpu::hook::NameStub, [&] {
-    return real(func, grid, block, args, shared_mem, stream);
-  });
+  return xpu::hook::PlainLaunch(g, func, stream, xpu::hook::NameStub,
+                                [&] { return real(func, grid, block, args, shared_mem, stream); });
 }
 
-XPU_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block,
-                                             void** args, size_t shared_mem,
-                                             cudaStream_t stream) {
+XPU_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
+                                             size_t shared_mem, cudaStream_t stream) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, cudaLaunchKernel_ptsz);
   if (!real) return xpu::hook::kMissing;
@@ -253,8 +253,8 @@ XPU_EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, con
                                 [&] { return real(config, func, args); });
 }
 
-XPU_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config,
-                                                const void* func, void** args) {
+XPU_EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func,
+                                                void** args) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, cudaLaunchKernelExC_ptsz);
   if (!real) return xpu::hook::kMissing;
@@ -269,14 +269,12 @@ XPU_EXPORT cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 grid, 
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, cudaLaunchCooperativeKernel);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::PlainLaunch(g, func, stream, xpu::hook::NameStub, [&] {
-    return real(func, grid, block, args, shared_mem, stream);
-  });
+  return xpu::hook::PlainLaunch(g, func, stream, xpu::hook::NameStub,
+                                [&] { return real(func, grid, block, args, shared_mem, stream); });
 }
 
-XPU_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid,
-                                                        dim3 block, void** args,
-                                                        size_t shared_mem,
+XPU_EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 block,
+                                                        void** args, size_t shared_mem,
                                                         cudaStream_t stream) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, cudaLaunchCooperativeKernel_ptsz);
@@ -327,9 +325,9 @@ XPU_EXPORT cudaError_t cudaDeviceSynchronize(void) {
   auto real = XPU_REAL_FN(kCudart, cudaDeviceSynchronize);
   if (!real) return xpu::hook::kMissing;
   static std::atomic<uint32_t> sig{0};
-  return xpu::hook::HostInterval(g, &sig, XPU_OP_SYNC_DEVICE, "cudaDeviceSynchronize",
-                                 [] { return 0u; },
-                                 [&] { return real(); });
+  return xpu::hook::HostInterval(
+      g, &sig, XPU_OP_SYNC_DEVICE, "cudaDeviceSynchronize", [] { return 0u; },
+      [&] { return real(); });
 }
 
 XPU_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -337,15 +335,14 @@ XPU_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   auto real = XPU_REAL_FN(kCudart, cudaEventSynchronize);
   if (!real) return xpu::hook::kMissing;
   static std::atomic<uint32_t> sig{0};
-  return xpu::hook::HostInterval(g, &sig, XPU_OP_SYNC_EVENT, "cudaEventSynchronize",
-                                 [] { return 0u; },
-                                 [&] { return real(event); });
+  return xpu::hook::HostInterval(
+      g, &sig, XPU_OP_SYNC_EVENT, "cudaEventSynchronize", [] { return 0u; },
+      [&] { return real(event); });
 }
 
 // ---- synchronous copies ----------------------------------------------------
 
-XPU_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t count,
-                                  cudaMemcpyKind kind) {
+XPU_EXPORT cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, cudaMemcpy);
   if (!real) return xpu::hook::kMissing;
@@ -371,9 +368,8 @@ XPU_EXPORT cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, s
                            [&] { return real(dst, dpitch, src, spitch, width, height, kind); });
 }
 
-XPU_EXPORT cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src,
-                                         size_t spitch, size_t width, size_t height,
-                                         cudaMemcpyKind kind) {
+XPU_EXPORT cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch,
+                                         size_t width, size_t height, cudaMemcpyKind kind) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, cudaMemcpy2D_ptds);
   if (!real) return xpu::hook::kMissing;
@@ -390,9 +386,8 @@ XPU_EXPORT cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, s
                            [&] { return real(symbol, src, count, offset, kind); });
 }
 
-XPU_EXPORT cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src,
-                                               size_t count, size_t offset,
-                                               cudaMemcpyKind kind) {
+XPU_EXPORT cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count,
+                                               size_t offset, cudaMemcpyKind kind) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kCudart, cudaMemcpyToSymbol_ptds);
   if (!real) return xpu::hook::kMissing;

@@ -49,13 +49,13 @@ using BufferCompletedFunc = void (*)(void* context, uint32_t stream_id, uint8_t*
                                      size_t size, size_t valid_size);
 
 // Byte offsets in CUpti_ActivityKernel4..10.
-constexpr size_t kKernelKindOffset = 0;          // uint32 CUpti_ActivityKind
-constexpr size_t kKernelStartOffset = 16;        // uint64 ns, CUPTI timestamp
-constexpr size_t kKernelEndOffset = 24;          // uint64 ns
-constexpr size_t kKernelDeviceIdOffset = 40;     // uint32
-constexpr size_t kKernelStreamIdOffset = 48;     // uint32, CUPTI's stream id
-constexpr size_t kKernelCorrelationIdOffset = 92;// uint32
-constexpr size_t kKernelNameOffset = 104;        // const char*, owned by CUPTI
+constexpr size_t kKernelKindOffset = 0;            // uint32 CUpti_ActivityKind
+constexpr size_t kKernelStartOffset = 16;          // uint64 ns, CUPTI timestamp
+constexpr size_t kKernelEndOffset = 24;            // uint64 ns
+constexpr size_t kKernelDeviceIdOffset = 40;       // uint32
+constexpr size_t kKernelStreamIdOffset = 48;       // uint32, CUPTI's stream id
+constexpr size_t kKernelCorrelationIdOffset = 92;  // uint32
+constexpr size_t kKernelNameOffset = 104;          // const char*, owned by CUPTI
 constexpr size_t kKernelPrefixSize = 112;
 // Activity buffers must be aligned to ACTIVITY_RECORD_ALIGNMENT.
 constexpr size_t kActivityRecordAlignment = 8;

@@ -57,7 +57,8 @@ CuptiWindowOptions CuptiWindowOptionsFromEnv() {
   if (EnvUint("XPU_PROFILE_WINDOWS", 0, 1, &v)) o.enabled = v != 0;
   if (const char* p = getenv("XPU_CUPTI_PATH")) o.cupti_path = p;
   if (EnvUint("XPU_PROFILE_MAX_RECORDS", 1, 1u << 30, &v)) o.max_records = static_cast<uint32_t>(v);
-  if (EnvUint("XPU_CUPTI_BUFFER_KB", 64, 64 * 1024, &v)) o.buffer_bytes = static_cast<uint32_t>(v * 1024);
+  if (EnvUint("XPU_CUPTI_BUFFER_KB", 64, 64 * 1024, &v))
+    o.buffer_bytes = static_cast<uint32_t>(v * 1024);
   if (EnvUint("XPU_CUPTI_MAX_BUFFERS", 1, 64, &v)) o.max_buffers = static_cast<uint32_t>(v);
   if (EnvUint("XPU_CUPTI_DETACH_WAIT_MS", 0, 60000, &v)) o.detach_wait_ns = v * kMs;
   return o;
@@ -193,7 +194,8 @@ bool CuptiWindow::LoadApi(const void* cudart_anchor, int32_t* detail) {
     // Same directory (nvidia/cu13/lib wheels put everything together), the
     // per-component wheels (nvidia/cuda_runtime/lib -> nvidia/cuda_cupti/lib),
     // and the toolkit (lib64 -> extras/CUPTI/lib64).
-    for (const char* rel : {"", "/../../cuda_cupti/lib", "/../../cu13/lib", "/../extras/CUPTI/lib64"}) {
+    for (const char* rel :
+         {"", "/../../cuda_cupti/lib", "/../../cu13/lib", "/../extras/CUPTI/lib64"}) {
       candidates.push_back(dir + rel + "/libcupti.so.13");
       candidates.push_back(dir + rel + "/libcupti.so");
     }
@@ -223,9 +225,10 @@ bool CuptiWindow::LoadApi(const void* cudart_anchor, int32_t* detail) {
       continue;
     }
     Dl_info where{};
-    library_ = (dladdr(reinterpret_cast<void*>(a.subscribe), &where) != 0 && where.dli_fname != nullptr)
-                   ? where.dli_fname
-                   : c;
+    library_ =
+        (dladdr(reinterpret_cast<void*>(a.subscribe), &where) != 0 && where.dli_fname != nullptr)
+            ? where.dli_fname
+            : c;
     api_ = a;
     api_loaded_ = true;
     *detail = 0;
@@ -323,7 +326,8 @@ void CuptiWindow::Start(uint32_t req_id, uint32_t duration_ms, uint32_t max_reco
   truncated_.store(0, std::memory_order_relaxed);
   detach_.store(kDetachOff, std::memory_order_relaxed);
   finalized_in_callback_.store(0, std::memory_order_relaxed);
-  r = api_.activity_register_callbacks(&CuptiWindow::OnBufferRequested, &CuptiWindow::OnBufferCompleted);
+  r = api_.activity_register_callbacks(&CuptiWindow::OnBufferRequested,
+                                       &CuptiWindow::OnBufferCompleted);
   if (r == cupti::kSuccess) r = api_.activity_enable(cupti::kActivityKindConcurrentKernel);
   if (r != cupti::kSuccess) {
     abandon(XPU_PROFILE_FAILED, r);
@@ -369,8 +373,10 @@ void CuptiWindow::Finish(uint64_t now) {
   subscriber_ = nullptr;
   FreeBuffers();
   uint32_t flags = 0;
-  if (finalize_result_.load(std::memory_order_relaxed) == cupti::kSuccess) flags |= XPU_PROFILE_FINALIZED;
-  if (finalized_in_callback_.load(std::memory_order_relaxed)) flags |= XPU_PROFILE_FINALIZE_CALLBACK;
+  if (finalize_result_.load(std::memory_order_relaxed) == cupti::kSuccess)
+    flags |= XPU_PROFILE_FINALIZED;
+  if (finalized_in_callback_.load(std::memory_order_relaxed))
+    flags |= XPU_PROFILE_FINALIZE_CALLBACK;
   if (truncated_.load(std::memory_order_relaxed)) flags |= XPU_PROFILE_TRUNCATED;
   __atomic_store_n(&ctl_->flags, flags, __ATOMIC_RELAXED);
   state_ = State::kIdle;
@@ -393,10 +399,12 @@ void CuptiWindow::ProcessBuffer(uint8_t* buffer, size_t valid_size) {
   const int64_t offset = clock_offset_ns_.load(std::memory_order_relaxed);
   const uint32_t cap = max_records_.load(std::memory_order_relaxed);
   void* rec = nullptr;
-  while (api_.activity_get_next_record(buffer, valid_size, &rec) == cupti::kSuccess && rec != nullptr) {
+  while (api_.activity_get_next_record(buffer, valid_size, &rec) == cupti::kSuccess &&
+         rec != nullptr) {
     const uint8_t* p = static_cast<const uint8_t*>(rec);
     const uint32_t kind = ReadAt<uint32_t>(p, cupti::kKernelKindOffset);
-    if (kind != cupti::kActivityKindConcurrentKernel && kind != cupti::kActivityKindKernel) continue;
+    if (kind != cupti::kActivityKindConcurrentKernel && kind != cupti::kActivityKindKernel)
+      continue;
     if (records_.load(std::memory_order_relaxed) >= cap) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
       truncated_.store(1, std::memory_order_relaxed);
@@ -437,7 +445,8 @@ void CuptiWindow::OnBufferRequested(uint8_t** buffer, size_t* size, size_t* max_
   uint64_t mask = w->free_mask_.load(std::memory_order_acquire);
   while (mask != 0) {
     const int i = __builtin_ctzll(mask);
-    if (w->free_mask_.compare_exchange_weak(mask, mask & ~(uint64_t{1} << i), std::memory_order_acq_rel)) {
+    if (w->free_mask_.compare_exchange_weak(mask, mask & ~(uint64_t{1} << i),
+                                            std::memory_order_acq_rel)) {
       *buffer = w->buffers_[i];
       *size = w->options_.buffer_bytes;
       return;

@@ -65,13 +65,13 @@
 namespace xpu::hook {
 
 struct CuptiWindowOptions {
-  bool enabled = true;                 // XPU_PROFILE_WINDOWS (0 = refuse every request)
-  std::string cupti_path;              // XPU_CUPTI_PATH
-  uint32_t max_records = 500000;       // XPU_PROFILE_MAX_RECORDS, per window
-  uint32_t buffer_bytes = 1u << 20;    // XPU_CUPTI_BUFFER_KB x 1024
-  uint32_t max_buffers = 16;           // XPU_CUPTI_MAX_BUFFERS (1..64)
+  bool enabled = true;                      // XPU_PROFILE_WINDOWS (0 = refuse every request)
+  std::string cupti_path;                   // XPU_CUPTI_PATH
+  uint32_t max_records = 500000;            // XPU_PROFILE_MAX_RECORDS, per window
+  uint32_t buffer_bytes = 1u << 20;         // XPU_CUPTI_BUFFER_KB x 1024
+  uint32_t max_buffers = 16;                // XPU_CUPTI_MAX_BUFFERS (1..64)
   uint64_t detach_wait_ns = 2000000000ull;  // XPU_CUPTI_DETACH_WAIT_MS
-  uint64_t poll_ns = 50000000ull;      // request polling period
+  uint64_t poll_ns = 50000000ull;           // request polling period
 };
 
 // Reads the variables above with getenv (initialisation only). Bad values

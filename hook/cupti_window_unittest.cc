@@ -31,24 +31,30 @@ static_assert(xpu::hook::cupti::kErrorMultipleSubscribersNotSupported ==
               CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
 static_assert(xpu::hook::cupti::kErrorMaxLimitReached == CUPTI_ERROR_MAX_LIMIT_REACHED);
 static_assert(xpu::hook::cupti::kErrorNotInitialized == CUPTI_ERROR_NOT_INITIALIZED);
-static_assert(xpu::hook::cupti::kActivityKindConcurrentKernel == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+static_assert(xpu::hook::cupti::kActivityKindConcurrentKernel ==
+              CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
 static_assert(xpu::hook::cupti::kActivityKindKernel == CUPTI_ACTIVITY_KIND_KERNEL);
 static_assert(xpu::hook::cupti::kActivityFlagFlushForced == CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 static_assert(xpu::hook::cupti::kCbDomainRuntimeApi == CUPTI_CB_DOMAIN_RUNTIME_API);
 static_assert(xpu::hook::cupti::kApiExit == CUPTI_API_EXIT);
-static_assert(offsetof(CUpti_CallbackData, callbackSite) == xpu::hook::cupti::kCallbackDataSiteOffset);
+static_assert(offsetof(CUpti_CallbackData, callbackSite) ==
+              xpu::hook::cupti::kCallbackDataSiteOffset);
 static_assert(offsetof(CUpti_ActivityKernel10, kind) == xpu::hook::cupti::kKernelKindOffset);
 static_assert(offsetof(CUpti_ActivityKernel10, start) == xpu::hook::cupti::kKernelStartOffset);
 static_assert(offsetof(CUpti_ActivityKernel10, end) == xpu::hook::cupti::kKernelEndOffset);
-static_assert(offsetof(CUpti_ActivityKernel10, deviceId) == xpu::hook::cupti::kKernelDeviceIdOffset);
-static_assert(offsetof(CUpti_ActivityKernel10, streamId) == xpu::hook::cupti::kKernelStreamIdOffset);
-static_assert(offsetof(CUpti_ActivityKernel10, correlationId) == xpu::hook::cupti::kKernelCorrelationIdOffset);
+static_assert(offsetof(CUpti_ActivityKernel10, deviceId) ==
+              xpu::hook::cupti::kKernelDeviceIdOffset);
+static_assert(offsetof(CUpti_ActivityKernel10, streamId) ==
+              xpu::hook::cupti::kKernelStreamIdOffset);
+static_assert(offsetof(CUpti_ActivityKernel10, correlationId) ==
+              xpu::hook::cupti::kKernelCorrelationIdOffset);
 static_assert(offsetof(CUpti_ActivityKernel10, name) == xpu::hook::cupti::kKernelNameOffset);
 static_assert(alignof(CUpti_ActivityKernel10) == xpu::hook::cupti::kActivityRecordAlignment);
 // The same prefix in the oldest struct version still in the header.
 static_assert(offsetof(CUpti_ActivityKernel4, start) == xpu::hook::cupti::kKernelStartOffset);
 static_assert(offsetof(CUpti_ActivityKernel4, streamId) == xpu::hook::cupti::kKernelStreamIdOffset);
-static_assert(offsetof(CUpti_ActivityKernel4, correlationId) == xpu::hook::cupti::kKernelCorrelationIdOffset);
+static_assert(offsetof(CUpti_ActivityKernel4, correlationId) ==
+              xpu::hook::cupti::kKernelCorrelationIdOffset);
 static_assert(offsetof(CUpti_ActivityKernel4, name) == xpu::hook::cupti::kKernelNameOffset);
 #endif
 
@@ -99,7 +105,9 @@ class CuptiWindowTest : public ::testing::Test {
     ctl_->req_max_records = max_records;
     __atomic_store_n(&ctl_->req_id, id, __ATOMIC_RELEASE);
   }
-  uint32_t AckId() const { return static_cast<uint32_t>(__atomic_load_n(&ctl_->ack, __ATOMIC_ACQUIRE) >> 32); }
+  uint32_t AckId() const {
+    return static_cast<uint32_t>(__atomic_load_n(&ctl_->ack, __ATOMIC_ACQUIRE) >> 32);
+  }
   uint32_t Status() const {
     return static_cast<uint32_t>(__atomic_load_n(&ctl_->ack, __ATOMIC_ACQUIRE) & 0xffffffffu);
   }
@@ -135,8 +143,8 @@ class CuptiWindowTest : public ::testing::Test {
   static void LaunchFakeKernels(cudaStream_t stream, int n, uint64_t ns) {
     for (int i = 0; i < n; ++i) {
       void* args[] = {&ns};
-      ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&xpu_fake_kernel), dim3(1), dim3(1), args, 0,
-                                 stream),
+      ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&xpu_fake_kernel), dim3(1), dim3(1),
+                                 args, 0, stream),
                 cudaSuccess);
     }
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
@@ -212,7 +220,8 @@ TEST_F(CuptiWindowTest, WindowRecordsKernelsAndReleasesCupti) {
   ASSERT_EQ(recs.size(), 12u);
   uint64_t prev_end = 0;
   for (const xpu_record_v1& r : recs) {
-    EXPECT_EQ(r.flags & (XPU_REC_TIMED | XPU_REC_PROFILE_WINDOW), XPU_REC_TIMED | XPU_REC_PROFILE_WINDOW);
+    EXPECT_EQ(r.flags & (XPU_REC_TIMED | XPU_REC_PROFILE_WINDOW),
+              XPU_REC_TIMED | XPU_REC_PROFILE_WINDOW);
     EXPECT_EQ(SigName(r.sig_id), "xpu_fake_kernel");
     EXPECT_EQ(ring_.signatures()[r.sig_id].kind, XPU_OP_KERNEL);
     // The fake CUPTI clock is CLOCK_MONOTONIC: these are host (realtime)
@@ -265,7 +274,8 @@ TEST_F(CuptiWindowTest, SkipsWhenAnotherClientHoldsCupti) {
   EXPECT_EQ(AckId(), 4u);
   EXPECT_EQ(Status(), static_cast<uint32_t>(XPU_PROFILE_SKIPPED_OTHER_CLIENT));
   EXPECT_EQ(ctl_->detail, cupti::kErrorMultipleSubscribersNotSupported);
-  EXPECT_EQ(FakeCounter("finalize_calls"), finalized) << "someone else's CUPTI must not be finalized";
+  EXPECT_EQ(FakeCounter("finalize_calls"), finalized)
+      << "someone else's CUPTI must not be finalized";
   EXPECT_EQ(FakeCounter("enable_calls"), enables);
   EXPECT_TRUE(window_.idle());
   unsetenv("XPU_FAKE_CUPTI_OTHER_CLIENT");

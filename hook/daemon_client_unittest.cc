@@ -215,9 +215,8 @@ TEST_F(DaemonClientTest, AutostartSpawnsOneDetachedDaemonWithoutPreload) {
   std::string out = dir_ + "/spawned.txt";
   {
     std::ofstream f(script);
-    f << "#!/bin/sh\necho \"$@\" > '" << out << ".tmp'\necho \"preload=$LD_PRELOAD\" >> '"
-      << out << ".tmp'\nps -o sid= -p $$ >> '" << out << ".tmp'\nmv '" << out << ".tmp' '" << out
-      << "'\n";
+    f << "#!/bin/sh\necho \"$@\" > '" << out << ".tmp'\necho \"preload=$LD_PRELOAD\" >> '" << out
+      << ".tmp'\nps -o sid= -p $$ >> '" << out << ".tmp'\nmv '" << out << ".tmp' '" << out << "'\n";
   }
   ASSERT_EQ(chmod(script.c_str(), 0755), 0);
   setenv("LD_PRELOAD", "", 1);  // must be stripped even when set

@@ -19,8 +19,8 @@ struct FakeEvent {
   unsigned flags = 0;
 };
 
-inline double g_gpu_ms = 0;                  // fake GPU clock
-inline bool g_auto_complete = false;         // events complete at record time
+inline double g_gpu_ms = 0;           // fake GPU clock
+inline bool g_auto_complete = false;  // events complete at record time
 inline const void* g_capturing_stream = reinterpret_cast<const void*>(0xCA97);
 inline int g_event_records = 0;
 inline FakeEvent g_event_store[1 << 16];
@@ -29,7 +29,10 @@ inline unsigned g_event_next = 0;
 inline FakeEvent* AsFake(cudaEvent_t e) { return reinterpret_cast<FakeEvent*>(e); }
 inline cudaEvent_t AsEvent(FakeEvent* f) { return reinterpret_cast<cudaEvent_t>(f); }
 
-inline cudaError_t FakeGetDevice(int* d) { *d = 0; return cudaSuccess; }
+inline cudaError_t FakeGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
 inline cudaError_t FakeSetDevice(int) { return cudaSuccess; }
 inline cudaError_t FakeEventCreate(cudaEvent_t* e, unsigned flags) {
   FakeEvent* f = &g_event_store[g_event_next++ % (1 << 16)];
@@ -70,7 +73,7 @@ inline cudaError_t FakeStreamCreate(cudaStream_t* s, unsigned) {
 }
 inline cudaError_t FakeStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* st) {
   *st = (static_cast<const void*>(s) == g_capturing_stream) ? cudaStreamCaptureStatusActive
-                                                             : cudaStreamCaptureStatusNone;
+                                                            : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
 

@@ -46,7 +46,7 @@ struct FakePython {
   FakePyFrame* current = nullptr;  // this thread's innermost frame
   int tstate_token = 0;            // its address is the thread state
   // What was called.
-  int frame_walks = 0;             // eval_get_frame / thread_state_get_frame
+  int frame_walks = 0;  // eval_get_frame / thread_state_get_frame
   int get_attrs = 0;
   int err_clears = 0;
   int incs = 0;

@@ -29,8 +29,8 @@ double NsPerCall(int iters, F&& f) {
 }  // namespace
 
 int main() {
-  Config c = LoadConfig([](const char*) -> const char* { return nullptr; }, getpid(), getuid(),
-                        "bench");
+  Config c =
+      LoadConfig([](const char*) -> const char* { return nullptr; }, getpid(), getuid(), "bench");
   c.daemon = false;
   c.daemon_socket = "/nonexistent/xpu-bench.sock";
   c.ring_capacity = 1u << 20;
@@ -48,7 +48,8 @@ int main() {
   uint32_t id = InternSignature(sig, kName, sizeof(kName) - 1);
   const int kIters = 500000;
   volatile uint32_t sink = 0;
-  double intern = NsPerCall(kIters, [&](int) { sink = InternSignature(sig, kName, sizeof(kName) - 1); });
+  double intern =
+      NsPerCall(kIters, [&](int) { sink = InternSignature(sig, kName, sizeof(kName) - 1); });
   // Keep the ring from filling: the bench plays the consumer between batches.
   auto drain = [&] {
     __atomic_store_n(&rt->ring.header()->read_index,

@@ -59,21 +59,36 @@ inline uint32_t Dim(int64_t v) {
 
 inline uint8_t CudaDataTypeToXpu(int t) {
   switch (t) {
-    case CUDA_R_32F: return XPU_DT_F32;
-    case CUDA_R_16F: return XPU_DT_F16;
-    case CUDA_R_16BF: return XPU_DT_BF16;
-    case CUDA_R_64F: return XPU_DT_F64;
-    case CUDA_R_8F_E4M3: return XPU_DT_F8_E4M3;
-    case CUDA_R_8F_E5M2: return XPU_DT_F8_E5M2;
-    case CUDA_R_8I: return XPU_DT_I8;
-    case CUDA_R_8U: return XPU_DT_U8;
-    case CUDA_R_32I: return XPU_DT_I32;
-    case CUDA_R_32U: return XPU_DT_U32;
-    case CUDA_R_64I: return XPU_DT_I64;
-    case CUDA_R_64U: return XPU_DT_U64;
-    case CUDA_C_32F: return XPU_DT_C32;
-    case CUDA_C_64F: return XPU_DT_C64;
-    default: return XPU_DT_UNKNOWN;
+    case CUDA_R_32F:
+      return XPU_DT_F32;
+    case CUDA_R_16F:
+      return XPU_DT_F16;
+    case CUDA_R_16BF:
+      return XPU_DT_BF16;
+    case CUDA_R_64F:
+      return XPU_DT_F64;
+    case CUDA_R_8F_E4M3:
+      return XPU_DT_F8_E4M3;
+    case CUDA_R_8F_E5M2:
+      return XPU_DT_F8_E5M2;
+    case CUDA_R_8I:
+      return XPU_DT_I8;
+    case CUDA_R_8U:
+      return XPU_DT_U8;
+    case CUDA_R_32I:
+      return XPU_DT_I32;
+    case CUDA_R_32U:
+      return XPU_DT_U32;
+    case CUDA_R_64I:
+      return XPU_DT_I64;
+    case CUDA_R_64U:
+      return XPU_DT_U64;
+    case CUDA_C_32F:
+      return XPU_DT_C32;
+    case CUDA_C_64F:
+      return XPU_DT_C64;
+    default:
+      return XPU_DT_UNKNOWN;
   }
 }
 

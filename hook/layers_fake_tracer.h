@@ -34,7 +34,7 @@ struct EndCall {
   int status;
 };
 struct CallsiteLink {
-  uint32_t slot;       // OpHandle::slot of the launch
+  uint32_t slot;  // OpHandle::slot of the launch
   uint32_t launch_sig;
   uint32_t seq;
   uint32_t stack_sig;  // what CapturePyCallsite returned

@@ -21,8 +21,8 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void**, size_t, cudaStr
 cudaError_t cudaLaunchKernel_ptsz(const void*, dim3, dim3, void**, size_t, cudaStream_t);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
 cudaError_t cudaMemcpy_ptds(void*, const void*, size_t, cudaMemcpyKind);
-CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void**, void**);
+CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
 CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
 }
 
@@ -66,8 +66,7 @@ TEST_F(MissingRealTest, Runtime) {
   EXPECT_EQ(cudaMemcpy_ptds(buf, buf, 8, cudaMemcpyHostToHost), cudaErrorSymbolNotFound);
   EXPECT_EQ(cudaMemcpy2D(buf, 8, buf, 8, 8, 1, cudaMemcpyHostToHost), cudaErrorSymbolNotFound);
   EXPECT_EQ(cudaMemcpyToSymbol(f, buf, 8, 0, cudaMemcpyHostToDevice), cudaErrorSymbolNotFound);
-  EXPECT_EQ(cudaMemcpyFromSymbol(buf, f, 8, 0, cudaMemcpyDeviceToHost),
-            cudaErrorSymbolNotFound);
+  EXPECT_EQ(cudaMemcpyFromSymbol(buf, f, 8, 0, cudaMemcpyDeviceToHost), cudaErrorSymbolNotFound);
   void* fn = nullptr;
   EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &fn, 13000, 0, nullptr),
             cudaErrorSymbolNotFound);
@@ -88,21 +87,20 @@ TEST_F(MissingRealTest, Driver) {
 }
 
 TEST_F(MissingRealTest, Blas) {
-  EXPECT_EQ(cublasSgemm_v2(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr, nullptr, 1,
-                           nullptr, 1, nullptr, nullptr, 1),
+  EXPECT_EQ(cublasSgemm_v2(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr, nullptr, 1, nullptr,
+                           1, nullptr, nullptr, 1),
             CUBLAS_STATUS_NOT_INITIALIZED);
-  EXPECT_EQ(cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr, nullptr,
-                         CUDA_R_16F, 1, nullptr, CUDA_R_16F, 1, nullptr, nullptr, CUDA_R_16F, 1,
+  EXPECT_EQ(cublasGemmEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr, nullptr, CUDA_R_16F,
+                         1, nullptr, CUDA_R_16F, 1, nullptr, nullptr, CUDA_R_16F, 1,
                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_NOT_INITIALIZED);
-  EXPECT_EQ(cublasGemmStridedBatchedEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr,
-                                       nullptr, CUDA_R_16F, 1, 0, nullptr, CUDA_R_16F, 1, 0,
-                                       nullptr, nullptr, CUDA_R_16F, 1, 0, 2, CUBLAS_COMPUTE_32F,
-                                       CUBLAS_GEMM_DEFAULT),
-            CUBLAS_STATUS_NOT_INITIALIZED);
-  EXPECT_EQ(cublasLtMatmul(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                           nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0,
-                           nullptr),
+  EXPECT_EQ(
+      cublasGemmStridedBatchedEx(nullptr, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, nullptr, nullptr,
+                                 CUDA_R_16F, 1, 0, nullptr, CUDA_R_16F, 1, 0, nullptr, nullptr,
+                                 CUDA_R_16F, 1, 0, 2, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      CUBLAS_STATUS_NOT_INITIALIZED);
+  EXPECT_EQ(cublasLtMatmul(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                           nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr),
             CUBLAS_STATUS_NOT_INITIALIZED);
 }
 

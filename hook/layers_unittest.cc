@@ -21,11 +21,10 @@
 #include "hook/layer_util.h"
 #include "hook/layers_fake_tracer.h"
 
-extern "C" cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block,
-                                             void** args, size_t shared_mem,
-                                             cudaStream_t stream);
-extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block,
-                                          void** args, size_t shared_mem, cudaStream_t stream);
+extern "C" cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 grid, dim3 block, void** args,
+                                             size_t shared_mem, cudaStream_t stream);
+extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 grid, dim3 block, void** args,
+                                          size_t shared_mem, cudaStream_t stream);
 
 namespace xpu::hook {
 namespace {
@@ -68,8 +67,8 @@ cudaError_t FakeGetDevice(int* dev) {
 }
 
 int g_cu_launches = 0;
-CUresult FakeCuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                            unsigned, unsigned, CUstream, void**, void**) {
+CUresult FakeCuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void**, void**) {
   ++g_cu_launches;
   return CUDA_SUCCESS;
 }
@@ -93,17 +92,17 @@ cublasStatus_t FakeGetStream(cublasHandle_t, cudaStream_t* s) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t FakeGemmEx(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
-                          const void*, const void*, cudaDataType, int, const void*,
-                          cudaDataType, int, const void*, void*, cudaDataType, int,
-                          cublasComputeType_t, cublasGemmAlgo_t) {
+                          const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                          int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                          cublasGemmAlgo_t) {
   // cuBLAS launches its kernel through the runtime: must not be counted.
   cudaLaunchKernel(reinterpret_cast<const void*>(0x100), dim3(1), dim3(1), nullptr, 0, nullptr);
   return g_gemm_status;
 }
-cublasStatus_t FakeSgemmStridedBatched(cublasHandle_t, cublasOperation_t, cublasOperation_t,
-                                       int, int, int, const float*, const float*, int,
-                                       long long, const float*, int, long long, const float*,
-                                       float*, int, long long, int) {
+cublasStatus_t FakeSgemmStridedBatched(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                       int, int, const float*, const float*, int, long long,
+                                       const float*, int, long long, const float*, float*, int,
+                                       long long, int) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -116,15 +115,22 @@ struct FakeLtLayout {
   uint64_t rows, cols;
   int32_t batch;
 };
-cublasStatus_t FakeLtDescGet(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
-                             void* buf, size_t size, size_t* written) {
+cublasStatus_t FakeLtDescGet(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, void* buf,
+                             size_t size, size_t* written) {
   const FakeLtDesc* desc = reinterpret_cast<const FakeLtDesc*>(d);
   int32_t v;
   switch (attr) {
-    case CUBLASLT_MATMUL_DESC_TRANSA: v = desc->transa; break;
-    case CUBLASLT_MATMUL_DESC_TRANSB: v = desc->transb; break;
-    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: v = desc->compute; break;
-    default: return CUBLAS_STATUS_INVALID_VALUE;
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+      v = desc->transa;
+      break;
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      v = desc->transb;
+      break;
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+      v = desc->compute;
+      break;
+    default:
+      return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (size != sizeof(v)) return CUBLAS_STATUS_INVALID_VALUE;
   std::memcpy(buf, &v, sizeof(v));
@@ -137,11 +143,24 @@ cublasStatus_t FakeLtLayoutGet(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAtt
   const void* src;
   size_t n;
   switch (attr) {
-    case CUBLASLT_MATRIX_LAYOUT_TYPE: src = &layout->type; n = 4; break;
-    case CUBLASLT_MATRIX_LAYOUT_ROWS: src = &layout->rows; n = 8; break;
-    case CUBLASLT_MATRIX_LAYOUT_COLS: src = &layout->cols; n = 8; break;
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: src = &layout->batch; n = 4; break;
-    default: return CUBLAS_STATUS_INVALID_VALUE;
+    case CUBLASLT_MATRIX_LAYOUT_TYPE:
+      src = &layout->type;
+      n = 4;
+      break;
+    case CUBLASLT_MATRIX_LAYOUT_ROWS:
+      src = &layout->rows;
+      n = 8;
+      break;
+    case CUBLASLT_MATRIX_LAYOUT_COLS:
+      src = &layout->cols;
+      n = 8;
+      break;
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+      src = &layout->batch;
+      n = 4;
+      break;
+    default:
+      return CUBLAS_STATUS_INVALID_VALUE;
   }
   if (size != n) return CUBLAS_STATUS_INVALID_VALUE;
   std::memcpy(buf, src, n);
@@ -167,10 +186,9 @@ ncclResult_t FakeInitRank(ncclComm_t* comm, int nranks, ncclUniqueId, int rank) 
   *comm = AsComm(new FakeComm{rank, nranks, 2});
   return ncclSuccess;
 }
-ncclResult_t FakeSplit(ncclComm_t parent, int color, int key, ncclComm_t* newcomm,
-                       ncclConfig_t*) {
-  *newcomm = color == NCCL_SPLIT_NOCOLOR ? nullptr
-                                         : AsComm(new FakeComm{key, 2, Of(parent)->device});
+ncclResult_t FakeSplit(ncclComm_t parent, int color, int key, ncclComm_t* newcomm, ncclConfig_t*) {
+  *newcomm =
+      color == NCCL_SPLIT_NOCOLOR ? nullptr : AsComm(new FakeComm{key, 2, Of(parent)->device});
   return ncclSuccess;
 }
 ncclResult_t FakeDestroy(ncclComm_t c) {
@@ -311,8 +329,7 @@ TEST_F(LayersTest, PtszNullStreamIsTimedOnPerThreadStream) {
 
 TEST_F(LayersTest, TripleChevronPathIsNamedByTheDriver) {
   fk::SetKernelSampleEvery(1);
-  __cudaLaunchKernel(reinterpret_cast<cudaKernel_t>(0x900), dim3(1), dim3(1), nullptr, 0,
-                     kStream);
+  __cudaLaunchKernel(reinterpret_cast<cudaKernel_t>(0x900), dim3(1), dim3(1), nullptr, 0, kStream);
   ASSERT_EQ(fk::Begins().size(), 1u);
   EXPECT_EQ(fk::Sig(fk::Begins()[0].sig_id).name, "handle_kernel");
 }
@@ -399,12 +416,12 @@ TEST_F(LayersTest, GemmExSignatureAndNestedLaunch) {
   const int before = g_kernel_launches;
   g_gemm_status = CUBLAS_STATUS_EXECUTION_FAILED;
   EXPECT_EQ(cublasGemmEx(nullptr, CUBLAS_OP_T, CUBLAS_OP_N, 128, 256, 64, nullptr, nullptr,
-                         CUDA_R_16BF, 64, nullptr, CUDA_R_16BF, 64, nullptr, nullptr,
-                         CUDA_R_32F, 128, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
+                         CUDA_R_16BF, 64, nullptr, CUDA_R_16BF, 64, nullptr, nullptr, CUDA_R_32F,
+                         128, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT),
             CUBLAS_STATUS_EXECUTION_FAILED);
   EXPECT_EQ(g_kernel_launches - before, 1);  // the nested launch went through
   const auto begins = fk::Begins();
-  ASSERT_EQ(begins.size(), 1u);                // ... but only the GEMM is traced
+  ASSERT_EQ(begins.size(), 1u);  // ... but only the GEMM is traced
   EXPECT_EQ(begins[0].stream, kBlasStream);
   const fk::InternedSig sig = fk::Sig(begins[0].sig_id);
   EXPECT_EQ(sig.name, "cublasGemmEx");
@@ -423,8 +440,8 @@ TEST_F(LayersTest, GemmExSignatureAndNestedLaunch) {
 }
 
 TEST_F(LayersTest, StridedBatchedGemmRecordsBatch) {
-  cublasSgemmStridedBatched(nullptr, CUBLAS_OP_N, CUBLAS_OP_C, 8, 16, 32, nullptr, nullptr, 8,
-                            0, nullptr, 32, 0, nullptr, nullptr, 8, 0, 7);
+  cublasSgemmStridedBatched(nullptr, CUBLAS_OP_N, CUBLAS_OP_C, 8, 16, 32, nullptr, nullptr, 8, 0,
+                            nullptr, 32, 0, nullptr, nullptr, 8, 0, 7);
   ASSERT_EQ(fk::Begins().size(), 1u);
   const fk::InternedSig sig = fk::Sig(fk::Begins()[0].sig_id);
   EXPECT_EQ(sig.name, "cublasSgemmStridedBatched");
@@ -435,13 +452,13 @@ TEST_F(LayersTest, StridedBatchedGemmRecordsBatch) {
 
 TEST_F(LayersTest, LtMatmulShapeFromDescriptors) {
   FakeLtDesc desc{CUBLAS_OP_T, CUBLAS_OP_N, CUBLAS_COMPUTE_32F};
-  FakeLtLayout a{CUDA_R_8F_E4M3, 16, 64, 1};   // transposed: k = rows = 16
+  FakeLtLayout a{CUDA_R_8F_E4M3, 16, 64, 1};  // transposed: k = rows = 16
   FakeLtLayout d{CUDA_R_16BF, 64, 32, 3};
   auto* h_desc = reinterpret_cast<cublasLtMatmulDesc_t>(&desc);
   auto* h_a = reinterpret_cast<cublasLtMatrixLayout_t>(&a);
   auto* h_d = reinterpret_cast<cublasLtMatrixLayout_t>(&d);
-  EXPECT_EQ(cublasLtMatmul(nullptr, h_desc, nullptr, nullptr, h_a, nullptr, h_a, nullptr,
-                           nullptr, h_d, nullptr, h_d, nullptr, nullptr, 0, kStream),
+  EXPECT_EQ(cublasLtMatmul(nullptr, h_desc, nullptr, nullptr, h_a, nullptr, h_a, nullptr, nullptr,
+                           h_d, nullptr, h_d, nullptr, nullptr, 0, kStream),
             CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(fk::Begins().size(), 1u);
   EXPECT_EQ(fk::Begins()[0].stream, kStream);
@@ -633,9 +650,9 @@ TEST_F(LayersTest, PickedOpsOfAGroupShareOneWalkAtTheOutermostGroupEnd) {
   ncclAllReduce(nullptr, nullptr, 1, ncclFloat32, ncclSum, c, kStream);
   ncclAllReduce(nullptr, nullptr, 2, ncclFloat32, ncclSum, c, kStream);
   ncclGroupEnd();
-  EXPECT_EQ(fk::Events(), (std::vector<std::string>{"allreduce", "allreduce", "begin", "begin",
-                                                    "group_end", "end", "end", "capture", "link",
-                                                    "link"}));
+  EXPECT_EQ(fk::Events(),
+            (std::vector<std::string>{"allreduce", "allreduce", "begin", "begin", "group_end",
+                                      "end", "end", "capture", "link", "link"}));
   const auto links = fk::Links();
   ASSERT_EQ(links.size(), 2u);
   EXPECT_EQ(links[0].seq, 1u);

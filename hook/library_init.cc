@@ -27,8 +27,8 @@ __attribute__((constructor)) void LibraryInit() {
   ReentrancyGuard guard;
   char host[HOST_NAME_MAX + 1] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  Config config = LoadConfig([](const char* name) { return getenv(name); }, getpid(), getuid(),
-                             host);
+  Config config =
+      LoadConfig([](const char* name) { return getenv(name); }, getpid(), getuid(), host);
   std::string error;
   if (!InitRuntime(config, getpid(), &error)) return;  // hook stays a pass-through
   pthread_atfork(nullptr, nullptr, &ForkChild);

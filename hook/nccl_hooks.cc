@@ -58,19 +58,32 @@ inline bool NcclOk(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgr
 
 uint8_t NcclTypeToXpu(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: return XPU_DT_I8;
-    case ncclUint8: return XPU_DT_U8;
-    case ncclInt32: return XPU_DT_I32;
-    case ncclUint32: return XPU_DT_U32;
-    case ncclInt64: return XPU_DT_I64;
-    case ncclUint64: return XPU_DT_U64;
-    case ncclFloat16: return XPU_DT_F16;
-    case ncclFloat32: return XPU_DT_F32;
-    case ncclFloat64: return XPU_DT_F64;
-    case ncclBfloat16: return XPU_DT_BF16;
-    case ncclFloat8e4m3: return XPU_DT_F8_E4M3;
-    case ncclFloat8e5m2: return XPU_DT_F8_E5M2;
-    default: return XPU_DT_UNKNOWN;
+    case ncclInt8:
+      return XPU_DT_I8;
+    case ncclUint8:
+      return XPU_DT_U8;
+    case ncclInt32:
+      return XPU_DT_I32;
+    case ncclUint32:
+      return XPU_DT_U32;
+    case ncclInt64:
+      return XPU_DT_I64;
+    case ncclUint64:
+      return XPU_DT_U64;
+    case ncclFloat16:
+      return XPU_DT_F16;
+    case ncclFloat32:
+      return XPU_DT_F32;
+    case ncclFloat64:
+      return XPU_DT_F64;
+    case ncclBfloat16:
+      return XPU_DT_BF16;
+    case ncclFloat8e4m3:
+      return XPU_DT_F8_E4M3;
+    case ncclFloat8e5m2:
+      return XPU_DT_F8_E5M2;
+    default:
+      return XPU_DT_UNKNOWN;
   }
 }
 
@@ -166,8 +179,7 @@ void OnCreated(const char (&name)[N], ncclComm_t comm, uint64_t comm_id, int32_t
     return;
   }
   const int32_t d = CommDevice(comm);
-  CommInfo* info =
-      CommRegistry::Get().Register(comm, comm_id, rank, nranks, d >= 0 ? d : device);
+  CommInfo* info = CommRegistry::Get().Register(comm, comm_id, rank, nranks, d >= 0 ? d : device);
   if (info == nullptr) Count(XPU_CNT_INTERNAL);
   EmitLifecycle(XPU_OP_COMM_INIT, name, info, start, end, 0, status);
 }
@@ -257,9 +269,8 @@ XPU_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqu
   return rc;
 }
 
-XPU_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks,
-                                               ncclUniqueId comm_id, int rank,
-                                               ncclConfig_t* config) {
+XPU_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id,
+                                               int rank, ncclConfig_t* config) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclCommInitRankConfig);
   if (!real) return xpu::hook::kMissing;
@@ -289,8 +300,7 @@ XPU_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks
   const uint64_t start = xpu::hook::NowNs();
   const int32_t device = xpu::hook::CurrentDevice();
   const ncclResult_t rc = real(newcomm, nranks, myrank, n_id, comm_ids, config);
-  xpu::hook::OnCreated("ncclCommInitRankScalable", *newcomm, id, myrank, nranks, device, start,
-                       rc);
+  xpu::hook::OnCreated("ncclCommInitRankScalable", *newcomm, id, myrank, nranks, device, start, rc);
   return rc;
 }
 
@@ -307,8 +317,8 @@ XPU_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* 
     return rc;
   }
   for (int i = 0; i < ndev; ++i) {
-    xpu::hook::OnCreated("ncclCommInitAll", comms[i], id, i, ndev, devlist ? devlist[i] : i,
-                         start, rc);
+    xpu::hook::OnCreated("ncclCommInitAll", comms[i], id, i, ndev, devlist ? devlist[i] : i, start,
+                         rc);
   }
   return rc;
 }
@@ -323,16 +333,14 @@ XPU_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclC
   // NCCL_SPLIT_NOCOLOR, so the ordinal advances identically on all of them.
   xpu::hook::CommInfo* parent = xpu::hook::LookupComm(comm);
   const uint32_t ordinal = CommRegistry::NextSplitOrdinal(parent);
-  const uint64_t id =
-      xpu::hook::CommIdFromSplit(parent ? parent->comm_id : 0, color, ordinal);
+  const uint64_t id = xpu::hook::CommIdFromSplit(parent ? parent->comm_id : 0, color, ordinal);
   const uint64_t start = xpu::hook::NowNs();
   const ncclResult_t rc = real(comm, color, key, newcomm, config);
   if (newcomm != nullptr && *newcomm != nullptr && xpu::hook::NcclOk(rc)) {
     int32_t rank, nranks;
     xpu::hook::QueryRankAndSize(*newcomm, &rank, &nranks);
     xpu::hook::OnCreated("ncclCommSplit", *newcomm, id, rank, nranks,
-                         parent ? parent->device.load(std::memory_order_relaxed) : -1, start,
-                         rc);
+                         parent ? parent->device.load(std::memory_order_relaxed) : -1, start, rc);
   } else if (!xpu::hook::NcclOk(rc)) {
     xpu::hook::OnCreated("ncclCommSplit", nullptr, id, -1, 0, -1, start, rc);
   }
@@ -355,8 +363,7 @@ XPU_EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude_ranks, int 
     int32_t rank, nranks;
     xpu::hook::QueryRankAndSize(*newcomm, &rank, &nranks);
     xpu::hook::OnCreated("ncclCommShrink", *newcomm, id, rank, nranks,
-                         parent ? parent->device.load(std::memory_order_relaxed) : -1, start,
-                         rc);
+                         parent ? parent->device.load(std::memory_order_relaxed) : -1, start, rc);
   } else if (!xpu::hook::NcclOk(rc)) {
     xpu::hook::OnCreated("ncclCommShrink", nullptr, id, -1, 0, -1, start, rc);
   }
@@ -411,10 +418,9 @@ XPU_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclAllReduce);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_ALLREDUCE, "ncclAllReduce", count, datatype, -1,
-                           SeqKind::kCollective, comm, stream, [&] {
-                             return real(sendbuff, recvbuff, count, datatype, op, comm, stream);
-                           });
+  return xpu::hook::CommOp(
+      g, XPU_OP_ALLREDUCE, "ncclAllReduce", count, datatype, -1, SeqKind::kCollective, comm, stream,
+      [&] { return real(sendbuff, recvbuff, count, datatype, op, comm, stream); });
 }
 
 XPU_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -423,23 +429,20 @@ XPU_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclAllGather);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_ALLGATHER, "ncclAllGather", sendcount, datatype, -1,
-                           SeqKind::kCollective, comm, stream, [&] {
-                             return real(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-                           });
+  return xpu::hook::CommOp(
+      g, XPU_OP_ALLGATHER, "ncclAllGather", sendcount, datatype, -1, SeqKind::kCollective, comm,
+      stream, [&] { return real(sendbuff, recvbuff, sendcount, datatype, comm, stream); });
 }
 
-XPU_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff,
-                                          size_t recvcount, ncclDataType_t datatype,
-                                          ncclRedOp_t op, ncclComm_t comm,
+XPU_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                           cudaStream_t stream) {
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclReduceScatter);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_REDUCESCATTER, "ncclReduceScatter", recvcount, datatype,
-                           -1, SeqKind::kCollective, comm, stream, [&] {
-                             return real(sendbuff, recvbuff, recvcount, datatype, op, comm,
-                                         stream);
+  return xpu::hook::CommOp(g, XPU_OP_REDUCESCATTER, "ncclReduceScatter", recvcount, datatype, -1,
+                           SeqKind::kCollective, comm, stream, [&] {
+                             return real(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
                            });
 }
 
@@ -449,10 +452,9 @@ XPU_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclBroadcast);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_BROADCAST, "ncclBroadcast", count, datatype, root,
-                           SeqKind::kCollective, comm, stream, [&] {
-                             return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-                           });
+  return xpu::hook::CommOp(
+      g, XPU_OP_BROADCAST, "ncclBroadcast", count, datatype, root, SeqKind::kCollective, comm,
+      stream, [&] { return real(sendbuff, recvbuff, count, datatype, root, comm, stream); });
 }
 
 XPU_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
@@ -471,11 +473,9 @@ XPU_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t 
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclReduce);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_REDUCE, "ncclReduce", count, datatype, root,
-                           SeqKind::kCollective, comm, stream, [&] {
-                             return real(sendbuff, recvbuff, count, datatype, op, root, comm,
-                                         stream);
-                           });
+  return xpu::hook::CommOp(
+      g, XPU_OP_REDUCE, "ncclReduce", count, datatype, root, SeqKind::kCollective, comm, stream,
+      [&] { return real(sendbuff, recvbuff, count, datatype, op, root, comm, stream); });
 }
 
 XPU_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
@@ -485,9 +485,8 @@ XPU_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_
   auto real = XPU_REAL_FN(kNccl, ncclAlltoAll);
   if (!real) return xpu::hook::kMissing;
   return xpu::hook::CommOp(g, XPU_OP_ALLTOALL, "ncclAlltoAll", count, datatype, -1,
-                           SeqKind::kCollective, comm, stream, [&] {
-                             return real(sendbuff, recvbuff, count, datatype, comm, stream);
-                           });
+                           SeqKind::kCollective, comm, stream,
+                           [&] { return real(sendbuff, recvbuff, count, datatype, comm, stream); });
 }
 
 XPU_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
@@ -496,10 +495,9 @@ XPU_EXPORT ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t 
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclGather);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_GATHER, "ncclGather", count, datatype, root,
-                           SeqKind::kCollective, comm, stream, [&] {
-                             return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-                           });
+  return xpu::hook::CommOp(
+      g, XPU_OP_GATHER, "ncclGather", count, datatype, root, SeqKind::kCollective, comm, stream,
+      [&] { return real(sendbuff, recvbuff, count, datatype, root, comm, stream); });
 }
 
 XPU_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
@@ -508,10 +506,9 @@ XPU_EXPORT ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclScatter);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_SCATTER, "ncclScatter", count, datatype, root,
-                           SeqKind::kCollective, comm, stream, [&] {
-                             return real(sendbuff, recvbuff, count, datatype, root, comm, stream);
-                           });
+  return xpu::hook::CommOp(
+      g, XPU_OP_SCATTER, "ncclScatter", count, datatype, root, SeqKind::kCollective, comm, stream,
+      [&] { return real(sendbuff, recvbuff, count, datatype, root, comm, stream); });
 }
 
 // ---- point-to-point ----------------------------------------------------------
@@ -521,8 +518,8 @@ XPU_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataTyp
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclSend);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_SEND, "ncclSend", count, datatype, peer, SeqKind::kSend,
-                           comm, stream,
+  return xpu::hook::CommOp(g, XPU_OP_SEND, "ncclSend", count, datatype, peer, SeqKind::kSend, comm,
+                           stream,
                            [&] { return real(sendbuff, count, datatype, peer, comm, stream); });
 }
 
@@ -531,8 +528,8 @@ XPU_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t da
   ReentrancyGuard g;
   auto real = XPU_REAL_FN(kNccl, ncclRecv);
   if (!real) return xpu::hook::kMissing;
-  return xpu::hook::CommOp(g, XPU_OP_RECV, "ncclRecv", count, datatype, peer, SeqKind::kRecv,
-                           comm, stream,
+  return xpu::hook::CommOp(g, XPU_OP_RECV, "ncclRecv", count, datatype, peer, SeqKind::kRecv, comm,
+                           stream,
                            [&] { return real(recvbuff, count, datatype, peer, comm, stream); });
 }
 

@@ -74,8 +74,13 @@ bool NcclPluginTimes(uint32_t kind) {
   // AlltoAll/Gather/Scatter are built from grouped p2p inside NCCL 2.28 and
   // keep the interposer's event timing.
   switch (kind) {
-    case XPU_OP_ALLREDUCE: case XPU_OP_ALLGATHER: case XPU_OP_REDUCESCATTER:
-    case XPU_OP_BROADCAST: case XPU_OP_REDUCE: case XPU_OP_SEND: case XPU_OP_RECV:
+    case XPU_OP_ALLREDUCE:
+    case XPU_OP_ALLGATHER:
+    case XPU_OP_REDUCESCATTER:
+    case XPU_OP_BROADCAST:
+    case XPU_OP_REDUCE:
+    case XPU_OP_SEND:
+    case XPU_OP_RECV:
       return NcclPluginAttached();
     default:
       return false;

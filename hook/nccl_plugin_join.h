@@ -23,9 +23,9 @@ struct NcclIssuedOp {
   uint64_t launch_ns = 0;  // 0 while enqueued in a group
   uint64_t bytes = 0;      // count x element size (0 if the type is unknown)
   uint64_t count = 0;
-  uint16_t kind = 0;       // xpu_op_kind
-  uint16_t stream = 0;     // StreamIndex
-  int32_t peer = -1;       // root / p2p peer, -1 none
+  uint16_t kind = 0;    // xpu_op_kind
+  uint16_t stream = 0;  // StreamIndex
+  int32_t peer = -1;    // root / p2p peer, -1 none
   int32_t rank = -1;
   int32_t nranks = 0;
   bool claimed = false;

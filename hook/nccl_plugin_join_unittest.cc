@@ -169,11 +169,11 @@ TEST_F(NcclPluginJoinTest, AttachedPluginMakesCollectivesNonTiming) {
 // NCCL reorders a group's tasks: the plugin claims by content.
 TEST_F(NcclPluginJoinTest, GroupedOpsAreClaimedByContentInAnyOrder) {
   g_queries_in_call = {
-      Query(XPU_OP_RECV, 200, 3, 2, 4),       // recv from 3 (issued second)
-      Query(XPU_OP_ALLREDUCE, 400, -1, 2, 4), // issued third
-      Query(XPU_OP_SEND, 200, 1, 2, 4),       // issued first
-      Query(XPU_OP_SEND, 200, 1, 2, 4),       // nothing left to claim
-      Query(XPU_OP_RECV, 999, 3, 2, 4),       // wrong size
+      Query(XPU_OP_RECV, 200, 3, 2, 4),        // recv from 3 (issued second)
+      Query(XPU_OP_ALLREDUCE, 400, -1, 2, 4),  // issued third
+      Query(XPU_OP_SEND, 200, 1, 2, 4),        // issued first
+      Query(XPU_OP_SEND, 200, 1, 2, 4),        // nothing left to claim
+      Query(XPU_OP_RECV, 999, 3, 2, 4),        // wrong size
   };
   ncclGroupStart();
   ncclSend(nullptr, 100, ncclBfloat16, 1, comm_, kStream);

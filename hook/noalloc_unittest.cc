@@ -93,8 +93,8 @@ class Armed {
 class NoAllocTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    Config c = LoadConfig([](const char*) -> const char* { return nullptr; }, getpid(), getuid(),
-                          "h");
+    Config c =
+        LoadConfig([](const char*) -> const char* { return nullptr; }, getpid(), getuid(), "h");
     c.daemon = false;
     c.daemon_socket = "/nonexistent-xpu-dir/daemon.sock";
     c.ring_capacity = 1u << 14;

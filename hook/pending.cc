@@ -114,8 +114,8 @@ OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t 
   // invalidate the capture): no events, but the launch is still recorded.
   // A failed query (e.g. legacy stream during a global capture) counts as
   // capturing for the same reason.
-  bool capturing = cuda.stream_is_capturing(s, &cs) != cudaSuccess ||
-                   cs != cudaStreamCaptureStatusNone;
+  bool capturing =
+      cuda.stream_is_capturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone;
   int dev = -1;
   if (!capturing && cuda.get_device(&dev) != cudaSuccess) {
     Count(XPU_CNT_CUDA_ERROR);

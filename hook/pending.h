@@ -29,7 +29,7 @@ struct PendingOp {
   uint32_t next = 0;       // completion thread's per-stream FIFO link (slot)
   int16_t device = -1;
   uint16_t stream = 0;
-  uint16_t flags = 0;      // XPU_REC_* decided at launch
+  uint16_t flags = 0;  // XPU_REC_* decided at launch
 };
 
 class PendingTable {

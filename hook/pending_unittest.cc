@@ -115,8 +115,8 @@ TEST_F(PendingTest, TimedOpMapsGpuTimesIntoHostClock) {
   EXPECT_EQ(r.flags & XPU_REC_NOT_TIMED, 0);
   EXPECT_EQ(r.start_ns, ref_host + 10000000ull);
   EXPECT_EQ(r.duration, 250000u);
-  EXPECT_EQ(r.issue_latency_ns,
-            static_cast<int32_t>(static_cast<int64_t>(r.start_ns) - static_cast<int64_t>(h.launch_ns)));
+  EXPECT_EQ(r.issue_latency_ns, static_cast<int32_t>(static_cast<int64_t>(r.start_ns) -
+                                                     static_cast<int64_t>(h.launch_ns)));
   EXPECT_EQ(r.stream, StreamIndex(kStreamA));
   EXPECT_GE(r.seq, 1u);  // per-stream launch count
   EXPECT_EQ(rt_->ring.header()->device, 0);

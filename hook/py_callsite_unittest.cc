@@ -194,9 +194,10 @@ TEST_F(PyCallsiteTest, BeforePython311TheCodeNameStandsInForTheQualname) {
   Py().has_qualname = false;
   const uint32_t sig = CapturePyCallsite();
   ASSERT_NE(sig, 0u);
-  EXPECT_EQ(SigName(sig), "forward@/src/model.py:120;train_step@/src/train.py:42;"
-                          "<module>@/src/train.py:300");
-  EXPECT_FALSE(Py().error_set);  // the AttributeError was cleared
+  EXPECT_EQ(SigName(sig),
+            "forward@/src/model.py:120;train_step@/src/train.py:42;"
+            "<module>@/src/train.py:300");
+  EXPECT_FALSE(Py().error_set);   // the AttributeError was cleared
   EXPECT_EQ(Py().err_clears, 1);  // and co_qualname is not tried again
   frames_[1].line = 43;
   ASSERT_NE(CapturePyCallsite(), 0u);

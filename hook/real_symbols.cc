@@ -19,11 +19,16 @@ const char* const kNcclNames[] = {"libnccl.so.2", "libnccl.so", nullptr};
 
 const char* const* SonamesOf(Library lib) {
   switch (lib) {
-    case Library::kCudart: return kCudartNames;
-    case Library::kCuda: return kCudaNames;
-    case Library::kCublas: return kCublasNames;
-    case Library::kCublasLt: return kCublasLtNames;
-    case Library::kNccl: return kNcclNames;
+    case Library::kCudart:
+      return kCudartNames;
+    case Library::kCuda:
+      return kCudaNames;
+    case Library::kCublas:
+      return kCublasNames;
+    case Library::kCublasLt:
+      return kCublasLtNames;
+    case Library::kNccl:
+      return kNcclNames;
   }
   return kCudartNames;
 }
@@ -33,8 +38,7 @@ const char* const* SonamesOf(Library lib) {
 const void* OwnBase() {
   static const void* base = [] {
     Dl_info info{};
-    return dladdr(reinterpret_cast<const void*>(&OwnBase), &info) != 0 ? info.dli_fbase
-                                                                          : nullptr;
+    return dladdr(reinterpret_cast<const void*>(&OwnBase), &info) != 0 ? info.dli_fbase : nullptr;
   }();
   return base;
 }
@@ -66,7 +70,8 @@ bool ResolveCudaApi(CudaApi* api) {
   auto get = [](const char* n) { return ResolveReal(Library::kCudart, n); };
   api->get_device = reinterpret_cast<decltype(api->get_device)>(get("cudaGetDevice"));
   api->set_device = reinterpret_cast<decltype(api->set_device)>(get("cudaSetDevice"));
-  api->event_create = reinterpret_cast<decltype(api->event_create)>(get("cudaEventCreateWithFlags"));
+  api->event_create =
+      reinterpret_cast<decltype(api->event_create)>(get("cudaEventCreateWithFlags"));
   api->event_destroy = reinterpret_cast<decltype(api->event_destroy)>(get("cudaEventDestroy"));
   api->event_record = reinterpret_cast<decltype(api->event_record)>(get("cudaEventRecord"));
   api->event_query = reinterpret_cast<decltype(api->event_query)>(get("cudaEventQuery"));

@@ -29,8 +29,7 @@ bool IsEmptyRingFile(const std::string& path, int32_t pid) {
   if (fd < 0) return false;
   xpu_ring_header_v1 h;
   bool empty = pread(fd, &h, sizeof(h), 0) == static_cast<ssize_t>(sizeof(h)) &&
-               h.magic == XPU_RING_MAGIC && h.pid == pid && h.write_index == 0 &&
-               h.sig_count == 0;
+               h.magic == XPU_RING_MAGIC && h.pid == pid && h.write_index == 0 && h.sig_count == 0;
   close(fd);
   return empty;
 }

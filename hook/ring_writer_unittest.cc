@@ -118,7 +118,7 @@ TEST(RingWriterTest, FullRingDropsAndCounts) {
   TestRingReader r(m.w.header(), m.w.slots());
   xpu_record_v1 out;
   ASSERT_EQ(r.Next(&out), TestRingReader::Result::kRecord);
-  EXPECT_EQ(out.seq, 0u);  // the oldest survive; new ones were dropped
+  EXPECT_EQ(out.seq, 0u);              // the oldest survive; new ones were dropped
   EXPECT_TRUE(m.w.Write(Rec(1, 99)));  // one slot freed
   EXPECT_FALSE(m.w.Write(Rec(1, 100)));
   EXPECT_EQ(m.w.Counter(XPU_CNT_DROPPED_FULL), 5u);

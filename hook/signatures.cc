@@ -38,8 +38,8 @@ uint64_t HashSignature(const xpu_signature_v1& sig, const char* name, size_t nam
   uint32_t w4;
   memcpy(&w4, b + 4, 4);
   h = Mix(h, w4);
-  h = Mix(h, Load64(&sig.m));       // m, n
-  h = Mix(h, Load64(&sig.k));       // k, batch
+  h = Mix(h, Load64(&sig.m));  // m, n
+  h = Mix(h, Load64(&sig.k));  // k, batch
   h = Mix(h, sig.count);
   h = Mix(h, sig.comm_id);
   h = Mix(h, Load64(&sig.comm_rank));  // comm_rank, comm_nranks

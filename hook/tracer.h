@@ -30,11 +30,11 @@ enum class Library { kCudart, kCuda, kCublas, kCublasLt, kNccl };
 void* ResolveReal(Library lib, const char* name);
 
 // Caches the real function pointer in a function-local static.
-#define XPU_REAL_FN(lib, fn)                                                     \
-  ([]() -> decltype(&fn) {                                                       \
-    static decltype(&fn) real_ = reinterpret_cast<decltype(&fn)>(                \
-        ::xpu::hook::ResolveReal(::xpu::hook::Library::lib, #fn));               \
-    return real_;                                                                \
+#define XPU_REAL_FN(lib, fn)                                                                       \
+  ([]() -> decltype(&fn) {                                                                         \
+    static decltype(&fn) real_ =                                                                   \
+        reinterpret_cast<decltype(&fn)>(::xpu::hook::ResolveReal(::xpu::hook::Library::lib, #fn)); \
+    return real_;                                                                                  \
   }())
 
 // Thread-local reentrancy guard: the hook's own CUDA calls (event record,
@@ -73,7 +73,7 @@ uint16_t StreamIndex(const void* stream);
 
 // A traced asynchronous GPU op, between the two calls below.
 struct OpHandle {
-  uint32_t slot = 0;       // index into the pending-op table; 0 = not tracked
+  uint32_t slot = 0;  // index into the pending-op table; 0 = not tracked
   uint32_t sig_id = 0;
   uint64_t launch_ns = 0;  // CPU launch time
   // For ops that could not be tracked (no event, pending table full, runtime

@@ -46,12 +46,12 @@ namespace {
 
 constexpr int kBatch = 256;
 
-#define BENCH_OK(cond, what)                                        \
-  do {                                                              \
-    if (!(cond)) {                                                  \
-      fprintf(stderr, "hook_launch_bench: %s failed\n", what);      \
-      exit(2);                                                      \
-    }                                                               \
+#define BENCH_OK(cond, what)                                   \
+  do {                                                         \
+    if (!(cond)) {                                             \
+      fprintf(stderr, "hook_launch_bench: %s failed\n", what); \
+      exit(2);                                                 \
+    }                                                          \
   } while (0)
 
 uint64_t MonoNs() {
@@ -99,9 +99,9 @@ int Child(int iters) {
   };
   const float alpha = 1, beta = 0;
   auto gemm = [&] {
-    BENCH_OK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, &alpha, buf, CUDA_R_16BF,
-                          64, buf, CUDA_R_16BF, 64, &beta, buf, CUDA_R_16BF, 64,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
+    BENCH_OK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, 64, 64, 64, &alpha, buf, CUDA_R_16BF, 64,
+                          buf, CUDA_R_16BF, 64, &beta, buf, CUDA_R_16BF, 64, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS,
              "cublasGemmEx");
   };
   auto allreduce = [&] {
@@ -200,9 +200,12 @@ int main(int argc, char** argv) {
   self[n] = '\0';
   char ring_dir[] = "/tmp/xpu-hook-launch-bench.XXXXXX";
   BENCH_OK(mkdtemp(ring_dir) != nullptr, "mkdtemp");
-  const std::vector<std::string> common = {
-      "LD_LIBRARY_PATH=" + lib_dir, "XPU_FAKE_KERNEL_NS=0", "XPU_FAKE_TFLOPS=1e9",
-      "XPU_FAKE_NET_GBPS=1e9", "RANK=0", "WORLD_SIZE=1"};
+  const std::vector<std::string> common = {"LD_LIBRARY_PATH=" + lib_dir,
+                                           "XPU_FAKE_KERNEL_NS=0",
+                                           "XPU_FAKE_TFLOPS=1e9",
+                                           "XPU_FAKE_NET_GBPS=1e9",
+                                           "RANK=0",
+                                           "WORLD_SIZE=1"};
   std::vector<std::string> plain = common;
   plain.push_back("LD_PRELOAD=");
   std::vector<std::string> hooked = common;
@@ -225,11 +228,13 @@ int main(int argc, char** argv) {
   }
   // The hook's ring file (kept by XPU_RING_DIR for post-mortem reading).
   std::string cleanup = std::string("rm -rf '") + ring_dir + "'";
-  if (system(cleanup.c_str()) != 0) fprintf(stderr, "hook_launch_bench: cannot remove %s\n", ring_dir);
+  if (system(cleanup.c_str()) != 0)
+    fprintf(stderr, "hook_launch_bench: cannot remove %s\n", ring_dir);
 
-  printf("hook_launch_bench: %d calls per API, median of %d-call batches, best of %d runs, "
-         "fake runtime with zero-duration work\n",
-         iters, kBatch, repeats);
+  printf(
+      "hook_launch_bench: %d calls per API, median of %d-call batches, best of %d runs, "
+      "fake runtime with zero-duration work\n",
+      iters, kBatch, repeats);
   printf("%-18s %14s %14s %12s %8s\n", "api", "no_hook_ns", "hook_ns", "added_ns", "ratio");
   bool ok = true;
   for (const char* api : {"cudaLaunchKernel", "cublasGemmEx", "ncclAllReduce"}) {
@@ -241,9 +246,10 @@ int main(int argc, char** argv) {
     const double b = base.at(api), h = with.at(api);
     printf("%-18s %14.1f %14.1f %12.1f %8.2f\n", api, b, h, h - b, b > 0 ? h / b : 0.0);
   }
-  printf("note: no_hook_ns is the fake runtime's own cost per call (an enqueue on its stream "
-         "worker: a lock and a wake-up), which dominates the small kernel path; traced calls "
-         "(GEMM, all-reduce) also pay the hook's event records, which are enqueues in this "
-         "runtime too.\n");
+  printf(
+      "note: no_hook_ns is the fake runtime's own cost per call (an enqueue on its stream "
+      "worker: a lock and a wake-up), which dominates the small kernel path; traced calls "
+      "(GEMM, all-reduce) also pay the hook's event records, which are enqueues in this "
+      "runtime too.\n");
   return ok ? 0 : 2;
 }

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -113,7 +113,8 @@ void RunStream(int port, int stream_id, const Args& a, std::atomic<bool>& stop, 
   const uint64_t comm_id = 0x1000 + stream_id;
   for (int r = 0; r < a.ranks; ++r) {
     xpu::v1::ProcessBatch pb;
-    xpu::engine::SetIdentity(&pb, "bench-job", stream_id * a.ranks + r, "bench-host", 10000 + stream_id * a.ranks + r);
+    xpu::engine::SetIdentity(&pb, "bench-job", stream_id * a.ranks + r, "bench-host",
+                             10000 + stream_id * a.ranks + r);
     std::vector<xpu_record_v1> recs;
     recs.reserve(a.records);
     uint64_t t = 1700000000000000000ull;
@@ -127,9 +128,12 @@ void RunStream(int port, int stream_id, const Args& a, std::atomic<bool>& stop, 
     }
     AppendRecords(&pb, recs);
     *rest[r].mutable_batch()->add_processes() = pb;
-    for (uint32_t k = 1; k <= 5; ++k) *pb.add_signatures() = xpu::engine::MakeKernelSignature(k, "kernel_" + std::to_string(k));
-    for (uint32_t g = 6; g <= 8; ++g) *pb.add_signatures() = xpu::engine::MakeGemmSignature(g, 4096, 4096 * (g - 5), 4096);
-    *pb.add_signatures() = xpu::engine::MakeCollectiveSignature(9, XPU_OP_ALLREDUCE, 1 << 24, XPU_DT_BF16, comm_id, r, a.ranks);
+    for (uint32_t k = 1; k <= 5; ++k)
+      *pb.add_signatures() = xpu::engine::MakeKernelSignature(k, "kernel_" + std::to_string(k));
+    for (uint32_t g = 6; g <= 8; ++g)
+      *pb.add_signatures() = xpu::engine::MakeGemmSignature(g, 4096, 4096 * (g - 5), 4096);
+    *pb.add_signatures() = xpu::engine::MakeCollectiveSignature(9, XPU_OP_ALLREDUCE, 1 << 24,
+                                                                XPU_DT_BF16, comm_id, r, a.ranks);
     *first[r].mutable_batch()->add_processes() = pb;
   }
   uint64_t seq_base = 1;
@@ -173,12 +177,17 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string f = argv[i];
     auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : "0"; };
-    if (f == "--seconds") a.seconds = std::atof(next());
-    else if (f == "--streams") a.streams = std::atoi(next());
-    else if (f == "--ranks") a.ranks = std::atoi(next());
-    else if (f == "--records") a.records = std::atoi(next());
+    if (f == "--seconds")
+      a.seconds = std::atof(next());
+    else if (f == "--streams")
+      a.streams = std::atoi(next());
+    else if (f == "--ranks")
+      a.ranks = std::atoi(next());
+    else if (f == "--records")
+      a.records = std::atoi(next());
     else {
-      std::fprintf(stderr, "usage: ingest_bench [--seconds S] [--streams N] [--ranks R] [--records N]\n");
+      std::fprintf(stderr,
+                   "usage: ingest_bench [--seconds S] [--streams N] [--ranks R] [--records N]\n");
       return 64;
     }
   }
@@ -238,8 +247,9 @@ int main(int argc, char** argv) {
   const uint64_t ingested = qs.ok() ? status.records_total() : 0;
   const double rps = ingested / wall;
   const double per_core = cpu > 0 ? ingested / cpu : 0;
-  std::printf("ingest_bench: %d streams x %d ranks, %d records per ProcessBatch, %.2f s wall, %u cpus\n",
-              a.streams, a.ranks, a.records, wall, std::thread::hardware_concurrency());
+  std::printf(
+      "ingest_bench: %d streams x %d ranks, %d records per ProcessBatch, %.2f s wall, %u cpus\n",
+      a.streams, a.ranks, a.records, wall, std::thread::hardware_concurrency());
   std::printf("  sent %llu records in %llu batches; engine ingested %llu records\n",
               static_cast<unsigned long long>(sent), static_cast<unsigned long long>(batches),
               static_cast<unsigned long long>(ingested));

@@ -64,19 +64,27 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--ranks") ranks = std::atoi(next().c_str());
-    else if (a == "--ops") ops = std::atoi(next().c_str());
-    else if (a == "--ranks-per-daemon") per_daemon = std::atoi(next().c_str());
-    else if (a == "--format") format = next();
-    else if (a == "--out") out = next();
-    else if (a == "--keep") keep = true;
+    if (a == "--ranks")
+      ranks = std::atoi(next().c_str());
+    else if (a == "--ops")
+      ops = std::atoi(next().c_str());
+    else if (a == "--ranks-per-daemon")
+      per_daemon = std::atoi(next().c_str());
+    else if (a == "--format")
+      format = next();
+    else if (a == "--out")
+      out = next();
+    else if (a == "--keep")
+      keep = true;
     else {
-      std::cerr << "usage: timeline_bench [--ranks N] [--ops N] [--ranks-per-daemon N] [--format F] [--out DIR] [--keep]\n";
+      std::cerr << "usage: timeline_bench [--ranks N] [--ops N] [--ranks-per-daemon N] [--format "
+                   "F] [--out DIR] [--keep]\n";
       return 64;
     }
   }
   if (ranks <= 0 || ops <= 0 || per_daemon <= 0) return 64;
-  std::string tmp = (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + std::string("/xpu_tl_bench_XXXXXX");
+  std::string tmp =
+      (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + std::string("/xpu_tl_bench_XXXXXX");
   if (mkdtemp(tmp.data()) == nullptr) return 1;
   if (out.empty()) out = tmp + "/dump";
 
@@ -103,7 +111,8 @@ int main(int argc, char** argv) {
   for (int h = 0; h < hosts; ++h) {
     std::vector<int> rs;
     for (int r = h * per_daemon; r < std::min(ranks, (h + 1) * per_daemon); ++r) rs.push_back(r);
-    daemons.push_back(std::make_unique<SyntheticDaemon>((*engine)->port(), "node" + std::to_string(h), job, rs));
+    daemons.push_back(
+        std::make_unique<SyntheticDaemon>((*engine)->port(), "node" + std::to_string(h), job, rs));
     if (!daemons.back()->Start()) {
       std::cerr << "daemon " << h << " could not connect\n";
       return 1;
@@ -122,9 +131,10 @@ int main(int argc, char** argv) {
 
   std::ostringstream cli_out, cli_err;
   t0 = std::chrono::steady_clock::now();
-  const int rc = xpu::cli::RunTimelineCli(
-      {"timeline", "dump", "--job", job.job, "--out", out, "--format", format, "--deadline-s", "120"},
-      "127.0.0.1:" + std::to_string((*engine)->port()), cli_out, cli_err);
+  const int rc =
+      xpu::cli::RunTimelineCli({"timeline", "dump", "--job", job.job, "--out", out, "--format",
+                                format, "--deadline-s", "120"},
+                               "127.0.0.1:" + std::to_string((*engine)->port()), cli_out, cli_err);
   const double dump_s = Since(t0);
   const std::string manifest = Read(out + "/dump.json");
   const size_t sec_at = manifest.find("\"seconds\":");
@@ -135,22 +145,31 @@ int main(int argc, char** argv) {
   const uint64_t json_bytes = FileSize(out + "/trace.json");
 
   std::printf("timeline_bench: %d ranks x %d ops (%d daemons x %d ranks), format %s\n", ranks,
-              static_cast<int>(xpu::engine::timeline::SyntheticOpsPerRank(job)), hosts, per_daemon, format.c_str());
+              static_cast<int>(xpu::engine::timeline::SyntheticOpsPerRank(job)), hosts, per_daemon,
+              format.c_str());
   std::printf("  exit code               %d\n", rc);
   std::printf("  setup (daemons connect) %.2f s\n", setup_s);
   std::printf("  dump + merge, total     %.2f s\n", dump_s);
-  std::printf("    fetch (fan-out, transfer, raw files) %s s\n", JsonField(seconds, "fetch").c_str());
-  std::printf("    clock alignment                      %s s\n", JsonField(seconds, "align").c_str());
-  std::printf("    perfetto trace                       %s s\n", JsonField(seconds, "perfetto").c_str());
-  std::printf("    chrome json                          %s s\n", JsonField(seconds, "json").c_str());
-  std::printf("    flame graph                          %s s\n", JsonField(seconds, "flamegraph").c_str());
+  std::printf("    fetch (fan-out, transfer, raw files) %s s\n",
+              JsonField(seconds, "fetch").c_str());
+  std::printf("    clock alignment                      %s s\n",
+              JsonField(seconds, "align").c_str());
+  std::printf("    perfetto trace                       %s s\n",
+              JsonField(seconds, "perfetto").c_str());
+  std::printf("    chrome json                          %s s\n",
+              JsonField(seconds, "json").c_str());
+  std::printf("    flame graph                          %s s\n",
+              JsonField(seconds, "flamegraph").c_str());
   std::printf("  ops                     %llu\n", static_cast<unsigned long long>(ops_total));
-  std::printf("  bytes/op before convert %.1f (%llu bytes packed)\n", ops_total ? double(packed) / ops_total : 0.0,
+  std::printf("  bytes/op before convert %.1f (%llu bytes packed)\n",
+              ops_total ? double(packed) / ops_total : 0.0,
               static_cast<unsigned long long>(packed));
-  std::printf("  perfetto trace          %llu bytes (%.1f bytes/op)\n", static_cast<unsigned long long>(trace_bytes),
+  std::printf("  perfetto trace          %llu bytes (%.1f bytes/op)\n",
+              static_cast<unsigned long long>(trace_bytes),
               ops_total ? double(trace_bytes) / ops_total : 0.0);
   if (json_bytes) {
-    std::printf("  chrome json             %llu bytes (%.1f bytes/op)\n", static_cast<unsigned long long>(json_bytes),
+    std::printf("  chrome json             %llu bytes (%.1f bytes/op)\n",
+                static_cast<unsigned long long>(json_bytes),
                 ops_total ? double(json_bytes) / ops_total : 0.0);
   }
   std::printf("  ranks answered          %s/%s\n", JsonField(manifest, "ranks_answered").c_str(),
@@ -163,7 +182,8 @@ int main(int argc, char** argv) {
     if (std::system(cmd.c_str()) != 0) std::fprintf(stderr, "could not remove %s\n", tmp.c_str());
   }
   // The smoke test checks that the dump ran and every rank answered.
-  const bool complete = JsonField(manifest, "ranks_answered") == std::to_string(ranks) &&
-                        ops_total == static_cast<uint64_t>(ranks) * xpu::engine::timeline::SyntheticOpsPerRank(job);
+  const bool complete =
+      JsonField(manifest, "ranks_answered") == std::to_string(ranks) &&
+      ops_total == static_cast<uint64_t>(ranks) * xpu::engine::timeline::SyntheticOpsPerRank(job);
   return rc == 0 && complete ? 0 : 1;
 }

@@ -58,14 +58,17 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
     // means the reads did not hit ncclShmem (e.g. zeros from a wrong
     // address), and the counters next to them mean nothing either.
     const int32_t n = pending.comm_nranks;
-    const auto member = [&](int r) { return r >= 0 && (n <= 0 || r < n) && (n <= 1 || r != pending.comm_rank); };
+    const auto member = [&](int r) {
+      return r >= 0 && (n <= 0 || r < n) && (n <= 1 || r != pending.comm_rank);
+    };
     if (c.ok && pending.comm_rank >= 0 &&
         !(member(c.ring_prev) && member(c.ring_next) && (n <= 2 || c.ring_prev != c.ring_next) &&
           c.channel_id >= 0 && c.channel_id < kMaxNcclChannels)) {
       c.ok = false;
-      c.error = absl::StrCat("implausible ring (prev ", c.ring_prev, ", next ", c.ring_next, ", channel ",
-                             c.channel_id, " for rank ", pending.comm_rank, " of ", n,
-                             "): the reads did not reach ncclShmem", c.error.empty() ? "" : "; ", c.error);
+      c.error = absl::StrCat("implausible ring (prev ", c.ring_prev, ", next ", c.ring_next,
+                             ", channel ", c.channel_id, " for rank ", pending.comm_rank, " of ", n,
+                             "): the reads did not reach ncclShmem", c.error.empty() ? "" : "; ",
+                             c.error);
     }
     auto [it, fresh] = best.try_emplace({c.kernel, c.block}, c);
     if (fresh) {
@@ -99,15 +102,19 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
         absl::StrAppend(&ll128, s ? "," : "", c.ll128_flags[s]);
       }
       k.set_detail(absl::StrCat(
-          names[c.kernel], " block ", c.block, " channel ", c.channel_id, " (ncclShmem at ", c.base, "): ring ",
-          c.ring_prev, "->self->", c.ring_next, ", received ", k.step(), " step(s) in this kernel",
-          moved == hang::NcclProto::kUnknown ? "" : absl::StrCat(" (", hang::NcclProtoName(moved), " counters)"),
-          ", successor consumed ", k.sent(), "; recv step ", c.recv_step, " tail ", c.recv_tail, ", send step ",
-          c.send_step, " head ", c.send_head, ", LL slot flags ", ll, ", LL128 slot flags ", ll128,
+          names[c.kernel], " block ", c.block, " channel ", c.channel_id, " (ncclShmem at ", c.base,
+          "): ring ", c.ring_prev, "->self->", c.ring_next, ", received ", k.step(),
+          " step(s) in this kernel",
+          moved == hang::NcclProto::kUnknown
+              ? ""
+              : absl::StrCat(" (", hang::NcclProtoName(moved), " counters)"),
+          ", successor consumed ", k.sent(), "; recv step ", c.recv_step, " tail ", c.recv_tail,
+          ", send step ", c.send_step, " head ", c.send_head, ", LL slot flags ", ll,
+          ", LL128 slot flags ", ll128,
           c.error.empty() ? "" : absl::StrCat(" (cuda-gdb also said: ", c.error, ")")));
     } else {
-      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.block, ": not readable: ",
-                                c.error.empty() ? "no output" : c.error));
+      k.set_detail(absl::StrCat(names[c.kernel], " block ", c.block,
+                                ": not readable: ", c.error.empty() ? "no output" : c.error));
     }
     out.push_back(std::move(k));
   }

@@ -45,8 +45,9 @@ bool IsCudaGdb(const std::string& debugger) {
 // `list_kernels` (cuda-gdb only): the same attach also lists the CUDA
 // kernels and reads the NCCL channels' ring counters, for the intra-kernel
 // probe.
-void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::string& state_before,
-                  uint64_t budget_ms, bool list_kernels, xpu::v1::ProcessEvidence* ev) {
+void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o,
+                  const std::string& state_before, uint64_t budget_ms, bool list_kernels,
+                  xpu::v1::ProcessEvidence* ev) {
   if (o.debugger == "none") {
     ev->set_native_error("native stacks disabled");
     return;
@@ -59,15 +60,27 @@ void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
   // No debuginfod downloads (a stuck network must not eat the deadline);
   // the index cache makes every later attach to the same binaries cheap. A
   // debugger without these settings prints an error and carries on.
-  std::vector<std::string> argv = {o.debugger, "-p", std::to_string(t.pid), "-batch", "-nx", "-q",
-                                   "-iex", "set debuginfod enabled off", "-iex", "set index-cache enabled on",
-                                   "-ex", "set pagination off", "-ex", "set print thread-events off",
-                                   "-ex", "thread apply all bt"};
+  std::vector<std::string> argv = {o.debugger,
+                                   "-p",
+                                   std::to_string(t.pid),
+                                   "-batch",
+                                   "-nx",
+                                   "-q",
+                                   "-iex",
+                                   "set debuginfod enabled off",
+                                   "-iex",
+                                   "set index-cache enabled on",
+                                   "-ex",
+                                   "set pagination off",
+                                   "-ex",
+                                   "set print thread-events off",
+                                   "-ex",
+                                   "thread apply all bt"};
   if (list_kernels) {
     // Kernel list and ring counters in the same attach (attaching to a
     // PyTorch process takes seconds; a second attach would double that).
-    xpu::engine::hang::AppendExCommands(xpu::engine::hang::BlindProgressCommands(kProbeKernels, kProbeChannels),
-                                        &argv);
+    xpu::engine::hang::AppendExCommands(
+        xpu::engine::hang::BlindProgressCommands(kProbeKernels, kProbeChannels), &argv);
   }
   argv.insert(argv.end(), {"-ex", "detach"});
   RunResult r = RunWithTimeout(argv, budget_ms, o.max_stack_bytes);
@@ -115,7 +128,8 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
     head >> tag >> pid_word >> pid >> start_word >> start;
     const uint64_t ticks = ProcStartTicks(t.pid);
     if (tag != "xputimer-pystacks" || pid != t.pid || ticks == 0 || start != ticks) {
-      ev->set_python_error("faulthandler file " + file + " belongs to another process: not signalled");
+      ev->set_python_error("faulthandler file " + file +
+                           " belongs to another process: not signalled");
       return;
     }
     const off_t before = st.st_size;
@@ -212,16 +226,18 @@ xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& target
       }
       // Python stacks need a few seconds after the debugger when the process
       // registered for them; otherwise the debugger gets the whole budget.
-      const bool python = !options.pystack_dir.empty() &&
-                          access((options.pystack_dir + "/xpu-pystack-" + std::to_string(t.pid) + ".txt").c_str(),
-                                 F_OK) == 0;
+      const bool python =
+          !options.pystack_dir.empty() &&
+          access((options.pystack_dir + "/xpu-pystack-" + std::to_string(t.pid) + ".txt").c_str(),
+                 F_OK) == 0;
       const uint64_t python_ms = python ? std::min<uint64_t>(3000, budget / 3) : 0;
       // A process with an outstanding collective on real GPUs: the native
       // run also lists the CUDA kernels and reads the NCCL kernels' ring
       // progress (cuda_gdb_probe.h), in the same attach.
       PendingCollective pending;
       const bool probe = !options.fake_nccl && IsCudaGdb(options.debugger) && Alive(state) &&
-                         state != "stopped" && t.has_progress && FindPendingCollective(t.progress, &pending);
+                         state != "stopped" && t.has_progress &&
+                         FindPendingCollective(t.progress, &pending);
       NativeStacks(t, options, state, budget - python_ms, probe, &ev);
       if (probe) {
         const std::string& text = ev.native_stacks();

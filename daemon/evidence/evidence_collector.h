@@ -26,8 +26,8 @@ namespace xpu::daemon {
 struct EvidenceTarget {
   uint64_t process_key = 0;
   xpu::v1::ProcessIdentity identity;
-  int32_t pid = 0;             // in the daemon's pid namespace
-  uint64_t start_ticks = 0;    // /proc starttime at registration, 0 unknown
+  int32_t pid = 0;           // in the daemon's pid namespace
+  uint64_t start_ticks = 0;  // /proc starttime at registration, 0 unknown
   bool exited = false;
   xpu::v1::HangProgress progress;
   bool has_progress = false;

@@ -136,18 +136,21 @@ TEST(CudaGdbProbeTest, PendingCollectiveIsTheOldestOutstanding) {
 // ranks on an sm_90 device, read at both shared-window bases.
 std::string Block(int block, int base, const std::string& body) {
   const std::string id = "kernel=0 channel=" + std::to_string(block);
-  return "XPU-NCCL-BEGIN " + id + " base=" + std::to_string(base) + "\n" + body + "XPU-NCCL-END " + id +
-         " base=" + std::to_string(base) + "\n";
+  return "XPU-NCCL-BEGIN " + id + " base=" + std::to_string(base) + "\n" + body + "XPU-NCCL-END " +
+         id + " base=" + std::to_string(base) + "\n";
 }
 
 TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
   const std::string list =
       "XPU-CUDA-KERNELS\n"
       "  Kernel Parent Dev Grid Status   SMs Mask   GridDim  BlockDim Invocation\n"
-      "*      0      -   0    7 Active 0x00000003 (2,1,1) (640,1,1) ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)\n"
+      "*      0      -   0    7 Active 0x00000003 (2,1,1) (640,1,1) "
+      "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)\n"
       "XPU-CUDA-DEVICES\n"
-      "  Dev PCI Bus/Dev ID                Name Description SM Type SMs Warps/SM Lanes/Warp Max Regs/Lane\n"
-      "*   0        18:00.0 NVIDIA H200      GH100-A       sm_90   132       64         32           256\n";
+      "  Dev PCI Bus/Dev ID                Name Description SM Type SMs Warps/SM Lanes/Warp Max "
+      "Regs/Lane\n"
+      "*   0        18:00.0 NVIDIA H200      GH100-A       sm_90   132       64         32         "
+      "  256\n";
   // Block 0: readable at 0x400 (1024); recv step 24, slot flags up to 27 ->
   // 3 steps received in this kernel. At 0 (the reserved window): zeros.
   const std::string progress =
@@ -157,9 +160,11 @@ TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
             "XPU-NCCL kernel=0 channel=0 send_step=26 send_head=0\n"
             "XPU-NCCL kernel=0 channel=0 ll_flags=25,26,27,20,21,22,23,24\n"
             "XPU-NCCL kernel=0 channel=0 ll128_flags=0,0,0,0,0,0,0,0\n") +
-      Block(0, 0, "XPU-NCCL kernel=0 channel=0 channel_id=0 ring_prev=0 ring_next=0 ring_index=0\n") +
+      Block(0, 0,
+            "XPU-NCCL kernel=0 channel=0 channel_id=0 ring_prev=0 ring_next=0 ring_index=0\n") +
       Block(1, 1024, "Cannot access memory at address 0x7f0000000000\n") +
-      Block(1, 0, "XPU-NCCL kernel=0 channel=1 channel_id=0 ring_prev=0 ring_next=0 ring_index=0\n");
+      Block(1, 0,
+            "XPU-NCCL kernel=0 channel=1 channel_id=0 ring_prev=0 ring_next=0 ring_index=0\n");
   PendingCollective pc;
   pc.comm_rank = 0;
   pc.comm_nranks = 4;
@@ -171,11 +176,13 @@ TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
   EXPECT_EQ(out[0].channel(), "ch0");
   EXPECT_EQ(out[0].step(), 3u);  // LL: highest slot flag - recv step
   EXPECT_EQ(out[0].sent(), 0u);  // head 0 < send step 26: nothing consumed
-  EXPECT_NE(out[0].detail().find("received 3 step(s) in this kernel (LL counters)"), std::string::npos);
+  EXPECT_NE(out[0].detail().find("received 3 step(s) in this kernel (LL counters)"),
+            std::string::npos);
   EXPECT_EQ(out[0].ring_prev(), 3);
   EXPECT_EQ(out[0].ring_next(), 1);
   EXPECT_EQ(out[0].arrived_seq(), 40u);
-  EXPECT_NE(out[0].detail().find("ncclDevKernel_AllReduce_Sum_f32_RING_LL block 0 channel 0 (ncclShmem at 1024)"),
+  EXPECT_NE(out[0].detail().find(
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL block 0 channel 0 (ncclShmem at 1024)"),
             std::string::npos);
   // Block 1: the read at 0x400 failed and the one at 0 is dropped (sm_90).
   EXPECT_EQ(out[1].ring_next(), -1);
@@ -188,16 +195,23 @@ TEST(CudaGdbProbeTest, ChannelsBecomeIntraKernelProgressWithErrorsKept) {
   EXPECT_EQ(out[0].step(), 3u);
   EXPECT_EQ(out[0].ring_next(), 1);
   EXPECT_EQ(out[1].ring_next(), -1);
-  out = ChannelsToProgress(no_devices, Block(1, 0, "XPU-NCCL kernel=0 channel=1 channel_id=0 ring_prev=2 "
-                                                   "ring_next=2 ring_index=0\n"), pc);
+  out = ChannelsToProgress(no_devices,
+                           Block(1, 0,
+                                 "XPU-NCCL kernel=0 channel=1 channel_id=0 ring_prev=2 "
+                                 "ring_next=2 ring_index=0\n"),
+                           pc);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].ring_next(), -1);
-  EXPECT_NE(out[0].detail().find("implausible ring (prev 2, next 2, channel 0 for rank 0 of 4)"), std::string::npos);
+  EXPECT_NE(out[0].detail().find("implausible ring (prev 2, next 2, channel 0 for rank 0 of 4)"),
+            std::string::npos);
   // Blind reads of a kernel id the list does not show as NCCL, or of a block
   // beyond the grid, are dropped.
-  const std::string blind = progress +
-      Block(2, 1024, "XPU-NCCL kernel=0 channel=2 channel_id=2 ring_prev=3 ring_next=1 ring_index=0\n") +
-      "XPU-NCCL-BEGIN kernel=1 channel=0 base=1024\nXPU-NCCL kernel=1 channel=0 ring_prev=3 ring_next=1\n"
+  const std::string blind =
+      progress +
+      Block(2, 1024,
+            "XPU-NCCL kernel=0 channel=2 channel_id=2 ring_prev=3 ring_next=1 ring_index=0\n") +
+      "XPU-NCCL-BEGIN kernel=1 channel=0 base=1024\nXPU-NCCL kernel=1 channel=0 ring_prev=3 "
+      "ring_next=1\n"
       "XPU-NCCL-END kernel=1 channel=0 base=1024\n";
   EXPECT_EQ(ChannelsToProgress(list, blind, pc).size(), 2u);
   // The channel id names the ring channel (NCCL may map blocks to channels
@@ -265,9 +279,10 @@ TEST(EvidenceCollectorTest, PythonStacksThroughTheFaulthandlerFile) {
   pid_t child = fork();
   if (child == 0) {
     setenv("XPU_PYSTACK_DIR", dir.c_str(), 1);
-    const std::string code = std::string("import sys, time; sys.path.insert(0, '") + XPU_PYTHON_SRC +
-                             "'); from xputimer import pystacks; assert pystacks.install()\n"
-                             "def wait_in_checkpoint():\n    time.sleep(60)\nwait_in_checkpoint()\n";
+    const std::string code =
+        std::string("import sys, time; sys.path.insert(0, '") + XPU_PYTHON_SRC +
+        "'); from xputimer import pystacks; assert pystacks.install()\n"
+        "def wait_in_checkpoint():\n    time.sleep(60)\nwait_in_checkpoint()\n";
     execlp("python3", "python3", "-c", code.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }

@@ -21,7 +21,7 @@ bool FakeNcclProbeEnabled();
 // Every communicator segment under `shm_dir` (default /dev/shm) in which
 // `pid` holds a slot.
 std::vector<xpu::v1::IntraKernelProgress> ProbeFakeNccl(int32_t pid,
-                                                         const std::string& shm_dir = "/dev/shm");
+                                                        const std::string& shm_dir = "/dev/shm");
 
 }  // namespace xpu::daemon
 

@@ -44,7 +44,8 @@ std::string GpuHealthSummary() {
     return "unavailable: libnvidia-ml.so.1 lacks nvmlInit_v2/nvmlDeviceGetCount_v2";
   }
   static int init_rc = init();
-  if (init_rc != kNvmlSuccess) return "unavailable: nvmlInit_v2 returned " + std::to_string(init_rc);
+  if (init_rc != kNvmlSuccess)
+    return "unavailable: nvmlInit_v2 returned " + std::to_string(init_rc);
   unsigned n = 0;
   if (count(&n) != kNvmlSuccess) return "unavailable: nvmlDeviceGetCount_v2 failed";
   std::string out;
@@ -58,12 +59,15 @@ std::string GpuHealthSummary() {
     }
     unsigned long long ecc_unc = 0, why = 0;
     unsigned t = 0;
-    bool has_ecc = ecc != nullptr && ecc(dev, kEccUncorrected, kVolatileEcc, &ecc_unc) == kNvmlSuccess;
+    bool has_ecc =
+        ecc != nullptr && ecc(dev, kEccUncorrected, kVolatileEcc, &ecc_unc) == kNvmlSuccess;
     bool has_why = reasons != nullptr && reasons(dev, &why) == kNvmlSuccess;
     bool has_t = temp != nullptr && temp(dev, kTempGpu, &t) == kNvmlSuccess;
-    snprintf(line, sizeof(line), "gpu %u: ecc_uncorrected_volatile %s clock_event_reasons %s temp_c %s\n",
-             i, has_ecc ? std::to_string(ecc_unc).c_str() : "n/a",
-             has_why ? std::to_string(why).c_str() : "n/a", has_t ? std::to_string(t).c_str() : "n/a");
+    snprintf(line, sizeof(line),
+             "gpu %u: ecc_uncorrected_volatile %s clock_event_reasons %s temp_c %s\n", i,
+             has_ecc ? std::to_string(ecc_unc).c_str() : "n/a",
+             has_why ? std::to_string(why).c_str() : "n/a",
+             has_t ? std::to_string(t).c_str() : "n/a");
     out += line;
   }
   out += "xid: not observable by a one-shot probe (see the kernel log / DCGM)\n";

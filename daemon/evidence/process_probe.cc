@@ -61,15 +61,25 @@ bool ParseProcStat(const std::string& stat, char* state, uint64_t* start_ticks) 
 
 std::string ProcStateName(char state) {
   switch (state) {
-    case 'R': return "running";
-    case 'S': return "sleeping";
-    case 'D': return "disk-sleep";
-    case 'T': return "stopped";
-    case 't': return "tracing-stop";
-    case 'Z': return "zombie";
-    case 'X': case 'x': return "dead";
-    case 'I': return "idle";
-    default: return std::string("unknown(") + state + ")";
+    case 'R':
+      return "running";
+    case 'S':
+      return "sleeping";
+    case 'D':
+      return "disk-sleep";
+    case 'T':
+      return "stopped";
+    case 't':
+      return "tracing-stop";
+    case 'Z':
+      return "zombie";
+    case 'X':
+    case 'x':
+      return "dead";
+    case 'I':
+      return "idle";
+    default:
+      return std::string("unknown(") + state + ")";
   }
 }
 

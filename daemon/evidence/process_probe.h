@@ -29,9 +29,9 @@ uint64_t ProcStartTicks(int32_t pid);
 struct RunResult {
   bool started = false;
   bool timed_out = false;
-  int exit_code = -1;       // -1 when killed by a signal or not started
-  std::string output;       // stdout and stderr, truncated to max_bytes
-  std::string error;        // why it did not start
+  int exit_code = -1;  // -1 when killed by a signal or not started
+  std::string output;  // stdout and stderr, truncated to max_bytes
+  std::string error;   // why it did not start
 };
 
 // Runs argv[0] (searched in PATH) with stdin from /dev/null, in its own

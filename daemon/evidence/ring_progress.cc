@@ -41,7 +41,7 @@ bool ParseProgress(const uint8_t* copy1, const uint8_t* copy2, size_t n,
     const xpu_comm_progress_v1& c = a.comms[i];
     if (!Stable(&c, &b.comms[i], sizeof(c), c.gen)) continue;  // torn: skip this round
     if (c.comm_id == 0) continue;
-    if (c.last_completed_seq > c.last_issued_seq) continue;    // inconsistent: ignore
+    if (c.last_completed_seq > c.last_issued_seq) continue;  // inconsistent: ignore
     if (c.pending_kind != 0 && !xpu_op_is_collective(c.pending_kind)) continue;
     xpu::v1::CommProgress* p = out->add_comms();
     p->set_comm_id(c.comm_id);
@@ -71,7 +71,8 @@ bool ReadProgress(const RingReader& reader, xpu::v1::HangProgress* out) {
   for (int round = 0; round < 3; ++round) {
     if (!reader.CopyHeaderPage(a, kN) || !reader.CopyHeaderPage(b, kN)) return false;
     if (!ParseProgress(a, b, kN, name_of, out)) return false;
-    const xpu_ring_progress_v1* t = reinterpret_cast<const xpu_ring_progress_v1*>(a + XPU_RING_PROGRESS_OFFSET);
+    const xpu_ring_progress_v1* t =
+        reinterpret_cast<const xpu_ring_progress_v1*>(a + XPU_RING_PROGRESS_OFFSET);
     int used = 0;
     for (uint32_t i = 0; i < XPU_RING_PROGRESS_COMMS; ++i) used += t->comms[i].comm_id != 0;
     if (out->comms_size() >= used) return true;

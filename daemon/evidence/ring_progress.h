@@ -24,8 +24,7 @@ class RingReader;
 // progress table) into `out`. `name_of` resolves a sig_id to its name (may be
 // empty). Returns false when there is no valid table.
 bool ParseProgress(const uint8_t* copy1, const uint8_t* copy2, size_t n,
-                   const std::function<std::string(uint32_t)>& name_of,
-                   xpu::v1::HangProgress* out);
+                   const std::function<std::string(uint32_t)>& name_of, xpu::v1::HangProgress* out);
 
 // Reads the table of a live ring (two guarded copies) into `out`.
 bool ReadProgress(const RingReader& reader, xpu::v1::HangProgress* out);

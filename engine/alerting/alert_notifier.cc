@@ -25,26 +25,29 @@ std::string Summary(const Diagnosis& d) {
 }
 
 std::string Alert(const Diagnosis& d, uint64_t starts_ns, uint64_t ends_ns) {
-  return absl::StrCat(
-      "{\"labels\":{\"alertname\":", JsonQuote(absl::StrCat("xpu_", d.kind)),
-      ",\"team\":", JsonQuote(TeamName(d.team)), ",\"job\":", JsonQuote(d.job),
-      ",\"severity\":", JsonQuote(SeverityName(d.severity)), ",\"kind\":", JsonQuote(d.kind),
-      ",\"subject\":", JsonQuote(d.subject), "},\"annotations\":{\"summary\":", JsonQuote(Summary(d)),
-      ",\"evidence\":", JsonQuote(d.evidence), ",\"ranks\":", JsonQuote(absl::StrJoin(d.ranks, ",")),
-      ",\"hosts\":", JsonQuote(absl::StrJoin(d.hosts, ",")), "},\"startsAt\":", JsonQuote(Rfc3339(starts_ns)),
-      ",\"endsAt\":", JsonQuote(Rfc3339(ends_ns)), "}");
+  return absl::StrCat("{\"labels\":{\"alertname\":", JsonQuote(absl::StrCat("xpu_", d.kind)),
+                      ",\"team\":", JsonQuote(TeamName(d.team)), ",\"job\":", JsonQuote(d.job),
+                      ",\"severity\":", JsonQuote(SeverityName(d.severity)),
+                      ",\"kind\":", JsonQuote(d.kind), ",\"subject\":", JsonQuote(d.subject),
+                      "},\"annotations\":{\"summary\":", JsonQuote(Summary(d)),
+                      ",\"evidence\":", JsonQuote(d.evidence),
+                      ",\"ranks\":", JsonQuote(absl::StrJoin(d.ranks, ",")),
+                      ",\"hosts\":", JsonQuote(absl::StrJoin(d.hosts, ",")),
+                      "},\"startsAt\":", JsonQuote(Rfc3339(starts_ns)),
+                      ",\"endsAt\":", JsonQuote(Rfc3339(ends_ns)), "}");
 }
 
 std::string Event(const char* status, const Diagnosis& d, uint64_t resolved_ns) {
-  return absl::StrCat("{\"status\":", JsonQuote(status), ",\"job\":", JsonQuote(d.job),
-                      ",\"kind\":", JsonQuote(d.kind), ",\"subject\":", JsonQuote(d.subject),
-                      ",\"team\":", JsonQuote(TeamName(d.team)), ",\"severity\":", JsonQuote(SeverityName(d.severity)),
-                      ",\"ranks\":[", absl::StrJoin(d.ranks, ","), "],\"hosts\":[",
-                      absl::StrJoin(d.hosts, ",", [](std::string* out, const std::string& h) {
-                        out->append(JsonQuote(h));
-                      }),
-                      "],\"evidence\":", JsonQuote(d.evidence), ",\"first_seen_ns\":", d.first_seen_ns,
-                      ",\"last_seen_ns\":", d.last_seen_ns, ",\"resolved_ns\":", resolved_ns, "}");
+  return absl::StrCat(
+      "{\"status\":", JsonQuote(status), ",\"job\":", JsonQuote(d.job),
+      ",\"kind\":", JsonQuote(d.kind), ",\"subject\":", JsonQuote(d.subject),
+      ",\"team\":", JsonQuote(TeamName(d.team)),
+      ",\"severity\":", JsonQuote(SeverityName(d.severity)), ",\"ranks\":[",
+      absl::StrJoin(d.ranks, ","), "],\"hosts\":[",
+      absl::StrJoin(d.hosts, ",",
+                    [](std::string* out, const std::string& h) { out->append(JsonQuote(h)); }),
+      "],\"evidence\":", JsonQuote(d.evidence), ",\"first_seen_ns\":", d.first_seen_ns,
+      ",\"last_seen_ns\":", d.last_seen_ns, ",\"resolved_ns\":", resolved_ns, "}");
 }
 
 }  // namespace
@@ -62,16 +65,18 @@ std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double 
 std::string WebhookPayload(const TrackerUpdate& u) {
   std::vector<std::string> events;
   for (const Diagnosis& d : u.opened) events.push_back(Event("firing", d, 0));
-  for (const ResolvedDiagnosis& r : u.resolved) events.push_back(Event("resolved", r.diagnosis, r.resolved_ns));
+  for (const ResolvedDiagnosis& r : u.resolved)
+    events.push_back(Event("resolved", r.diagnosis, r.resolved_ns));
   return absl::StrCat("{\"source\":\"xpu-engine\",\"events\":[", absl::StrJoin(events, ","), "]}");
 }
 
 AlertNotifier::AlertNotifier(AlertNotifierOptions o, prometheus::Registry& registry)
     : o_(std::move(o)),
-      posts_(prometheus::BuildCounter()
-                 .Name("xpu_alert_posts_total")
-                 .Help("Diagnosis notifications posted, by target (alertmanager, webhook) and result")
-                 .Register(registry)),
+      posts_(
+          prometheus::BuildCounter()
+              .Name("xpu_alert_posts_total")
+              .Help("Diagnosis notifications posted, by target (alertmanager, webhook) and result")
+              .Register(registry)),
       worker_([this] { Loop(); }) {}
 
 AlertNotifier::~AlertNotifier() {
@@ -88,7 +93,8 @@ void AlertNotifier::Publish(const TrackerUpdate& u, uint64_t now_ns) {
   if (!o_.alertmanager_url.empty() && (!u.active.empty() || !u.resolved.empty())) {
     std::string base = o_.alertmanager_url;
     while (!base.empty() && base.back() == '/') base.pop_back();
-    posts.push_back(Post{"alertmanager", base + "/api/v2/alerts", AlertmanagerPayload(u, now_ns, o_.alert_ttl_s)});
+    posts.push_back(Post{"alertmanager", base + "/api/v2/alerts",
+                         AlertmanagerPayload(u, now_ns, o_.alert_ttl_s)});
   }
   if (!o_.webhook_url.empty() && (!u.opened.empty() || !u.resolved.empty())) {
     posts.push_back(Post{"webhook", o_.webhook_url, WebhookPayload(u)});
@@ -122,7 +128,8 @@ void AlertNotifier::Loop() {
     queue_.pop_front();
     busy_ = true;
     l.unlock();
-    absl::StatusOr<HttpResponse> r = HttpRequest("POST", p.url, p.body, "application/json", o_.timeout_ms);
+    absl::StatusOr<HttpResponse> r =
+        HttpRequest("POST", p.url, p.body, "application/json", o_.timeout_ms);
     const bool ok = r.ok() && r->status >= 200 && r->status < 300;
     posts_.Add({{"target", p.target}, {"result", ok ? "ok" : "error"}}).Increment();
     (ok ? ok_ : failed_)++;

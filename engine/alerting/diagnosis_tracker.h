@@ -19,13 +19,13 @@
 namespace xpu::engine {
 
 struct ResolvedDiagnosis {
-  Diagnosis diagnosis;      // as last reported
+  Diagnosis diagnosis;  // as last reported
   uint64_t resolved_ns = 0;
 };
 
 struct TrackerUpdate {
-  std::vector<Diagnosis> opened;    // first report
-  std::vector<Diagnosis> active;    // every active diagnosis after this window (opened included)
+  std::vector<Diagnosis> opened;  // first report
+  std::vector<Diagnosis> active;  // every active diagnosis after this window (opened included)
   std::vector<ResolvedDiagnosis> resolved;
 };
 

@@ -10,7 +10,8 @@
 namespace xpu::engine {
 namespace {
 
-Diagnosis D(const std::string& job, const std::string& kind, const std::string& subject, uint64_t t) {
+Diagnosis D(const std::string& job, const std::string& kind, const std::string& subject,
+            uint64_t t) {
   Diagnosis d;
   d.job = job;
   d.kind = kind;
@@ -65,11 +66,16 @@ TEST(AlertPayloadTest, AlertmanagerAndWebhookBodies) {
   TrackerUpdate u;
   u.active.push_back(D("j", "slow_gpu", "rank:3", 1700000000000000000ull));
   u.opened = u.active;
-  ResolvedDiagnosis r{D("j", "slow_link", "rank:5", 1700000000000000000ull), 1700000060000000000ull};
+  ResolvedDiagnosis r{D("j", "slow_link", "rank:5", 1700000000000000000ull),
+                      1700000060000000000ull};
   u.resolved.push_back(r);
   std::string am = AlertmanagerPayload(u, 1700000100000000000ull, 300);
-  EXPECT_TRUE(absl::StrContains(am, R"("alertname":"xpu_slow_gpu","team":"operations","job":"j","severity":"critical")")) << am;
-  EXPECT_TRUE(absl::StrContains(am, R"("startsAt":"2023-11-14T22:13:20.000Z","endsAt":"2023-11-14T22:20:00.000Z")")) << am;
+  EXPECT_TRUE(absl::StrContains(
+      am, R"("alertname":"xpu_slow_gpu","team":"operations","job":"j","severity":"critical")"))
+      << am;
+  EXPECT_TRUE(absl::StrContains(
+      am, R"("startsAt":"2023-11-14T22:13:20.000Z","endsAt":"2023-11-14T22:20:00.000Z")"))
+      << am;
   // Resolved: endsAt = resolution time.
   EXPECT_TRUE(absl::StrContains(am, R"("alertname":"xpu_slow_link")"));
   EXPECT_TRUE(absl::StrContains(am, R"("endsAt":"2023-11-14T22:14:20.000Z")")) << am;

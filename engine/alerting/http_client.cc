@@ -88,7 +88,8 @@ absl::StatusOr<HttpResponse> HttpRequest(const std::string& method, const std::s
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(u->host.c_str(), std::to_string(u->port).c_str(), &hints, &res); rc != 0) {
+  if (int rc = getaddrinfo(u->host.c_str(), std::to_string(u->port).c_str(), &hints, &res);
+      rc != 0) {
     return absl::UnavailableError(absl::StrCat("resolve ", u->host, ": ", gai_strerror(rc)));
   }
   int fd = -1;
@@ -110,12 +111,15 @@ absl::StatusOr<HttpResponse> HttpRequest(const std::string& method, const std::s
     fd = -1;
   }
   freeaddrinfo(res);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat("connect ", u->host, ":", u->port, ": ", last_error));
+  if (fd < 0)
+    return absl::UnavailableError(
+        absl::StrCat("connect ", u->host, ":", u->port, ": ", last_error));
 
   std::string req = absl::StrCat(method, " ", u->path, " HTTP/1.1\r\nHost: ", u->host, ":", u->port,
                                  "\r\nConnection: close\r\nAccept: application/json\r\n");
   if (!body.empty() || method == "POST") {
-    absl::StrAppend(&req, "Content-Type: ", content_type, "\r\nContent-Length: ", body.size(), "\r\n");
+    absl::StrAppend(&req, "Content-Type: ", content_type, "\r\nContent-Length: ", body.size(),
+                    "\r\n");
   }
   absl::StrAppend(&req, "\r\n", body);
   size_t sent = 0;
@@ -163,7 +167,8 @@ absl::StatusOr<HttpResponse> HttpRequest(const std::string& method, const std::s
   r.body = resp.substr(hdr_end + 4);
   if (absl::StrContains(headers, "transfer-encoding: chunked")) {
     std::string plain;
-    if (!Dechunk(r.body, &plain)) return absl::DataLossError(absl::StrCat("malformed chunked body from ", url));
+    if (!Dechunk(r.body, &plain))
+      return absl::DataLossError(absl::StrCat("malformed chunked body from ", url));
     r.body = std::move(plain);
   }
   return r;

@@ -101,7 +101,8 @@ Localization Localize(const std::vector<WorkerPatterns>& workers, const Localiza
     fa.name = key.second;
     for (const FunctionSummary* s : row) {
       if (s != nullptr && s->executions > 0 && s->min_exec_ns > 0) {
-        fa.reference_ns = fa.reference_ns == 0 ? s->min_exec_ns : std::min(fa.reference_ns, s->min_exec_ns);
+        fa.reference_ns =
+            fa.reference_ns == 0 ? s->min_exec_ns : std::min(fa.reference_ns, s->min_exec_ns);
       }
     }
     const ExpectedRange range = ExpectationFor(fa.cls, o);

@@ -53,12 +53,12 @@ struct ExpectedRange {
 };
 
 struct LocalizationOptions {
-  double min_beta = 0.01;             // eq. 11
-  double k = 5;                       // eq. 11
-  double delta = 0.4;                 // eq. 10
-  size_t sample = 100;                // N = min(sample, |W|), eq. 9
-  double python_beta_hi = 0.01;       // R_f for Python functions
-  double collective_beta_hi = 0.3;    // R_f for collective kernels
+  double min_beta = 0.01;           // eq. 11
+  double k = 5;                     // eq. 11
+  double delta = 0.4;               // eq. 10
+  size_t sample = 100;              // N = min(sample, |W|), eq. 9
+  double python_beta_hi = 0.01;     // R_f for Python functions
+  double collective_beta_hi = 0.3;  // R_f for collective kernels
   // Direction of a finding (AbnormalExecution::more_time / slower) counts
   // only beyond this relative change against the median (as slow_gpu's
   // min_drop): timing jitter makes every worker a little different, and a
@@ -100,8 +100,8 @@ struct FunctionAnalysis {
 };
 
 struct AbnormalExecution {
-  size_t function = 0;  // index into Localization::functions
-  size_t worker = 0;    // index into the input
+  size_t function = 0;          // index into Localization::functions
+  size_t worker = 0;            // index into the input
   bool by_expectation = false;  // D > 0
   bool by_difference = false;   // Delta > M + k MAD
   // Direction against the other workers: more critical-path time than the
@@ -116,7 +116,8 @@ struct Localization {
   std::vector<AbnormalExecution> abnormal;  // eq. 11, by function then worker
 };
 
-Localization Localize(const std::vector<WorkerPatterns>& workers, const LocalizationOptions& o = {});
+Localization Localize(const std::vector<WorkerPatterns>& workers,
+                      const LocalizationOptions& o = {});
 
 }  // namespace xpu::engine::analysis
 

@@ -7,7 +7,8 @@ namespace xpu::engine::analysis {
 namespace {
 
 // n executions of d ns each, beta given.
-FunctionSummary Uniform(const std::string& name, FunctionClass cls, double beta, uint64_t n, uint64_t d) {
+FunctionSummary Uniform(const std::string& name, FunctionClass cls, double beta, uint64_t n,
+                        uint64_t d) {
   FunctionSummary s;
   s.name = name;
   s.cls = cls;
@@ -22,12 +23,15 @@ FunctionSummary Uniform(const std::string& name, FunctionClass cls, double beta,
 TEST(BehaviorDistanceTest, DistanceFromExpectation) {
   LocalizationOptions o;
   // Python: beta 0.05 against [0, 0.01] -> 0.04; mu and sigma inside [0,1].
-  EXPECT_NEAR(DistanceFromExpectation({0.05, 0.5, 0.1}, ExpectationFor(FunctionClass::kPython, o)), 0.04,
-              1e-12);
-  EXPECT_NEAR(DistanceFromExpectation({0.5, 0.5, 0.1}, ExpectationFor(FunctionClass::kCollective, o)), 0.2,
-              1e-12);
-  EXPECT_EQ(DistanceFromExpectation({0.9, 1.0, 0.5}, ExpectationFor(FunctionClass::kGpuCompute, o)), 0);
-  EXPECT_EQ(DistanceFromExpectation({0.25, 0.5, 0.1}, ExpectationFor(FunctionClass::kCollective, o)), 0);
+  EXPECT_NEAR(DistanceFromExpectation({0.05, 0.5, 0.1}, ExpectationFor(FunctionClass::kPython, o)),
+              0.04, 1e-12);
+  EXPECT_NEAR(
+      DistanceFromExpectation({0.5, 0.5, 0.1}, ExpectationFor(FunctionClass::kCollective, o)), 0.2,
+      1e-12);
+  EXPECT_EQ(DistanceFromExpectation({0.9, 1.0, 0.5}, ExpectationFor(FunctionClass::kGpuCompute, o)),
+            0);
+  EXPECT_EQ(
+      DistanceFromExpectation({0.25, 0.5, 0.1}, ExpectationFor(FunctionClass::kCollective, o)), 0);
   // Every dimension outside: the gaps add up (Manhattan to the box).
   ExpectedRange r{0, 0.1, 0.5, 0.6, 0, 0.2};
   EXPECT_NEAR(DistanceFromExpectation({0.3, 0.2, 0.5}, r), 0.2 + 0.3 + 0.3, 1e-12);
@@ -70,8 +74,10 @@ TEST(BehaviorDistanceTest, LocalizeOneSlowWorker) {
     w[i].rank = i;
     w[i].host = "h";
     const bool slow = i == 0;
-    w[i].functions.push_back(Uniform("gemm", FunctionClass::kGpuCompute, slow ? 0.4 : 0.2, 2, slow ? 200 : 100));
-    w[i].functions.push_back(Uniform("ncclDevKernel_AllReduce", FunctionClass::kCollective, slow ? 0.05 : 0.35, 1, 100));
+    w[i].functions.push_back(
+        Uniform("gemm", FunctionClass::kGpuCompute, slow ? 0.4 : 0.2, 2, slow ? 200 : 100));
+    w[i].functions.push_back(
+        Uniform("ncclDevKernel_AllReduce", FunctionClass::kCollective, slow ? 0.05 : 0.35, 1, 100));
     w[i].functions.push_back(Uniform("dataloader", FunctionClass::kPython, 0.005, 1, 100));
   }
   Localization l = Localize(w);
@@ -159,7 +165,8 @@ TEST(BehaviorDistanceTest, IdenticalWorkersAreNeverAbnormal) {
   for (int i = 0; i < 8; ++i) {
     w[i].rank = i;
     w[i].functions.push_back(Uniform("gemm", FunctionClass::kGpuCompute, 0.5, 10, 1000));
-    w[i].functions.push_back(Uniform("ncclDevKernel_AllReduce", FunctionClass::kCollective, 0.2, 4, 500));
+    w[i].functions.push_back(
+        Uniform("ncclDevKernel_AllReduce", FunctionClass::kCollective, 0.2, 4, 500));
   }
   Localization l = Localize(w);
   EXPECT_TRUE(l.abnormal.empty());
@@ -173,7 +180,8 @@ TEST(BehaviorDistanceTest, MissingFunctionIsZero) {
   std::vector<WorkerPatterns> w(3);
   for (int i = 0; i < 3; ++i) {
     w[i].rank = i;
-    if (i != 2) w[i].functions.push_back(Uniform("only_some", FunctionClass::kGpuCompute, 0.3, 1, 100));
+    if (i != 2)
+      w[i].functions.push_back(Uniform("only_some", FunctionClass::kGpuCompute, 0.3, 1, 100));
   }
   Localization l = Localize(w);
   ASSERT_EQ(l.functions.size(), 1u);
@@ -190,7 +198,8 @@ TEST(BehaviorDistanceTest, SampledPeersForLargeJobs) {
   std::vector<WorkerPatterns> w(150);
   for (int i = 0; i < 150; ++i) {
     w[i].rank = i;
-    w[i].functions.push_back(Uniform("gemm", FunctionClass::kGpuCompute, i == 77 ? 0.8 : 0.4, 2, i == 77 ? 200 : 100));
+    w[i].functions.push_back(
+        Uniform("gemm", FunctionClass::kGpuCompute, i == 77 ? 0.8 : 0.4, 2, i == 77 ? 200 : 100));
   }
   Localization a = Localize(w);
   Localization b = Localize(w);

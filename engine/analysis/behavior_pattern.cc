@@ -33,10 +33,14 @@ std::vector<Interval> Clip(const std::vector<Interval>& v, uint64_t t0, uint64_t
 
 const char* FunctionClassName(FunctionClass c) {
   switch (c) {
-    case FunctionClass::kGpuCompute: return "gpu_compute";
-    case FunctionClass::kMemory: return "memory";
-    case FunctionClass::kCollective: return "collective";
-    case FunctionClass::kPython: return "python";
+    case FunctionClass::kGpuCompute:
+      return "gpu_compute";
+    case FunctionClass::kMemory:
+      return "memory";
+    case FunctionClass::kCollective:
+      return "collective";
+    case FunctionClass::kPython:
+      return "python";
   }
   return "unknown";
 }
@@ -132,7 +136,8 @@ BehaviorSummary SummarizeBehavior(const RankTrace& trace, uint64_t window_start_
   // is still open and lasts until the window's end.
   std::set<std::tuple<uint32_t, uint16_t, uint64_t>> ended;  // (sig, thread, start)
   for (const Op& op : trace.ops) {
-    if ((op.flags & XPU_REC_HOST) && (op.flags & XPU_REC_END)) ended.insert({op.sig_id, op.stream, op.start_ns});
+    if ((op.flags & XPU_REC_HOST) && (op.flags & XPU_REC_END))
+      ended.insert({op.sig_id, op.stream, op.start_ns});
   }
   std::map<std::pair<FunctionClass, std::string>, size_t> index;
   std::vector<FunctionSummary> fns;
@@ -146,7 +151,8 @@ BehaviorSummary SummarizeBehavior(const RankTrace& trace, uint64_t window_start_
       if (ended.count({op.sig_id, op.stream, op.start_ns})) continue;
       e.end = std::max(window_end_ns, op.start_ns);
     }
-    if ((op.flags & XPU_REC_PROFILE_WINDOW) && op.start_ns < t1 && op.end_ns() > t0) ++out.window_kernels;
+    if ((op.flags & XPU_REC_PROFILE_WINDOW) && op.start_ns < t1 && op.end_ns() > t0)
+      ++out.window_kernels;
     auto key = std::make_pair(cls, sig->name);
     auto it = index.find(key);
     if (it == index.end()) {
@@ -196,10 +202,12 @@ BehaviorSummary SummarizeBehavior(const RankTrace& trace, uint64_t window_start_
     for (size_t q = p + 1; q < python.size(); ++q) {
       const Exec& c = execs[python[q]];
       if (c.thread != parent.thread || c.start >= parent.end) break;
-      const bool strictly_inside = c.end <= parent.end && (c.start > parent.start || c.end < parent.end);
+      const bool strictly_inside =
+          c.end <= parent.end && (c.start > parent.start || c.end < parent.end);
       if (strictly_inside) children.emplace_back(c.start, c.end);
     }
-    std::vector<Interval> self = Subtract({{parent.start, parent.end}}, UnionOf(std::move(children)));
+    std::vector<Interval> self =
+        Subtract({{parent.start, parent.end}}, UnionOf(std::move(children)));
     segments[parent.fn].insert(segments[parent.fn].end(), self.begin(), self.end());
   }
 
@@ -222,9 +230,10 @@ BehaviorSummary SummarizeBehavior(const RankTrace& trace, uint64_t window_start_
   for (FunctionSummary& f : fns) {
     if (f.executions > 0 || f.critical_ns > 0) out.functions.push_back(std::move(f));
   }
-  std::sort(out.functions.begin(), out.functions.end(), [](const FunctionSummary& a, const FunctionSummary& b) {
-    return std::tie(b.beta, b.exec_ns, a.name) < std::tie(a.beta, a.exec_ns, b.name);
-  });
+  std::sort(out.functions.begin(), out.functions.end(),
+            [](const FunctionSummary& a, const FunctionSummary& b) {
+              return std::tie(b.beta, b.exec_ns, a.name) < std::tie(a.beta, a.exec_ns, b.name);
+            });
   if (out.functions.size() > options.max_functions) {
     out.functions_omitted = out.functions.size() - options.max_functions;
     out.functions.resize(options.max_functions);

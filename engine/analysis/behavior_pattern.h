@@ -95,8 +95,8 @@ struct FunctionSummary {
 };
 
 struct BehaviorOptions {
-  bool use_iterations = true;   // narrow T to complete iterations when known
-  size_t max_functions = 256;   // shipped per worker, highest beta first
+  bool use_iterations = true;  // narrow T to complete iterations when known
+  size_t max_functions = 256;  // shipped per worker, highest beta first
 };
 
 struct BehaviorSummary {

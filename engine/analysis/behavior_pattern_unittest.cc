@@ -133,9 +133,9 @@ TEST(BehaviorPatternTest, WindowNarrowedToCompleteIterations) {
   RankTrace t;
   t.sigs[1] = Named(XPU_OP_KERNEL, "gemm");
   t.sigs[2] = Named(XPU_OP_STEP, "step");
-  t.ops = {MakeOp(1, XPU_OP_KERNEL, 100, 200, 0, kWindow), MakeOp(1, XPU_OP_KERNEL, 500, 100, 0, kWindow),
-           MakeOp(2, XPU_OP_STEP, 200, 0, 1, kHost), MakeOp(2, XPU_OP_STEP, 500, 0, 2, kHost),
-           MakeOp(2, XPU_OP_STEP, 800, 0, 3, kHost)};
+  t.ops = {MakeOp(1, XPU_OP_KERNEL, 100, 200, 0, kWindow),
+           MakeOp(1, XPU_OP_KERNEL, 500, 100, 0, kWindow), MakeOp(2, XPU_OP_STEP, 200, 0, 1, kHost),
+           MakeOp(2, XPU_OP_STEP, 500, 0, 2, kHost), MakeOp(2, XPU_OP_STEP, 800, 0, 3, kHost)};
   t.Sort();
   BehaviorSummary b = SummarizeBehavior(t, 0, 1000);
   EXPECT_EQ(b.t0_ns, 200u);

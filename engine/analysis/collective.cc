@@ -12,7 +12,8 @@ std::vector<CollInstance> GroupCollectives(const std::vector<RankTrace>& ranks, 
   std::map<std::pair<uint64_t, uint32_t>, CollInstance> by_key;
   for (const RankTrace& t : ranks) {
     for (const Op& op : t.ops) {
-      if (!xpu_op_is_collective(op.kind) || op.kind == XPU_OP_SEND || op.kind == XPU_OP_RECV) continue;
+      if (!xpu_op_is_collective(op.kind) || op.kind == XPU_OP_SEND || op.kind == XPU_OP_RECV)
+        continue;
       const OpSig* s = t.Sig(op.sig_id);
       if (s == nullptr || s->comm_id == 0) continue;
       CollInstance& c = by_key[{s->comm_id, op.seq}];
@@ -104,7 +105,8 @@ std::vector<LinkBandwidth> P2pLinks(const std::vector<RankTrace>& ranks, uint64_
   for (const RankTrace& t : ranks) {
     host_of[t.rank] = t.host;
     for (const auto& [id, s] : t.sigs) {
-      if (s.collective() && s.comm_id != 0 && s.comm_rank >= 0) global[{s.comm_id, s.comm_rank}] = t.rank;
+      if (s.collective() && s.comm_id != 0 && s.comm_rank >= 0)
+        global[{s.comm_id, s.comm_rank}] = t.rank;
     }
   }
   // (src, dst) -> sender's sends and receiver's recvs, in start order.

@@ -42,13 +42,13 @@ struct CollInstance {
 };
 
 struct LastArrival {
-  bool valid = false;        // every member present and GPU-timed, time > 0
-  int32_t last_rank = -1;    // the member that started last
+  bool valid = false;      // every member present and GPU-timed, time > 0
+  int32_t last_rank = -1;  // the member that started last
   uint64_t last_start_ns = 0;
   uint64_t end_ns = 0;
   double seconds = 0;
-  double algbw = 0;          // bytes / s
-  double busbw = 0;          // bytes × factor / s
+  double algbw = 0;  // bytes / s
+  double busbw = 0;  // bytes × factor / s
 };
 
 // Collectives (not send/recv) of all ranks grouped by (comm_id, seq),
@@ -62,8 +62,8 @@ struct CommBandwidth {
   uint64_t comm_id = 0;
   uint16_t kind = 0;
   int32_t nranks = 0;
-  uint64_t bytes = 0;              // bytes of one instance (the most frequent size)
-  std::set<int32_t> ranks;         // global ranks of the members
+  uint64_t bytes = 0;       // bytes of one instance (the most frequent size)
+  std::set<int32_t> ranks;  // global ranks of the members
   std::set<std::string> hosts;
   uint64_t count = 0;
   double bus_bytes = 0;
@@ -73,8 +73,7 @@ struct CommBandwidth {
   std::string ClassKey() const;
 };
 std::vector<CommBandwidth> CommunicatorBandwidth(const std::vector<RankTrace>& ranks,
-                                                 uint64_t from_ns = 0,
-                                                 uint64_t to_ns = UINT64_MAX);
+                                                 uint64_t from_ns = 0, uint64_t to_ns = UINT64_MAX);
 
 // One directed point-to-point link src -> dst (global ranks), measured from
 // the sender's Send and the receiver's matching Recv (k-th with k-th) with

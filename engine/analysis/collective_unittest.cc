@@ -97,8 +97,8 @@ TEST(CollectiveTest, PluginTimingRecordJoinsTheOccurrence) {
     ranks[r].rank = r;
     ranks[r].sigs[5] = Coll(XPU_OP_ALLREDUCE, 1000000, 42, r, 2);
     ranks[r].ops.push_back(MakeOp(5, XPU_OP_ALLREDUCE, 1000, 900000, 1, XPU_REC_NOT_TIMED));
-    ranks[r].ops.push_back(MakeOp(5, XPU_OP_ALLREDUCE, 2000 + 1000 * r, 100000, 1,
-                                  XPU_REC_PLUGIN | XPU_REC_TIMED));
+    ranks[r].ops.push_back(
+        MakeOp(5, XPU_OP_ALLREDUCE, 2000 + 1000 * r, 100000, 1, XPU_REC_PLUGIN | XPU_REC_TIMED));
   }
   auto inst = GroupCollectives(ranks);
   ASSERT_EQ(inst.size(), 1u);

@@ -10,14 +10,22 @@ namespace {
 
 const char* DtypeName(uint8_t dt) {
   switch (dt) {
-    case XPU_DT_F32: return "fp32";
-    case XPU_DT_F16: return "fp16";
-    case XPU_DT_BF16: return "bf16";
-    case XPU_DT_F64: return "fp64";
-    case XPU_DT_F8_E4M3: return "fp8e4m3";
-    case XPU_DT_F8_E5M2: return "fp8e5m2";
-    case XPU_DT_I8: return "int8";
-    default: return "dtype";
+    case XPU_DT_F32:
+      return "fp32";
+    case XPU_DT_F16:
+      return "fp16";
+    case XPU_DT_BF16:
+      return "bf16";
+    case XPU_DT_F64:
+      return "fp64";
+    case XPU_DT_F8_E4M3:
+      return "fp8e4m3";
+    case XPU_DT_F8_E5M2:
+      return "fp8e5m2";
+    case XPU_DT_I8:
+      return "int8";
+    default:
+      return "dtype";
   }
 }
 
@@ -55,10 +63,9 @@ std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns,
   }
   auto overlaps = [&](uint64_t s, uint64_t e) {
     // First merged interval ending after s; it overlaps iff it starts before e.
-    auto it = std::lower_bound(merged.begin(), merged.end(), s,
-                               [](const std::pair<uint64_t, uint64_t>& iv, uint64_t v) {
-                                 return iv.second <= v;
-                               });
+    auto it = std::lower_bound(
+        merged.begin(), merged.end(), s,
+        [](const std::pair<uint64_t, uint64_t>& iv, uint64_t v) { return iv.second <= v; });
     return it != merged.end() && it->first < e;
   };
 

@@ -24,7 +24,7 @@ std::string GemmKey(const OpSig& s);
 struct GemmStat {
   std::string key;
   OpSig sig;
-  uint64_t count = 0;             // timed, non-overlapping occurrences used
+  uint64_t count = 0;  // timed, non-overlapping occurrences used
   uint64_t total_ns = 0;
   double flops = 0;
   uint64_t excluded_overlap = 0;  // timed but overlapping a collective

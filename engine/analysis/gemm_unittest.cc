@@ -47,7 +47,8 @@ TEST(GemmTest, UntimedCollectiveCountsOnlyWithoutATimedRecord) {
   t.sigs[1] = Gemm(1024, 1024, 1024);
   t.sigs[2] = Coll(XPU_OP_ALLREDUCE, 1 << 20, 7, 0, 8);
   t.ops.push_back(MakeOp(2, XPU_OP_ALLREDUCE, 1000000, 5000000, 1, XPU_REC_NOT_TIMED, 2));
-  t.ops.push_back(MakeOp(2, XPU_OP_ALLREDUCE, 1200000, 300000, 1, XPU_REC_PLUGIN | XPU_REC_TIMED, 2));
+  t.ops.push_back(
+      MakeOp(2, XPU_OP_ALLREDUCE, 1200000, 300000, 1, XPU_REC_PLUGIN | XPU_REC_TIMED, 2));
   t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 1300000, 100000));  // under the plugin's kernel
   t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 3000000, 100000));  // only under the upper bound
   // A collective with no timed record keeps its upper bound.
@@ -74,7 +75,8 @@ TEST(GemmTest, AlignmentExplainsOddDimensions) {
   EXPECT_EQ(AlignmentElements(XPU_DT_F32), 32u);
   auto issues = AlignmentIssues(Gemm(4096, 2048, 8484));
   ASSERT_EQ(issues.size(), 1u);
-  EXPECT_EQ(issues[0], "k=8484 is not a multiple of 64 elements (bf16); padding to 8512 would align it");
+  EXPECT_EQ(issues[0],
+            "k=8484 is not a multiple of 64 elements (bf16); padding to 8512 would align it");
   EXPECT_TRUE(AlignmentIssues(Gemm(4096, 2048, 8512)).empty());
   EXPECT_EQ(AlignmentIssues(Gemm(100, 2048, 8512, XPU_DT_F8_E4M3)).size(), 2u);  // m and n vs 128
 }

@@ -10,8 +10,8 @@
 
 namespace xpu::engine::analysis {
 
-double Mean(const std::vector<double>& v);   // 0 for empty
-double Median(std::vector<double> v);        // 0 for empty; mean of the middle two
+double Mean(const std::vector<double>& v);  // 0 for empty
+double Median(std::vector<double> v);       // 0 for empty; mean of the middle two
 // Linear interpolation between closest ranks (q in [0,1]); 0 for empty.
 double Quantile(std::vector<double> v, double q);
 // Median absolute deviation: median(|x - median(x)|).

@@ -11,9 +11,12 @@ namespace xpu::engine::analysis {
 
 const char* StepSourceName(StepSource s) {
   switch (s) {
-    case StepSource::kMarkers: return "step markers";
-    case StepSource::kCollectivePeriod: return "collective-sequence period";
-    case StepSource::kNone: break;
+    case StepSource::kMarkers:
+      return "step markers";
+    case StepSource::kCollectivePeriod:
+      return "collective-sequence period";
+    case StepSource::kNone:
+      break;
   }
   return "none";
 }
@@ -130,7 +133,8 @@ ThroughputChange DetectThroughputChange(const std::vector<double>& step_s, size_
   if (blocks.size() >= 5) {
     r.noise_s = std::max(r.noise_s, (Quantile(blocks, 0.75) - Quantile(blocks, 0.25)) / 1.349);
   }
-  r.degraded = r.change > threshold && (noise_z <= 0 || r.recent_mean_s - r.best_mean_s > noise_z * r.noise_s);
+  r.degraded = r.change > threshold &&
+               (noise_z <= 0 || r.recent_mean_s - r.best_mean_s > noise_z * r.noise_s);
   return r;
 }
 

@@ -37,8 +37,8 @@ TEST(StepsTest, PeriodOfCollectiveSequence) {
 
 TEST(StepsTest, StepsFromCollectivePeriodWithoutMarkers) {
   RankTrace t;
-  t.sigs[1] = Coll(XPU_OP_ALLREDUCE, 1000, 5, 0, 8);   // per layer, twice per step
-  t.sigs[2] = Coll(XPU_OP_ALLGATHER, 4000, 5, 0, 8);   // once per step
+  t.sigs[1] = Coll(XPU_OP_ALLREDUCE, 1000, 5, 0, 8);  // per layer, twice per step
+  t.sigs[2] = Coll(XPU_OP_ALLGATHER, 4000, 5, 0, 8);  // once per step
   uint64_t step_start[] = {10000, 110000, 230000, 330000, 460000};
   uint32_t seq = 1;
   for (uint64_t s : step_start) {

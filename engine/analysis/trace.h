@@ -22,15 +22,15 @@ struct OpSig {
   uint16_t kind = XPU_OP_NONE;
   uint8_t dtype = XPU_DT_UNKNOWN;
   uint32_t m = 0, n = 0, k = 0, batch = 1;
-  uint8_t gemm_flags = 0;     // XPU_GEMM_TRANSA | XPU_GEMM_TRANSB
+  uint8_t gemm_flags = 0;  // XPU_GEMM_TRANSA | XPU_GEMM_TRANSB
   std::string name;
-  double flops = 0;          // xpu_sig_flops
-  uint64_t bytes = 0;        // xpu_sig_bytes
-  double busbw_factor = 0;   // xpu_busbw_factor
+  double flops = 0;         // xpu_sig_flops
+  uint64_t bytes = 0;       // xpu_sig_bytes
+  double busbw_factor = 0;  // xpu_busbw_factor
   uint64_t comm_id = 0;
   int32_t comm_rank = -1;
   int32_t comm_nranks = 0;
-  int32_t peer = -1;         // send/recv peer (communicator rank)
+  int32_t peer = -1;  // send/recv peer (communicator rank)
   bool collective() const { return xpu_op_is_collective(kind) != 0; }
 };
 
@@ -48,8 +48,9 @@ struct Op {
   uint64_t end_ns() const { return start_ns + dur_ns; }
   // CPU launch time of a GPU op with a valid issue latency.
   uint64_t launch_ns() const {
-    return issue_valid() && issue_latency_ns > 0 ? start_ns - static_cast<uint64_t>(issue_latency_ns)
-                                                  : start_ns;
+    return issue_valid() && issue_latency_ns > 0
+               ? start_ns - static_cast<uint64_t>(issue_latency_ns)
+               : start_ns;
   }
 };
 

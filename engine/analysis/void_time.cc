@@ -130,8 +130,8 @@ std::vector<double> IssueLatenciesUs(const RankTrace& t, KernelFamily f, uint64_
   std::vector<double> out;
   for (const Op& op : t.ops) {
     if (op.start_ns < from_ns || op.start_ns >= to_ns || !op.issue_valid()) continue;
-    bool match = f == KernelFamily::kCompute ? IsComputeKernel(op.kind)
-                                             : xpu_op_is_collective(op.kind) != 0;
+    bool match =
+        f == KernelFamily::kCompute ? IsComputeKernel(op.kind) : xpu_op_is_collective(op.kind) != 0;
     if (match) out.push_back(static_cast<double>(op.issue_latency_ns) * 1e-3);
   }
   return out;

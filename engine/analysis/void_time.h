@@ -32,9 +32,9 @@ namespace xpu::engine::analysis {
 
 struct VoidFigures {
   size_t steps = 0;
-  double step_s = 0;      // sum of the step times considered
-  double inter_s = 0;     // T_inter
-  double minority_s = 0;  // T_minority
+  double step_s = 0;        // sum of the step times considered
+  double inter_s = 0;       // T_inter
+  double minority_s = 0;    // T_minority
   double dataloader_s = 0;  // DataLoader host time within those steps
   bool inter_from_dataloader = false;
   double VInter() const { return step_s > 0 ? inter_s / step_s : 0; }

@@ -94,7 +94,8 @@ TEST(VoidTest, NestedSynchronizationsCountOnce) {
   t.ops.push_back(MakeOp(1, XPU_OP_PY_SYNC, 100, 50, 0, XPU_REC_HOST));
   t.ops.push_back(MakeOp(2, XPU_OP_SYNC_DEVICE, 102, 45, 0, XPU_REC_HOST));
   t.ops.push_back(MakeOp(1, XPU_OP_PY_SYNC, 300, 20, 0, XPU_REC_HOST));
-  t.ops.push_back(MakeOp(3, XPU_OP_SYNC_STREAM, 310, 30, 0, XPU_REC_HOST));  // to 340: overlaps in part
+  t.ops.push_back(
+      MakeOp(3, XPU_OP_SYNC_STREAM, 310, 30, 0, XPU_REC_HOST));  // to 340: overlaps in part
   t.ops.push_back(MakeOp(3, XPU_OP_SYNC_STREAM, 500, 10, 0, XPU_REC_HOST));
   t.Sort();
   HostTime s = SyncTime(t);

@@ -22,10 +22,14 @@ std::string Fixed(double v, int decimals) {
 
 const char* Noun(FunctionClass c) {
   switch (c) {
-    case FunctionClass::kGpuCompute: return "GPU kernel";
-    case FunctionClass::kMemory: return "memory operation";
-    case FunctionClass::kCollective: return "collective kernel";
-    case FunctionClass::kPython: return "Python function";
+    case FunctionClass::kGpuCompute:
+      return "GPU kernel";
+    case FunctionClass::kMemory:
+      return "memory operation";
+    case FunctionClass::kCollective:
+      return "collective kernel";
+    case FunctionClass::kPython:
+      return "Python function";
   }
   return "function";
 }
@@ -38,19 +42,24 @@ const char* DifferentialMeaning(FunctionClass c) {
   switch (c) {
     case FunctionClass::kGpuCompute:
     case FunctionClass::kMemory:
-      return "The same work is slower on these GPUs: check their hardware (clocks, thermals, a faulty device)";
+      return "The same work is slower on these GPUs: check their hardware (clocks, thermals, a "
+             "faulty device)";
     case FunctionClass::kCollective:
       return "Communication is slower on these ranks: check their links and NICs";
     case FunctionClass::kPython:
-      return "These ranks spend more of the step in Python: uneven work, data loading, garbage collection";
+      return "These ranks spend more of the step in Python: uneven work, data loading, garbage "
+             "collection";
   }
   return "";
 }
 
-std::string Subject(const std::string& function) { return "function:" + DisplayName(function, 120); }
+std::string Subject(const std::string& function) {
+  return "function:" + DisplayName(function, 120);
+}
 
 void AddRankAndHost(const ProfileFinding& f, Diagnosis* d) {
-  if (std::find(d->ranks.begin(), d->ranks.end(), f.rank) == d->ranks.end()) d->ranks.push_back(f.rank);
+  if (std::find(d->ranks.begin(), d->ranks.end(), f.rank) == d->ranks.end())
+    d->ranks.push_back(f.rank);
   if (!f.host.empty() && std::find(d->hosts.begin(), d->hosts.end(), f.host) == d->hosts.end()) {
     d->hosts.push_back(f.host);
   }
@@ -81,8 +90,9 @@ std::vector<Diagnosis> DiagnoseProfile(const profile::ProfileReport& report) {
       waiting += "; ...";
       break;
     }
-    waiting += absl::StrCat(waiting.empty() ? "" : "; ", DisplayName(c->function, 60), " on rank ", c->rank,
-                            " (beta ", Fixed(c->pattern.beta, 3), " vs median ", Fixed(c->beta_median, 3), ")");
+    waiting += absl::StrCat(waiting.empty() ? "" : "; ", DisplayName(c->function, 60), " on rank ",
+                            c->rank, " (beta ", Fixed(c->pattern.beta, 3), " vs median ",
+                            Fixed(c->beta_median, 3), ")");
   }
   for (const auto& [function, list] : causes) {
     Diagnosis d;
@@ -100,21 +110,25 @@ std::vector<Diagnosis> DiagnoseProfile(const profile::ProfileReport& report) {
         d.severity = Severity::kCritical;
       }
       if (i < 8) {
-        per_rank += absl::StrCat(per_rank.empty() ? "" : "; ", "rank ", f.rank, f.host.empty() ? "" : " (" + f.host + ")",
-                                 ": beta ", Fixed(f.pattern.beta, 3), " vs median ", Fixed(f.beta_median, 3),
-                                 ", pace mu ", Fixed(f.pattern.mu, 2), " vs ", Fixed(f.mu_median, 2),
-                                 ", differential distance ", Fixed(f.Delta, 3), " > M ", Fixed(f.M, 3),
-                                 " + k x MAD ", Fixed(f.MAD, 3));
+        per_rank += absl::StrCat(
+            per_rank.empty() ? "" : "; ", "rank ", f.rank,
+            f.host.empty() ? "" : " (" + f.host + ")", ": beta ", Fixed(f.pattern.beta, 3),
+            " vs median ", Fixed(f.beta_median, 3), ", pace mu ", Fixed(f.pattern.mu, 2), " vs ",
+            Fixed(f.mu_median, 2), ", differential distance ", Fixed(f.Delta, 3), " > M ",
+            Fixed(f.M, 3), " + k x MAD ", Fixed(f.MAD, 3));
       } else if (i == 8) {
         per_rank += absl::StrCat("; and ", list.size() - 8, " more ranks");
       }
     }
     std::sort(d.ranks.begin(), d.ranks.end());
-    d.evidence = absl::StrCat(Noun(list[0]->cls), " ", DisplayName(function, 160), " is abnormal on ", list.size(),
-                              " of ", profiled, " profiled ranks (profiling window of ",
-                              Fixed(report.window_ms / 1000.0, 1), " s, ", report.trigger, "): ", per_rank, ". ",
-                              DifferentialMeaning(list[0]->cls), ".",
-                              waiting.empty() ? "" : " Unique as a consequence (waiting less for the others): " + waiting + ".");
+    d.evidence = absl::StrCat(
+        Noun(list[0]->cls), " ", DisplayName(function, 160), " is abnormal on ", list.size(),
+        " of ", profiled, " profiled ranks (profiling window of ",
+        Fixed(report.window_ms / 1000.0, 1), " s, ", report.trigger, "): ", per_rank, ". ",
+        DifferentialMeaning(list[0]->cls), ".",
+        waiting.empty()
+            ? ""
+            : " Unique as a consequence (waiting less for the others): " + waiting + ".");
     out.push_back(std::move(d));
   }
   for (const auto& [function, list] : unexpected) {
@@ -136,14 +150,15 @@ std::vector<Diagnosis> DiagnoseProfile(const profile::ProfileReport& report) {
     }
     std::sort(d.ranks.begin(), d.ranks.end());
     const double limit = list[0]->pattern.beta - list[0]->D;  // the range's upper bound in beta
-    d.evidence = absl::StrCat(Noun(cls), " ", DisplayName(function, 160), " is on the critical path for ",
-                              Fixed(beta_min * 100, 1), beta_max > beta_min ? "-" + Fixed(beta_max * 100, 1) : "",
-                              " % of the profiling window on ", list.size(), " of ", profiled,
-                              " profiled ranks; expected at most ", Fixed(limit * 100, 1), " % (distance from expectation ",
-                              Fixed(list[0]->D, 3), "). ",
-                              cls == FunctionClass::kPython
-                                  ? "The training loop is bound by this Python code."
-                                  : "The job is communication-bound: collectives are not hidden behind compute.");
+    d.evidence = absl::StrCat(
+        Noun(cls), " ", DisplayName(function, 160), " is on the critical path for ",
+        Fixed(beta_min * 100, 1), beta_max > beta_min ? "-" + Fixed(beta_max * 100, 1) : "",
+        " % of the profiling window on ", list.size(), " of ", profiled,
+        " profiled ranks; expected at most ", Fixed(limit * 100, 1),
+        " % (distance from expectation ", Fixed(list[0]->D, 3), "). ",
+        cls == FunctionClass::kPython
+            ? "The training loop is bound by this Python code."
+            : "The job is communication-bound: collectives are not hidden behind compute.");
     out.push_back(std::move(d));
   }
   return out;
@@ -151,7 +166,8 @@ std::vector<Diagnosis> DiagnoseProfile(const profile::ProfileReport& report) {
 
 void DifferentialLocalizationDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   if (monitor_ == nullptr) return;
-  for (Diagnosis& d : monitor_->ActiveDiagnoses(job.job(), job.window_start_ns())) sink.Report(std::move(d));
+  for (Diagnosis& d : monitor_->ActiveDiagnoses(job.job(), job.window_start_ns()))
+    sink.Report(std::move(d));
 }
 
 }  // namespace xpu::engine

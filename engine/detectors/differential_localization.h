@@ -53,7 +53,8 @@ std::vector<Diagnosis> DiagnoseProfile(const profile::ProfileReport& report);
 
 class DifferentialLocalizationDetector : public Detector {
  public:
-  explicit DifferentialLocalizationDetector(const profile::ProfileMonitor* monitor) : monitor_(monitor) {}
+  explicit DifferentialLocalizationDetector(const profile::ProfileMonitor* monitor)
+      : monitor_(monitor) {}
   std::string_view name() const override { return "differential_localization"; }
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 

@@ -8,7 +8,8 @@
 
 namespace xpu::engine {
 namespace {
-prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char* name, const char* help) {
+prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char* name,
+                                             const char* help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
 }
 }  // namespace
@@ -17,17 +18,22 @@ FiguresExporter::FiguresExporter(std::shared_ptr<WindowViews> views,
                                  std::shared_ptr<const DetectorConfig> config,
                                  prometheus::Registry& registry)
     : ViewDetector(std::move(views), std::move(config)),
-      step_(Gauge(registry, "xpu_rank_step_seconds", "Mean step time of a rank over the last window")),
+      step_(Gauge(registry, "xpu_rank_step_seconds",
+                  "Mean step time of a rank over the last window")),
       tflops_(Gauge(registry, "xpu_rank_gemm_tflops",
                     "GEMM TFLOPS of a rank (GPU-timed, not overlapping collectives), last window")),
-      busbw_(Gauge(registry, "xpu_rank_busbw_bytes_per_second",
-                   "Last-arrival bus bandwidth of the collectives a rank took part in, last window")),
+      busbw_(
+          Gauge(registry, "xpu_rank_busbw_bytes_per_second",
+                "Last-arrival bus bandwidth of the collectives a rank took part in, last window")),
       issue_(Gauge(registry, "xpu_rank_issue_latency_seconds",
                    "Kernel issue latency quantiles of a rank by kernel family, last window")),
-      void_(Gauge(registry, "xpu_rank_void_ratio", "Void percentages V_inter and V_minority of a rank (0..1)")),
-      dataloader_(Gauge(registry, "xpu_rank_dataloader_share", "DataLoader time / step time of a rank")) {}
+      void_(Gauge(registry, "xpu_rank_void_ratio",
+                  "Void percentages V_inter and V_minority of a rank (0..1)")),
+      dataloader_(
+          Gauge(registry, "xpu_rank_dataloader_share", "DataLoader time / step time of a rank")) {}
 
-void FiguresExporter::Set(prometheus::Family<prometheus::Gauge>& f, const Labels& labels, double v) {
+void FiguresExporter::Set(prometheus::Family<prometheus::Gauge>& f, const Labels& labels,
+                          double v) {
   f.Add(labels).Set(v);
   series_[labels.at("job")].insert({&f, labels});
 }

@@ -45,7 +45,8 @@ class FiguresExporter : public ViewDetector {
   prometheus::Family<prometheus::Gauge>& void_;
   prometheus::Family<prometheus::Gauge>& dataloader_;
   // job -> (family, labels) set, to remove a retired job's series.
-  std::map<std::string, std::set<std::pair<prometheus::Family<prometheus::Gauge>*, Labels>>> series_;
+  std::map<std::string, std::set<std::pair<prometheus::Family<prometheus::Gauge>*, Labels>>>
+      series_;
 };
 
 }  // namespace xpu::engine

@@ -89,10 +89,13 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     if (least_comm_share < 0 || share < least_comm_share) least_comm_share = share;
   }
   auto waits_for_peer = [&](size_t i) {
-    return least_comm_share >= 0 && data[i].step_s > 0 && data[i].comm_s / data[i].step_s - least_comm_share > wait_share;
+    return least_comm_share >= 0 && data[i].step_s > 0 &&
+           data[i].comm_s / data[i].step_s - least_comm_share > wait_share;
   };
   auto syncs_per_step = [&](size_t i) {
-    return data[i].steps ? static_cast<double>(data[i].sync.count) / static_cast<double>(data[i].steps) : 0.0;
+    return data[i].steps
+               ? static_cast<double>(data[i].sync.count) / static_cast<double>(data[i].steps)
+               : 0.0;
   };
   // Excess synchronization: more than max_syncs per step, and, once the
   // rank's first windows gave its own rate, more than sync_growth x that
@@ -132,9 +135,10 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
         const double ks = analysis::KsDistance(mine, peers);
         const double peer_med = analysis::Median(peers);
         if (ks >= ks_thr && my_med < shift * peer_med) {
-          stalled[rank].push_back(absl::StrCat(
-              FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1), " us vs peers ",
-              Fmt(peer_med, 1), " us, KS ", Fmt(ks), ", W1 ", Fmt(analysis::Wasserstein1(mine, peers), 1), " us"));
+          stalled[rank].push_back(absl::StrCat(FamilyName(f), " kernels: median issue latency ",
+                                               Fmt(my_med, 1), " us vs peers ", Fmt(peer_med, 1),
+                                               " us, KS ", Fmt(ks), ", W1 ",
+                                               Fmt(analysis::Wasserstein1(mine, peers), 1), " us"));
           flagged = true;
         }
       }
@@ -144,10 +148,10 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
         const double ks = analysis::KsDistance(mine, b.samples_us);
         const double hist_med = analysis::Median(b.samples_us);
         if (ks >= ks_thr && my_med < shift * hist_med) {
-          stalled[rank].push_back(absl::StrCat(
-              FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1), " us vs this rank's history ",
-              Fmt(hist_med, 1), " us, KS ", Fmt(ks), ", W1 ",
-              Fmt(analysis::Wasserstein1(mine, b.samples_us), 1), " us"));
+          stalled[rank].push_back(
+              absl::StrCat(FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1),
+                           " us vs this rank's history ", Fmt(hist_med, 1), " us, KS ", Fmt(ks),
+                           ", W1 ", Fmt(analysis::Wasserstein1(mine, b.samples_us), 1), " us"));
           flagged = true;
         }
       }
@@ -157,27 +161,29 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
         auto it = jh->baseline.issue_latency.find(FamilyName(f));
         auto runs_it = jh->baseline.issue_latency_runs.find(FamilyName(f));
         const int runs = runs_it != jh->baseline.issue_latency_runs.end() ? runs_it->second : 0;
-        if (it != jh->baseline.issue_latency.end() && it->second.total() >= min_samples && runs >= min_runs) {
+        if (it != jh->baseline.issue_latency.end() && it->second.total() >= min_samples &&
+            runs >= min_runs) {
           const double ks = history::KsDistance(mine, it->second);
           const double hist_med = it->second.MedianUs();
           if (ks >= ks_thr && my_med < shift * hist_med) {
             stalled[rank].push_back(absl::StrCat(
-                FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1), " us vs ", Fmt(hist_med, 1),
-                " us in ", jh->baseline.Describe(runs), ", KS ",
-                Fmt(ks)));
+                FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1), " us vs ",
+                Fmt(hist_med, 1), " us in ", jh->baseline.Describe(runs), ", KS ", Fmt(ks)));
             flagged = true;
           }
         }
       }
       // Steep CDF with excess synchronization, no reference needed.
       const double below = FractionBelow(mine, floor_us);
-      const double step_us = data[i].steps ? data[i].step_s * 1e6 / static_cast<double>(data[i].steps) : 0;
+      const double step_us =
+          data[i].steps ? data[i].step_s * 1e6 / static_cast<double>(data[i].steps) : 0;
       const bool compressed = step_us > 0 && my_med < step_fraction * step_us;
       if (!flagged && (below >= steep || compressed) && excess_syncs(i)) {
         stalled[rank].push_back(absl::StrCat(
-            FamilyName(f), " kernels: ", Fmt(below * 100, 0), " % of issue latencies under ", Fmt(floor_us, 0),
-            " us, median ", Fmt(my_med, 1), " us = ", Fmt(step_us > 0 ? my_med / step_us * 100 : 0, 1),
-            " % of the ", Fmt(step_us / 1e3, 1), " ms step (steep CDF: the host never gets ahead)"));
+            FamilyName(f), " kernels: ", Fmt(below * 100, 0), " % of issue latencies under ",
+            Fmt(floor_us, 0), " us, median ", Fmt(my_med, 1),
+            " us = ", Fmt(step_us > 0 ? my_med / step_us * 100 : 0, 1), " % of the ",
+            Fmt(step_us / 1e3, 1), " ms step (steep CDF: the host never gets ahead)"));
         flagged = true;
       }
       if (!flagged && b.windows < baseline_windows) {
@@ -220,16 +226,17 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     std::string cause, why;
     if (d.gc.count > 0 && gc_share >= min_gc) {
       cause = "gc";
-      why = absl::StrCat("Python GC: ", d.gc.count, " collections, ", Fmt(d.gc.seconds * 1e3, 1), " ms (",
-                         Fmt(gc_share * 100, 1), " % of step time)");
+      why = absl::StrCat("Python GC: ", d.gc.count, " collections, ", Fmt(d.gc.seconds * 1e3, 1),
+                         " ms (", Fmt(gc_share * 100, 1), " % of step time)");
     } else if (excess_syncs(i)) {
       cause = "sync";
       const double base = base_rate(rank);
-      why = absl::StrCat("synchronization: ", d.sync.count, " sync calls, ", Fmt(syncs_per_step(i), 1),
-                         " per step (a healthy step makes <= ", Fmt(max_syncs, 0),
-                         base >= 0 ? absl::StrCat("; this rank made ", Fmt(base, 1), " in its first windows")
-                                   : std::string(),
-                         "), ", Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
+      why = absl::StrCat(
+          "synchronization: ", d.sync.count, " sync calls, ", Fmt(syncs_per_step(i), 1),
+          " per step (a healthy step makes <= ", Fmt(max_syncs, 0),
+          base >= 0 ? absl::StrCat("; this rank made ", Fmt(base, 1), " in its first windows")
+                    : std::string(),
+          "), ", Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
     } else {
       cause = "host";
       why = "no GC or synchronization event coincides: unattributed host-side stall";
@@ -249,10 +256,11 @@ void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink
     d.hosts = HostsOf(v, d.ranks);
     d.subject = cause;
     d.severity = Severity::kWarning;
-    const char* label = cause == "gc" ? "garbage collection" : cause == "sync" ? "unnecessary synchronization"
-                                                                               : "host stall";
-    d.evidence = absl::StrCat("kernel-issue stall (", label, ") on ", c.ranks.size(), " rank(s): ",
-                              absl::StrJoin(c.lines, " | "));
+    const char* label = cause == "gc"     ? "garbage collection"
+                        : cause == "sync" ? "unnecessary synchronization"
+                                          : "host stall";
+    d.evidence = absl::StrCat("kernel-issue stall (", label, ") on ", c.ranks.size(),
+                              " rank(s): ", absl::StrJoin(c.lines, " | "));
     sink.Report(std::move(d));
   }
 }

@@ -46,7 +46,8 @@ namespace xpu::engine {
 class KernelIssueStallDetector : public ViewDetector {
  public:
   // `history` may be null: no previous runs.
-  KernelIssueStallDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+  KernelIssueStallDetector(std::shared_ptr<WindowViews> views,
+                           std::shared_ptr<const DetectorConfig> config,
                            std::shared_ptr<history::HistoryCache> history = nullptr)
       : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "kernel_issue_stall"; }

@@ -35,10 +35,10 @@ void RankLivenessDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   d.ranks = ranks;
   d.hosts.assign(hosts.begin(), hosts.end());
   double silent_s = now_ns > oldest ? (now_ns - oldest) * 1e-9 : 0;
-  d.evidence = absl::StrCat(ranks.size(), " of ", live_total, " live processes sent no records for more than ",
-                            silent_after_ns_ / 1000000000ull, " s (longest ",
-                            static_cast<uint64_t>(silent_s), " s): ", absl::StrJoin(keys, ", "),
-                            " on ", absl::StrJoin(hosts, ", "));
+  d.evidence = absl::StrCat(
+      ranks.size(), " of ", live_total, " live processes sent no records for more than ",
+      silent_after_ns_ / 1000000000ull, " s (longest ", static_cast<uint64_t>(silent_s),
+      " s): ", absl::StrJoin(keys, ", "), " on ", absl::StrJoin(hosts, ", "));
   d.first_seen_ns = oldest + silent_after_ns_;
   d.last_seen_ns = now_ns;
   d.subject = absl::StrJoin(keys, ",");

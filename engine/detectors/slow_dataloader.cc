@@ -40,12 +40,13 @@ void SlowDataloaderDetector::OnWindow(const JobState& job, DiagnosisSink& sink) 
   }
   if (d.ranks.empty()) return;
   d.hosts = HostsOf(v, d.ranks);
-  d.subject = d.ranks.size() == ranks.size() ? "all" : absl::StrCat("ranks:", absl::StrJoin(d.ranks, ","));
+  d.subject =
+      d.ranks.size() == ranks.size() ? "all" : absl::StrCat("ranks:", absl::StrJoin(d.ranks, ","));
   d.severity = Severity::kWarning;
   d.evidence = absl::StrCat("DataLoader time share of the step: ", absl::StrJoin(lines, ", "),
                             "; median over ", ranks.size(), " ranks ", Fmt(med * 100, 1),
-                            " % (rule: >= ", Fmt(min_share * 100, 0), " % and beyond median + ", Fmt(k, 0),
-                            " MAD, or >= ", Fmt(abs_share * 100, 0), " %)");
+                            " % (rule: >= ", Fmt(min_share * 100, 0), " % and beyond median + ",
+                            Fmt(k, 0), " MAD, or >= ", Fmt(abs_share * 100, 0), " %)");
   sink.Report(std::move(d));
 }
 

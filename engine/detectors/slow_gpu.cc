@@ -83,13 +83,16 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     d.hosts = HostsOf(v, d.ranks);
     d.subject = absl::StrCat("rank:", rank);
     d.severity = s.worst_ratio < 0.6 ? Severity::kCritical : Severity::kWarning;
-    d.evidence = absl::StrCat("rank ", rank, " on ", d.hosts.empty() ? "?" : d.hosts[0], ": GEMM ",
-                              Fmt(s.worst_tflops, 1), s.two_ranks ? " TFLOPS vs the other rank's " : " TFLOPS vs peer median ",
-                              Fmt(s.worst_median, 1), " TFLOPS on '", s.worst_shape, "' (", Fmt(s.worst_ratio),
-                              "x); below peers on ", s.low, " of ", s.shapes, " shapes (rule: > ",
-                              Fmt(min_drop * 100, 0), " %",
-                              s.two_ranks ? " below the other rank (two ranks: no MAD)" : absl::StrCat(" and ", Fmt(k, 0), " MAD below the median"),
-                              "; GEMMs overlapping collectives excluded)");
+    d.evidence =
+        absl::StrCat("rank ", rank, " on ", d.hosts.empty() ? "?" : d.hosts[0], ": GEMM ",
+                     Fmt(s.worst_tflops, 1),
+                     s.two_ranks ? " TFLOPS vs the other rank's " : " TFLOPS vs peer median ",
+                     Fmt(s.worst_median, 1), " TFLOPS on '", s.worst_shape, "' (",
+                     Fmt(s.worst_ratio), "x); below peers on ", s.low, " of ", s.shapes,
+                     " shapes (rule: > ", Fmt(min_drop * 100, 0), " %",
+                     s.two_ranks ? " below the other rank (two ranks: no MAD)"
+                                 : absl::StrCat(" and ", Fmt(k, 0), " MAD below the median"),
+                     "; GEMMs overlapping collectives excluded)");
     sink.Report(std::move(d));
   }
 }

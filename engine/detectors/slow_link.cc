@@ -27,8 +27,8 @@ std::string Locality(bool any_inter, bool any_intra) {
 // shapes of its TFLOPS / the others' median), when that is more than
 // `min_drop` below: a GPU shared with other work, or a slow GPU, also slows
 // the collective kernels that run on it. rank -1 when none stands out.
-std::pair<int32_t, double> SlowestComputeMember(const WindowView& v, const std::set<int32_t>& members,
-                                                double min_drop) {
+std::pair<int32_t, double> SlowestComputeMember(const WindowView& v,
+                                                const std::set<int32_t>& members, double min_drop) {
   std::map<int32_t, std::map<std::string, double>> tflops;  // rank -> shape -> TFLOPS
   for (const analysis::RankTrace& t : v.ranks) {
     if (!members.count(t.rank)) continue;
@@ -89,7 +89,8 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
       }
       std::vector<int32_t> members;
       for (const auto& [r, n] : touch) {
-        if (n == static_cast<int>(slow.size()) && (slow.size() >= 2 || touch.size() == 2)) members.push_back(r);
+        if (n == static_cast<int>(slow.size()) && (slow.size() >= 2 || touch.size() == 2))
+          members.push_back(r);
       }
       // With a single slow link both ends qualify; TFD cannot split them
       // without another link of each, which a ring provides (2 links per rank).
@@ -110,11 +111,11 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
       if (members.size() == 1) {
         d.ranks = members;
         d.subject = absl::StrCat("rank:", members[0]);
-        d.evidence = absl::StrCat("one slow ring member: rank ", members[0], " on ", v.HostOf(members[0]),
-                                  " touches all ", slow.size(), " slow point-to-point links (",
-                                  absl::StrJoin(desc, "; "), ") vs median link ", Gbps(med), " over ",
-                                  links.size(), " links; ", Locality(inter, intra),
-                                  "; links not touching it are at the median");
+        d.evidence = absl::StrCat(
+            "one slow ring member: rank ", members[0], " on ", v.HostOf(members[0]),
+            " touches all ", slow.size(), " slow point-to-point links (", absl::StrJoin(desc, "; "),
+            ") vs median link ", Gbps(med), " over ", links.size(), " links; ",
+            Locality(inter, intra), "; links not touching it are at the median");
       } else {
         std::set<int32_t> rs;
         for (size_t i : slow) {
@@ -123,9 +124,10 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
         }
         d.ranks.assign(rs.begin(), rs.end());
         d.subject = absl::StrCat("links:", absl::StrJoin(d.ranks, ","));
-        d.evidence = absl::StrCat(slow.size(), " slow point-to-point links without a common member (",
-                                  absl::StrJoin(desc, "; "), ") vs median link ", Gbps(med), "; ",
-                                  Locality(inter, intra));
+        d.evidence =
+            absl::StrCat(slow.size(), " slow point-to-point links without a common member (",
+                         absl::StrJoin(desc, "; "), ") vs median link ", Gbps(med), "; ",
+                         Locality(inter, intra));
       }
       d.hosts = HostsOf(v, d.ranks);
       for (int32_t r : d.ranks) reported.insert(r);
@@ -138,7 +140,9 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   // Small collectives are latency-bound: their busbw says nothing of a link.
   const double min_bytes = Param(v, "slow_link.min_bytes");
   comms.erase(std::remove_if(comms.begin(), comms.end(),
-                             [&](const analysis::CommBandwidth& c) { return static_cast<double>(c.bytes) < min_bytes; }),
+                             [&](const analysis::CommBandwidth& c) {
+                               return static_cast<double>(c.bytes) < min_bytes;
+                             }),
               comms.end());
   std::map<std::string, std::vector<const analysis::CommBandwidth*>> classes;
   for (const auto& c : comms) classes[c.ClassKey()].push_back(&c);
@@ -177,11 +181,12 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     d.hosts = HostsOf(v, d.ranks);
     d.subject = suspects.size() == 1 ? absl::StrCat("rank:", suspects[0])
                                      : absl::StrCat("ranks:", absl::StrJoin(suspects, ","));
-    d.evidence = absl::StrCat(slow.size(), " of ", members.size(), " communicators of class ", cls,
-                              " (op/bytes/ranks) are slow: busbw ", Gbps(slow[0]->BusBw()), " vs median ",
-                              Gbps(med), "; rank(s) ", absl::StrJoin(suspects, ","),
-                              " are in every slow communicator and in no healthy one; ",
-                              inter ? "the slow communicators span nodes" : "intra-node communicators");
+    d.evidence =
+        absl::StrCat(slow.size(), " of ", members.size(), " communicators of class ", cls,
+                     " (op/bytes/ranks) are slow: busbw ", Gbps(slow[0]->BusBw()), " vs median ",
+                     Gbps(med), "; rank(s) ", absl::StrJoin(suspects, ","),
+                     " are in every slow communicator and in no healthy one; ",
+                     inter ? "the slow communicators span nodes" : "intra-node communicators");
     for (int32_t r : suspects) reported.insert(r);
     report(std::move(d));
   }
@@ -206,7 +211,8 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     const history::CollectiveShape shape{OpKindName(c.kind), c.bytes, c.nranks,
                                          static_cast<int32_t>(c.hosts.size())};
     std::string how;
-    const std::optional<double> cal = jh != nullptr ? jh->calibration.BusBw(shape, &how) : std::nullopt;
+    const std::optional<double> cal =
+        jh != nullptr ? jh->calibration.BusBw(shape, &how) : std::nullopt;
     const history::HistoryFigure* prev = nullptr;
     if (jh != nullptr) {
       auto it = jh->baseline.busbw.find(shape);
@@ -241,15 +247,17 @@ void SlowLinkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     d.hosts.assign(c.hosts.begin(), c.hosts.end());
     d.subject = absl::StrCat("comm:", c.comm_id);
     d.severity = bw < 0.5 * ref ? Severity::kCritical : Severity::kWarning;
-    d.evidence = absl::StrCat("slow ring: communicator ", c.comm_id, " (", c.ranks.size(), " ranks, ",
-                              c.hosts.size() > 1 ? "inter-node" : "intra-node", ") ", OpKindName(c.kind), " of ",
-                              c.bytes, " bytes at busbw ", Gbps(bw), " (last-arrival, ", c.count,
-                              " collectives) vs ", against, "; no single member can be singled out");
-    const auto [slow_member, ratio] =
-        SlowestComputeMember(v, std::set<int32_t>(c.ranks.begin(), c.ranks.end()), Param(v, "slow_gpu.min_drop"));
+    d.evidence =
+        absl::StrCat("slow ring: communicator ", c.comm_id, " (", c.ranks.size(), " ranks, ",
+                     c.hosts.size() > 1 ? "inter-node" : "intra-node", ") ", OpKindName(c.kind),
+                     " of ", c.bytes, " bytes at busbw ", Gbps(bw), " (last-arrival, ", c.count,
+                     " collectives) vs ", against, "; no single member can be singled out");
+    const auto [slow_member, ratio] = SlowestComputeMember(
+        v, std::set<int32_t>(c.ranks.begin(), c.ranks.end()), Param(v, "slow_gpu.min_drop"));
     if (slow_member >= 0) {
       absl::StrAppend(&d.evidence, "; but rank ", slow_member, "'s GEMMs run at ", Fmt(ratio),
-                      "x the other members' on the same shapes: a GPU shared with other work (or a slow GPU, see "
+                      "x the other members' on the same shapes: a GPU shared with other work (or a "
+                      "slow GPU, see "
                       "slow_gpu) may be slowing the collective kernels on it too");
     }
     report(std::move(d));

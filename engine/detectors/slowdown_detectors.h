@@ -18,9 +18,9 @@ namespace xpu::engine {
 // engine can drop retired jobs from them. `history` (previous runs and
 // calibrations, engine/history/) may be null: the detectors then compare a
 // job with itself and its peers only.
-std::shared_ptr<WindowViews> AddSlowdownDetectors(std::shared_ptr<const DetectorConfig> config,
-                                                  std::vector<std::unique_ptr<Detector>>* out,
-                                                  std::shared_ptr<history::HistoryCache> history = nullptr);
+std::shared_ptr<WindowViews> AddSlowdownDetectors(
+    std::shared_ptr<const DetectorConfig> config, std::vector<std::unique_ptr<Detector>>* out,
+    std::shared_ptr<history::HistoryCache> history = nullptr);
 
 }  // namespace xpu::engine
 

@@ -25,7 +25,8 @@ namespace xpu::engine {
 class ThroughputRegressionDetector : public ViewDetector {
  public:
   // `history` may be null: only the in-job rule runs.
-  ThroughputRegressionDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+  ThroughputRegressionDetector(std::shared_ptr<WindowViews> views,
+                               std::shared_ptr<const DetectorConfig> config,
                                std::shared_ptr<history::HistoryCache> history = nullptr)
       : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "throughput_regression"; }

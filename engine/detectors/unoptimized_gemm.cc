@@ -61,8 +61,8 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
       source = "configured peak";
     } else if (cal != nullptr) {
       reference = cal->tflops;
-      source = absl::StrCat("calibrated ", cal->dtype, " peak of ", cal->gpu_model, ", xpu calibrate on ",
-                            cal->host);
+      source = absl::StrCat("calibrated ", cal->dtype, " peak of ", cal->gpu_model,
+                            ", xpu calibrate on ", cal->host);
     }
     // A GEMM that would take only microseconds at the reference rate is
     // bound by launch and tail latency, not by its kernel choice (the
@@ -75,7 +75,8 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
     const history::HistoryFigure* prev = nullptr;
     if (jh != nullptr) {
       auto it = jh->baseline.gemm_tflops.find(history::StableGemmKey(s.sig));
-      if (it != jh->baseline.gemm_tflops.end() && it->second.runs >= min_runs && it->second.value > 0) {
+      if (it != jh->baseline.gemm_tflops.end() && it->second.runs >= min_runs &&
+          it->second.value > 0) {
         prev = &it->second;
       }
     }
@@ -93,18 +94,18 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
     std::vector<std::string> why = analysis::AlignmentIssues(s.sig);
     std::vector<std::string> against;
     if (below_reference) {
-      against.push_back(absl::StrCat("reference ", Fmt(reference, 1), " TFLOPS (", source, "): ",
-                                     Fmt(top / reference), "x < ", Fmt(ratio), "x"));
+      against.push_back(absl::StrCat("reference ", Fmt(reference, 1), " TFLOPS (", source,
+                                     "): ", Fmt(top / reference), "x < ", Fmt(ratio), "x"));
     }
     if (below_history) {
       against.push_back(absl::StrCat(Fmt(prev->value, 1), " TFLOPS of the same GEMM in ",
-                                     jh->baseline.Describe(prev->runs), ": ", Fmt(top / prev->value), "x < ",
-                                     Fmt(ratio), "x"));
+                                     jh->baseline.Describe(prev->runs), ": ",
+                                     Fmt(top / prev->value), "x < ", Fmt(ratio), "x"));
     }
     d.evidence = absl::StrCat(
         "GEMM '", key, "' (", Fmt(s.sig.flops / 1e9, 1), " GFLOP per call) reaches at most ",
-        Fmt(top, 1), " TFLOPS (median ", Fmt(analysis::Median(s.tflops), 1), ") on all ", s.ranks.size(),
-        " ranks vs ", absl::StrJoin(against, " and vs "),
+        Fmt(top, 1), " TFLOPS (median ", Fmt(analysis::Median(s.tflops), 1), ") on all ",
+        s.ranks.size(), " ranks vs ", absl::StrJoin(against, " and vs "),
         why.empty() ? std::string("; dimensions are aligned, check the kernel choice / layout")
                     : absl::StrCat("; likely cause: ", absl::StrJoin(why, "; ")));
     sink.Report(std::move(d));

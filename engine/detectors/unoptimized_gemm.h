@@ -31,7 +31,8 @@ namespace xpu::engine {
 class UnoptimizedGemmDetector : public ViewDetector {
  public:
   // `history` may be null: no calibration and no previous runs.
-  UnoptimizedGemmDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+  UnoptimizedGemmDetector(std::shared_ptr<WindowViews> views,
+                          std::shared_ptr<const DetectorConfig> config,
                           std::shared_ptr<history::HistoryCache> history = nullptr)
       : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "unoptimized_gemm"; }
@@ -40,7 +41,7 @@ class UnoptimizedGemmDetector : public ViewDetector {
  private:
   std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::map<uint8_t, double>> best_;  // job -> dtype -> best shape TFLOPS
-  Streaks streaks_;  // per shape: consecutive windows low
+  Streaks streaks_;                                        // per shape: consecutive windows low
 };
 
 }  // namespace xpu::engine

@@ -5,7 +5,8 @@
 
 namespace xpu::engine {
 
-VoidBaseline::Verdict VoidBaseline::Judge(double value, double threshold, double delta, int baseline_windows,
+VoidBaseline::Verdict VoidBaseline::Judge(double value, double threshold, double delta,
+                                          int baseline_windows,
                                           const history::HistoryFigure* prev) {
   Verdict v;
   v.have_base = windows_ >= baseline_windows;
@@ -23,7 +24,9 @@ std::string VoidComparisons(const VoidBaseline::Verdict& v, const history::Histo
                             const history::HistoryBaseline* baseline) {
   return absl::StrCat(
       v.have_base ? absl::StrCat(", baseline ", Fmt(v.mean_base * 100, 1), " %") : "",
-      prev != nullptr ? absl::StrCat(", ", Fmt(prev->value * 100, 1), " % in ", baseline->Describe(prev->runs)) : "");
+      prev != nullptr
+          ? absl::StrCat(", ", Fmt(prev->value * 100, 1), " % in ", baseline->Describe(prev->runs))
+          : "");
 }
 
 }  // namespace xpu::engine

@@ -28,7 +28,8 @@ namespace xpu::engine {
 class VoidInterDetector : public ViewDetector {
  public:
   // `history` may be null: no previous runs.
-  VoidInterDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+  VoidInterDetector(std::shared_ptr<WindowViews> views,
+                    std::shared_ptr<const DetectorConfig> config,
                     std::shared_ptr<history::HistoryCache> history = nullptr)
       : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "void_inter"; }

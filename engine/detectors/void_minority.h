@@ -26,7 +26,8 @@ namespace xpu::engine {
 class VoidMinorityDetector : public ViewDetector {
  public:
   // `history` may be null: no previous runs.
-  VoidMinorityDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+  VoidMinorityDetector(std::shared_ptr<WindowViews> views,
+                       std::shared_ptr<const DetectorConfig> config,
                        std::shared_ptr<history::HistoryCache> history = nullptr)
       : ViewDetector(std::move(views), std::move(config)), history_(std::move(history)) {}
   std::string_view name() const override { return "void_minority"; }

@@ -76,8 +76,9 @@ const WindowView& WindowViews::Get(const JobState& job) {
     v.ranks.push_back(std::move(t));
   }
   if (v.records == 0) v.first_ns = 0;
-  std::sort(v.ranks.begin(), v.ranks.end(),
-            [](const analysis::RankTrace& a, const analysis::RankTrace& b) { return a.rank < b.rank; });
+  std::sort(
+      v.ranks.begin(), v.ranks.end(),
+      [](const analysis::RankTrace& a, const analysis::RankTrace& b) { return a.rank < b.rank; });
   pj.view = std::move(v);
   pj.built = true;
   return pj.view;

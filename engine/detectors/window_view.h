@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <string_view>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/analysis/trace.h"
@@ -26,11 +26,11 @@
 namespace xpu::engine {
 
 struct WindowView {
-  uint64_t window_id = 0;      // JobState::window_start_ns() when built
+  uint64_t window_id = 0;                  // JobState::window_start_ns() when built
   std::vector<analysis::RankTrace> ranks;  // ranked processes with new records, by rank
   uint64_t records = 0;
   uint64_t first_ns = 0, last_ns = 0;  // host-clock span of the records
-  std::string backbone;        // job_name, for per-backbone thresholds
+  std::string backbone;                // job_name, for per-backbone thresholds
   std::string HostOf(int32_t rank) const;
 };
 
@@ -57,7 +57,9 @@ class ViewDetector : public Detector {
       : views_(std::move(views)), config_(std::move(config)) {}
 
  protected:
-  double Param(const WindowView& v, std::string_view key) const { return config_->Get(key, v.backbone); }
+  double Param(const WindowView& v, std::string_view key) const {
+    return config_->Get(key, v.backbone);
+  }
   std::shared_ptr<WindowViews> views_;
   std::shared_ptr<const DetectorConfig> config_;
 };

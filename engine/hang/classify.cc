@@ -36,7 +36,9 @@ bool HasPending(const RankEvidence& r) {
 
 // Waiting in a collective: an outstanding collective, or (without a progress
 // table) a communication frame on its stacks.
-bool Waiting(const RankEvidence& r) { return HasPending(r) || (!r.has_progress && InCommunication(r)); }
+bool Waiting(const RankEvidence& r) {
+  return HasPending(r) || (!r.has_progress && InCommunication(r));
+}
 
 // Where a culprit sits: the innermost frames of its main thread (Python
 // first when there are Python stacks).
@@ -45,7 +47,8 @@ std::string WhereIs(const RankEvidence& r) {
   return t != nullptr ? Innermost(*t, 4) : "no stacks";
 }
 
-void SetCulprits(const std::vector<RankEvidence>& all, const std::vector<int32_t>& culprits, Verdict* v) {
+void SetCulprits(const std::vector<RankEvidence>& all, const std::vector<int32_t>& culprits,
+                 Verdict* v) {
   v->culprits = culprits;
   std::sort(v->culprits.begin(), v->culprits.end());
   std::set<std::string> hosts;
@@ -69,7 +72,8 @@ std::map<uint64_t, CommView> Communicators(const std::vector<RankEvidence>& rank
     for (const CommState& c : r.comms) {
       CommView& v = out[c.comm_id];
       v.by_rank[r.rank] = &c;
-      if (c.pending_seq != 0 && (v.stuck_seq == 0 || c.pending_seq < v.stuck_seq)) v.stuck_seq = c.pending_seq;
+      if (c.pending_seq != 0 && (v.stuck_seq == 0 || c.pending_seq < v.stuck_seq))
+        v.stuck_seq = c.pending_seq;
     }
   }
   return out;
@@ -77,20 +81,34 @@ std::map<uint64_t, CommView> Communicators(const std::vector<RankEvidence>& rank
 
 std::string OpName(uint32_t kind) {
   switch (kind) {
-    case XPU_OP_ALLREDUCE: return "allreduce";
-    case XPU_OP_ALLGATHER: return "allgather";
-    case XPU_OP_REDUCESCATTER: return "reducescatter";
-    case XPU_OP_BROADCAST: return "broadcast";
-    case XPU_OP_REDUCE: return "reduce";
-    case XPU_OP_ALLTOALL: return "alltoall";
-    case XPU_OP_GATHER: return "gather";
-    case XPU_OP_SCATTER: return "scatter";
-    case XPU_OP_SEND: return "send";
-    case XPU_OP_RECV: return "recv";
-    case XPU_OP_PY_CHECKPOINT: return "checkpoint";
-    case XPU_OP_PY_DATALOADER: return "dataloader";
-    case XPU_OP_PY_GC: return "gc";
-    default: return "op" + std::to_string(kind);
+    case XPU_OP_ALLREDUCE:
+      return "allreduce";
+    case XPU_OP_ALLGATHER:
+      return "allgather";
+    case XPU_OP_REDUCESCATTER:
+      return "reducescatter";
+    case XPU_OP_BROADCAST:
+      return "broadcast";
+    case XPU_OP_REDUCE:
+      return "reduce";
+    case XPU_OP_ALLTOALL:
+      return "alltoall";
+    case XPU_OP_GATHER:
+      return "gather";
+    case XPU_OP_SCATTER:
+      return "scatter";
+    case XPU_OP_SEND:
+      return "send";
+    case XPU_OP_RECV:
+      return "recv";
+    case XPU_OP_PY_CHECKPOINT:
+      return "checkpoint";
+    case XPU_OP_PY_DATALOADER:
+      return "dataloader";
+    case XPU_OP_PY_GC:
+      return "gc";
+    default:
+      return "op" + std::to_string(kind);
   }
 }
 
@@ -98,12 +116,18 @@ std::string OpName(uint32_t kind) {
 
 const char* HangClassName(HangClass c) {
   switch (c) {
-    case HangClass::kNone: return "none";
-    case HangClass::kCommunication: return "communication";
-    case HangClass::kNonCommunication: return "non-communication";
-    case HangClass::kMismatch: return "mismatch";
-    case HangClass::kCrash: return "crash";
-    case HangClass::kBusyWait: return "busy-wait";
+    case HangClass::kNone:
+      return "none";
+    case HangClass::kCommunication:
+      return "communication";
+    case HangClass::kNonCommunication:
+      return "non-communication";
+    case HangClass::kMismatch:
+      return "mismatch";
+    case HangClass::kCrash:
+      return "crash";
+    case HangClass::kBusyWait:
+      return "busy-wait";
   }
   return "none";
 }
@@ -132,7 +156,8 @@ RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks) {
   for (const RankEvidence& r : ranks) {
     for (const KernelProgress& k : r.kernel) {
       if (k.completed_seq >= k.seq) continue;  // not inside a kernel
-      rings[k.channel].push_back({r.rank, k.prev_rank, k.next_rank, k.ring_pos, k.ring_size, k.step, k.sent});
+      rings[k.channel].push_back(
+          {r.rank, k.prev_rank, k.next_rank, k.ring_pos, k.ring_size, k.step, k.sent});
     }
   }
   RingFinding f;
@@ -145,7 +170,8 @@ RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks) {
     for (const Entry& e : es) rank_at[e.pos] = e.rank;
     for (Entry& e : es) {
       if (e.pos < 0 || e.size <= 1) continue;
-      auto prev = rank_at.find((e.pos - 1 + e.size) % e.size), next = rank_at.find((e.pos + 1) % e.size);
+      auto prev = rank_at.find((e.pos - 1 + e.size) % e.size),
+           next = rank_at.find((e.pos + 1) % e.size);
       if (e.prev < 0 && prev != rank_at.end()) e.prev = prev->second;
       if (e.next < 0 && next != rank_at.end()) e.next = next->second;
     }
@@ -156,7 +182,8 @@ RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks) {
     std::string line = "ring " + channel.substr(0, 16) + " steps received/sent in the kernel:";
     std::set<int32_t> unread;
     for (const Entry& e : es) {
-      line += " " + std::to_string(e.rank) + "=" + std::to_string(e.step) + "/" + std::to_string(e.sent);
+      line += " " + std::to_string(e.rank) + "=" + std::to_string(e.step) + "/" +
+              std::to_string(e.sent);
       for (int32_t n : {e.prev, e.next}) {
         if (n >= 0 && !of.count(n)) unread.insert(n);
       }
@@ -232,8 +259,8 @@ namespace {
 
 // Ring progress as evidence for a verdict reached from process state or
 // sequence numbers: the details, the link, and whether it names `culprits`.
-void CorroborateFromRings(const std::vector<RankEvidence>& ranks, const std::vector<int32_t>& culprits,
-                          Verdict* v) {
+void CorroborateFromRings(const std::vector<RankEvidence>& ranks,
+                          const std::vector<int32_t>& culprits, Verdict* v) {
   const RingFinding f = LocateOnRings(ranks);
   if (f.channels == 0) return;
   for (const std::string& l : f.lines) v->details.push_back(l);
@@ -245,13 +272,14 @@ void CorroborateFromRings(const std::vector<RankEvidence>& ranks, const std::vec
   v->faulty_link = f.link;
   v->ring_named = f.from_read ? std::vector<int32_t>{f.from, f.to} : std::vector<int32_t>{f.from};
   const bool agrees = std::find(culprits.begin(), culprits.end(), f.from) != culprits.end();
-  v->details.push_back("intra-kernel ring progress stops at " +
-                       (f.from_read ? "link " + f.link : "rank " + std::to_string(f.from) + " (not in the kernel)") +
-                       " on " + std::to_string(f.agree) + " of " + std::to_string(f.channels) +
-                       " channel(s): link(s) " + f.links);
-  v->reason += agrees ? "; the other ranks' intra-kernel ring progress stops at rank " + std::to_string(f.from) +
-                            " too (" + std::to_string(f.agree) + "/" + std::to_string(f.channels) +
-                            " channels, link(s) " + f.links + ")"
+  v->details.push_back(
+      "intra-kernel ring progress stops at " +
+      (f.from_read ? "link " + f.link : "rank " + std::to_string(f.from) + " (not in the kernel)") +
+      " on " + std::to_string(f.agree) + " of " + std::to_string(f.channels) +
+      " channel(s): link(s) " + f.links);
+  v->reason += agrees ? "; the other ranks' intra-kernel ring progress stops at rank " +
+                            std::to_string(f.from) + " too (" + std::to_string(f.agree) + "/" +
+                            std::to_string(f.channels) + " channels, link(s) " + f.links + ")"
                       : "; intra-kernel ring progress stops at link(s) " + f.links + " instead";
 }
 
@@ -277,8 +305,8 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
   auto describe_ranks = [&](const std::vector<int32_t>& set) {
     for (const RankEvidence& r : ranks) {
       if (std::find(set.begin(), set.end(), r.rank) == set.end()) continue;
-      v.details.push_back("rank " + std::to_string(r.rank) + " (" + r.host + " pid " + std::to_string(r.pid) +
-                          "): " + r.proc_state + ", at " + WhereIs(r));
+      v.details.push_back("rank " + std::to_string(r.rank) + " (" + r.host + " pid " +
+                          std::to_string(r.pid) + "): " + r.proc_state + ", at " + WhereIs(r));
     }
   };
   // 1. crash
@@ -298,10 +326,12 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
     v.cls = HangClass::kNonCommunication;
     v.team = "operations";
     SetCulprits(ranks, bad, &v);
-    v.reason = (!stopped.empty() ? "rank(s) " + Ranks(stopped) + " stopped (SIGSTOP / job control)" : "") +
-               std::string(!stopped.empty() && !dstate.empty() ? "; " : "") +
-               (!dstate.empty() ? "rank(s) " + Ranks(dstate) + " in uninterruptible sleep (D: I/O, driver)" : "") +
-               "; the others wait in a collective";
+    v.reason =
+        (!stopped.empty() ? "rank(s) " + Ranks(stopped) + " stopped (SIGSTOP / job control)" : "") +
+        std::string(!stopped.empty() && !dstate.empty() ? "; " : "") +
+        (!dstate.empty() ? "rank(s) " + Ranks(dstate) + " in uninterruptible sleep (D: I/O, driver)"
+                         : "") +
+        "; the others wait in a collective";
     describe_ranks(bad);
     CorroborateFromRings(ranks, bad, &v);
     return v;
@@ -321,12 +351,12 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
       for (const RankEvidence& r : ranks) {
         if (std::find(idle.begin(), idle.end(), r.rank) == idle.end()) continue;
         for (const OpenInterval& o : r.open) {
-          v.details.push_back("rank " + std::to_string(r.rank) + " busy in " + OpName(o.kind) + " \"" + o.name +
-                              "\" since " + std::to_string(o.since_ns));
+          v.details.push_back("rank " + std::to_string(r.rank) + " busy in " + OpName(o.kind) +
+                              " \"" + o.name + "\" since " + std::to_string(o.since_ns));
         }
       }
-      v.reason = "rank(s) " + Ranks(waiting) + " wait in a collective for busy rank(s) " + Ranks(idle) +
-                 " (open host interval, e.g. checkpoint save): not a fault";
+      v.reason = "rank(s) " + Ranks(waiting) + " wait in a collective for busy rank(s) " +
+                 Ranks(idle) + " (open host interval, e.g. checkpoint save): not a fault";
       return v;
     }
   }
@@ -352,8 +382,9 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
       std::vector<int32_t> odd;
       for (const auto& [shape, rs] : shapes) {
         if (at_majority == 1 && rs.size() < majority) odd.insert(odd.end(), rs.begin(), rs.end());
-        v.details.push_back("seq " + std::to_string(view.stuck_seq) + ": ranks " + Ranks(rs) + " issued " +
-                            OpName(std::get<0>(shape)) + " of " + std::to_string(std::get<1>(shape)) + " bytes");
+        v.details.push_back("seq " + std::to_string(view.stuck_seq) + ": ranks " + Ranks(rs) +
+                            " issued " + OpName(std::get<0>(shape)) + " of " +
+                            std::to_string(std::get<1>(shape)) + " bytes");
       }
       if (odd.empty()) {
         // No majority (e.g. two ranks, one shape each): the group that issued
@@ -368,8 +399,9 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
         const auto& top = *by_issued.rbegin();
         if (by_issued.size() > 1) {
           odd = top.second;
-          v.details.push_back("ranks " + Ranks(odd) + " issued " + std::to_string(top.first) +
-                              " collectives on this communicator, the others fewer: they issued an extra one");
+          v.details.push_back(
+              "ranks " + Ranks(odd) + " issued " + std::to_string(top.first) +
+              " collectives on this communicator, the others fewer: they issued an extra one");
         } else {
           for (const auto& [shape, rs] : shapes) odd.insert(odd.end(), rs.begin(), rs.end());
         }
@@ -379,8 +411,9 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
       v.comm_id = comm_id;
       v.stuck_seq = view.stuck_seq;
       SetCulprits(ranks, odd, &v);
-      v.reason = "collective mismatch at seq " + std::to_string(view.stuck_seq) + " on communicator " +
-                 std::to_string(comm_id) + ": rank(s) " + Ranks(odd) + " issued a different op or size";
+      v.reason = "collective mismatch at seq " + std::to_string(view.stuck_seq) +
+                 " on communicator " + std::to_string(comm_id) + ": rank(s) " + Ranks(odd) +
+                 " issued a different op or size";
       return v;
     }
     if (!missing.empty() && !shapes.empty()) {
@@ -390,8 +423,9 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
       v.stuck_seq = view.stuck_seq;
       SetCulprits(ranks, missing, &v);
       const auto& [shape, rs] = *shapes.begin();
-      v.reason = "rank(s) " + Ranks(missing) + " never issued collective seq " + std::to_string(view.stuck_seq) +
-                 " (" + OpName(std::get<0>(shape)) + ") that rank(s) " + Ranks(rs) + " wait in";
+      v.reason = "rank(s) " + Ranks(missing) + " never issued collective seq " +
+                 std::to_string(view.stuck_seq) + " (" + OpName(std::get<0>(shape)) +
+                 ") that rank(s) " + Ranks(rs) + " wait in";
       describe_ranks(missing);
       CorroborateFromRings(ranks, missing, &v);
       return v;
@@ -408,8 +442,9 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
     v.comm_id = comm_id;
     v.stuck_seq = view.stuck_seq;
     const CommState* any = view.by_rank.begin()->second;
-    v.reason = "all " + std::to_string(view.by_rank.size()) + " ranks issued " + OpName(any->pending_kind) +
-               " seq " + std::to_string(view.stuck_seq) + " and are stuck inside it";
+    v.reason = "all " + std::to_string(view.by_rank.size()) + " ranks issued " +
+               OpName(any->pending_kind) + " seq " + std::to_string(view.stuck_seq) +
+               " and are stuck inside it";
     // Intra-kernel progress along the ring.
     const RingFinding f = LocateOnRings(ranks);
     for (const std::string& l : f.lines) v.details.push_back(l);
@@ -418,13 +453,15 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
       v.faulty_link = f.link;
       culprits = f.from_read ? std::vector<int32_t>{f.from, f.to} : std::vector<int32_t>{f.from};
       v.ring_named = culprits;
-      v.details.push_back("progress stops on ring link(s) " + f.links + " on " + std::to_string(f.agree) + " of " +
-                          std::to_string(f.channels) + " channel(s)");
+      v.details.push_back("progress stops on ring link(s) " + f.links + " on " +
+                          std::to_string(f.agree) + " of " + std::to_string(f.channels) +
+                          " channel(s)");
     }
     if (culprits.empty()) {
       for (const auto& [rank, c] : view.by_rank) culprits.push_back(rank);
-      v.details.push_back(f.channels == 0 ? "no intra-kernel progress available: the faulty link is not located"
-                                          : "intra-kernel progress is uniform: the faulty link is not located");
+      v.details.push_back(f.channels == 0
+                              ? "no intra-kernel progress available: the faulty link is not located"
+                              : "intra-kernel progress is uniform: the faulty link is not located");
     }
     SetCulprits(ranks, culprits, &v);
     if (!v.faulty_link.empty()) v.reason += "; progress stops on link " + v.faulty_link;
@@ -437,8 +474,8 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
     v.cls = HangClass::kNonCommunication;
     v.team = "algorithm";
     SetCulprits(ranks, not_comm, &v);
-    v.reason = "rank(s) " + Ranks(not_comm) + " are outside communication code while rank(s) " + Ranks(in_comm) +
-               " wait in it (from stacks)";
+    v.reason = "rank(s) " + Ranks(not_comm) + " are outside communication code while rank(s) " +
+               Ranks(in_comm) + " wait in it (from stacks)";
     describe_ranks(not_comm);
     return v;
   }
@@ -446,7 +483,9 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
     v.cls = HangClass::kCommunication;
     v.team = "infrastructure";
     SetCulprits(ranks, in_comm, &v);
-    v.reason = "every rank waits in communication code (from stacks); no progress table to locate the link";
+    v.reason =
+        "every rank waits in communication code (from stacks); no progress table to locate the "
+        "link";
     return v;
   }
   v.reason = "no rank waits in a collective: no hang pattern recognised";

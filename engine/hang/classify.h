@@ -59,15 +59,15 @@ struct OpenInterval {
 
 // Progress inside a collective's kernel on one rank (ring step counters).
 struct KernelProgress {
-  std::string channel;     // communicator / channel identity
-  int32_t ring_pos = -1;   // position in the ring (comm rank for a plain ring)
+  std::string channel;    // communicator / channel identity
+  int32_t ring_pos = -1;  // position in the ring (comm rank for a plain ring)
   int32_t ring_size = 0;
   int32_t prev_rank = -1;  // rank of the ring predecessor; -1: the one at ring_pos - 1
   int32_t next_rank = -1;  // rank of the ring successor (-1 unknown)
   uint64_t seq = 0;        // collective the counters belong to
   uint64_t completed_seq = 0;
-  uint64_t step = 0;       // received from the predecessor
-  uint64_t sent = 0;       // consumed by the successor (cuda-gdb; 0 unknown)
+  uint64_t step = 0;  // received from the predecessor
+  uint64_t sent = 0;  // consumed by the successor (cuda-gdb; 0 unknown)
   uint64_t steps_total = 0;
   std::string source;
 };
@@ -76,9 +76,9 @@ struct RankEvidence {
   int32_t rank = -1;
   std::string host;
   int32_t pid = 0;
-  std::string proc_state;   // process_probe.h names; "unknown" without evidence
-  bool exited = false;      // reported exited by its daemon
-  bool answered = true;     // its daemon answered the evidence command
+  std::string proc_state;  // process_probe.h names; "unknown" without evidence
+  bool exited = false;     // reported exited by its daemon
+  bool answered = true;    // its daemon answered the evidence command
   std::vector<ThreadStack> native;
   std::vector<ThreadStack> python;
   std::string native_error, python_error;
@@ -94,11 +94,11 @@ const char* HangClassName(HangClass c);
 
 struct Verdict {
   HangClass cls = HangClass::kNone;
-  std::string team;                 // "operations" / "infrastructure" / "algorithm" / "" (none)
+  std::string team;  // "operations" / "infrastructure" / "algorithm" / "" (none)
   std::vector<int32_t> culprits;
-  std::vector<std::string> hosts;   // of the culprits
-  std::string reason;               // one line
-  std::vector<std::string> details; // evidence lines
+  std::vector<std::string> hosts;    // of the culprits
+  std::string reason;                // one line
+  std::vector<std::string> details;  // evidence lines
   // The ring link where intra-kernel progress stops, as "a->b", and the
   // ranks it names (the sender alone when it was not inside the kernel).
   std::string faulty_link;
@@ -116,12 +116,12 @@ struct Verdict {
 // was not read (each channel's ring gives it other neighbours), else for
 // the link; `link` is empty when no channel singles one out.
 struct RingFinding {
-  std::string link;        // one link of the winner, "a->b"
-  std::string links;       // all its links, "1->2, 0->1"
+  std::string link;            // one link of the winner, "a->b"
+  std::string links;           // all its links, "1->2, 0->1"
   int32_t from = -1, to = -1;  // the named rank alone (to -1), or the link's ends
-  bool from_read = false;  // a link between two read ranks
-  int channels = 0;        // channels with >= 2 ranks read
-  int agree = 0;           // of them, naming `link`
+  bool from_read = false;      // a link between two read ranks
+  int channels = 0;            // channels with >= 2 ranks read
+  int agree = 0;               // of them, naming `link`
   std::vector<std::string> lines;
 };
 RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks);

@@ -57,10 +57,14 @@ bool List(std::string_view line, std::string_view key, std::vector<uint64_t>* ou
 
 const char* NcclProtoName(NcclProto p) {
   switch (p) {
-    case NcclProto::kSimple: return "SIMPLE";
-    case NcclProto::kLL: return "LL";
-    case NcclProto::kLL128: return "LL128";
-    default: return "unknown";
+    case NcclProto::kSimple:
+      return "SIMPLE";
+    case NcclProto::kLL:
+      return "LL";
+    case NcclProto::kLL128:
+      return "LL128";
+    default:
+      return "unknown";
   }
 }
 
@@ -78,7 +82,8 @@ uint64_t ChannelProgress::Progress(NcclProto proto) const {
     case NcclProto::kLL128: {
       if (!has_ll128) return 0;
       int64_t best = 0;
-      for (uint64_t f : ll128_flags) best = std::max<int64_t>(best, static_cast<int64_t>(f - recv_step));
+      for (uint64_t f : ll128_flags)
+        best = std::max<int64_t>(best, static_cast<int64_t>(f - recv_step));
       return static_cast<uint64_t>(best);
     }
     default:
@@ -168,25 +173,25 @@ int SharedBaseForSm(int sm) {
 // debug info for ncclShmem ("has unknown type"), so the script reads raw
 // memory at these offsets instead of naming fields.
 struct NcclLayout {
-  int channel_id = 32;         // ncclShmem.channelId (int)
-  int peers = 144;             // ncclShmem.channel.peers (ncclDevChannelPeer**)
-  int ring_prev = 152;         // ncclShmem.channel.ring.prev (int); .next at +4
-  int ring_index = 168;        // ncclShmem.channel.ring.index (int)
-  int peer_send0 = 0;          // ncclDevChannelPeer.send[0] (ncclConnInfo)
-  int peer_recv0 = 304;        // ncclDevChannelPeer.recv[0]: after send[NCCL_MAX_CONNS = 2] of 152 B
-  int conn_buff_ll = 0;        // ncclConnInfo.buffs[NCCL_PROTO_LL] (char*)
-  int conn_buff_ll128 = 8;     // ncclConnInfo.buffs[NCCL_PROTO_LL128]
-  int conn_tail = 48;          // ncclConnInfo.tail (uint64_t*)
-  int conn_head = 56;          // ncclConnInfo.head (uint64_t*)
-  int conn_step = 104;         // ncclConnInfo.step (uint64_t)
+  int channel_id = 32;      // ncclShmem.channelId (int)
+  int peers = 144;          // ncclShmem.channel.peers (ncclDevChannelPeer**)
+  int ring_prev = 152;      // ncclShmem.channel.ring.prev (int); .next at +4
+  int ring_index = 168;     // ncclShmem.channel.ring.index (int)
+  int peer_send0 = 0;       // ncclDevChannelPeer.send[0] (ncclConnInfo)
+  int peer_recv0 = 304;     // ncclDevChannelPeer.recv[0]: after send[NCCL_MAX_CONNS = 2] of 152 B
+  int conn_buff_ll = 0;     // ncclConnInfo.buffs[NCCL_PROTO_LL] (char*)
+  int conn_buff_ll128 = 8;  // ncclConnInfo.buffs[NCCL_PROTO_LL128]
+  int conn_tail = 48;       // ncclConnInfo.tail (uint64_t*)
+  int conn_head = 56;       // ncclConnInfo.head (uint64_t*)
+  int conn_step = 104;      // ncclConnInfo.step (uint64_t)
   // Slot strides of the default buffer sizes (init.cc DEFAULT_LL_BUFFSIZE /
   // DEFAULT_LL128_BUFFSIZE over NCCL_STEPS): 8 lines x 512 threads x 16 B,
   // and 120 elements x 640 threads x 8 B. NCCL_LL_BUFFSIZE /
   // NCCL_LL128_BUFFSIZE change them (the flags then read wrong slots).
   int ll_slot = 65536;
   int ll128_slot = 614400;
-  int ll_flag1 = 4;            // union ncclLLFifoLine: data1, flag1, data2, flag2 (uint32)
-  int ll128_flag = 15 * 8;     // NCCL_LL128_LINEELEMS = 16 uint64_t per line, the flag is the last
+  int ll_flag1 = 4;         // union ncclLLFifoLine: data1, flag1, data2, flag2 (uint32)
+  int ll128_flag = 15 * 8;  // NCCL_LL128_LINEELEMS = 16 uint64_t per line, the flag is the last
 };
 
 namespace {
@@ -204,25 +209,30 @@ std::string At(const char* type, const std::string& base, int off) {
 void AppendChannel(int kernel, int block, std::string* s) {
   const NcclLayout L;
   const std::string id = "kernel=" + std::to_string(kernel) + " channel=" + std::to_string(block);
-  *s += "cuda kernel " + std::to_string(kernel) + " block (" + std::to_string(block) + ",0,0) thread (0,0,0)\n";
+  *s += "cuda kernel " + std::to_string(kernel) + " block (" + std::to_string(block) +
+        ",0,0) thread (0,0,0)\n";
   const std::string u64 = "unsigned long long";
   for (int base : kSharedBases) {
     const std::string tag = id + " base=" + std::to_string(base);
     *s += "echo XPU-NCCL-BEGIN " + tag + "\\n\n";
     *s += "set $xs = (@shared char*)" + std::to_string(base) + "\n";
-    *s += "printf \"XPU-NCCL " + id + " channel_id=%d ring_prev=%d ring_next=%d ring_index=%d\\n\", " +
-          At("@shared int", "$xs", L.channel_id) + ", " + At("@shared int", "$xs", L.ring_prev) + ", " +
-          At("@shared int", "$xs", L.ring_prev + 4) + ", " + At("@shared int", "$xs", L.ring_index) + "\n";
+    *s += "printf \"XPU-NCCL " + id +
+          " channel_id=%d ring_prev=%d ring_next=%d ring_index=%d\\n\", " +
+          At("@shared int", "$xs", L.channel_id) + ", " + At("@shared int", "$xs", L.ring_prev) +
+          ", " + At("@shared int", "$xs", L.ring_prev + 4) + ", " +
+          At("@shared int", "$xs", L.ring_index) + "\n";
     // peers[prev]->recv[0] and peers[next]->send[0] (generic addresses).
     *s += "set $xp = " + At(("@shared " + u64).c_str(), "$xs", L.peers) + "\n";
     *s += "set $xr = *(" + u64 + "*)($xp+8*(" + At("@shared int", "$xs", L.ring_prev) + "))+" +
           std::to_string(L.peer_recv0) + "\n";
     *s += "set $xn = *(" + u64 + "*)($xp+8*(" + At("@shared int", "$xs", L.ring_prev + 4) + "))+" +
           std::to_string(L.peer_send0) + "\n";
-    *s += "printf \"XPU-NCCL " + id + " recv_step=%llu recv_tail=%llu\\n\", " + At(u64.c_str(), "$xr", L.conn_step) +
-          ", *" + At((u64 + "*").c_str(), "$xr", L.conn_tail) + "\n";
-    *s += "printf \"XPU-NCCL " + id + " send_step=%llu send_head=%llu\\n\", " + At(u64.c_str(), "$xn", L.conn_step) +
-          ", *" + At((u64 + "*").c_str(), "$xn", L.conn_head) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " recv_step=%llu recv_tail=%llu\\n\", " +
+          At(u64.c_str(), "$xr", L.conn_step) + ", *" +
+          At((u64 + "*").c_str(), "$xr", L.conn_tail) + "\n";
+    *s += "printf \"XPU-NCCL " + id + " send_step=%llu send_head=%llu\\n\", " +
+          At(u64.c_str(), "$xn", L.conn_step) + ", *" +
+          At((u64 + "*").c_str(), "$xn", L.conn_head) + "\n";
     std::string fmt, args;
     *s += "set $xl = " + At(u64.c_str(), "$xr", L.conn_buff_ll) + "\n";
     for (int k = 0; k < kNcclSteps; ++k) {
@@ -319,7 +329,8 @@ std::vector<ChannelProgress> ParseProgress(std::string_view output) {
         t.find("kernel ") == 0) {
       continue;
     }
-    if (cur->error.size() < 300) cur->error += (cur->error.empty() ? "" : "; ") + std::string(t.substr(0, 120));
+    if (cur->error.size() < 300)
+      cur->error += (cur->error.empty() ? "" : "; ") + std::string(t.substr(0, 120));
   }
   return out;
 }
@@ -338,8 +349,9 @@ void AppendExCommands(const std::string& script, std::vector<std::string>* argv)
 }
 
 std::vector<std::string> CudaGdbCommand(int pid, const std::string& script) {
-  std::vector<std::string> argv = {"cuda-gdb", "-p", std::to_string(pid), "-batch", "-nx", "-q",
-                                   "-iex", "set debuginfod enabled off", "-iex", "set index-cache enabled on"};
+  std::vector<std::string> argv = {
+      "cuda-gdb", "-p",   std::to_string(pid),          "-batch", "-nx",
+      "-q",       "-iex", "set debuginfod enabled off", "-iex",   "set index-cache enabled on"};
   AppendExCommands(script, &argv);
   return argv;
 }
@@ -374,7 +386,8 @@ std::vector<KernelProgress> RingProgressFromCudaGdb(
       if (it == next.end()) break;
       r = it->second;
     }
-    const bool closed = r == ranks.begin()->first && seen.size() == order.size() && next.count(order.back());
+    const bool closed =
+        r == ranks.begin()->first && seen.size() == order.size() && next.count(order.back());
     std::map<int32_t, int32_t> pos_of;
     if (closed) {
       for (size_t i = 0; i < order.size(); ++i) pos_of[order[i]] = static_cast<int32_t>(i);

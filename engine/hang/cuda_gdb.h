@@ -49,9 +49,9 @@ enum class NcclProto { kUnknown, kSimple, kLL, kLL128 };
 const char* NcclProtoName(NcclProto p);
 
 struct CudaKernel {
-  int id = -1;        // cuda-gdb kernel id
+  int id = -1;  // cuda-gdb kernel id
   int device = -1;
-  int grid_x = 0;     // blocks = channels
+  int grid_x = 0;  // blocks = channels
   std::string name;
   // From the name. NCCL 2.28 specializes one entry kernel per collective,
   // type and algorithm (..._RING_LL) and runs every protocol through it, so
@@ -64,9 +64,9 @@ constexpr int kNcclSteps = 8;  // NCCL_STEPS: buffer slots per connection
 
 struct ChannelProgress {
   int kernel = -1;
-  int block = -1;           // block index in the kernel
-  int base = -1;            // shared-window offset the reads took ncclShmem at
-  int channel_id = -1;      // ncclShmem.channelId: the ring channel (key across ranks)
+  int block = -1;       // block index in the kernel
+  int base = -1;        // shared-window offset the reads took ncclShmem at
+  int channel_id = -1;  // ncclShmem.channelId: the ring channel (key across ranks)
   int ring_prev = -1, ring_next = -1, ring_index = -1;
   uint64_t recv_step = 0, recv_tail = 0, send_step = 0, send_head = 0;
   uint32_t ll_flags[kNcclSteps] = {};     // first line of each LL slot

@@ -8,7 +8,8 @@
 namespace xpu::engine::hang {
 namespace {
 
-constexpr char kInfoKernels[] = R"(  Kernel Parent Dev Grid Status   SMs Mask GridDim  BlockDim Invocation
+constexpr char kInfoKernels[] =
+    R"(  Kernel Parent Dev Grid Status   SMs Mask GridDim  BlockDim Invocation
 *      0      -   0    7 Active 0x0000000f (4,1,1) (544,1,1) ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)
        1      -   0    9 Active 0x00000001 (1,1,1) (128,1,1) my_other_kernel(float*)
        2      -   0   11 Active 0x00000003 (2,1,1) (640,1,1) ncclDevKernel_AllGather_RING_SIMPLE(ncclDevKernelArgsStorage<4096ul>)
@@ -29,10 +30,13 @@ TEST(CudaGdbTest, ParsesNcclKernelsAndTheirProtocol) {
 }
 
 TEST(CudaGdbTest, SmVersionPicksTheSharedWindowBase) {
-  EXPECT_EQ(ParseSmVersion("XPU-CUDA-DEVICES\n*   0   18:00.0 NVIDIA H200   GH100-A   sm_90   132  64\n"
-                           "XPU-NCCL-BEGIN kernel=0 channel=0 base=0\n"),
-            90);
-  EXPECT_EQ(ParseSmVersion("XPU-CUDA-DEVICES\n*  0  07:00.0 NVIDIA A100-SXM4-80GB GA100-A sm_80 108\n"), 80);
+  EXPECT_EQ(
+      ParseSmVersion("XPU-CUDA-DEVICES\n*   0   18:00.0 NVIDIA H200   GH100-A   sm_90   132  64\n"
+                     "XPU-NCCL-BEGIN kernel=0 channel=0 base=0\n"),
+      90);
+  EXPECT_EQ(
+      ParseSmVersion("XPU-CUDA-DEVICES\n*  0  07:00.0 NVIDIA A100-SXM4-80GB GA100-A sm_80 108\n"),
+      80);
   EXPECT_EQ(ParseSmVersion("info cuda devices failed\n"), 0);  // no marker
   EXPECT_EQ(ParseSmVersion("XPU-CUDA-DEVICES\nNo CUDA devices.\n"), 0);
   EXPECT_EQ(SharedBaseForSm(90), 0x400);
@@ -56,11 +60,12 @@ TEST(CudaGdbTest, ScriptVisitsEveryChannelAtBothBasesAndDetaches) {
   EXPECT_NE(s.find("*(@shared int*)($xs+32)"), std::string::npos);
   EXPECT_NE(s.find("*(@shared int*)($xs+152)"), std::string::npos);
   EXPECT_NE(s.find("set $xp = *(@shared unsigned long long*)($xs+144)"), std::string::npos);
-  EXPECT_NE(s.find("set $xr = *(unsigned long long*)($xp+8*(*(@shared int*)($xs+152)))+304"), std::string::npos);
+  EXPECT_NE(s.find("set $xr = *(unsigned long long*)($xp+8*(*(@shared int*)($xs+152)))+304"),
+            std::string::npos);
   EXPECT_NE(s.find("*(unsigned long long*)($xr+104)"), std::string::npos);
   EXPECT_NE(s.find("**(unsigned long long**)($xr+48)"), std::string::npos);
   // LL flags of the 8 slots (64 KiB apart), LL128 flags (600 KiB apart).
-  EXPECT_NE(s.find("*(unsigned int*)($xl+458756)"), std::string::npos);  // 7*65536+4
+  EXPECT_NE(s.find("*(unsigned int*)($xl+458756)"), std::string::npos);         // 7*65536+4
   EXPECT_NE(s.find("*(unsigned long long*)($xm+4300920)"), std::string::npos);  // 7*614400+120
   EXPECT_EQ(s.substr(s.size() - 12), "detach\nquit\n");
   EXPECT_NE(KernelListScript().find("info cuda kernels"), std::string::npos);
@@ -91,7 +96,8 @@ TEST(CudaGdbTest, ProgressIsWhatThePredecessorDeliveredInThisKernel) {
       "XPU-NCCL kernel=0 channel=3 channel_id=7 ring_prev=1 ring_next=2 ring_index=3\n"
       "XPU-NCCL kernel=0 channel=3 recv_step=4294967294 recv_tail=4294967299\n"
       "XPU-NCCL kernel=0 channel=3 send_step=10 send_head=12\n"
-      "XPU-NCCL kernel=0 channel=3 ll_flags=4294967295,0,1,4294967290,4294967291,4294967292,4294967293,4294967294\n"
+      "XPU-NCCL kernel=0 channel=3 "
+      "ll_flags=4294967295,0,1,4294967290,4294967291,4294967292,4294967293,4294967294\n"
       "XPU-NCCL kernel=0 channel=3 ll128_flags=4294967296,4294967297,4294967298,9,9,9,9,9\n"
       "XPU-NCCL-END kernel=0 channel=3 base=1024\n");
   ASSERT_EQ(p.size(), 1u);
@@ -115,8 +121,10 @@ TEST(CudaGdbTest, ProgressIsWhatThePredecessorDeliveredInThisKernel) {
   EXPECT_EQ(idle.Progress(NcclProto::kLL), 0u);
   EXPECT_EQ(idle.Progress(NcclProto::kLL128), 0u);
   // A block that does not exist.
-  p = ParseProgress("XPU-NCCL-BEGIN kernel=0 channel=1 base=0\nInvalid coordinates. Block (1,0,0) does not exist.\n"
-                    "XPU-NCCL-END kernel=0 channel=1 base=0\n");
+  p = ParseProgress(
+      "XPU-NCCL-BEGIN kernel=0 channel=1 base=0\nInvalid coordinates. Block (1,0,0) does not "
+      "exist.\n"
+      "XPU-NCCL-END kernel=0 channel=1 base=0\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_FALSE(p[0].ok);
   EXPECT_NE(p[0].error.find("Invalid coordinates"), std::string::npos);
@@ -132,7 +140,8 @@ struct Recorded {
   std::vector<uint32_t> ll;
 };
 
-std::map<int32_t, std::vector<RingReading>> FromRecorded(const std::vector<Recorded>& rec, NcclProto* moved) {
+std::map<int32_t, std::vector<RingReading>> FromRecorded(const std::vector<Recorded>& rec,
+                                                         NcclProto* moved) {
   std::map<int32_t, std::vector<RingReading>> out;
   for (const Recorded& r : rec) {
     ChannelProgress c;
@@ -166,11 +175,31 @@ TEST(CudaGdbTest, RecordedH200ReadingsNameTheStoppedRankForEveryProtocol) {
   EXPECT_EQ(v.faulty_link, "1->2");
   // NCCL_PROTO=LL: the slot flags moved (0 got 2, 3 got 1, 2 none).
   moved = NcclProto::kUnknown;
-  auto ll = FromRecorded(
-      {{0, 3, 1, 121749, 0, 123117, 123117, {121745, 121746, 121747, 121748, 121749, 121750, 121751, 121744}},
-       {2, 1, 3, 123117, 0, 123117, 123118, {123113, 123114, 123115, 123116, 123117, 123110, 123111, 123112}},
-       {3, 2, 0, 123117, 0, 121749, 121751, {123113, 123114, 123115, 123116, 123117, 123118, 123111, 123112}}},
-      &moved);
+  auto ll = FromRecorded({{0,
+                           3,
+                           1,
+                           121749,
+                           0,
+                           123117,
+                           123117,
+                           {121745, 121746, 121747, 121748, 121749, 121750, 121751, 121744}},
+                          {2,
+                           1,
+                           3,
+                           123117,
+                           0,
+                           123117,
+                           123118,
+                           {123113, 123114, 123115, 123116, 123117, 123110, 123111, 123112}},
+                          {3,
+                           2,
+                           0,
+                           123117,
+                           0,
+                           121749,
+                           121751,
+                           {123113, 123114, 123115, 123116, 123117, 123118, 123111, 123112}}},
+                         &moved);
   EXPECT_EQ(moved, NcclProto::kLL);
   EXPECT_EQ(ll[0][0].steps, 2u);
   v = ClassifyStopped(ll, 1);

@@ -176,10 +176,11 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
     const xpu::v1::HangProgress& pr = p->counters.progress();
     if (pr.suspect()) {
       if (!s || pr.suspect_since_ns() < s->stall_since_ns) {
-        s = Suspicion{absl::StrCat("rank ", rank, ": ", pr.suspect_name().empty() ? "op" : pr.suspect_name(),
-                                   " seq ", pr.suspect_seq(), " outstanding beyond its threshold (",
-                                   pr.suspect_threshold_ns() / 1000000, " ms)"),
-                      pr.suspect_since_ns()};
+        s = Suspicion{
+            absl::StrCat("rank ", rank, ": ", pr.suspect_name().empty() ? "op" : pr.suspect_name(),
+                         " seq ", pr.suspect_seq(), " outstanding beyond its threshold (",
+                         pr.suspect_threshold_ns() / 1000000, " ms)"),
+            pr.suspect_since_ns()};
       }
     }
     for (const auto& c : pr.comms()) {
@@ -190,8 +191,10 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
     }
   }
   if (s) return s;
-  if (gone && oldest_pending != 0 && now > oldest_pending && now - oldest_pending > options_.exit_grace_ns) {
-    return Suspicion{absl::StrCat("rank(s) ", gone_ranks, " stopped reporting while others wait in a collective"),
+  if (gone && oldest_pending != 0 && now > oldest_pending &&
+      now - oldest_pending > options_.exit_grace_ns) {
+    return Suspicion{absl::StrCat("rank(s) ", gone_ranks,
+                                  " stopped reporting while others wait in a collective"),
                      oldest_pending};
   }
   return std::nullopt;
@@ -220,7 +223,9 @@ void HangMonitor::Poll() {
     Diagnosis d = ToDiagnosis(r);
     Log()->warn("job {}: {} hang, culprits {} ({}), {:.1f} s after the last progress", r.job,
                 HangClassName(r.verdict.cls), CompressRanks(r.verdict.culprits), r.verdict.reason,
-                r.stall_since_ns && r.diagnosed_ns > r.stall_since_ns ? (r.diagnosed_ns - r.stall_since_ns) * 1e-9 : 0.0);
+                r.stall_since_ns && r.diagnosed_ns > r.stall_since_ns
+                    ? (r.diagnosed_ns - r.stall_since_ns) * 1e-9
+                    : 0.0);
     std::function<void(const Diagnosis&)> listener;
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -233,11 +238,13 @@ void HangMonitor::Poll() {
 }
 
 absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint64_t deadline_ms) {
-  if (registry_.FindJob(job) == nullptr) return absl::NotFoundError(absl::StrCat("no live job ", job));
+  if (registry_.FindJob(job) == nullptr)
+    return absl::NotFoundError(absl::StrCat("no live job ", job));
   return Diagnose(job, deadline_ms > 0 ? deadline_ms : options_.evidence_deadline_ms, true);
 }
 
-HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_ms, bool on_demand) {
+HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_ms,
+                                 bool on_demand) {
   HangReport report;
   report.job = job_name;
   report.on_demand = on_demand;
@@ -275,7 +282,8 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
   std::map<std::pair<std::string, int32_t>, xpu::v1::ProcessEvidence> evidence;  // (host, pid)
   for (auto& [daemon, f] : futures) {
     if (f.wait_until(until) != std::future_status::ready) {
-      Log()->warn("job {}: daemon {} did not answer the evidence command in time", job_name, daemon);
+      Log()->warn("job {}: daemon {} did not answer the evidence command in time", job_name,
+                  daemon);
       continue;
     }
     absl::StatusOr<xpu::v1::CommandReply> reply = f.get();
@@ -293,7 +301,8 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
     for (const auto& p : ev.processes()) evidence[{p.identity().host(), p.identity().pid()}] = p;
   }
   report.evidence_ms = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
 
   std::vector<RankEvidence> ranks;
   // cuda-gdb channel readings per protocol, keyed by comm rank; ordered
@@ -323,15 +332,16 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
       if (e.has_progress()) progress = &e.progress();
       for (const auto& k : e.kernel()) {
         if (absl::StartsWith(k.source(), "cuda-gdb")) {
-          sum.kernel += absl::StrCat(sum.kernel.empty() ? "" : "; ", k.source(), " ", k.channel(), " (#",
-                                     k.arrived_seq(), "): ", k.detail());
+          sum.kernel += absl::StrCat(sum.kernel.empty() ? "" : "; ", k.source(), " ", k.channel(),
+                                     " (#", k.arrived_seq(), "): ", k.detail());
           RingReading c;
           c.channel = atoi(k.channel().c_str() + (absl::StartsWith(k.channel(), "ch") ? 2 : 0));
           c.ring_prev = k.ring_prev();
           c.ring_next = k.ring_next();
           c.steps = k.step();
           c.sent = k.sent();
-          if (k.ring_next() >= 0 && k.comm_rank() >= 0) cuda_gdb[k.source()][k.comm_rank()].push_back(c);
+          if (k.ring_next() >= 0 && k.comm_rank() >= 0)
+            cuda_gdb[k.source()][k.comm_rank()].push_back(c);
           continue;
         }
         KernelProgress kp;
@@ -344,8 +354,9 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
         kp.steps_total = k.steps_total();
         kp.source = k.source();
         r.kernel.push_back(kp);
-        sum.kernel += absl::StrCat(sum.kernel.empty() ? "" : "; ", k.source(), " arrived ", k.arrived_seq(),
-                                   " completed ", k.completed_seq(), " step ", k.step(), "/", k.steps_total());
+        sum.kernel += absl::StrCat(sum.kernel.empty() ? "" : "; ", k.source(), " arrived ",
+                                   k.arrived_seq(), " completed ", k.completed_seq(), " step ",
+                                   k.step(), "/", k.steps_total());
       }
       sum.collect_ms = e.collect_ms();
     } else {
@@ -363,14 +374,16 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
     sum.answered = r.answered;
     sum.where = WhereOf(r);
     for (const CommState& c : r.comms) {
-      sum.comms += absl::StrCat(sum.comms.empty() ? "" : "; ", "comm ", Hex(c.comm_id).substr(0, 8), ": issued ",
-                                c.last_issued, " completed ", c.last_completed);
+      sum.comms += absl::StrCat(sum.comms.empty() ? "" : "; ", "comm ", Hex(c.comm_id).substr(0, 8),
+                                ": issued ", c.last_issued, " completed ", c.last_completed);
       if (c.pending_seq) {
-        sum.comms += absl::StrCat(" pending #", c.pending_seq, " ", c.pending_name, " (", c.pending_bytes, " B)");
+        sum.comms += absl::StrCat(" pending #", c.pending_seq, " ", c.pending_name, " (",
+                                  c.pending_bytes, " B)");
       }
     }
     for (const OpenInterval& o : r.open) {
-      sum.open += absl::StrCat(sum.open.empty() ? "" : "; ", o.name, " (kind ", o.kind, ") since ", o.since_ns);
+      sum.open += absl::StrCat(sum.open.empty() ? "" : "; ", o.name, " (kind ", o.kind, ") since ",
+                               o.since_ns);
     }
     sum.native_error = r.native_error;
     sum.python_error = r.python_error;
@@ -437,8 +450,9 @@ Diagnosis HangMonitor::ToDiagnosis(const HangReport& r) {
   } else {
     d.team = Team::kOperations;
   }
-  d.severity = r.verdict.cls == HangClass::kBusyWait || r.verdict.cls == HangClass::kNone ? Severity::kInfo
-                                                                                          : Severity::kCritical;
+  d.severity = r.verdict.cls == HangClass::kBusyWait || r.verdict.cls == HangClass::kNone
+                   ? Severity::kInfo
+                   : Severity::kCritical;
   d.ranks = r.verdict.culprits;
   d.hosts = r.verdict.hosts;
   d.evidence = r.verdict.reason;

@@ -63,9 +63,10 @@ class HangMonitorTest : public ::testing::Test {
       p->mutable_identity()->set_host("node");
       p->mutable_identity()->set_pid(100 + r);
       p->set_proc_state(r == 2 ? "running" : "sleeping");
-      p->set_native_stacks(r == 2 ? "Thread 1 (LWP 102):\n#0  busy_loop () at x.cc:1\n#1  main () at x.cc:2\n"
-                                  : "Thread 1 (LWP 10):\n#0  nanosleep ()\n#1  cudaStreamSynchronize ()\n"
-                                    "#2  main ()\n");
+      p->set_native_stacks(
+          r == 2 ? "Thread 1 (LWP 102):\n#0  busy_loop () at x.cc:1\n#1  main () at x.cc:2\n"
+                 : "Thread 1 (LWP 10):\n#0  nanosleep ()\n#1  cudaStreamSynchronize ()\n"
+                   "#2  main ()\n");
     }
     xpu::v1::CommandReply reply;
     reply.set_ok(true);
@@ -88,7 +89,9 @@ class HangMonitorTest : public ::testing::Test {
 
 TEST_F(HangMonitorTest, NoSuspicionNoCommand) {
   Populate(false);
-  HangMonitor m(registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+  HangMonitor m(
+      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); },
+      Options());
   m.Poll();
   EXPECT_EQ(commands_, 0);
   EXPECT_FALSE(m.Latest("j").has_value());
@@ -97,7 +100,9 @@ TEST_F(HangMonitorTest, NoSuspicionNoCommand) {
 
 TEST_F(HangMonitorTest, SuspicionCollectsEvidenceAndNamesTheCulprit) {
   Populate(true);
-  HangMonitor m(registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+  HangMonitor m(
+      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); },
+      Options());
   std::vector<Diagnosis> heard;
   m.SetListener([&](const Diagnosis& d) { heard.push_back(d); });
   m.Poll();
@@ -108,7 +113,8 @@ TEST_F(HangMonitorTest, SuspicionCollectsEvidenceAndNamesTheCulprit) {
   EXPECT_EQ(r->verdict.culprits, std::vector<int32_t>({2}));
   EXPECT_EQ(r->daemons_answered, 1u);
   EXPECT_EQ(r->stall_since_ns, now_ - 11 * kS);
-  EXPECT_NE(r->tree.Text().find("busy_loop  [ranks 2 | not 0-1,3]"), std::string::npos) << r->tree.Text();
+  EXPECT_NE(r->tree.Text().find("busy_loop  [ranks 2 | not 0-1,3]"), std::string::npos)
+      << r->tree.Text();
   EXPECT_NE(r->Json().find("\"classification\":\"non-communication\""), std::string::npos);
   ASSERT_EQ(heard.size(), 1u);
   EXPECT_EQ(heard[0].kind, "hang_non_communication");
@@ -152,7 +158,9 @@ TEST_F(HangMonitorTest, UnansweredDaemonStillGivesAVerdictFromEngineState) {
 }
 
 TEST_F(HangMonitorTest, CollectNowNeedsALiveJob) {
-  HangMonitor m(registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+  HangMonitor m(
+      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); },
+      Options());
   EXPECT_FALSE(m.CollectNow("nope", 100).ok());
   Populate(false);
   absl::StatusOr<HangReport> r = m.CollectNow("j", 100);

@@ -7,16 +7,19 @@ grpc::Status HangService::Get(grpc::ServerContext* ctx, const xpu::v1::HangReque
                               xpu::v1::HangReply* reply) {
   if (!token_.empty()) {
     auto it = ctx->client_metadata().find("x-xpu-token");
-    if (it == ctx->client_metadata().end() || std::string(it->second.data(), it->second.size()) != token_) {
+    if (it == ctx->client_metadata().end() ||
+        std::string(it->second.data(), it->second.size()) != token_) {
       return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong x-xpu-token");
     }
   }
-  if (req->job().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
+  if (req->job().empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
   reply->set_job(req->job());
   std::optional<HangReport> report;
   if (req->collect_now()) {
     absl::StatusOr<HangReport> r = monitor_.CollectNow(req->job(), req->deadline_ms());
-    if (!r.ok()) return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(r.status().message()));
+    if (!r.ok())
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(r.status().message()));
     report = std::move(*r);
   } else {
     report = monitor_.Latest(req->job());

@@ -16,8 +16,10 @@ namespace xpu::engine::hang {
 
 class HangService final : public xpu::v1::HangQuery::Service {
  public:
-  HangService(HangMonitor& monitor, std::string token) : monitor_(monitor), token_(std::move(token)) {}
-  grpc::Status Get(grpc::ServerContext* ctx, const xpu::v1::HangRequest* req, xpu::v1::HangReply* reply) override;
+  HangService(HangMonitor& monitor, std::string token)
+      : monitor_(monitor), token_(std::move(token)) {}
+  grpc::Status Get(grpc::ServerContext* ctx, const xpu::v1::HangRequest* req,
+                   xpu::v1::HangReply* reply) override;
 
  private:
   HangMonitor& monitor_;

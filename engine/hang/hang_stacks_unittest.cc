@@ -67,7 +67,8 @@ TEST(StacksTest, ParsesGdbThreadsRootFirst) {
   EXPECT_TRUE(ParseGdbBacktrace("garbage\nno frames here").empty());
   // Argument lists are found as the last balanced group, after the location.
   std::vector<ThreadStack> f = ParseGdbBacktrace(
-      "#0  std::function<void ()>::operator()() const (this=0x1) at /usr/include/c++/12/std_function.h:591\n"
+      "#0  std::function<void ()>::operator()() const (this=0x1) at "
+      "/usr/include/c++/12/std_function.h:591\n"
       "#1  0x00007f in xpu::hook::CompletionWorker::Run() () from libxpu_hook.so\n");
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0].frames[1], "std::function<void ()>::operator()() const");
@@ -105,21 +106,26 @@ TEST(StackTreeTest, MergesRanksAndNamesTheOnesMissing) {
   tree.Add(3, {hung});
   tree.AddRank(8);  // no stacks at all
   std::string text = tree.Text();
-  EXPECT_NE(text.find("main > (anonymous namespace)::Step(Options const&, Runtime&, int)  [ranks 0-7 | not 8]"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "main > (anonymous namespace)::Step(Options const&, Runtime&, int)  [ranks 0-7 | not 8]"),
+      std::string::npos)
       << text;
-  EXPECT_NE(text.find("cudaStreamSynchronize > xpu::fake::WaitStream(xpu::fake::Stream*) > nanosleep > "
-                      "clock_nanosleep  [ranks 0-2,4-7 | not 3,8]"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("cudaStreamSynchronize > xpu::fake::WaitStream(xpu::fake::Stream*) > nanosleep > "
+                "clock_nanosleep  [ranks 0-2,4-7 | not 3,8]"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("pause  [ranks 3 | not 0-2,4-8]"), std::string::npos) << text;
   std::string folded = tree.Folded();
-  EXPECT_NE(folded.find("main;(anonymous_namespace)::Step(Options_const&,_Runtime&,_int);pause 1\n"),
-            std::string::npos)
+  EXPECT_NE(
+      folded.find("main;(anonymous_namespace)::Step(Options_const&,_Runtime&,_int);pause 1\n"),
+      std::string::npos)
       << folded;
-  EXPECT_NE(folded.find(";cudaStreamSynchronize;xpu::fake::WaitStream(xpu::fake::Stream*);nanosleep;"
-                        "clock_nanosleep 7\n"),
-            std::string::npos)
+  EXPECT_NE(
+      folded.find(";cudaStreamSynchronize;xpu::fake::WaitStream(xpu::fake::Stream*);nanosleep;"
+                  "clock_nanosleep 7\n"),
+      std::string::npos)
       << folded;
   std::string svg = tree.Svg("job <j>");
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);

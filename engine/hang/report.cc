@@ -9,11 +9,21 @@ std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (c < 0x20 || c >= 0x7f) {
           char buf[8];
@@ -41,7 +51,9 @@ std::string StrList(const std::vector<std::string>& v) {
   return out + "]";
 }
 
-double Seconds(uint64_t from, uint64_t to) { return from != 0 && to > from ? (to - from) * 1e-9 : 0; }
+double Seconds(uint64_t from, uint64_t to) {
+  return from != 0 && to > from ? (to - from) * 1e-9 : 0;
+}
 
 }  // namespace
 
@@ -73,12 +85,14 @@ std::string HangReport::Json() const {
   o += ",\"ranks\":[";
   for (size_t i = 0; i < ranks.size(); ++i) {
     const RankSummary& r = ranks[i];
-    o += (i ? "," : "") + std::string("{\"rank\":") + std::to_string(r.rank) + ",\"host\":" + JsonString(r.host) +
-         ",\"pid\":" + std::to_string(r.pid) + ",\"state\":" + JsonString(r.proc_state) +
+    o += (i ? "," : "") + std::string("{\"rank\":") + std::to_string(r.rank) +
+         ",\"host\":" + JsonString(r.host) + ",\"pid\":" + std::to_string(r.pid) +
+         ",\"state\":" + JsonString(r.proc_state) +
          ",\"answered\":" + (r.answered ? "true" : "false") + ",\"where\":" + JsonString(r.where) +
          ",\"comms\":" + JsonString(r.comms) + ",\"open\":" + JsonString(r.open) +
          ",\"kernel\":" + JsonString(r.kernel) + ",\"native_error\":" + JsonString(r.native_error) +
-         ",\"python_error\":" + JsonString(r.python_error) + ",\"gpu_health\":" + JsonString(r.gpu_health) +
+         ",\"python_error\":" + JsonString(r.python_error) +
+         ",\"gpu_health\":" + JsonString(r.gpu_health) +
          ",\"collect_ms\":" + std::to_string(r.collect_ms) + "}";
   }
   o += "],\"merged_stacks\":" + JsonString(tree.Text());
@@ -95,15 +109,18 @@ std::string HangReport::Text() const {
       o += " on";
       for (const std::string& h : verdict.hosts) o += " " + h;
     }
-    o += "\n  team:           " + (verdict.team.empty() ? std::string("none (not a fault)") : verdict.team) + "\n";
+    o += "\n  team:           " +
+         (verdict.team.empty() ? std::string("none (not a fault)") : verdict.team) + "\n";
     o += "  reason:         " + verdict.reason + "\n";
     if (!verdict.faulty_link.empty()) {
-      o += "  faulty link:    " + verdict.faulty_link + " (intra-kernel ring progress names rank(s) " +
-           CompressRanks(verdict.ring_named) + ")\n";
+      o += "  faulty link:    " + verdict.faulty_link +
+           " (intra-kernel ring progress names rank(s) " + CompressRanks(verdict.ring_named) +
+           ")\n";
     }
     o += "  trigger:        " + trigger + "\n";
     char buf[160];
-    snprintf(buf, sizeof(buf), "  timing:         stall -> diagnosis %.1f s (evidence %llu ms, %u/%u daemons)\n",
+    snprintf(buf, sizeof(buf),
+             "  timing:         stall -> diagnosis %.1f s (evidence %llu ms, %u/%u daemons)\n",
              Seconds(stall_since_ns, diagnosed_ns), static_cast<unsigned long long>(evidence_ms),
              daemons_answered, daemons_asked);
     o += buf;
@@ -111,8 +128,8 @@ std::string HangReport::Text() const {
   }
   o += "\nRanks:\n";
   for (const RankSummary& r : ranks) {
-    o += "  rank " + std::to_string(r.rank) + " " + r.host + " pid " + std::to_string(r.pid) + " " + r.proc_state +
-         (r.answered ? "" : " (no evidence)") + "\n";
+    o += "  rank " + std::to_string(r.rank) + " " + r.host + " pid " + std::to_string(r.pid) + " " +
+         r.proc_state + (r.answered ? "" : " (no evidence)") + "\n";
     if (!r.where.empty()) o += "      at: " + r.where + "\n";
     if (!r.comms.empty()) o += "      " + r.comms + "\n";
     if (!r.open.empty()) o += "      open: " + r.open + "\n";

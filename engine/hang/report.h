@@ -21,10 +21,10 @@ struct RankSummary {
   int32_t pid = 0;
   std::string proc_state;
   bool answered = false;
-  std::string where;          // innermost frames of the main thread
-  std::string comms;          // "comm 1a2b: issued 12 completed 11 pending allreduce#12 (2048 B)"
-  std::string open;           // open host intervals
-  std::string kernel;         // intra-kernel progress
+  std::string where;   // innermost frames of the main thread
+  std::string comms;   // "comm 1a2b: issued 12 completed 11 pending allreduce#12 (2048 B)"
+  std::string open;    // open host intervals
+  std::string kernel;  // intra-kernel progress
   std::string native_error, python_error, gpu_health;
   uint64_t collect_ms = 0;
 };

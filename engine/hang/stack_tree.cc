@@ -12,11 +12,20 @@ std::string XmlEscape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -30,7 +39,8 @@ std::string Colour(const std::string& frame) {
   if (IsCommunicationFrame(frame)) {
     snprintf(buf, sizeof(buf), "rgb(%u,%u,%u)", 80 + h % 40, 130 + (h >> 8) % 50, 220);
   } else {
-    snprintf(buf, sizeof(buf), "rgb(%u,%u,%u)", 220 + h % 35, 90 + (h >> 8) % 110, 40 + (h >> 16) % 40);
+    snprintf(buf, sizeof(buf), "rgb(%u,%u,%u)", 220 + h % 35, 90 + (h >> 8) % 110,
+             40 + (h >> 16) % 40);
   }
   return buf;
 }
@@ -74,8 +84,9 @@ std::string StackTree::Text(size_t max_lines) const {
     // Children with the most ranks first, then by name (stable output).
     std::vector<const Node*> kids;
     for (const auto& [name, c] : n.children) kids.push_back(c.get());
-    std::stable_sort(kids.begin(), kids.end(),
-                     [](const Node* a, const Node* b) { return a->ranks.size() > b->ranks.size(); });
+    std::stable_sort(kids.begin(), kids.end(), [](const Node* a, const Node* b) {
+      return a->ranks.size() > b->ranks.size();
+    });
     for (const Node* c : kids) {
       if (max_lines != 0 && lines >= max_lines) return;
       // Fold a chain whose rank set does not change.
@@ -98,7 +109,8 @@ std::string StackTree::Text(size_t max_lines) const {
 
 std::string StackTree::Folded() const {
   std::string out;
-  std::function<void(const Node&, const std::string&)> walk = [&](const Node& n, const std::string& path) {
+  std::function<void(const Node&, const std::string&)> walk = [&](const Node& n,
+                                                                  const std::string& path) {
     uint64_t through_children = 0;
     for (const auto& [name, c] : n.children) through_children += c->stacks;
     if (&n != &root_ && n.stacks > through_children) {
@@ -126,12 +138,13 @@ std::string StackTree::Svg(const std::string& title) const {
   const double height = kTop + (max_depth + 1) * kRow + 10;
   std::string out;
   char buf[512];
-  snprintf(buf, sizeof(buf),
-           "<?xml version=\"1.0\" standalone=\"no\"?>\n"
-           "<svg version=\"1.1\" width=\"%.0f\" height=\"%.0f\" xmlns=\"http://www.w3.org/2000/svg\">\n"
-           "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f8\"/>\n"
-           "<text x=\"%.0f\" y=\"20\" font-size=\"15\" font-family=\"Verdana\" text-anchor=\"middle\">",
-           kWidth, height, kWidth / 2);
+  snprintf(
+      buf, sizeof(buf),
+      "<?xml version=\"1.0\" standalone=\"no\"?>\n"
+      "<svg version=\"1.1\" width=\"%.0f\" height=\"%.0f\" xmlns=\"http://www.w3.org/2000/svg\">\n"
+      "<rect x=\"0\" y=\"0\" width=\"100%%\" height=\"100%%\" fill=\"#f8f8f8\"/>\n"
+      "<text x=\"%.0f\" y=\"20\" font-size=\"15\" font-family=\"Verdana\" text-anchor=\"middle\">",
+      kWidth, height, kWidth / 2);
   out += buf;
   out += XmlEscape(title) + "</text>\n";
   if (root_.stacks == 0) return out + "</svg>\n";
@@ -146,13 +159,16 @@ std::string StackTree::Svg(const std::string& title) const {
       snprintf(buf, sizeof(buf),
                "<g><title>%s</title><rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                "fill=\"%s\" rx=\"2\"/>",
-               XmlEscape(tip).c_str(), cx, y, std::max(w - 0.5, 0.1), kRow - 1, Colour(c->frame).c_str());
+               XmlEscape(tip).c_str(), cx, y, std::max(w - 0.5, 0.1), kRow - 1,
+               Colour(c->frame).c_str());
       out += buf;
       const size_t chars = static_cast<size_t>(w / 7);
       if (chars >= 3) {
-        std::string label = c->frame.size() > chars ? c->frame.substr(0, chars - 2) + ".." : c->frame;
+        std::string label =
+            c->frame.size() > chars ? c->frame.substr(0, chars - 2) + ".." : c->frame;
         snprintf(buf, sizeof(buf),
-                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" font-family=\"Verdana\">", cx + 3, y + 12);
+                 "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" font-family=\"Verdana\">", cx + 3,
+                 y + 12);
         out += buf;
         out += XmlEscape(label) + "</text>";
       }
@@ -161,7 +177,8 @@ std::string StackTree::Svg(const std::string& title) const {
       cx += w;
     }
   };
-  snprintf(buf, sizeof(buf), "<!-- %llu stacks -->\n", static_cast<unsigned long long>(root_.stacks));
+  snprintf(buf, sizeof(buf), "<!-- %llu stacks -->\n",
+           static_cast<unsigned long long>(root_.stacks));
   out += buf;
   draw(root_, 10, 0);
   out += "</svg>\n";

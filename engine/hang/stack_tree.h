@@ -26,7 +26,8 @@ class StackTree {
     std::string frame;
     std::set<int32_t> ranks;
     uint64_t stacks = 0;  // (rank, thread) stacks through this node
-    std::map<std::string, std::shared_ptr<Node>> children;  // shared: copies of a built tree share its nodes
+    std::map<std::string, std::shared_ptr<Node>>
+        children;  // shared: copies of a built tree share its nodes
   };
 
   // Adds every thread of `rank` (Python threads are prefixed with a

@@ -96,7 +96,8 @@ std::vector<ThreadStack> ParseGdbBacktrace(std::string_view text) {
       cur->thread = name;
       continue;
     }
-    if (line.size() < 2 || line[0] != '#' || !isdigit(static_cast<unsigned char>(line[1]))) continue;
+    if (line.size() < 2 || line[0] != '#' || !isdigit(static_cast<unsigned char>(line[1])))
+      continue;
     if (cur == nullptr) {  // a single-threaded `bt` without a header
       out.emplace_back();
       cur = &out.back();
@@ -105,8 +106,9 @@ std::vector<ThreadStack> ParseGdbBacktrace(std::string_view text) {
     if (cur->frames.size() < kMaxFrames) cur->frames.push_back(GdbFrameName(line));
   }
   for (ThreadStack& t : out) std::reverse(t.frames.begin(), t.frames.end());
-  out.erase(std::remove_if(out.begin(), out.end(), [](const ThreadStack& t) { return t.frames.empty(); }),
-            out.end());
+  out.erase(
+      std::remove_if(out.begin(), out.end(), [](const ThreadStack& t) { return t.frames.empty(); }),
+      out.end());
   return out;
 }
 
@@ -126,7 +128,8 @@ std::vector<ThreadStack> ParsePythonStacks(std::string_view text) {
       cur = &out.back();
       cur->python = true;
       size_t q = line.find('"');
-      cur->thread = q != std::string_view::npos ? Clip(line.substr(q)) : Clip(line.substr(0, line.find(" (")));
+      cur->thread = q != std::string_view::npos ? Clip(line.substr(q))
+                                                : Clip(line.substr(0, line.find(" (")));
       continue;
     }
     if (cur == nullptr || cur->frames.size() >= kMaxFrames) continue;
@@ -137,7 +140,8 @@ std::vector<ThreadStack> ParsePythonStacks(std::string_view text) {
       std::string_view file = line.substr(6, q2 - 6);
       size_t slash = file.rfind('/');
       if (slash != std::string_view::npos) file.remove_prefix(slash + 1);
-      cur->frames.push_back(Clip(std::string(Trim(line.substr(in + 4))) + " (" + std::string(file) + ")"));
+      cur->frames.push_back(
+          Clip(std::string(Trim(line.substr(in + 4))) + " (" + std::string(file) + ")"));
       continue;
     }
     // py-spy: "func (path/file.py:12)"
@@ -153,8 +157,9 @@ std::vector<ThreadStack> ParsePythonStacks(std::string_view text) {
     }
   }
   for (ThreadStack& t : out) std::reverse(t.frames.begin(), t.frames.end());
-  out.erase(std::remove_if(out.begin(), out.end(), [](const ThreadStack& t) { return t.frames.empty(); }),
-            out.end());
+  out.erase(
+      std::remove_if(out.begin(), out.end(), [](const ThreadStack& t) { return t.frames.empty(); }),
+      out.end());
   return out;
 }
 
@@ -181,7 +186,8 @@ const ThreadStack* MainThread(const std::vector<ThreadStack>& threads) {
     if (t.frames.empty()) continue;
     const std::string& root = t.frames.front();
     const bool is_main = root == "main" || root == "__libc_start_main" || root == "_start" ||
-                         root.find("<module>") == 0 || t.thread.find("MainThread") != std::string::npos;
+                         root.find("<module>") == 0 ||
+                         t.thread.find("MainThread") != std::string::npos;
     if (is_main) return &t;
     if (best == nullptr || t.frames.size() > best->frames.size()) best = &t;
   }
@@ -191,16 +197,31 @@ const ThreadStack* MainThread(const std::vector<ThreadStack>& threads) {
 std::string Innermost(const ThreadStack& t, size_t n) {
   std::string out;
   const size_t size = t.frames.size();
-  for (size_t i = size > n ? size - n : 0; i < size; ++i) out += (out.empty() ? "" : " > ") + t.frames[i];
+  for (size_t i = size > n ? size - n : 0; i < size; ++i)
+    out += (out.empty() ? "" : " > ") + t.frames[i];
   return out;
 }
 
 bool IsCommunicationFrame(std::string_view f) {
   static const char* const kNeedles[] = {
-      "nccl",          "NCCL",          "ProcessGroupNCCL", "c10d::",         "c10d.",
-      "all_reduce",    "all_gather",    "reduce_scatter",   "broadcast (",    "barrier (",
-      "all_to_all",    "cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize",
-      "cuStreamSynchronize", "cuCtxSynchronize", "cuEventSynchronize", "synchronize (",
+      "nccl",
+      "NCCL",
+      "ProcessGroupNCCL",
+      "c10d::",
+      "c10d.",
+      "all_reduce",
+      "all_gather",
+      "reduce_scatter",
+      "broadcast (",
+      "barrier (",
+      "all_to_all",
+      "cudaStreamSynchronize",
+      "cudaDeviceSynchronize",
+      "cudaEventSynchronize",
+      "cuStreamSynchronize",
+      "cuCtxSynchronize",
+      "cuEventSynchronize",
+      "synchronize (",
   };
   for (const char* n : kNeedles) {
     if (f.find(n) != std::string_view::npos) return true;

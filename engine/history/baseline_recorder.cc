@@ -15,7 +15,9 @@ namespace {
 
 // Findings that describe the workload rather than a fault: they persist from
 // run to run, so a window that has them still shows the job's normal figures.
-bool SteadyKind(const std::string& kind) { return kind == "void_minority" || kind == "unoptimized_gemm"; }
+bool SteadyKind(const std::string& kind) {
+  return kind == "void_minority" || kind == "unoptimized_gemm";
+}
 
 }  // namespace
 
@@ -29,15 +31,17 @@ double BaselineRecorder::Series::Median() const {
   return analysis::Median(std::vector<double>(values.begin(), values.end()));
 }
 
-BaselineRecorder::BaselineRecorder(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
-                                   Writer writer)
+BaselineRecorder::BaselineRecorder(std::shared_ptr<WindowViews> views,
+                                   std::shared_ptr<const DetectorConfig> config, Writer writer)
     : views_(std::move(views)), config_(std::move(config)), writer_(std::move(writer)) {}
 
 bool BaselineRecorder::Healthy(const std::vector<Diagnosis>& diagnoses) {
-  return std::all_of(diagnoses.begin(), diagnoses.end(), [](const Diagnosis& d) { return SteadyKind(d.kind); });
+  return std::all_of(diagnoses.begin(), diagnoses.end(),
+                     [](const Diagnosis& d) { return SteadyKind(d.kind); });
 }
 
-void BaselineRecorder::OnWindow(const JobState& job, const std::vector<Diagnosis>& diagnoses, uint64_t now_ns) {
+void BaselineRecorder::OnWindow(const JobState& job, const std::vector<Diagnosis>& diagnoses,
+                                uint64_t now_ns) {
   if (job.job_name().empty() || !Healthy(diagnoses)) return;
   const WindowView& v = views_->Get(job);
   if (v.ranks.empty()) return;
@@ -127,11 +131,13 @@ void BaselineRecorder::OnWindow(const JobState& job, const std::vector<Diagnosis
   const int min_windows = static_cast<int>(config_->Get("history.baseline_windows", v.backbone));
   if (static_cast<int>(run.windows) < std::max(1, min_windows)) return;
   if (writer_) {
-    writer_(Snapshot(job.job(), run, now_ns), static_cast<int>(config_->Get("history.runs", v.backbone)));
+    writer_(Snapshot(job.job(), run, now_ns),
+            static_cast<int>(config_->Get("history.runs", v.backbone)));
   }
 }
 
-RunBaseline BaselineRecorder::Snapshot(const std::string& job, const Run& r, uint64_t now_ns) const {
+RunBaseline BaselineRecorder::Snapshot(const std::string& job, const Run& r,
+                                       uint64_t now_ns) const {
   RunBaseline b;
   b.job_name = r.job_name;
   b.gpu_model = r.gpu_model;
@@ -147,7 +153,8 @@ RunBaseline BaselineRecorder::Snapshot(const std::string& job, const Run& r, uin
     b.void_inter = r.void_inter.Median();
     b.void_minority = r.void_minority.Median();
   }
-  for (const auto& [key, g] : r.gemm) b.gemm[key] = GemmFigure{g.first, g.second.Median(), g.second.count};
+  for (const auto& [key, g] : r.gemm)
+    b.gemm[key] = GemmFigure{g.first, g.second.Median(), g.second.count};
   for (const auto& [s, series] : r.busbw) b.busbw[s] = BusBwFigure{series.Median(), series.count};
   b.issue_latency = r.issue_latency;
   return b;

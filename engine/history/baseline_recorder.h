@@ -45,7 +45,8 @@ class BaselineRecorder {
   // Receives the run's baseline to store and the number of runs to keep per key.
   using Writer = std::function<void(const RunBaseline& run, int keep_runs)>;
 
-  BaselineRecorder(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config, Writer writer);
+  BaselineRecorder(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
+                   Writer writer);
 
   // After the detectors of the window, with job.mu() held. `diagnoses`: what
   // they reported for this job in this window. `now_ns` stamps the run.

@@ -6,12 +6,14 @@ namespace xpu::engine::history {
 namespace {
 
 // Child tables of baseline_runs, cleared and pruned with it.
-const char* const kRunChildren[] = {"baseline_gemm", "baseline_collective", "baseline_issue_latency"};
+const char* const kRunChildren[] = {"baseline_gemm", "baseline_collective",
+                                    "baseline_issue_latency"};
 
 absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
   {
     Stmt q(db,
-           "SELECT signature, dtype, tflops, count FROM baseline_gemm WHERE job_name=?1 AND gpu_model=?2 "
+           "SELECT signature, dtype, tflops, count FROM baseline_gemm WHERE job_name=?1 AND "
+           "gpu_model=?2 "
            "AND job=?3;");
     q.Bind(1, r->job_name).Bind(2, r->gpu_model).Bind(3, r->job);
     while (true) {
@@ -22,9 +24,10 @@ absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
     }
   }
   {
-    Stmt q(db,
-           "SELECT op, bytes, nranks, nodes, busbw_bytes_per_second, count FROM baseline_collective "
-           "WHERE job_name=?1 AND gpu_model=?2 AND job=?3;");
+    Stmt q(
+        db,
+        "SELECT op, bytes, nranks, nodes, busbw_bytes_per_second, count FROM baseline_collective "
+        "WHERE job_name=?1 AND gpu_model=?2 AND job=?3;");
     q.Bind(1, r->job_name).Bind(2, r->gpu_model).Bind(3, r->job);
     while (true) {
       absl::StatusOr<bool> row = q.Step();
@@ -37,7 +40,8 @@ absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
   }
   {
     Stmt q(db,
-           "SELECT family, bucket, count FROM baseline_issue_latency WHERE job_name=?1 AND gpu_model=?2 "
+           "SELECT family, bucket, count FROM baseline_issue_latency WHERE job_name=?1 AND "
+           "gpu_model=?2 "
            "AND job=?3;");
     q.Bind(1, r->job_name).Bind(2, r->gpu_model).Bind(3, r->job);
     while (true) {
@@ -45,7 +49,8 @@ absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
       if (!row.ok()) return row.status();
       if (!*row) break;
       const int64_t count = q.Int(2);
-      if (count > 0) r->issue_latency[q.Text(0)].Set(static_cast<int>(q.Int(1)), static_cast<uint64_t>(count));
+      if (count > 0)
+        r->issue_latency[q.Text(0)].Set(static_cast<int>(q.Int(1)), static_cast<uint64_t>(count));
     }
   }
   return absl::OkStatus();
@@ -56,66 +61,106 @@ absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
 absl::Status WriteRunBaseline(sqlite3* db, const RunBaseline& run, int keep_runs) {
   {
     Stmt s(db, "INSERT OR REPLACE INTO baseline_runs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
-    absl::Status st = s.Bind(1, run.job_name).Bind(2, run.gpu_model).Bind(3, run.job).Bind(4, run.updated_ns)
-                          .Bind(5, run.windows).Bind(6, run.steps).Bind(7, run.step_median_s)
-                          .Bind(8, run.step_best_s).Bind(9, run.void_inter).Bind(10, run.void_minority).Run();
+    absl::Status st = s.Bind(1, run.job_name)
+                          .Bind(2, run.gpu_model)
+                          .Bind(3, run.job)
+                          .Bind(4, run.updated_ns)
+                          .Bind(5, run.windows)
+                          .Bind(6, run.steps)
+                          .Bind(7, run.step_median_s)
+                          .Bind(8, run.step_best_s)
+                          .Bind(9, run.void_inter)
+                          .Bind(10, run.void_minority)
+                          .Run();
     if (!st.ok()) return st;
   }
   for (const char* table : kRunChildren) {
-    std::string sql = absl::StrCat("DELETE FROM ", table, " WHERE job_name=?1 AND gpu_model=?2 AND job=?3;");
+    std::string sql =
+        absl::StrCat("DELETE FROM ", table, " WHERE job_name=?1 AND gpu_model=?2 AND job=?3;");
     Stmt del(db, sql.c_str());
-    if (absl::Status st = del.Bind(1, run.job_name).Bind(2, run.gpu_model).Bind(3, run.job).Run(); !st.ok()) {
+    if (absl::Status st = del.Bind(1, run.job_name).Bind(2, run.gpu_model).Bind(3, run.job).Run();
+        !st.ok()) {
       return st;
     }
   }
   for (const auto& [key, g] : run.gemm) {
     Stmt s(db, "INSERT INTO baseline_gemm VALUES (?1,?2,?3,?4,?5,?6,?7);");
-    absl::Status st = s.Bind(1, run.job_name).Bind(2, run.gpu_model).Bind(3, run.job).Bind(4, key)
-                          .Bind(5, g.dtype).Bind(6, g.tflops).Bind(7, g.count).Run();
+    absl::Status st = s.Bind(1, run.job_name)
+                          .Bind(2, run.gpu_model)
+                          .Bind(3, run.job)
+                          .Bind(4, key)
+                          .Bind(5, g.dtype)
+                          .Bind(6, g.tflops)
+                          .Bind(7, g.count)
+                          .Run();
     if (!st.ok()) return st;
   }
   for (const auto& [shape, b] : run.busbw) {
     Stmt s(db, "INSERT INTO baseline_collective VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9);");
-    absl::Status st = s.Bind(1, run.job_name).Bind(2, run.gpu_model).Bind(3, run.job).Bind(4, shape.op)
-                          .Bind(5, shape.bytes).Bind(6, shape.nranks).Bind(7, shape.nodes).Bind(8, b.busbw)
-                          .Bind(9, b.count).Run();
+    absl::Status st = s.Bind(1, run.job_name)
+                          .Bind(2, run.gpu_model)
+                          .Bind(3, run.job)
+                          .Bind(4, shape.op)
+                          .Bind(5, shape.bytes)
+                          .Bind(6, shape.nranks)
+                          .Bind(7, shape.nodes)
+                          .Bind(8, b.busbw)
+                          .Bind(9, b.count)
+                          .Run();
     if (!st.ok()) return st;
   }
   for (const auto& [family, h] : run.issue_latency) {
     for (int b = 0; b < LatencyHistogram::kBuckets; ++b) {
       if (h.count(b) == 0) continue;  // zero means "no samples": not stored
       Stmt s(db, "INSERT INTO baseline_issue_latency VALUES (?1,?2,?3,?4,?5,?6);");
-      absl::Status st = s.Bind(1, run.job_name).Bind(2, run.gpu_model).Bind(3, run.job).Bind(4, family)
-                            .Bind(5, b).Bind(6, h.count(b)).Run();
+      absl::Status st = s.Bind(1, run.job_name)
+                            .Bind(2, run.gpu_model)
+                            .Bind(3, run.job)
+                            .Bind(4, family)
+                            .Bind(5, b)
+                            .Bind(6, h.count(b))
+                            .Run();
       if (!st.ok()) return st;
     }
   }
   if (keep_runs > 0) {
-    Stmt prune(db,
-               "DELETE FROM baseline_runs WHERE job_name=?1 AND gpu_model=?2 AND job NOT IN (SELECT job FROM "
-               "baseline_runs WHERE job_name=?1 AND gpu_model=?2 ORDER BY updated_ns DESC LIMIT ?3);");
-    if (absl::Status st = prune.Bind(1, run.job_name).Bind(2, run.gpu_model).Bind(3, keep_runs).Run(); !st.ok()) {
+    Stmt prune(
+        db,
+        "DELETE FROM baseline_runs WHERE job_name=?1 AND gpu_model=?2 AND job NOT IN (SELECT job "
+        "FROM "
+        "baseline_runs WHERE job_name=?1 AND gpu_model=?2 ORDER BY updated_ns DESC LIMIT ?3);");
+    if (absl::Status st =
+            prune.Bind(1, run.job_name).Bind(2, run.gpu_model).Bind(3, keep_runs).Run();
+        !st.ok()) {
       return st;
     }
     for (const char* table : kRunChildren) {
-      std::string sql = absl::StrCat("DELETE FROM ", table,
-                                     " WHERE job_name=?1 AND gpu_model=?2 AND job NOT IN (SELECT job FROM "
-                                     "baseline_runs WHERE job_name=?1 AND gpu_model=?2);");
+      std::string sql =
+          absl::StrCat("DELETE FROM ", table,
+                       " WHERE job_name=?1 AND gpu_model=?2 AND job NOT IN (SELECT job FROM "
+                       "baseline_runs WHERE job_name=?1 AND gpu_model=?2);");
       Stmt del(db, sql.c_str());
-      if (absl::Status st = del.Bind(1, run.job_name).Bind(2, run.gpu_model).Run(); !st.ok()) return st;
+      if (absl::Status st = del.Bind(1, run.job_name).Bind(2, run.gpu_model).Run(); !st.ok())
+        return st;
     }
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<RunBaseline>> ReadRunBaselines(sqlite3* db, const std::string& job_name,
-                                                          const std::string& gpu_model, bool any_model,
-                                                          const std::string& exclude_job, int limit) {
-  Stmt q(db,
-         "SELECT gpu_model, job, updated_ns, windows, steps, step_median_s, step_best_s, void_inter, "
-         "void_minority FROM baseline_runs WHERE job_name=?1 AND (?2 OR gpu_model=?3) AND job<>?4 "
-         "ORDER BY updated_ns DESC LIMIT ?5;");
-  q.Bind(1, job_name).Bind(2, static_cast<int64_t>(any_model)).Bind(3, gpu_model).Bind(4, exclude_job)
+                                                          const std::string& gpu_model,
+                                                          bool any_model,
+                                                          const std::string& exclude_job,
+                                                          int limit) {
+  Stmt q(
+      db,
+      "SELECT gpu_model, job, updated_ns, windows, steps, step_median_s, step_best_s, void_inter, "
+      "void_minority FROM baseline_runs WHERE job_name=?1 AND (?2 OR gpu_model=?3) AND job<>?4 "
+      "ORDER BY updated_ns DESC LIMIT ?5;");
+  q.Bind(1, job_name)
+      .Bind(2, static_cast<int64_t>(any_model))
+      .Bind(3, gpu_model)
+      .Bind(4, exclude_job)
       .Bind(5, static_cast<int64_t>(limit > 0 ? limit : -1));
   std::vector<RunBaseline> out;
   while (true) {
@@ -144,16 +189,34 @@ absl::StatusOr<std::vector<RunBaseline>> ReadRunBaselines(sqlite3* db, const std
 absl::Status WriteCalibration(sqlite3* db, const CalibrationRows& rows) {
   for (const GemmCalibrationRow& g : rows.gemm) {
     Stmt s(db, "INSERT OR REPLACE INTO calibration_gemm VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
-    absl::Status st = s.Bind(1, g.gpu_model).Bind(2, g.host).Bind(3, g.dtype).Bind(4, g.tflops)
-                          .Bind(5, g.tflops_min).Bind(6, g.m).Bind(7, g.n).Bind(8, g.k).Bind(9, g.devices)
-                          .Bind(10, g.measured_ns).Run();
+    absl::Status st = s.Bind(1, g.gpu_model)
+                          .Bind(2, g.host)
+                          .Bind(3, g.dtype)
+                          .Bind(4, g.tflops)
+                          .Bind(5, g.tflops_min)
+                          .Bind(6, g.m)
+                          .Bind(7, g.n)
+                          .Bind(8, g.k)
+                          .Bind(9, g.devices)
+                          .Bind(10, g.measured_ns)
+                          .Run();
     if (!st.ok()) return st;
   }
   for (const CollectiveCalibrationRow& c : rows.collectives) {
-    Stmt s(db, "INSERT OR REPLACE INTO calibration_collective VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
-    absl::Status st = s.Bind(1, c.gpu_model).Bind(2, c.host).Bind(3, c.shape.op).Bind(4, c.shape.bytes)
-                          .Bind(5, c.shape.nranks).Bind(6, c.shape.nodes).Bind(7, c.time_us).Bind(8, c.algbw)
-                          .Bind(9, c.busbw).Bind(10, c.measured_ns).Run();
+    Stmt s(
+        db,
+        "INSERT OR REPLACE INTO calibration_collective VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
+    absl::Status st = s.Bind(1, c.gpu_model)
+                          .Bind(2, c.host)
+                          .Bind(3, c.shape.op)
+                          .Bind(4, c.shape.bytes)
+                          .Bind(5, c.shape.nranks)
+                          .Bind(6, c.shape.nodes)
+                          .Bind(7, c.time_us)
+                          .Bind(8, c.algbw)
+                          .Bind(9, c.busbw)
+                          .Bind(10, c.measured_ns)
+                          .Run();
     if (!st.ok()) return st;
   }
   return absl::OkStatus();
@@ -197,8 +260,8 @@ absl::StatusOr<CalibrationRows> ReadCalibration(sqlite3* db, const std::string& 
     CollectiveCalibrationRow c;
     c.gpu_model = q.Text(0);
     c.host = q.Text(1);
-    c.shape = CollectiveShape{q.Text(2), static_cast<uint64_t>(q.Int(3)), static_cast<int32_t>(q.Int(4)),
-                              static_cast<int32_t>(q.Int(5))};
+    c.shape = CollectiveShape{q.Text(2), static_cast<uint64_t>(q.Int(3)),
+                              static_cast<int32_t>(q.Int(4)), static_cast<int32_t>(q.Int(5))};
     c.time_us = q.Real(6);
     c.algbw = q.Real(7);
     c.busbw = q.Real(8);

@@ -33,8 +33,10 @@ absl::Status WriteRunBaseline(sqlite3* db, const RunBaseline& run, int keep_runs
 // Runs of `job_name` on `gpu_model` other than `exclude_job`, newest first,
 // at most `limit` (0: all). With `any_model`, gpu_model is ignored.
 absl::StatusOr<std::vector<RunBaseline>> ReadRunBaselines(sqlite3* db, const std::string& job_name,
-                                                          const std::string& gpu_model, bool any_model,
-                                                          const std::string& exclude_job, int limit);
+                                                          const std::string& gpu_model,
+                                                          bool any_model,
+                                                          const std::string& exclude_job,
+                                                          int limit);
 
 // Upserts every row (a re-run of `xpu calibrate` on a host replaces its rows).
 absl::Status WriteCalibration(sqlite3* db, const CalibrationRows& rows);

@@ -41,12 +41,14 @@ std::string Bytes(uint64_t b) {
 }
 
 std::string CollectiveShape::Describe() const {
-  return absl::StrCat(op, " of ", Bytes(bytes), ", ", nranks, " ranks on ", nodes, nodes == 1 ? " node" : " nodes");
+  return absl::StrCat(op, " of ", Bytes(bytes), ", ", nranks, " ranks on ", nodes,
+                      nodes == 1 ? " node" : " nodes");
 }
 
 std::string HistoryBaseline::Describe(int figure_runs) const {
-  return absl::StrCat(figure_runs, figure_runs == 1 ? " previous run" : " previous runs", " of job '", job_name,
-                      "' on ", gpu_model.empty() ? "an unreported GPU model" : gpu_model);
+  return absl::StrCat(figure_runs, figure_runs == 1 ? " previous run" : " previous runs",
+                      " of job '", job_name, "' on ",
+                      gpu_model.empty() ? "an unreported GPU model" : gpu_model);
 }
 
 HistoryBaseline CombineRuns(const std::vector<RunBaseline>& runs) {
@@ -94,18 +96,22 @@ std::optional<double> Calibration::BusBw(const CollectiveShape& s, std::string* 
   // Best calibrated busbw per size for this op / ranks / nodes.
   std::map<uint64_t, const CollectiveCalibrationRow*> points;
   for (const CollectiveCalibrationRow& c : collectives) {
-    if (c.shape.op != s.op || c.shape.nranks != s.nranks || c.shape.nodes != s.nodes || c.busbw <= 0) continue;
+    if (c.shape.op != s.op || c.shape.nranks != s.nranks || c.shape.nodes != s.nodes ||
+        c.busbw <= 0)
+      continue;
     const CollectiveCalibrationRow*& p = points[c.shape.bytes];
     if (p == nullptr || c.busbw > p->busbw) p = &c;
   }
-  if (points.empty() || s.bytes < points.begin()->first || s.bytes > points.rbegin()->first) return std::nullopt;
+  if (points.empty() || s.bytes < points.begin()->first || s.bytes > points.rbegin()->first)
+    return std::nullopt;
   auto hi = points.lower_bound(s.bytes);
   double v;
   if (hi->first == s.bytes) {
     v = hi->second->busbw;
   } else {
     auto lo = std::prev(hi);
-    const double x0 = std::log(static_cast<double>(lo->first)), x1 = std::log(static_cast<double>(hi->first));
+    const double x0 = std::log(static_cast<double>(lo->first)),
+                 x1 = std::log(static_cast<double>(hi->first));
     const double y0 = std::log(lo->second->busbw), y1 = std::log(hi->second->busbw);
     const double t = (std::log(static_cast<double>(s.bytes)) - x0) / (x1 - x0);
     v = std::exp(y0 + t * (y1 - y0));
@@ -133,17 +139,24 @@ Calibration CombineCalibration(const std::string& gpu_model, const CalibrationRo
 std::string StableGemmKey(const analysis::OpSig& s) {
   std::string dt = GemmDtypeClass(s.dtype);
   if (dt.empty()) dt = absl::StrCat("dt", s.dtype);
-  return absl::StrCat("gemm ", dt, " m=", s.m, " n=", s.n, " k=", s.k, " b=", std::max(1u, s.batch), " ",
-                      (s.gemm_flags & XPU_GEMM_TRANSA) ? "T" : "N", (s.gemm_flags & XPU_GEMM_TRANSB) ? "T" : "N");
+  return absl::StrCat("gemm ", dt, " m=", s.m, " n=", s.n, " k=", s.k, " b=", std::max(1u, s.batch),
+                      " ", (s.gemm_flags & XPU_GEMM_TRANSA) ? "T" : "N",
+                      (s.gemm_flags & XPU_GEMM_TRANSB) ? "T" : "N");
 }
 
 std::string GemmDtypeClass(uint8_t dtype) {
   switch (dtype) {
-    case XPU_DT_BF16: return "bf16";
-    case XPU_DT_F16: return "fp16";
-    case XPU_DT_F32: return "fp32";
-    case XPU_DT_F8_E4M3: case XPU_DT_F8_E5M2: return "fp8";
-    default: return "";
+    case XPU_DT_BF16:
+      return "bf16";
+    case XPU_DT_F16:
+      return "fp16";
+    case XPU_DT_F32:
+      return "fp32";
+    case XPU_DT_F8_E4M3:
+    case XPU_DT_F8_E5M2:
+      return "fp8";
+    default:
+      return "";
   }
 }
 

@@ -31,10 +31,10 @@ namespace xpu::engine::history {
 
 // Comparable collectives across runs and against calibration.
 struct CollectiveShape {
-  std::string op;       // OpKindName: allreduce, allgather, ...
-  uint64_t bytes = 0;   // nccl-tests size of one instance
+  std::string op;      // OpKindName: allreduce, allgather, ...
+  uint64_t bytes = 0;  // nccl-tests size of one instance
   int32_t nranks = 0;
-  int32_t nodes = 0;    // hosts the communicator spans
+  int32_t nodes = 0;  // hosts the communicator spans
   bool operator<(const CollectiveShape& o) const {
     return std::tie(op, bytes, nranks, nodes) < std::tie(o.op, o.bytes, o.nranks, o.nodes);
   }
@@ -106,7 +106,7 @@ HistoryBaseline CombineRuns(const std::vector<RunBaseline>& runs);
 struct GemmCalibrationRow {
   std::string gpu_model;
   std::string host;
-  std::string dtype;  // bf16, fp16, tf32, fp32, fp8
+  std::string dtype;      // bf16, fp16, tf32, fp32, fp8
   double tflops = 0;      // best device
   double tflops_min = 0;  // slowest device
   uint32_t m = 0, n = 0, k = 0;

@@ -18,10 +18,9 @@ std::shared_ptr<spdlog::logger> Log() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<RunBaseline>> StoreHistorySource::PreviousRuns(const std::string& job_name,
-                                                                          const std::string& gpu_model,
-                                                                          const std::string& exclude_job,
-                                                                          int limit) {
+absl::StatusOr<std::vector<RunBaseline>> StoreHistorySource::PreviousRuns(
+    const std::string& job_name, const std::string& gpu_model, const std::string& exclude_job,
+    int limit) {
   return store_->LoadRunBaselines(job_name, gpu_model, /*any_model=*/false, exclude_job, limit);
 }
 
@@ -46,7 +45,8 @@ std::string JobGpuModel(const JobState& job) {
   return best;
 }
 
-HistoryCache::HistoryCache(std::shared_ptr<HistorySource> source, std::shared_ptr<const DetectorConfig> config)
+HistoryCache::HistoryCache(std::shared_ptr<HistorySource> source,
+                           std::shared_ptr<const DetectorConfig> config)
     : source_(std::move(source)), config_(std::move(config)) {}
 
 const JobHistory& HistoryCache::Get(const JobState& job) {
@@ -72,14 +72,15 @@ void HistoryCache::Load(const JobState& job, const std::string& gpu_model, Entry
   if (source_ != nullptr) {
     if (!h.job_name.empty()) {
       const int runs = static_cast<int>(config_->Get("history.runs", h.job_name));
-      absl::StatusOr<std::vector<RunBaseline>> prev = source_->PreviousRuns(h.job_name, gpu_model, job.job(), runs);
+      absl::StatusOr<std::vector<RunBaseline>> prev =
+          source_->PreviousRuns(h.job_name, gpu_model, job.job(), runs);
       if (prev.ok()) {
         h.baseline = CombineRuns(*prev);
         h.baseline.job_name = h.job_name;
         h.baseline.gpu_model = gpu_model;
       } else {
-        Log()->warn("job {}: cannot load the history of '{}' on '{}': {}", job.job(), h.job_name, gpu_model,
-                    std::string(prev.status().message()));
+        Log()->warn("job {}: cannot load the history of '{}' on '{}': {}", job.job(), h.job_name,
+                    gpu_model, std::string(prev.status().message()));
       }
     }
     if (!gpu_model.empty()) {
@@ -93,9 +94,10 @@ void HistoryCache::Load(const JobState& job, const std::string& gpu_model, Entry
     }
   }
   if (!h.baseline.empty() || !h.calibration.empty()) {
-    Log()->debug("job {}: history of '{}' on '{}': {} previous runs, {} GEMM and {} collective calibrations",
-                 job.job(), h.job_name, gpu_model, h.baseline.runs, h.calibration.gemm.size(),
-                 h.calibration.collectives.size());
+    Log()->debug(
+        "job {}: history of '{}' on '{}': {} previous runs, {} GEMM and {} collective calibrations",
+        job.job(), h.job_name, gpu_model, h.baseline.runs, h.calibration.gemm.size(),
+        h.calibration.collectives.size());
   }
   e->history = std::move(h);
 }

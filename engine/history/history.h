@@ -36,7 +36,8 @@ class HistorySource {
   // Newest first, at most `limit`, never `exclude_job`.
   virtual absl::StatusOr<std::vector<RunBaseline>> PreviousRuns(const std::string& job_name,
                                                                 const std::string& gpu_model,
-                                                                const std::string& exclude_job, int limit) = 0;
+                                                                const std::string& exclude_job,
+                                                                int limit) = 0;
   virtual absl::StatusOr<CalibrationRows> CalibrationOf(const std::string& gpu_model) = 0;
 };
 
@@ -44,8 +45,10 @@ class HistorySource {
 class StoreHistorySource : public HistorySource {
  public:
   explicit StoreHistorySource(Store* store) : store_(store) {}
-  absl::StatusOr<std::vector<RunBaseline>> PreviousRuns(const std::string& job_name, const std::string& gpu_model,
-                                                        const std::string& exclude_job, int limit) override;
+  absl::StatusOr<std::vector<RunBaseline>> PreviousRuns(const std::string& job_name,
+                                                        const std::string& gpu_model,
+                                                        const std::string& exclude_job,
+                                                        int limit) override;
   absl::StatusOr<CalibrationRows> CalibrationOf(const std::string& gpu_model) override;
 
  private:

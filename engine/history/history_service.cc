@@ -41,14 +41,15 @@ const std::set<std::string>& KnownDtypes() {
   return *s;
 }
 const std::set<std::string>& KnownOps() {
-  static const auto* s =
-      new std::set<std::string>{"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"};
+  static const auto* s = new std::set<std::string>{"allreduce", "allgather", "reducescatter",
+                                                   "broadcast", "reduce",    "alltoall"};
   return *s;
 }
 
 grpc::Status ToGrpc(const absl::Status& st) {
-  return grpc::Status(st.code() == absl::StatusCode::kInvalidArgument ? grpc::StatusCode::INVALID_ARGUMENT
-                                                                       : grpc::StatusCode::INTERNAL,
+  return grpc::Status(st.code() == absl::StatusCode::kInvalidArgument
+                          ? grpc::StatusCode::INVALID_ARGUMENT
+                          : grpc::StatusCode::INTERNAL,
                       std::string(st.message()));
 }
 
@@ -56,28 +57,34 @@ grpc::Status ToGrpc(const absl::Status& st) {
 
 absl::StatusOr<CalibrationRows> CalibrationRowsOf(const xpu::v1::CalibrationReport& r) {
   if (!Printable(r.gpu_model())) {
-    return absl::InvalidArgumentError("calibration: gpu_model must be 1-256 printable ASCII characters");
+    return absl::InvalidArgumentError(
+        "calibration: gpu_model must be 1-256 printable ASCII characters");
   }
-  if (!Printable(r.host())) return absl::InvalidArgumentError("calibration: host must be 1-256 printable characters");
-  if (r.gemm_size() + r.collectives_size() == 0) return absl::InvalidArgumentError("calibration: no measurement");
+  if (!Printable(r.host()))
+    return absl::InvalidArgumentError("calibration: host must be 1-256 printable characters");
+  if (r.gemm_size() + r.collectives_size() == 0)
+    return absl::InvalidArgumentError("calibration: no measurement");
   if (r.gemm_size() + r.collectives_size() > kMaxEntries) {
-    return absl::InvalidArgumentError(absl::StrCat("calibration: more than ", kMaxEntries, " entries"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("calibration: more than ", kMaxEntries, " entries"));
   }
   CalibrationRows out;
   std::set<std::string> dtypes;
   for (int i = 0; i < r.gemm_size(); ++i) {
     const xpu::v1::GemmCalibration& g = r.gemm(i);
     if (!KnownDtypes().count(g.dtype())) {
-      return absl::InvalidArgumentError(absl::StrCat("calibration: gemm[", i, "]: unknown dtype '", g.dtype(),
-                                                     "' (bf16, fp16, tf32, fp32, fp8)"));
+      return absl::InvalidArgumentError(absl::StrCat("calibration: gemm[", i, "]: unknown dtype '",
+                                                     g.dtype(), "' (bf16, fp16, tf32, fp32, fp8)"));
     }
-    if (!Positive(g.tflops()) || g.tflops() > 1e6 || !(std::isfinite(g.tflops_min()) && g.tflops_min() >= 0) ||
-        g.tflops_min() > g.tflops()) {
-      return absl::InvalidArgumentError(absl::StrCat("calibration: gemm[", i, "] (", g.dtype(),
-                                                     "): TFLOPS must be finite, 0 < min <= best < 1e6"));
+    if (!Positive(g.tflops()) || g.tflops() > 1e6 ||
+        !(std::isfinite(g.tflops_min()) && g.tflops_min() >= 0) || g.tflops_min() > g.tflops()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("calibration: gemm[", i, "] (", g.dtype(),
+                       "): TFLOPS must be finite, 0 < min <= best < 1e6"));
     }
     if (!dtypes.insert(g.dtype()).second) {
-      return absl::InvalidArgumentError(absl::StrCat("calibration: dtype ", g.dtype(), " measured twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("calibration: dtype ", g.dtype(), " measured twice"));
     }
     GemmCalibrationRow row;
     row.gpu_model = r.gpu_model();
@@ -96,17 +103,19 @@ absl::StatusOr<CalibrationRows> CalibrationRowsOf(const xpu::v1::CalibrationRepo
   for (int i = 0; i < r.collectives_size(); ++i) {
     const xpu::v1::CollectiveCalibration& c = r.collectives(i);
     auto bad = [&](const std::string& why) {
-      return absl::InvalidArgumentError(absl::StrCat("calibration: collectives[", i, "] (", c.op(), " ", c.bytes(),
-                                                     " bytes): ", why));
+      return absl::InvalidArgumentError(absl::StrCat("calibration: collectives[", i, "] (", c.op(),
+                                                     " ", c.bytes(), " bytes): ", why));
     };
     if (!KnownOps().count(c.op())) return bad("unknown op");
     if (c.bytes() == 0) return bad("bytes must be > 0");
     if (c.nranks() < 2 || c.nranks() > kMaxRanks) return bad("nranks must be >= 2");
     if (c.nodes() < 1 || c.nodes() > c.nranks()) return bad("nodes must be in [1, nranks]");
-    if (!Positive(c.busbw_bytes_per_second()) || !Positive(c.algbw_bytes_per_second()) || !Positive(c.time_us())) {
+    if (!Positive(c.busbw_bytes_per_second()) || !Positive(c.algbw_bytes_per_second()) ||
+        !Positive(c.time_us())) {
       return bad("time, algbw and busbw must be finite and > 0");
     }
-    if (!seen.insert({c.op(), c.bytes(), c.nranks(), c.nodes()}).second) return bad("measured twice");
+    if (!seen.insert({c.op(), c.bytes(), c.nranks(), c.nodes()}).second)
+      return bad("measured twice");
     CollectiveCalibrationRow row;
     row.gpu_model = r.gpu_model();
     row.host = r.host();
@@ -125,30 +134,35 @@ grpc::Status HistoryService::CheckToken(grpc::ServerContext* ctx) const {
   const auto& md = ctx->client_metadata();
   auto it = md.find(kTokenMetadataKey);
   if (it == md.end() || !TokensEqual(std::string(it->second.data(), it->second.size()), token_)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "this engine requires a token (xpu --token-file)");
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "this engine requires a token (xpu --token-file)");
   }
   return grpc::Status::OK;
 }
 
-grpc::Status HistoryService::UploadCalibration(grpc::ServerContext* ctx, const xpu::v1::CalibrationReport* req,
+grpc::Status HistoryService::UploadCalibration(grpc::ServerContext* ctx,
+                                               const xpu::v1::CalibrationReport* req,
                                                xpu::v1::UploadCalibrationReply* reply) {
   if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
-  if (store_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
+  if (store_ == nullptr)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
   absl::StatusOr<CalibrationRows> rows = CalibrationRowsOf(*req);
   if (!rows.ok()) return ToGrpc(rows.status());
   store_->EnqueueCalibration(*rows);
   if (absl::Status st = store_->Flush(); !st.ok()) return ToGrpc(st);
   reply->set_gemm_rows(static_cast<uint32_t>(rows->gemm.size()));
   reply->set_collective_rows(static_cast<uint32_t>(rows->collectives.size()));
-  Log()->info("calibration of '{}' from {}: {} GEMM dtypes, {} collective sizes", req->gpu_model(), req->host(),
-              rows->gemm.size(), rows->collectives.size());
+  Log()->info("calibration of '{}' from {}: {} GEMM dtypes, {} collective sizes", req->gpu_model(),
+              req->host(), rows->gemm.size(), rows->collectives.size());
   return grpc::Status::OK;
 }
 
-grpc::Status HistoryService::Calibrations(grpc::ServerContext* ctx, const xpu::v1::CalibrationsRequest* req,
+grpc::Status HistoryService::Calibrations(grpc::ServerContext* ctx,
+                                          const xpu::v1::CalibrationsRequest* req,
                                           xpu::v1::CalibrationsReply* reply) {
   if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
-  if (store_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
+  if (store_ == nullptr)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
   absl::StatusOr<CalibrationRows> rows = store_->LoadCalibration(req->gpu_model());
   if (!rows.ok()) return ToGrpc(rows.status());
   std::map<std::pair<std::string, std::string>, xpu::v1::CalibrationReport*> by_host;
@@ -173,7 +187,8 @@ grpc::Status HistoryService::Calibrations(grpc::ServerContext* ctx, const xpu::v
     out->set_devices(g.devices);
   }
   for (const CollectiveCalibrationRow& c : rows->collectives) {
-    xpu::v1::CollectiveCalibration* out = report(c.gpu_model, c.host, c.measured_ns)->add_collectives();
+    xpu::v1::CollectiveCalibration* out =
+        report(c.gpu_model, c.host, c.measured_ns)->add_collectives();
     out->set_op(c.shape.op);
     out->set_bytes(c.shape.bytes);
     out->set_nranks(c.shape.nranks);
@@ -185,11 +200,14 @@ grpc::Status HistoryService::Calibrations(grpc::ServerContext* ctx, const xpu::v
   return grpc::Status::OK;
 }
 
-grpc::Status HistoryService::Baselines(grpc::ServerContext* ctx, const xpu::v1::BaselinesRequest* req,
+grpc::Status HistoryService::Baselines(grpc::ServerContext* ctx,
+                                       const xpu::v1::BaselinesRequest* req,
                                        xpu::v1::BaselinesReply* reply) {
   if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
-  if (store_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
-  if (req->job_name().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_name is required");
+  if (store_ == nullptr)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
+  if (req->job_name().empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_name is required");
   absl::StatusOr<std::vector<RunBaseline>> runs =
       store_->LoadRunBaselines(req->job_name(), req->gpu_model(), req->gpu_model().empty(), "", 0);
   if (!runs.ok()) return ToGrpc(runs.status());

@@ -18,7 +18,7 @@ TEST(LatencyHistogramTest, BucketsAreFourPerDecade) {
   EXPECT_EQ(LatencyHistogram::BucketOf(-5), 0);
   EXPECT_EQ(LatencyHistogram::BucketOf(0.5), 0);
   EXPECT_EQ(LatencyHistogram::BucketOf(1.0), 1);
-  EXPECT_EQ(LatencyHistogram::BucketOf(1.7), 1);   // [1, 10^0.25 = 1.778)
+  EXPECT_EQ(LatencyHistogram::BucketOf(1.7), 1);  // [1, 10^0.25 = 1.778)
   EXPECT_EQ(LatencyHistogram::BucketOf(1.8), 2);
   EXPECT_EQ(LatencyHistogram::BucketOf(10.0), 5);  // [10, 17.8)
   EXPECT_EQ(LatencyHistogram::BucketOf(1e9), LatencyHistogram::kBuckets - 1);
@@ -70,7 +70,8 @@ RunBaseline MakeRun(const std::string& job, double step_s, double vi, double tfl
 }
 
 TEST(CombineRunsTest, MedianOfRunsAndBestOfBests) {
-  HistoryBaseline h = CombineRuns({MakeRun("a", 0.050, 0.02, 600), MakeRun("b", 0.060, -1, 0), MakeRun("c", 0.100, 0.04, 500)});
+  HistoryBaseline h = CombineRuns(
+      {MakeRun("a", 0.050, 0.02, 600), MakeRun("b", 0.060, -1, 0), MakeRun("c", 0.100, 0.04, 500)});
   EXPECT_EQ(h.runs, 3);
   EXPECT_DOUBLE_EQ(h.step_median_s.value, 0.060);  // one slow run does not move it
   EXPECT_EQ(h.step_median_s.runs, 3);
@@ -93,7 +94,8 @@ TEST(CalibrationTest, BestHostAndLogInterpolatedBusBw) {
   rows.gemm.push_back(GemmCalibrationRow{"M", "h1", "bf16", 720, 700, 8192, 8192, 8192, 8, 1});
   rows.gemm.push_back(GemmCalibrationRow{"other", "h2", "fp16", 900, 900, 8192, 8192, 8192, 8, 1});
   auto point = [](uint64_t bytes, double busbw) {
-    return CollectiveCalibrationRow{"M", "h0", CollectiveShape{"allreduce", bytes, 8, 1}, 1, busbw, busbw, 1};
+    return CollectiveCalibrationRow{
+        "M", "h0", CollectiveShape{"allreduce", bytes, 8, 1}, 1, busbw, busbw, 1};
   };
   rows.collectives = {point(1 << 20, 10e9), point(4 << 20, 40e9), point(16 << 20, 160e9)};
   Calibration c = CombineCalibration("M", rows);
@@ -111,7 +113,8 @@ TEST(CalibrationTest, BestHostAndLogInterpolatedBusBw) {
   auto mid = c.BusBw(CollectiveShape{"allreduce", 2 << 20, 8, 1});
   ASSERT_TRUE(mid.has_value());
   EXPECT_NEAR(*mid, 20e9, 1e3);
-  EXPECT_FALSE(c.BusBw(CollectiveShape{"allreduce", 64 << 20, 8, 1}).has_value()) << "beyond the range";
+  EXPECT_FALSE(c.BusBw(CollectiveShape{"allreduce", 64 << 20, 8, 1}).has_value())
+      << "beyond the range";
   EXPECT_FALSE(c.BusBw(CollectiveShape{"allreduce", 4 << 20, 16, 2}).has_value()) << "other shape";
   EXPECT_FALSE(c.BusBw(CollectiveShape{"allgather", 4 << 20, 8, 1}).has_value());
 }
@@ -166,7 +169,8 @@ TEST(CalibrationUploadTest, ValidatesEveryEntry) {
   ASSERT_EQ(ok->collectives.size(), 1u);
   EXPECT_EQ(ok->collectives[0].shape.nranks, 8);
 
-  auto rejects = [](const std::function<void(xpu::v1::CalibrationReport*)>& spoil, const std::string& why) {
+  auto rejects = [](const std::function<void(xpu::v1::CalibrationReport*)>& spoil,
+                    const std::string& why) {
     xpu::v1::CalibrationReport r = GoodReport();
     spoil(&r);
     absl::StatusOr<CalibrationRows> got = CalibrationRowsOf(r);
@@ -184,21 +188,30 @@ TEST(CalibrationUploadTest, ValidatesEveryEntry) {
   rejects([](auto* r) { r->mutable_collectives(0)->set_op("gossip"); }, "op");
   rejects([](auto* r) { r->mutable_collectives(0)->set_nranks(1); }, "one rank");
   rejects([](auto* r) { r->mutable_collectives(0)->set_nodes(9); }, "more nodes than ranks");
-  rejects([](auto* r) { r->mutable_collectives(0)->set_busbw_bytes_per_second(-1); }, "negative busbw");
-  rejects([](auto* r) { r->clear_gemm(); r->clear_collectives(); }, "empty");
+  rejects([](auto* r) { r->mutable_collectives(0)->set_busbw_bytes_per_second(-1); },
+          "negative busbw");
+  rejects(
+      [](auto* r) {
+        r->clear_gemm();
+        r->clear_collectives();
+      },
+      "empty");
 }
 
 // A scripted source: counts loads, answers from fixed runs.
 class ScriptedSource : public HistorySource {
  public:
-  absl::StatusOr<std::vector<RunBaseline>> PreviousRuns(const std::string& job_name, const std::string& gpu_model,
-                                                        const std::string& exclude_job, int limit) override {
+  absl::StatusOr<std::vector<RunBaseline>> PreviousRuns(const std::string& job_name,
+                                                        const std::string& gpu_model,
+                                                        const std::string& exclude_job,
+                                                        int limit) override {
     ++run_loads;
     last_model = gpu_model;
     last_limit = limit;
     std::vector<RunBaseline> out;
     for (const RunBaseline& r : runs) {
-      if (r.job_name == job_name && r.gpu_model == gpu_model && r.job != exclude_job) out.push_back(r);
+      if (r.job_name == job_name && r.gpu_model == gpu_model && r.job != exclude_job)
+        out.push_back(r);
     }
     return out;
   }
@@ -215,7 +228,8 @@ class ScriptedSource : public HistorySource {
 TEST(HistoryCacheTest, LoadsOncePerKeyAndAgainWhenTheModelAppears) {
   auto source = std::make_shared<ScriptedSource>();
   source->runs = {MakeRun("old-1", 0.05, 0.02, 600), MakeRun("me", 0.5, 0.5, 1)};
-  source->calibration.gemm.push_back(GemmCalibrationRow{"NVIDIA H200", "h", "bf16", 700, 700, 1, 1, 1, 1, 1});
+  source->calibration.gemm.push_back(
+      GemmCalibrationRow{"NVIDIA H200", "h", "bf16", 700, 700, 1, 1, 1, 1, 1});
   auto config = std::make_shared<DetectorConfig>();
   HistoryCache cache(source, config);
   JobState job("me", "gpt", 16, 1);

@@ -56,10 +56,13 @@ ProfileMonitorOptions ProfileMonitorOptionsFromEnv() {
   if (EnvDouble("XPU_PROFILE_SECONDS", 0.1, XPU_PROFILE_MAX_DURATION_MS / 1000.0, &v)) {
     o.window_ms = static_cast<uint32_t>(v * 1000);
   }
-  if (EnvDouble("XPU_PROFILE_MIN_INTERVAL_S", 0, 1e7, &v)) o.min_interval_ns = static_cast<uint64_t>(v * kNsPerS);
-  if (EnvDouble("XPU_PROFILE_REPORT_TTL_S", 0, 1e7, &v)) o.report_ttl_ns = static_cast<uint64_t>(v * kNsPerS);
+  if (EnvDouble("XPU_PROFILE_MIN_INTERVAL_S", 0, 1e7, &v))
+    o.min_interval_ns = static_cast<uint64_t>(v * kNsPerS);
+  if (EnvDouble("XPU_PROFILE_REPORT_TTL_S", 0, 1e7, &v))
+    o.report_ttl_ns = static_cast<uint64_t>(v * kNsPerS);
   if (EnvDouble("XPU_PROFILE_GRACE_MS", 0, 600000, &v)) o.grace_ms = static_cast<uint64_t>(v);
-  if (EnvDouble("XPU_PROFILE_MAX_RECORDS", 0, 1 << 30, &v)) o.max_records = static_cast<uint32_t>(v);
+  if (EnvDouble("XPU_PROFILE_MAX_RECORDS", 0, 1 << 30, &v))
+    o.max_records = static_cast<uint32_t>(v);
   if (EnvDouble("XPU_PROFILE_K", 0, 100, &v)) o.localization.k = v;
   if (EnvDouble("XPU_PROFILE_DELTA", 0, 3, &v)) o.localization.delta = v;
   if (EnvDouble("XPU_PROFILE_MIN_BETA", 0, 1, &v)) o.localization.min_beta = v;
@@ -67,7 +70,8 @@ ProfileMonitorOptions ProfileMonitorOptionsFromEnv() {
   return o;
 }
 
-ProfileMonitor::ProfileMonitor(Registry& registry, CommandSender send, ProfileMonitorOptions options)
+ProfileMonitor::ProfileMonitor(Registry& registry, CommandSender send,
+                               ProfileMonitorOptions options)
     : registry_(registry), send_(std::move(send)), options_(options) {}
 
 ProfileMonitor::~ProfileMonitor() { Stop(); }
@@ -102,8 +106,10 @@ bool ProfileMonitor::OnThroughputRegression(const std::string& job, uint64_t now
   }
   auto finished = std::make_shared<std::atomic<bool>>(false);
   std::thread t([this, job, finished] {
-    Log()->info("job {}: throughput regression: profiling window of {} ms on every rank", job, options_.window_ms);
-    ProfileReport r = Collect(job, "throughput_regression", options_.window_ms, options_.window_ms + options_.grace_ms);
+    Log()->info("job {}: throughput regression: profiling window of {} ms on every rank", job,
+                options_.window_ms);
+    ProfileReport r = Collect(job, "throughput_regression", options_.window_ms,
+                              options_.window_ms + options_.grace_ms);
     Store(std::move(r));
     finished->store(true, std::memory_order_release);
   });
@@ -111,28 +117,35 @@ bool ProfileMonitor::OnThroughputRegression(const std::string& job, uint64_t now
   return true;
 }
 
-absl::StatusOr<ProfileReport> ProfileMonitor::RunNow(const std::string& job, uint32_t seconds, uint64_t deadline_ms) {
-  if (registry_.FindJob(job) == nullptr) return absl::NotFoundError(absl::StrCat("no live job ", job));
-  const uint32_t window_ms = seconds > 0 ? std::min<uint32_t>(seconds * 1000, XPU_PROFILE_MAX_DURATION_MS)
-                                         : options_.window_ms;
+absl::StatusOr<ProfileReport> ProfileMonitor::RunNow(const std::string& job, uint32_t seconds,
+                                                     uint64_t deadline_ms) {
+  if (registry_.FindJob(job) == nullptr)
+    return absl::NotFoundError(absl::StrCat("no live job ", job));
+  const uint32_t window_ms = seconds > 0
+                                 ? std::min<uint32_t>(seconds * 1000, XPU_PROFILE_MAX_DURATION_MS)
+                                 : options_.window_ms;
   {
     std::lock_guard<std::mutex> l(mu_);
     if (stopping_) return absl::UnavailableError("engine shutting down");
     if (running_[job]) {
-      return absl::FailedPreconditionError(absl::StrCat("a profiling window is already running for job ", job));
+      return absl::FailedPreconditionError(
+          absl::StrCat("a profiling window is already running for job ", job));
     }
     running_[job] = true;
   }
-  ProfileReport r = Collect(job, "on_demand", window_ms, deadline_ms > 0 ? deadline_ms : window_ms + options_.grace_ms);
+  ProfileReport r = Collect(job, "on_demand", window_ms,
+                            deadline_ms > 0 ? deadline_ms : window_ms + options_.grace_ms);
   Store(r);
   return r;
 }
 
 void ProfileMonitor::Store(ProfileReport report) {
-  Log()->info("job {}: profiling window done: {}/{} ranks profiled, {} abnormal executions, {} diagnoses{}",
-              report.job, report.ranks_profiled(), report.ranks.size(), report.findings.size(),
-              report.diagnoses.size(),
-              report.ranks_profiled() < report.ranks.size() ? "; not profiled: " + report.SkippedReason() : "");
+  Log()->info(
+      "job {}: profiling window done: {}/{} ranks profiled, {} abnormal executions, {} diagnoses{}",
+      report.job, report.ranks_profiled(), report.ranks.size(), report.findings.size(),
+      report.diagnoses.size(),
+      report.ranks_profiled() < report.ranks.size() ? "; not profiled: " + report.SkippedReason()
+                                                    : "");
   std::lock_guard<std::mutex> l(mu_);
   running_[report.job] = false;
   latest_[report.job] = std::move(report);
@@ -145,7 +158,8 @@ std::optional<ProfileReport> ProfileMonitor::Latest(const std::string& job) cons
   return it->second;
 }
 
-std::vector<Diagnosis> ProfileMonitor::ActiveDiagnoses(const std::string& job, uint64_t now_ns) const {
+std::vector<Diagnosis> ProfileMonitor::ActiveDiagnoses(const std::string& job,
+                                                       uint64_t now_ns) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = latest_.find(job);
   if (it == latest_.end() || now_ns > it->second.finished_ns + options_.report_ttl_ns) return {};
@@ -154,8 +168,8 @@ std::vector<Diagnosis> ProfileMonitor::ActiveDiagnoses(const std::string& job, u
   return out;
 }
 
-ProfileReport ProfileMonitor::Collect(const std::string& job_name, const std::string& trigger, uint32_t window_ms,
-                                      uint64_t deadline_ms) {
+ProfileReport ProfileMonitor::Collect(const std::string& job_name, const std::string& trigger,
+                                      uint32_t window_ms, uint64_t deadline_ms) {
   std::vector<KnownRank> known;
   std::set<std::string> daemons;
   if (std::shared_ptr<JobState> job = registry_.FindJob(job_name)) {
@@ -178,7 +192,8 @@ ProfileReport ProfileMonitor::Collect(const std::string& job_name, const std::st
     c.set_deadline_ms(deadline_ms);
     futures.emplace(d, send_(d, std::move(c)));
   }
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms + 3000);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms + 3000);
   std::vector<xpu::v1::ProfileReply> replies;
   for (auto& [daemon, f] : futures) {
     if (f.wait_until(until) != std::future_status::ready) {
@@ -198,7 +213,8 @@ ProfileReport ProfileMonitor::Collect(const std::string& job_name, const std::st
     }
     replies.push_back(std::move(p));
   }
-  ProfileReport r = BuildReport(job_name, trigger, window_ms, known, replies, options_.localization);
+  ProfileReport r =
+      BuildReport(job_name, trigger, window_ms, known, replies, options_.localization);
   r.requested_ns = requested;
   r.finished_ns = registry_.Now();
   r.daemons_asked = static_cast<uint32_t>(futures.size());
@@ -207,8 +223,8 @@ ProfileReport ProfileMonitor::Collect(const std::string& job_name, const std::st
   return r;
 }
 
-ProfileReport ProfileMonitor::BuildReport(const std::string& job, const std::string& trigger, uint32_t window_ms,
-                                          const std::vector<KnownRank>& known,
+ProfileReport ProfileMonitor::BuildReport(const std::string& job, const std::string& trigger,
+                                          uint32_t window_ms, const std::vector<KnownRank>& known,
                                           const std::vector<xpu::v1::ProfileReply>& replies,
                                           const analysis::LocalizationOptions& options) {
   ProfileReport r;
@@ -258,15 +274,19 @@ ProfileReport ProfileMonitor::BuildReport(const std::string& job, const std::str
     pr.reason = "its daemon did not answer";
     r.ranks.push_back(std::move(pr));
   }
-  std::sort(r.ranks.begin(), r.ranks.end(),
-            [](const ProfileRank& a, const ProfileRank& b) { return std::tie(a.rank, a.pid) < std::tie(b.rank, b.pid); });
+  std::sort(r.ranks.begin(), r.ranks.end(), [](const ProfileRank& a, const ProfileRank& b) {
+    return std::tie(a.rank, a.pid) < std::tie(b.rank, b.pid);
+  });
   std::sort(workers.begin(), workers.end(),
-            [](const analysis::WorkerPatterns& a, const analysis::WorkerPatterns& b) { return a.rank < b.rank; });
+            [](const analysis::WorkerPatterns& a, const analysis::WorkerPatterns& b) {
+              return a.rank < b.rank;
+            });
 
   const analysis::Localization loc = analysis::Localize(workers, options);
   for (const analysis::FunctionAnalysis& f : loc.functions) {
-    const bool matters = std::any_of(f.patterns.begin(), f.patterns.end(),
-                                     [&](const analysis::Pattern& p) { return p.beta > options.min_beta; });
+    const bool matters =
+        std::any_of(f.patterns.begin(), f.patterns.end(),
+                    [&](const analysis::Pattern& p) { return p.beta > options.min_beta; });
     if (!matters) continue;
     FunctionRow row;
     row.name = f.name;
@@ -282,8 +302,9 @@ ProfileReport ProfileMonitor::BuildReport(const std::string& job, const std::str
     row.Delta = f.Delta;
     r.functions.push_back(std::move(row));
   }
-  std::sort(r.functions.begin(), r.functions.end(),
-            [](const FunctionRow& a, const FunctionRow& b) { return a.beta_median > b.beta_median; });
+  std::sort(r.functions.begin(), r.functions.end(), [](const FunctionRow& a, const FunctionRow& b) {
+    return a.beta_median > b.beta_median;
+  });
   for (const analysis::AbnormalExecution& a : loc.abnormal) {
     const analysis::FunctionAnalysis& f = loc.functions[a.function];
     ProfileFinding pf;

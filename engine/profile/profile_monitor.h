@@ -53,12 +53,12 @@ namespace xpu::engine::profile {
 using CommandSender = std::function<CommandFuture(const std::string& daemon_id, xpu::v1::Command)>;
 
 struct ProfileMonitorOptions {
-  bool auto_trigger = true;                   // XPU_PROFILE_AUTO
-  uint32_t window_ms = 15000;                 // XPU_PROFILE_SECONDS
+  bool auto_trigger = true;                           // XPU_PROFILE_AUTO
+  uint32_t window_ms = 15000;                         // XPU_PROFILE_SECONDS
   uint64_t min_interval_ns = 600ull * 1000000000ull;  // XPU_PROFILE_MIN_INTERVAL_S
   uint64_t report_ttl_ns = 600ull * 1000000000ull;    // XPU_PROFILE_REPORT_TTL_S
-  uint64_t grace_ms = 30000;                  // waiting beyond the window (XPU_PROFILE_GRACE_MS)
-  uint32_t max_records = 0;                   // XPU_PROFILE_MAX_RECORDS per process, 0 = hook default
+  uint64_t grace_ms = 30000;  // waiting beyond the window (XPU_PROFILE_GRACE_MS)
+  uint32_t max_records = 0;   // XPU_PROFILE_MAX_RECORDS per process, 0 = hook default
   // XPU_PROFILE_K, XPU_PROFILE_DELTA, XPU_PROFILE_MIN_BETA, XPU_PROFILE_MIN_CHANGE
   analysis::LocalizationOptions localization;
 };
@@ -79,7 +79,8 @@ class ProfileMonitor {
   bool OnThroughputRegression(const std::string& job, uint64_t now_ns);
   // Runs a window now and waits for it. NOT_FOUND for a job that is not
   // live, FAILED_PRECONDITION while another window of the job runs.
-  absl::StatusOr<ProfileReport> RunNow(const std::string& job, uint32_t seconds, uint64_t deadline_ms);
+  absl::StatusOr<ProfileReport> RunNow(const std::string& job, uint32_t seconds,
+                                       uint64_t deadline_ms);
   std::optional<ProfileReport> Latest(const std::string& job) const;
   // The latest report's diagnoses while it is fresh, stamped `now_ns`.
   std::vector<Diagnosis> ActiveDiagnoses(const std::string& job, uint64_t now_ns) const;
@@ -95,8 +96,8 @@ class ProfileMonitor {
     std::string host;
     int32_t pid = 0;
   };
-  static ProfileReport BuildReport(const std::string& job, const std::string& trigger, uint32_t window_ms,
-                                   const std::vector<KnownRank>& known,
+  static ProfileReport BuildReport(const std::string& job, const std::string& trigger,
+                                   uint32_t window_ms, const std::vector<KnownRank>& known,
                                    const std::vector<xpu::v1::ProfileReply>& replies,
                                    const analysis::LocalizationOptions& options);
 
@@ -110,10 +111,10 @@ class ProfileMonitor {
   const ProfileMonitorOptions options_;
 
   mutable std::mutex mu_;
-  bool stopping_ = false;                          // guarded by mu_
-  std::map<std::string, bool> running_;            // job -> a window is in flight
-  std::map<std::string, uint64_t> last_auto_ns_;   // job -> start of its last automatic window
-  std::map<std::string, ProfileReport> latest_;    // guarded by mu_
+  bool stopping_ = false;                         // guarded by mu_
+  std::map<std::string, bool> running_;           // job -> a window is in flight
+  std::map<std::string, uint64_t> last_auto_ns_;  // job -> start of its last automatic window
+  std::map<std::string, ProfileReport> latest_;   // guarded by mu_
   struct Worker {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> finished;

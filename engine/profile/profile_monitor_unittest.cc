@@ -15,8 +15,8 @@ namespace {
 
 constexpr uint64_t kS = 1000000000ull;
 
-void AddFunction(xpu::v1::ProcessProfile* p, const std::string& name, uint32_t cls, double beta, uint64_t n,
-                 uint64_t d) {
+void AddFunction(xpu::v1::ProcessProfile* p, const std::string& name, uint32_t cls, double beta,
+                 uint64_t n, uint64_t d) {
   xpu::v1::FunctionPattern* f = p->add_functions();
   f->set_name(name);
   f->set_cls(cls);
@@ -40,7 +40,8 @@ xpu::v1::ProcessProfile Rank(int r) {
   p.mutable_identity()->set_pid(100 + r);
   if (r == 7) {
     p.set_status("skipped_other_client");
-    p.set_reason("skipped: another CUPTI client is active (torch.profiler / Kineto, Nsight, a debugger)");
+    p.set_reason(
+        "skipped: another CUPTI client is active (torch.profiler / Kineto, Nsight, a debugger)");
     return p;
   }
   p.set_status("done");
@@ -72,7 +73,8 @@ std::vector<ProfileMonitor::KnownRank> Known(int n) {
   return k;
 }
 
-const Diagnosis* Find(const std::vector<Diagnosis>& ds, const std::string& kind, const std::string& subject) {
+const Diagnosis* Find(const std::vector<Diagnosis>& ds, const std::string& kind,
+                      const std::string& subject) {
   for (const Diagnosis& d : ds) {
     if (d.kind == kind && d.subject == subject) return &d;
   }
@@ -112,9 +114,11 @@ TEST(ProfileReportTest, NamesTheSlowKernelOnTheSlowRank) {
   EXPECT_EQ(slow->hosts, std::vector<std::string>{"node-b"});
   EXPECT_EQ(slow->team, Team::kOperations);
   EXPECT_EQ(slow->severity, Severity::kCritical);  // beta 0.4 = 2 x median 0.2
-  EXPECT_NE(slow->evidence.find("GPU kernel gemm is abnormal on 1 of 7 profiled ranks"), std::string::npos)
+  EXPECT_NE(slow->evidence.find("GPU kernel gemm is abnormal on 1 of 7 profiled ranks"),
+            std::string::npos)
       << slow->evidence;
-  EXPECT_NE(slow->evidence.find("ncclDevKernel_AllReduce on rank 5"), std::string::npos) << slow->evidence;
+  EXPECT_NE(slow->evidence.find("ncclDevKernel_AllReduce on rank 5"), std::string::npos)
+      << slow->evidence;
   EXPECT_EQ(Find(r.diagnoses, "abnormal_function", "function:ncclDevKernel_AllReduce"), nullptr);
 
   // The DataLoader on rank 3: unique and above its 1 % expectation.
@@ -128,14 +132,16 @@ TEST(ProfileReportTest, NamesTheSlowKernelOnTheSlowRank) {
   // communication-bound diagnosis.
   size_t by_expectation = 0;
   for (const ProfileFinding& f : r.findings) {
-    by_expectation += f.function == "ncclDevKernel_AllReduce" && f.by_expectation && !f.by_difference;
+    by_expectation +=
+        f.function == "ncclDevKernel_AllReduce" && f.by_expectation && !f.by_difference;
   }
   EXPECT_EQ(by_expectation, 6u);
   EXPECT_EQ(Find(r.diagnoses, "unexpected_function", "function:ncclDevKernel_AllReduce"), nullptr);
 
   const std::string json = r.Json();
   EXPECT_NE(json.find("\"ranks_profiled\":7"), std::string::npos);
-  EXPECT_NE(json.find("\"skipped_reason\":\"skipped: another CUPTI client is active\""), std::string::npos);
+  EXPECT_NE(json.find("\"skipped_reason\":\"skipped: another CUPTI client is active\""),
+            std::string::npos);
   EXPECT_NE(json.find("\"kind\":\"abnormal_function\""), std::string::npos);
   const std::string text = r.Text();
   EXPECT_NE(text.find("7/8 ranks profiled"), std::string::npos) << text;
@@ -155,11 +161,13 @@ TEST(ProfileReportTest, CommunicationBoundJob) {
   }
   ProfileReport r = ProfileMonitor::BuildReport("j", "on_demand", 4000, Known(4), replies, {});
   EXPECT_EQ(r.ranks_profiled(), 4u);
-  const Diagnosis* comm = Find(r.diagnoses, "unexpected_function", "function:ncclDevKernel_AllReduce");
+  const Diagnosis* comm =
+      Find(r.diagnoses, "unexpected_function", "function:ncclDevKernel_AllReduce");
   ASSERT_NE(comm, nullptr);
   EXPECT_EQ(comm->ranks, (std::vector<int32_t>{0, 1, 2, 3}));
   EXPECT_EQ(comm->team, Team::kInfrastructure);
-  EXPECT_NE(comm->evidence.find("35.0 % of the profiling window on 4 of 4 profiled ranks; expected at most 30.0 %"),
+  EXPECT_NE(comm->evidence.find(
+                "35.0 % of the profiling window on 4 of 4 profiled ranks; expected at most 30.0 %"),
             std::string::npos)
       << comm->evidence;
   for (const Diagnosis& d : r.diagnoses) EXPECT_NE(d.kind, "abnormal_function") << d.subject;
@@ -178,7 +186,8 @@ TEST(ProfileReportTest, EveryRankSkippedSaysWhy) {
   EXPECT_TRUE(r.findings.empty());
   EXPECT_TRUE(r.diagnoses.empty());
   EXPECT_EQ(r.SkippedReason(), "skipped: another CUPTI client is active");
-  EXPECT_NE(r.Text().find("not profiled: 4 ranks: skipped: another CUPTI client is active"), std::string::npos)
+  EXPECT_NE(r.Text().find("not profiled: 4 ranks: skipped: another CUPTI client is active"),
+            std::string::npos)
       << r.Text();
 }
 
@@ -217,7 +226,8 @@ class ProfileMonitorTest : public ::testing::Test {
     EXPECT_EQ(c.job(), "j");
     last_profile_ms_ = c.profile_ms();
     xpu::v1::ProfileReply reply;
-    for (int r = daemon == "d-a" ? 0 : 4; r < (daemon == "d-a" ? 4 : 8); ++r) *reply.add_processes() = Rank(r);
+    for (int r = daemon == "d-a" ? 0 : 4; r < (daemon == "d-a" ? 4 : 8); ++r)
+      *reply.add_processes() = Rank(r);
     xpu::v1::CommandReply cr;
     cr.set_ok(true);
     cr.set_payload(reply.SerializeAsString());
@@ -256,16 +266,19 @@ class ProfileMonitorTest : public ::testing::Test {
   std::atomic<uint32_t> last_profile_ms_{0};
   std::mutex mu_;
   bool hold_ = false;  // guarded by mu_
-  std::vector<std::pair<std::promise<absl::StatusOr<xpu::v1::CommandReply>>, xpu::v1::CommandReply>> held_;
+  std::vector<std::pair<std::promise<absl::StatusOr<xpu::v1::CommandReply>>, xpu::v1::CommandReply>>
+      held_;
 };
 
 TEST_F(ProfileMonitorTest, AutomaticWindowsAreRateLimitedPerJob) {
   Populate();
   ProfileMonitor m(
-      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); },
+      Options());
   EXPECT_TRUE(m.OnThroughputRegression("j", now_));
   // Wait for the background window.
-  for (int i = 0; i < 500 && !m.Latest("j"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && !m.Latest("j"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(m.Latest("j").has_value());
   EXPECT_EQ(commands_.load(), 2) << "one command per daemon";
   EXPECT_EQ(last_profile_ms_.load(), 1000u);
@@ -287,7 +300,8 @@ TEST_F(ProfileMonitorTest, AutomaticWindowsAreRateLimitedPerJob) {
 
 TEST_F(ProfileMonitorTest, OnDemandWindowAndDetectorAdapter) {
   ProfileMonitor m(
-      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); },
+      Options());
   EXPECT_EQ(m.RunNow("j", 2, 0).status().code(), absl::StatusCode::kNotFound);
   Populate();
   absl::StatusOr<ProfileReport> r = m.RunNow("j", 2, 0);
@@ -320,13 +334,15 @@ TEST_F(ProfileMonitorTest, OnDemandWindowAndDetectorAdapter) {
 TEST_F(ProfileMonitorTest, OneWindowPerJobAtATime) {
   Populate();
   ProfileMonitor m(
-      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, Options());
+      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); },
+      Options());
   {
     std::lock_guard<std::mutex> l(mu_);
     hold_ = true;
   }
   ASSERT_TRUE(m.OnThroughputRegression("j", now_));
-  for (int i = 0; i < 500 && Held() < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && Held() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(Held(), 2u);
   EXPECT_EQ(m.RunNow("j", 1, 0).status().code(), absl::StatusCode::kFailedPrecondition);
   Release();
@@ -336,7 +352,8 @@ TEST_F(ProfileMonitorTest, OneWindowPerJobAtATime) {
     std::lock_guard<std::mutex> l(mu_);
     hold_ = false;
   }
-  EXPECT_EQ(m.RunNow("j", 1, 0).status().code(), absl::StatusCode::kUnavailable) << "stopped: refuses";
+  EXPECT_EQ(m.RunNow("j", 1, 0).status().code(), absl::StatusCode::kUnavailable)
+      << "stopped: refuses";
 }
 
 }  // namespace

@@ -7,10 +7,17 @@ namespace {
 grpc::Status ToGrpc(const absl::Status& s) {
   grpc::StatusCode code = grpc::StatusCode::INTERNAL;
   switch (s.code()) {
-    case absl::StatusCode::kNotFound: code = grpc::StatusCode::NOT_FOUND; break;
-    case absl::StatusCode::kFailedPrecondition: code = grpc::StatusCode::FAILED_PRECONDITION; break;
-    case absl::StatusCode::kUnavailable: code = grpc::StatusCode::UNAVAILABLE; break;
-    default: break;
+    case absl::StatusCode::kNotFound:
+      code = grpc::StatusCode::NOT_FOUND;
+      break;
+    case absl::StatusCode::kFailedPrecondition:
+      code = grpc::StatusCode::FAILED_PRECONDITION;
+      break;
+    case absl::StatusCode::kUnavailable:
+      code = grpc::StatusCode::UNAVAILABLE;
+      break;
+    default:
+      break;
   }
   return grpc::Status(code, std::string(s.message()));
 }
@@ -26,7 +33,8 @@ void Fill(const ProfileReport& r, xpu::v1::ProfileResult* out) {
 grpc::Status ProfileService::CheckToken(grpc::ServerContext* ctx) const {
   if (token_.empty()) return grpc::Status::OK;
   auto it = ctx->client_metadata().find("x-xpu-token");
-  if (it == ctx->client_metadata().end() || std::string(it->second.data(), it->second.size()) != token_) {
+  if (it == ctx->client_metadata().end() ||
+      std::string(it->second.data(), it->second.size()) != token_) {
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong x-xpu-token");
   }
   return grpc::Status::OK;
@@ -35,10 +43,12 @@ grpc::Status ProfileService::CheckToken(grpc::ServerContext* ctx) const {
 grpc::Status ProfileService::Run(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req,
                                  xpu::v1::ProfileResult* out) {
   if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
-  if (req->job().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
+  if (req->job().empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
   if (req->seconds() * 1000ull > XPU_PROFILE_MAX_DURATION_MS) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "seconds must be at most " + std::to_string(XPU_PROFILE_MAX_DURATION_MS / 1000));
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "seconds must be at most " + std::to_string(XPU_PROFILE_MAX_DURATION_MS / 1000));
   }
   out->set_job(req->job());
   absl::StatusOr<ProfileReport> r = monitor_.RunNow(req->job(), req->seconds(), req->deadline_ms());
@@ -50,7 +60,8 @@ grpc::Status ProfileService::Run(grpc::ServerContext* ctx, const xpu::v1::Profil
 grpc::Status ProfileService::Latest(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req,
                                     xpu::v1::ProfileResult* out) {
   if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
-  if (req->job().empty()) return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
+  if (req->job().empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
   out->set_job(req->job());
   std::optional<ProfileReport> r = monitor_.Latest(req->job());
   if (!r) {

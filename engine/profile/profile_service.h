@@ -16,8 +16,10 @@ namespace xpu::engine::profile {
 
 class ProfileService final : public xpu::v1::ProfileQuery::Service {
  public:
-  ProfileService(ProfileMonitor& monitor, std::string token) : monitor_(monitor), token_(std::move(token)) {}
-  grpc::Status Run(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req, xpu::v1::ProfileResult* out) override;
+  ProfileService(ProfileMonitor& monitor, std::string token)
+      : monitor_(monitor), token_(std::move(token)) {}
+  grpc::Status Run(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req,
+                   xpu::v1::ProfileResult* out) override;
   grpc::Status Latest(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req,
                       xpu::v1::ProfileResult* out) override;
 

@@ -94,7 +94,8 @@ inline xpu::v1::Batch RankBatch(const std::string& job, int rank, size_t n, bool
   SetIdentity(pb, job, rank, "host" + std::to_string(rank / 8), 1000 + rank);
   if (with_sigs) *pb->add_signatures() = MakeGemmSignature(1, 1024, 1024, 1024);
   std::vector<xpu_record_v1> recs;
-  for (size_t i = 0; i < n; ++i) recs.push_back(MakeRecord(1, 1000000 + i * 1000, 500, static_cast<uint32_t>(i)));
+  for (size_t i = 0; i < n; ++i)
+    recs.push_back(MakeRecord(1, 1000000 + i * 1000, 500, static_cast<uint32_t>(i)));
   AppendRecords(pb, recs);
   return b;
 }

@@ -44,7 +44,8 @@ CallsiteJoin JoinCallsites(const analysis::RankTrace& t) {
   for (size_t i = 0; i < n; ++i) {
     const analysis::Op& link = t.ops[i];
     if (!IsCallsiteLink(link)) continue;
-    const auto& cands = wanted[Key{static_cast<uint32_t>(link.issue_latency_ns), link.seq, link.stream}];
+    const auto& cands =
+        wanted[Key{static_cast<uint32_t>(link.issue_latency_ns), link.seq, link.stream}];
     size_t best = CallsiteJoin::kNone;
     for (size_t c : cands) {
       // The link's start is the CPU launch time.

@@ -13,11 +13,21 @@ void AppendJsonString(std::string* out, const std::string& s) {
   out->push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\t': out->append("\\t"); break;
-      case '\r': out->append("\\r"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
       default:
         if (c < 0x20) {
           absl::StrAppendFormat(out, "\\u%04x", c);
@@ -39,7 +49,8 @@ void AppendUs(std::string* out, int64_t ns) {
 }
 
 void AppendDouble(std::string* out, double d) {
-  if (!(d == d) || d == std::numeric_limits<double>::infinity() || d == -std::numeric_limits<double>::infinity()) {
+  if (!(d == d) || d == std::numeric_limits<double>::infinity() ||
+      d == -std::numeric_limits<double>::infinity()) {
     out->append("null");
     return;
   }
@@ -48,8 +59,8 @@ void AppendDouble(std::string* out, double d) {
 
 }  // namespace
 
-absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks, const ClockAlignment& align,
-                                           const std::string& path) {
+absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks,
+                                           const ClockAlignment& align, const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) return absl::InternalError(absl::StrCat("cannot open ", path));
   FlowIndex flows;
@@ -76,8 +87,10 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks, c
     bytes += out.size();
     out.clear();
   };
-  out = "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"xpu timeline dump\",\"base_ns\":";
-  absl::StrAppend(&out, base, ",\"reference_rank\":", align.reference_rank, ",\"clock_offsets_ns\":{");
+  out =
+      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"xpu timeline dump\",\"base_ns\":";
+  absl::StrAppend(&out, base, ",\"reference_rank\":", align.reference_rank,
+                  ",\"clock_offsets_ns\":{");
   for (size_t i = 0; i < align.hosts.size(); ++i) {
     if (i) out.push_back(',');
     AppendJsonString(&out, align.hosts[i].host);
@@ -95,16 +108,18 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks, c
     const int32_t pid = DisplayPid(d, ri);
     RankLayout L = LayoutRank(d, align.OffsetFor(d.host));
     begin_event();
-    absl::StrAppend(&out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid, ",\"tid\":0,\"args\":{\"name\":");
-    AppendJsonString(&out, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid, d.exited ? ", exited" : "", ")"));
+    absl::StrAppend(&out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
+                    ",\"tid\":0,\"args\":{\"name\":");
+    AppendJsonString(&out, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid,
+                                        d.exited ? ", exited" : "", ")"));
     out += "}}";
     begin_event();
     absl::StrAppend(&out, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":", pid,
                     ",\"tid\":0,\"args\":{\"sort_index\":", ri, "}}");
     for (uint32_t t = 0; t < L.tracks.size(); ++t) {
       begin_event();
-      absl::StrAppend(&out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid, ",\"tid\":", t + 1,
-                      ",\"args\":{\"name\":");
+      absl::StrAppend(&out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid,
+                      ",\"tid\":", t + 1, ",\"args\":{\"name\":");
       AppendJsonString(&out, L.tracks[t]);
       out += "}}";
     }
@@ -117,7 +132,8 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks, c
       begin_event();
       out += "{\"name\":";
       AppendJsonString(&out, EventName(*sig));
-      absl::StrAppend(&out, ",\"cat\":\"", KindName(sig->kind), "\",\"ph\":\"", s.instant ? "i" : "X", "\",\"ts\":");
+      absl::StrAppend(&out, ",\"cat\":\"", KindName(sig->kind), "\",\"ph\":\"",
+                      s.instant ? "i" : "X", "\",\"ts\":");
       AppendUs(&out, ts);
       if (s.instant) {
         out += ",\"s\":\"t\"";
@@ -133,10 +149,18 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks, c
         if (i) out.push_back(',');
         absl::StrAppend(&out, "\"", args[i].name, "\":");
         switch (args[i].type) {
-          case Arg::kUint: absl::StrAppend(&out, args[i].u); break;
-          case Arg::kInt: absl::StrAppend(&out, args[i].i); break;
-          case Arg::kDouble: AppendDouble(&out, args[i].d); break;
-          case Arg::kString: AppendJsonString(&out, args[i].s); break;
+          case Arg::kUint:
+            absl::StrAppend(&out, args[i].u);
+            break;
+          case Arg::kInt:
+            absl::StrAppend(&out, args[i].i);
+            break;
+          case Arg::kDouble:
+            AppendDouble(&out, args[i].d);
+            break;
+          case Arg::kString:
+            AppendJsonString(&out, args[i].s);
+            break;
         }
       }
       out += "}}";
@@ -146,10 +170,11 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks, c
         if (role != FlowIndex::kNone) {
           const char* ph = role == FlowIndex::kFirst ? "s" : role == FlowIndex::kLast ? "f" : "t";
           begin_event();
-          absl::StrAppend(&out, "{\"name\":\"collective\",\"cat\":\"flow\",\"ph\":\"", ph, "\",\"id\":\"0x",
-                          absl::Hex(fid), "\",\"ts\":");
+          absl::StrAppend(&out, "{\"name\":\"collective\",\"cat\":\"flow\",\"ph\":\"", ph,
+                          "\",\"id\":\"0x", absl::Hex(fid), "\",\"ts\":");
           AppendUs(&out, ts);
-          absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", s.track + 1, role == FlowIndex::kFirst ? "" : ",\"bp\":\"e\"", "}");
+          absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", s.track + 1,
+                          role == FlowIndex::kFirst ? "" : ",\"bp\":\"e\"", "}");
           ++st.flow_events;
         }
       }
@@ -159,7 +184,8 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks, c
   out += "\n]}\n";
   flush(true);
   st.bytes = bytes;
-  if (std::fclose(f) != 0 || failed) return absl::InternalError(absl::StrCat("cannot write ", path));
+  if (std::fclose(f) != 0 || failed)
+    return absl::InternalError(absl::StrCat("cannot write ", path));
   return st;
 }
 

@@ -47,7 +47,8 @@ ClockAlignment EstimateClockOffsets(const std::vector<RankDump>& ranks, int32_t 
   const RankDump* ref = nullptr;
   for (const RankDump& d : ranks) {
     if (d.rank < 0) continue;
-    if (reference_rank >= 0 ? d.rank == reference_rank : (ref == nullptr || d.rank < ref->rank)) ref = &d;
+    if (reference_rank >= 0 ? d.rank == reference_rank : (ref == nullptr || d.rank < ref->rank))
+      ref = &d;
   }
   if (ref == nullptr && !ranks.empty()) ref = &ranks.front();
   if (ref == nullptr) return out;
@@ -55,7 +56,8 @@ ClockAlignment EstimateClockOffsets(const std::vector<RankDump>& ranks, int32_t 
   out.reference_host = ref->host;
 
   // (comm_id, seq) -> (host index, end) of each timed member.
-  std::unordered_map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<int, int64_t>>, KeyHash> inst;
+  std::unordered_map<std::pair<uint64_t, uint32_t>, std::vector<std::pair<int, int64_t>>, KeyHash>
+      inst;
   for (const RankDump& d : ranks) {
     const int hi = host_index[d.host];
     const size_t n = d.size();

@@ -33,23 +33,24 @@ namespace xpu::engine::timeline {
 
 struct HostOffset {
   std::string host;
-  int64_t offset_ns = 0;   // subtract from this host's timestamps
-  uint64_t samples = 0;    // instances on the edge that aligned it (0 for the reference)
-  double spread_ns = 0;    // median absolute deviation of those samples
-  bool aligned = false;    // reference, or reached through collectives
-  std::string via;         // host it was aligned against
+  int64_t offset_ns = 0;  // subtract from this host's timestamps
+  uint64_t samples = 0;   // instances on the edge that aligned it (0 for the reference)
+  double spread_ns = 0;   // median absolute deviation of those samples
+  bool aligned = false;   // reference, or reached through collectives
+  std::string via;        // host it was aligned against
 };
 
 struct ClockAlignment {
   int32_t reference_rank = -1;
   std::string reference_host;
   std::vector<HostOffset> hosts;  // sorted by host name
-  uint64_t instances = 0;          // collective instances spanning >= 2 hosts
+  uint64_t instances = 0;         // collective instances spanning >= 2 hosts
   int64_t OffsetFor(const std::string& host) const;
 };
 
 // reference_rank < 0: the lowest rank present.
-ClockAlignment EstimateClockOffsets(const std::vector<RankDump>& ranks, int32_t reference_rank = -1);
+ClockAlignment EstimateClockOffsets(const std::vector<RankDump>& ranks,
+                                    int32_t reference_rank = -1);
 
 }  // namespace xpu::engine::timeline
 

@@ -21,8 +21,10 @@ struct DaemonRequest {
 // A ProcessBatch built from what the engine itself kept of a process: its
 // identity, signatures and the newest records of its ring (packed like the
 // wire). Caller holds the job lock.
-bool EngineRingBatch(const ProcessState& p, const xpu::v1::TimelineDumpRequest& req, xpu::v1::ProcessBatch* pb) {
-  std::vector<xpu_record_v1> recs = p.ring.Last(req.last_n() > 0 ? req.last_n() : p.ring.capacity());
+bool EngineRingBatch(const ProcessState& p, const xpu::v1::TimelineDumpRequest& req,
+                     xpu::v1::ProcessBatch* pb) {
+  std::vector<xpu_record_v1> recs =
+      p.ring.Last(req.last_n() > 0 ? req.last_n() : p.ring.capacity());
   std::string packed;
   packed.reserve(recs.size() * sizeof(xpu_record_v1));
   for (xpu_record_v1 r : recs) {
@@ -64,7 +66,8 @@ bool EngineRingBatch(const ProcessState& p, const xpu::v1::TimelineDumpRequest& 
 
 uint64_t ElapsedMs(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
 }
 
 }  // namespace
@@ -106,8 +109,9 @@ absl::Status RunTimelineDump(Registry& registry, const CommandSender& send,
       m->set_reason("rank not known to the engine for this job");
     }
   }
-  const auto deadline_ms = request.deadline_ms() > 0 ? std::chrono::milliseconds(request.deadline_ms())
-                                                     : kDefaultDumpDeadline;
+  const auto deadline_ms = request.deadline_ms() > 0
+                               ? std::chrono::milliseconds(request.deadline_ms())
+                               : kDefaultDumpDeadline;
   const auto deadline = t0 + deadline_ms;
 
   // Send every command first, so that the daemons work in parallel.
@@ -174,7 +178,8 @@ absl::Status RunTimelineDump(Registry& registry, const CommandSender& send,
         xpu::v1::TimelineMissingRank* m = done.add_missing();
         m->set_rank(r);
         m->set_daemon_id(id);
-        m->set_reason(!failure.empty() ? failure : "daemon answered without this rank (history expired?)");
+        m->set_reason(!failure.empty() ? failure
+                                       : "daemon answered without this rank (history expired?)");
       }
       for (int32_t r : got) answered.insert(r);
       progress.set_daemons_answered(progress.daemons_answered() + 1);

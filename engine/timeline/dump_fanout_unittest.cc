@@ -14,9 +14,9 @@
 namespace xpu::engine::timeline {
 namespace {
 
+using testing::SyntheticDaemon;
 using ::xpu::engine::testing::TestOptions;
 using ::xpu::engine::testing::WaitFor;
-using testing::SyntheticDaemon;
 
 struct DumpResult {
   grpc::Status status;
@@ -29,8 +29,8 @@ struct DumpResult {
 DumpResult Dump(int port, const xpu::v1::TimelineDumpRequest& req) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
-  auto stub = xpu::v1::Query::NewStub(
-      grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+  auto stub = xpu::v1::Query::NewStub(grpc::CreateCustomChannel(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto reader = stub->TimelineDump(&ctx, req);
@@ -60,8 +60,10 @@ class DumpFanoutTest : public ::testing::Test {
     job_.exited_rank = 6;
   }
   void StartDaemons(SyntheticDaemon::Mode second = SyntheticDaemon::Mode::kAnswer) {
-    d0_ = std::make_unique<SyntheticDaemon>(engine_->port(), "d0", job_, std::vector<int>{0, 1, 2, 3});
-    d1_ = std::make_unique<SyntheticDaemon>(engine_->port(), "d1", job_, std::vector<int>{4, 5, 6, 7}, second);
+    d0_ = std::make_unique<SyntheticDaemon>(engine_->port(), "d0", job_,
+                                            std::vector<int>{0, 1, 2, 3});
+    d1_ = std::make_unique<SyntheticDaemon>(engine_->port(), "d1", job_,
+                                            std::vector<int>{4, 5, 6, 7}, second);
     ASSERT_TRUE(d0_->Start());
     ASSERT_TRUE(d1_->Start());
     ASSERT_TRUE(WaitFor([&] {
@@ -93,7 +95,8 @@ TEST_F(DumpFanoutTest, AllRanksIncludingExitedOne) {
   for (const auto& pb : r.ranks) {
     ranks.insert(pb.identity().rank());
     EXPECT_EQ(pb.exited(), pb.identity().rank() == 6);
-    EXPECT_EQ(pb.records(), SyntheticRank(job_, pb.identity().rank()).records());  // packed, untouched
+    EXPECT_EQ(pb.records(),
+              SyntheticRank(job_, pb.identity().rank()).records());  // packed, untouched
     EXPECT_TRUE(FromProcessBatch(pb).ok());
   }
   EXPECT_EQ(ranks.size(), 8u);
@@ -165,11 +168,13 @@ TEST_F(DumpFanoutTest, SilentDaemonIsReportedAfterTheDeadline) {
   for (const auto& pb : r.ranks) {
     const int rank = pb.identity().rank();
     if (rank < 4) continue;
-    EXPECT_EQ(pb.records(), SyntheticRank(job_, rank).records().substr(0, 4 * sizeof(xpu_record_v1)));
+    EXPECT_EQ(pb.records(),
+              SyntheticRank(job_, rank).records().substr(0, 4 * sizeof(xpu_record_v1)));
     EXPECT_EQ(pb.signatures_size(), SyntheticRank(job_, rank).signatures_size());
     absl::StatusOr<RankDump> d = FromProcessBatch(pb);
     ASSERT_TRUE(d.ok());
-    EXPECT_EQ(d->sigs.at(3).comm_id, kWorldComm);  // the AllReduce signature survived the round trip
+    EXPECT_EQ(d->sigs.at(3).comm_id,
+              kWorldComm);  // the AllReduce signature survived the round trip
   }
 }
 
@@ -196,7 +201,8 @@ TEST_F(DumpFanoutTest, FailingAndDisconnectedDaemons) {
   EXPECT_EQ(r.ranks.size(), 0u);
   ASSERT_EQ(r.done.missing_size(), 8);
   for (const auto& m : r.done.missing()) {
-    if (m.daemon_id() == "d0") EXPECT_NE(m.reason().find("not connected"), std::string::npos) << m.reason();
+    if (m.daemon_id() == "d0")
+      EXPECT_NE(m.reason().find("not connected"), std::string::npos) << m.reason();
   }
   // The engine's ring still has every rank.
   req.set_no_engine_fallback(false);

@@ -43,15 +43,17 @@ struct DumpContext {
   std::string job;
   std::vector<int32_t> ranks_requested;  // empty = all
   uint32_t ranks_total = 0, ranks_answered = 0;
-  std::vector<std::string> missing;      // "rank 5: reason"
-  std::vector<std::string> from_engine;  // served from the engine's ring: "rank 5: why not the daemon"
+  std::vector<std::string> missing;  // "rank 5: reason"
+  std::vector<std::string>
+      from_engine;  // served from the engine's ring: "rank 5: why not the daemon"
   std::vector<std::string> truncated_daemons;
   uint64_t last_n = 0, since_ns = 0;
   double fetch_s = 0;
 };
 
-absl::StatusOr<DumpOutputs> WriteDumpOutputs(const std::string& dir, const std::vector<RankDump>& ranks,
-                                             TraceFormat format, const DumpContext& ctx);
+absl::StatusOr<DumpOutputs> WriteDumpOutputs(const std::string& dir,
+                                             const std::vector<RankDump>& ranks, TraceFormat format,
+                                             const DumpContext& ctx);
 
 }  // namespace xpu::engine::timeline
 

@@ -32,10 +32,18 @@ std::string XmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '&':
+        o += "&amp;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
       default:
         if (static_cast<unsigned char>(c) >= 0x20) o.push_back(c);
     }
@@ -65,9 +73,12 @@ const char* Colour(FrameKind k, size_t depth) {
   static const char* const kColl[] = {"#4e79a7", "#76a0cf"};
   static const char* const kOther[] = {"#a0a0a0", "#bdbdbd"};
   switch (k) {
-    case FrameKind::kGemm: return kGemm[depth % 2];
-    case FrameKind::kCollective: return kColl[depth % 2];
-    default: return kOther[depth % 2];
+    case FrameKind::kGemm:
+      return kGemm[depth % 2];
+    case FrameKind::kCollective:
+      return kColl[depth % 2];
+    default:
+      return kOther[depth % 2];
   }
 }
 
@@ -78,13 +89,15 @@ bool IsCallsiteName(const std::string& name) {
   for (absl::string_view f : absl::StrSplit(name, ';')) {
     const size_t at = f.find('@');
     const size_t colon = f.rfind(':');
-    if (at == absl::string_view::npos || colon == absl::string_view::npos || colon < at) return false;
+    if (at == absl::string_view::npos || colon == absl::string_view::npos || colon < at)
+      return false;
   }
   return true;
 }
 
 std::map<std::string, FoldedStack> BuildCallsiteStacks(const std::vector<RankDump>& ranks,
-                                                       const CallsiteOptions& opt, CallsiteStats* stats) {
+                                                       const CallsiteOptions& opt,
+                                                       CallsiteStats* stats) {
   std::map<std::string, FoldedStack> out;
   CallsiteStats st;
   for (const RankDump& d : ranks) {
@@ -92,7 +105,8 @@ std::map<std::string, FoldedStack> BuildCallsiteStacks(const std::vector<RankDum
     // Folded prefix per call-site signature (outermost first).
     std::map<uint32_t, std::string> prefix;
     for (const auto& [id, s] : t.sigs) {
-      if ((s.kind != XPU_OP_PY_CALLSITE && s.kind != XPU_OP_ANNOTATION) || !IsCallsiteName(s.name)) continue;
+      if ((s.kind != XPU_OP_PY_CALLSITE && s.kind != XPU_OP_ANNOTATION) || !IsCallsiteName(s.name))
+        continue;
       std::vector<std::string> frames = absl::StrSplit(s.name, ';');
       std::reverse(frames.begin(), frames.end());
       for (std::string& f : frames) f = Clean(f);
@@ -139,7 +153,8 @@ std::map<std::string, FoldedStack> BuildCallsiteStacks(const std::vector<RankDum
       // Free-standing event: first unclaimed launch within the gap after it.
       if (!gpu_built) {
         for (size_t k = 0; k < t.ops.size(); ++k) {
-          if (analysis::IsGpuOp(t.ops[k].kind) && (t.ops[k].flags & XPU_REC_PLUGIN) == 0) gpu.push_back(k);
+          if (analysis::IsGpuOp(t.ops[k].kind) && (t.ops[k].flags & XPU_REC_PLUGIN) == 0)
+            gpu.push_back(k);
         }
         std::sort(gpu.begin(), gpu.end(),
                   [&](size_t x, size_t y) { return t.ops[x].launch_ns() < t.ops[y].launch_ns(); });
@@ -169,7 +184,8 @@ std::string FoldedText(const std::map<std::string, FoldedStack>& stacks) {
   return o;
 }
 
-std::string FlameGraphSvg(const std::map<std::string, FoldedStack>& stacks, const std::string& title, int width) {
+std::string FlameGraphSvg(const std::map<std::string, FoldedStack>& stacks,
+                          const std::string& title, int width) {
   Node root;
   root.name = "all";
   size_t max_depth = 0;
@@ -218,16 +234,19 @@ std::string FlameGraphSvg(const std::map<std::string, FoldedStack>& stacks, cons
     if (w < 0.1) continue;
     const int y = height - kPad - 20 - static_cast<int>(it.depth + 1) * kRow;
     const double share = 100.0 * it.n->weight / root.weight;
-    absl::StrAppendFormat(&o,
-                          "<g><title>%s (%.0f ns, %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
-                          "height=\"%d\" fill=\"%s\" rx=\"2\" ry=\"2\"/>",
-                          XmlEscape(it.n->name), static_cast<double>(it.n->weight), share, it.x, y, w, kRow - 1,
-                          Colour(it.depth == 0 ? FrameKind::kOther : Dominant(*it.n), it.depth));
+    absl::StrAppendFormat(
+        &o,
+        "<g><title>%s (%.0f ns, %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+        "height=\"%d\" fill=\"%s\" rx=\"2\" ry=\"2\"/>",
+        XmlEscape(it.n->name), static_cast<double>(it.n->weight), share, it.x, y, w, kRow - 1,
+        Colour(it.depth == 0 ? FrameKind::kOther : Dominant(*it.n), it.depth));
     const size_t chars = static_cast<size_t>(w / 7);
     if (chars >= 3) {
-      std::string label = it.n->name.size() <= chars ? it.n->name : it.n->name.substr(0, chars - 2) + "..";
-      absl::StrAppendFormat(&o, "<text x=\"%.2f\" y=\"%d\" font-family=\"Verdana\" font-size=\"11\">%s</text>",
-                            it.x + 3, y + kRow - 4, XmlEscape(label));
+      std::string label =
+          it.n->name.size() <= chars ? it.n->name : it.n->name.substr(0, chars - 2) + "..";
+      absl::StrAppendFormat(
+          &o, "<text x=\"%.2f\" y=\"%d\" font-family=\"Verdana\" font-size=\"11\">%s</text>",
+          it.x + 3, y + kRow - 4, XmlEscape(label));
     }
     o += "</g>\n";
     ++frames_drawn;

@@ -42,7 +42,7 @@ namespace xpu::engine::timeline {
 enum class FrameKind { kOther = 0, kGemm = 1, kCollective = 2 };
 
 struct FoldedStack {
-  uint64_t weight = 0;   // ns of GPU time (linked) or unlinked_weight_ns per sample
+  uint64_t weight = 0;  // ns of GPU time (linked) or unlinked_weight_ns per sample
   uint64_t samples = 0;
   FrameKind kind = FrameKind::kOther;
 };
@@ -61,13 +61,14 @@ struct CallsiteStats {
 
 // Folded stack text (outermost frame first, ';'-joined, leaf last) -> data.
 std::map<std::string, FoldedStack> BuildCallsiteStacks(const std::vector<RankDump>& ranks,
-                                                       const CallsiteOptions& opt, CallsiteStats* stats);
+                                                       const CallsiteOptions& opt,
+                                                       CallsiteStats* stats);
 // True when `name` looks like a call-site stack (every frame "x@y:line").
 bool IsCallsiteName(const std::string& name);
 
 std::string FoldedText(const std::map<std::string, FoldedStack>& stacks);
-std::string FlameGraphSvg(const std::map<std::string, FoldedStack>& stacks, const std::string& title,
-                          int width = 1200);
+std::string FlameGraphSvg(const std::map<std::string, FoldedStack>& stacks,
+                          const std::string& title, int width = 1200);
 
 }  // namespace xpu::engine::timeline
 

@@ -68,7 +68,8 @@ int32_t DisplayPid(const RankDump& d, size_t rank_index) {
 }
 
 absl::StatusOr<TraceStats> WritePerfettoTrace(const std::vector<RankDump>& ranks,
-                                              const ClockAlignment& align, const std::string& path) {
+                                              const ClockAlignment& align,
+                                              const std::string& path) {
   FileOut out(path);
   if (!out.ok()) return absl::InternalError(absl::StrCat("cannot open ", path));
   FlowIndex flows;
@@ -95,7 +96,8 @@ absl::StatusOr<TraceStats> WritePerfettoTrace(const std::vector<RankDump>& ranks
     // Process track.
     sub.Clear();
     sub.Varint(td::kPid, static_cast<uint64_t>(DisplayPid(d, ri)));
-    sub.Bytes(td::kProcessName, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid, d.exited ? ", exited" : "", ")"));
+    sub.Bytes(td::kProcessName, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid,
+                                             d.exited ? ", exited" : "", ")"));
     body.Clear();
     body.Varint(td::kUuid, ProcessTrackUuid(ri));
     body.Message(td::kProcess, sub);
@@ -130,19 +132,34 @@ absl::StatusOr<TraceStats> WritePerfettoTrace(const std::vector<RankDump>& ranks
         ann.Clear();
         ann.Varint(da::kNameIid, static_cast<uint64_t>(ArgIndex(a.name) + 1));
         switch (a.type) {
-          case Arg::kUint: ann.Varint(da::kUint, a.u); break;
-          case Arg::kInt: ann.Int64(da::kInt, a.i); break;
-          case Arg::kDouble: ann.Double(da::kDouble, a.d); break;
-          case Arg::kString: ann.Bytes(da::kString, a.s); break;
+          case Arg::kUint:
+            ann.Varint(da::kUint, a.u);
+            break;
+          case Arg::kInt:
+            ann.Int64(da::kInt, a.i);
+            break;
+          case Arg::kDouble:
+            ann.Double(da::kDouble, a.d);
+            break;
+          case Arg::kString:
+            ann.Bytes(da::kString, a.s);
+            break;
         }
         body.Message(te::kDebugAnnotations, ann);
       }
       if (IsGroupCollective(op.kind)) {
         const uint64_t fid = CollectiveFlowId(sig->comm_id, op.seq);
         switch (flows.RoleOf(fid, ri, op.start_ns)) {
-          case FlowIndex::kNone: break;
-          case FlowIndex::kLast: body.Fixed64(te::kTerminatingFlowIds, fid); ++st.flow_events; break;
-          default: body.Fixed64(te::kFlowIds, fid); ++st.flow_events; break;
+          case FlowIndex::kNone:
+            break;
+          case FlowIndex::kLast:
+            body.Fixed64(te::kTerminatingFlowIds, fid);
+            ++st.flow_events;
+            break;
+          default:
+            body.Fixed64(te::kFlowIds, fid);
+            ++st.flow_events;
+            break;
         }
       }
       pkt.Clear();
@@ -166,7 +183,8 @@ absl::StatusOr<TraceStats> WritePerfettoTrace(const std::vector<RankDump>& ranks
           interned.Message(in::kDebugAnnotationNames, sub);
         }
         pkt.Message(tp::kInternedData, interned);
-        pkt.Varint(tp::kSequenceFlags, tp::kSeqIncrementalStateCleared | tp::kSeqNeedsIncrementalState);
+        pkt.Varint(tp::kSequenceFlags,
+                   tp::kSeqIncrementalStateCleared | tp::kSeqNeedsIncrementalState);
         first_event = false;
       } else {
         pkt.Varint(tp::kSequenceFlags, tp::kSeqNeedsIncrementalState);

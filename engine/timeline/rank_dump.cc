@@ -2,10 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <dirent.h>
 #include <fstream>
 #include <sstream>
 
@@ -49,8 +49,8 @@ analysis::OpSig ToOpSig(const xpu::v1::Signature& s) {
 
 absl::StatusOr<RankDump> FromProcessBatch(xpu::v1::ProcessBatch pb) {
   if (pb.records().size() % sizeof(xpu_record_v1) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("records blob of ", pb.records().size(),
-                                                   " bytes is not a multiple of 32"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("records blob of ", pb.records().size(), " bytes is not a multiple of 32"));
   }
   RankDump d;
   d.rank = pb.identity().rank();
@@ -113,7 +113,8 @@ absl::StatusOr<uint64_t> WriteRaw(const std::string& dir, const xpu::v1::Process
                                     : absl::StrCat("pid-", id.pid(), "-", pb.process_key());
   const std::string path = absl::StrCat(raw, "/", name, ".xpb");
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f || !pb.SerializeToOstream(&f)) return absl::InternalError(absl::StrCat("cannot write ", path));
+  if (!f || !pb.SerializeToOstream(&f))
+    return absl::InternalError(absl::StrCat("cannot write ", path));
   f.close();
   if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
   return static_cast<uint64_t>(pb.ByteSizeLong());
@@ -122,7 +123,8 @@ absl::StatusOr<uint64_t> WriteRaw(const std::string& dir, const xpu::v1::Process
 absl::StatusOr<std::vector<RankDump>> ReadRawDir(const std::string& dir) {
   const std::string raw = dir + "/raw";
   DIR* dp = opendir(raw.c_str());
-  if (dp == nullptr) return absl::NotFoundError(absl::StrCat("no dump in ", dir, " (", raw, " missing)"));
+  if (dp == nullptr)
+    return absl::NotFoundError(absl::StrCat("no dump in ", dir, " (", raw, " missing)"));
   std::vector<std::string> files;
   while (dirent* e = readdir(dp)) {
     std::string n = e->d_name;
@@ -133,7 +135,8 @@ absl::StatusOr<std::vector<RankDump>> ReadRawDir(const std::string& dir) {
   for (const std::string& path : files) {
     std::ifstream f(path, std::ios::binary);
     xpu::v1::ProcessBatch pb;
-    if (!f || !pb.ParseFromIstream(&f)) return absl::DataLossError(absl::StrCat("cannot parse ", path));
+    if (!f || !pb.ParseFromIstream(&f))
+      return absl::DataLossError(absl::StrCat("cannot parse ", path));
     absl::StatusOr<RankDump> d = FromProcessBatch(std::move(pb));
     if (!d.ok()) return absl::DataLossError(absl::StrCat(path, ": ", d.status().message()));
     out.push_back(std::move(*d));

@@ -38,7 +38,8 @@ std::string Num(double d) {
 
 }  // namespace
 
-TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignment& align, size_t top_n) {
+TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignment& align,
+                          size_t top_n) {
   TimelineSummary out;
   out.clock = align;
   if (!ranks.empty()) out.job = ranks.front().job;
@@ -84,7 +85,8 @@ TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignme
     out.ops += t.ops.size();
   }
   for (auto& [k, a] : by_name) {
-    out.top.push_back(SignatureTime{a.kind, a.name, a.count, a.total_s, all_s > 0 ? a.total_s / all_s : 0,
+    out.top.push_back(SignatureTime{a.kind, a.name, a.count, a.total_s,
+                                    all_s > 0 ? a.total_s / all_s : 0,
                                     static_cast<uint32_t>(a.ranks.size())});
   }
   std::sort(out.top.begin(), out.top.end(),
@@ -109,7 +111,8 @@ TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignme
         r.compute_s += s;
       } else if (analysis::IsSyncEvent(op.kind)) {
         r.sync_s += s;
-      } else if (op.kind != XPU_OP_STEP && op.kind != XPU_OP_ANNOTATION && op.kind != XPU_OP_PY_CALLSITE) {
+      } else if (op.kind != XPU_OP_STEP && op.kind != XPU_OP_ANNOTATION &&
+                 op.kind != XPU_OP_PY_CALLSITE) {
         r.host_s += s;
       }
     }
@@ -131,13 +134,16 @@ TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignme
       secs += g.total_ns * 1e-9;
     }
     r.gemm_tflops = secs > 0 ? flops / secs * 1e-12 : 0;
-    r.issue_compute_p50_us = analysis::Median(analysis::IssueLatenciesUs(t, analysis::KernelFamily::kCompute));
-    r.issue_comm_p50_us = analysis::Median(analysis::IssueLatenciesUs(t, analysis::KernelFamily::kCommunication));
+    r.issue_compute_p50_us =
+        analysis::Median(analysis::IssueLatenciesUs(t, analysis::KernelFamily::kCompute));
+    r.issue_comm_p50_us =
+        analysis::Median(analysis::IssueLatenciesUs(t, analysis::KernelFamily::kCommunication));
     out.ranks.push_back(std::move(r));
   }
 
   for (const analysis::CommBandwidth& c : analysis::CommunicatorBandwidth(traces)) {
-    out.comms.push_back(CommSummary{KindName(c.kind), c.comm_id, c.nranks, c.bytes, c.count, c.BusBw() * 1e-9});
+    out.comms.push_back(
+        CommSummary{KindName(c.kind), c.comm_id, c.nranks, c.bytes, c.count, c.BusBw() * 1e-9});
   }
   std::sort(out.comms.begin(), out.comms.end(), [](const CommSummary& a, const CommSummary& b) {
     return a.count * a.bytes > b.count * b.bytes;
@@ -147,84 +153,94 @@ TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignme
 }
 
 std::string ClockJson(const ClockAlignment& a) {
-  std::string o = absl::StrCat("{\"reference_rank\":", a.reference_rank, ",\"reference_host\":",
-                               Json(a.reference_host), ",\"instances\":", a.instances, ",\"hosts\":[");
+  std::string o = absl::StrCat("{\"reference_rank\":", a.reference_rank,
+                               ",\"reference_host\":", Json(a.reference_host),
+                               ",\"instances\":", a.instances, ",\"hosts\":[");
   for (size_t i = 0; i < a.hosts.size(); ++i) {
     const HostOffset& h = a.hosts[i];
     if (i) o += ",";
-    absl::StrAppend(&o, "{\"host\":", Json(h.host), ",\"offset_ns\":", h.offset_ns, ",\"samples\":", h.samples,
-                    ",\"spread_ns\":", Num(h.spread_ns), ",\"aligned\":", h.aligned ? "true" : "false",
-                    ",\"via\":", Json(h.via), "}");
+    absl::StrAppend(&o, "{\"host\":", Json(h.host), ",\"offset_ns\":", h.offset_ns,
+                    ",\"samples\":", h.samples, ",\"spread_ns\":", Num(h.spread_ns),
+                    ",\"aligned\":", h.aligned ? "true" : "false", ",\"via\":", Json(h.via), "}");
   }
   return o + "]}";
 }
 
 std::string SummaryJson(const TimelineSummary& s) {
-  std::string o = absl::StrCat("{\"job\":", Json(s.job), ",\"window_start_ns\":", s.window_start_ns,
-                               ",\"window_end_ns\":", s.window_end_ns, ",\"ops\":", s.ops, ",\"top\":[");
+  std::string o =
+      absl::StrCat("{\"job\":", Json(s.job), ",\"window_start_ns\":", s.window_start_ns,
+                   ",\"window_end_ns\":", s.window_end_ns, ",\"ops\":", s.ops, ",\"top\":[");
   for (size_t i = 0; i < s.top.size(); ++i) {
     const SignatureTime& t = s.top[i];
     if (i) o += ",";
-    absl::StrAppend(&o, "{\"kind\":", Json(t.kind), ",\"name\":", Json(t.name), ",\"count\":", t.count,
-                    ",\"total_s\":", Num(t.total_s), ",\"share\":", Num(t.share), ",\"ranks\":", t.ranks, "}");
+    absl::StrAppend(&o, "{\"kind\":", Json(t.kind), ",\"name\":", Json(t.name),
+                    ",\"count\":", t.count, ",\"total_s\":", Num(t.total_s),
+                    ",\"share\":", Num(t.share), ",\"ranks\":", t.ranks, "}");
   }
   o += "],\"ranks\":[";
   for (size_t i = 0; i < s.ranks.size(); ++i) {
     const RankSummary& r = s.ranks[i];
     if (i) o += ",";
-    absl::StrAppend(&o, "{\"rank\":", r.rank, ",\"host\":", Json(r.host), ",\"exited\":", r.exited ? "true" : "false",
-                    ",\"ops\":", r.ops, ",\"step_source\":", Json(r.step_source), ",\"steps\":", r.steps,
-                    ",\"step_mean_ms\":", Num(r.step_mean_ms), ",\"step_p50_ms\":", Num(r.step_p50_ms),
-                    ",\"step_max_ms\":", Num(r.step_max_ms), ",\"compute_s\":", Num(r.compute_s),
-                    ",\"comm_s\":", Num(r.comm_s), ",\"copy_s\":", Num(r.copy_s), ",\"host_s\":", Num(r.host_s),
-                    ",\"sync_s\":", Num(r.sync_s), ",\"v_inter\":", Num(r.v_inter),
-                    ",\"v_minority\":", Num(r.v_minority), ",\"gemm_tflops\":", Num(r.gemm_tflops),
-                    ",\"issue_compute_p50_us\":", Num(r.issue_compute_p50_us),
-                    ",\"issue_comm_p50_us\":", Num(r.issue_comm_p50_us), "}");
+    absl::StrAppend(
+        &o, "{\"rank\":", r.rank, ",\"host\":", Json(r.host),
+        ",\"exited\":", r.exited ? "true" : "false", ",\"ops\":", r.ops,
+        ",\"step_source\":", Json(r.step_source), ",\"steps\":", r.steps,
+        ",\"step_mean_ms\":", Num(r.step_mean_ms), ",\"step_p50_ms\":", Num(r.step_p50_ms),
+        ",\"step_max_ms\":", Num(r.step_max_ms), ",\"compute_s\":", Num(r.compute_s),
+        ",\"comm_s\":", Num(r.comm_s), ",\"copy_s\":", Num(r.copy_s), ",\"host_s\":", Num(r.host_s),
+        ",\"sync_s\":", Num(r.sync_s), ",\"v_inter\":", Num(r.v_inter),
+        ",\"v_minority\":", Num(r.v_minority), ",\"gemm_tflops\":", Num(r.gemm_tflops),
+        ",\"issue_compute_p50_us\":", Num(r.issue_compute_p50_us),
+        ",\"issue_comm_p50_us\":", Num(r.issue_comm_p50_us), "}");
   }
   o += "],\"communicators\":[";
   for (size_t i = 0; i < s.comms.size(); ++i) {
     const CommSummary& c = s.comms[i];
     if (i) o += ",";
-    absl::StrAppend(&o, "{\"op\":", Json(c.op), ",\"comm_id\":", c.comm_id, ",\"nranks\":", c.nranks,
-                    ",\"bytes\":", c.bytes, ",\"count\":", c.count, ",\"busbw_GBps\":", Num(c.busbw_GBps), "}");
+    absl::StrAppend(&o, "{\"op\":", Json(c.op), ",\"comm_id\":", c.comm_id,
+                    ",\"nranks\":", c.nranks, ",\"bytes\":", c.bytes, ",\"count\":", c.count,
+                    ",\"busbw_GBps\":", Num(c.busbw_GBps), "}");
   }
   absl::StrAppend(&o, "],\"clock\":", ClockJson(s.clock), "}\n");
   return o;
 }
 
 std::string SummaryText(const TimelineSummary& s) {
-  std::string o = absl::StrFormat("job %s: %d ranks, %d ops, window %.3f s\n\n", s.job, s.ranks.size(), s.ops,
-                                  s.window_end_ns > s.window_start_ns
-                                      ? (s.window_end_ns - s.window_start_ns) * 1e-9 : 0.0);
+  std::string o = absl::StrFormat(
+      "job %s: %d ranks, %d ops, window %.3f s\n\n", s.job, s.ranks.size(), s.ops,
+      s.window_end_ns > s.window_start_ns ? (s.window_end_ns - s.window_start_ns) * 1e-9 : 0.0);
   o += "Top signatures by time (all ranks)\n";
-  absl::StrAppendFormat(&o, "  %-14s %9s %11s %7s %6s  %s\n", "KIND", "COUNT", "TOTAL s", "SHARE", "RANKS", "NAME");
+  absl::StrAppendFormat(&o, "  %-14s %9s %11s %7s %6s  %s\n", "KIND", "COUNT", "TOTAL s", "SHARE",
+                        "RANKS", "NAME");
   for (const SignatureTime& t : s.top) {
-    absl::StrAppendFormat(&o, "  %-14s %9d %11.6f %6.1f%% %6d  %s\n", t.kind, t.count, t.total_s, t.share * 100,
-                          t.ranks, t.name);
+    absl::StrAppendFormat(&o, "  %-14s %9d %11.6f %6.1f%% %6d  %s\n", t.kind, t.count, t.total_s,
+                          t.share * 100, t.ranks, t.name);
   }
   o += "\nPer rank (steps from the dumped window)\n";
-  absl::StrAppendFormat(&o, "  %-5s %-12s %6s %9s %9s %9s %9s %9s %9s %7s %7s %8s %s\n", "RANK", "HOST", "STEPS",
-                        "STEP ms", "MAX ms", "COMPUTE s", "COMM s", "HOST s", "SYNC s", "VINTER", "VMINOR",
-                        "GEMM TF", "");
+  absl::StrAppendFormat(&o, "  %-5s %-12s %6s %9s %9s %9s %9s %9s %9s %7s %7s %8s %s\n", "RANK",
+                        "HOST", "STEPS", "STEP ms", "MAX ms", "COMPUTE s", "COMM s", "HOST s",
+                        "SYNC s", "VINTER", "VMINOR", "GEMM TF", "");
   for (const RankSummary& r : s.ranks) {
-    absl::StrAppendFormat(&o, "  %-5s %-12s %6d %9.3f %9.3f %9.4f %9.4f %9.4f %9.4f %6.1f%% %6.1f%% %8.2f %s\n",
-                          r.rank >= 0 ? absl::StrCat(r.rank) : "-", r.host, r.steps, r.step_mean_ms, r.step_max_ms,
-                          r.compute_s, r.comm_s, r.host_s, r.sync_s, r.v_inter * 100, r.v_minority * 100,
-                          r.gemm_tflops, r.exited ? "(exited)" : "");
+    absl::StrAppendFormat(
+        &o, "  %-5s %-12s %6d %9.3f %9.3f %9.4f %9.4f %9.4f %9.4f %6.1f%% %6.1f%% %8.2f %s\n",
+        r.rank >= 0 ? absl::StrCat(r.rank) : "-", r.host, r.steps, r.step_mean_ms, r.step_max_ms,
+        r.compute_s, r.comm_s, r.host_s, r.sync_s, r.v_inter * 100, r.v_minority * 100,
+        r.gemm_tflops, r.exited ? "(exited)" : "");
   }
   if (!s.comms.empty()) {
     o += "\nCommunicators (last-arrival busbw)\n";
-    absl::StrAppendFormat(&o, "  %-14s %18s %6s %12s %7s %10s\n", "OP", "COMM", "RANKS", "BYTES", "COUNT", "BUSBW GB/s");
+    absl::StrAppendFormat(&o, "  %-14s %18s %6s %12s %7s %10s\n", "OP", "COMM", "RANKS", "BYTES",
+                          "COUNT", "BUSBW GB/s");
     for (const CommSummary& c : s.comms) {
-      absl::StrAppendFormat(&o, "  %-14s %18x %6d %12d %7d %10.2f\n", c.op, c.comm_id, c.nranks, c.bytes, c.count,
-                            c.busbw_GBps);
+      absl::StrAppendFormat(&o, "  %-14s %18x %6d %12d %7d %10.2f\n", c.op, c.comm_id, c.nranks,
+                            c.bytes, c.count, c.busbw_GBps);
     }
   }
   o += "\nClock offsets (reference rank " + absl::StrCat(s.clock.reference_rank) + ")\n";
   for (const HostOffset& h : s.clock.hosts) {
-    absl::StrAppendFormat(&o, "  %-20s %+12.3f us  %s\n", h.host, h.offset_ns * 1e-3,
-                          h.aligned ? absl::StrCat(h.samples, " collectives") : "not aligned (no shared collective)");
+    absl::StrAppendFormat(
+        &o, "  %-20s %+12.3f us  %s\n", h.host, h.offset_ns * 1e-3,
+        h.aligned ? absl::StrCat(h.samples, " collectives") : "not aligned (no shared collective)");
   }
   return o;
 }

@@ -17,12 +17,12 @@
 namespace xpu::engine::timeline {
 
 struct SignatureTime {
-  std::string kind;     // "gemm", "allreduce", "kernel", "gc", ...
-  std::string name;     // display name (trace_model.h EventName)
+  std::string kind;  // "gemm", "allreduce", "kernel", "gc", ...
+  std::string name;  // display name (trace_model.h EventName)
   uint64_t count = 0;
   double total_s = 0;
-  double share = 0;     // of the summed time of all ops in the window
-  uint32_t ranks = 0;   // ranks where it occurs
+  double share = 0;    // of the summed time of all ops in the window
+  uint32_t ranks = 0;  // ranks where it occurs
 };
 
 struct RankSummary {
@@ -35,7 +35,7 @@ struct RankSummary {
   double step_mean_ms = 0, step_p50_ms = 0, step_max_ms = 0;
   double compute_s = 0, comm_s = 0, copy_s = 0, host_s = 0, sync_s = 0;  // summed op time
   double v_inter = 0, v_minority = 0;
-  double gemm_tflops = 0;   // over timed GEMMs not overlapping communication
+  double gemm_tflops = 0;  // over timed GEMMs not overlapping communication
   double issue_compute_p50_us = 0, issue_comm_p50_us = 0;
 };
 
@@ -52,13 +52,14 @@ struct TimelineSummary {
   std::string job;
   uint64_t window_start_ns = 0, window_end_ns = 0;
   uint64_t ops = 0;
-  std::vector<SignatureTime> top;   // by total time, descending
+  std::vector<SignatureTime> top;  // by total time, descending
   std::vector<RankSummary> ranks;
-  std::vector<CommSummary> comms;   // by total time, descending
+  std::vector<CommSummary> comms;  // by total time, descending
   ClockAlignment clock;
 };
 
-TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignment& align, size_t top_n = 15);
+TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignment& align,
+                          size_t top_n = 15);
 std::string SummaryText(const TimelineSummary& s);
 std::string SummaryJson(const TimelineSummary& s);
 // Clock offsets as a JSON object (also used by dump.json).

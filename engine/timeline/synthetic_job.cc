@@ -10,14 +10,21 @@ namespace xpu::engine::timeline {
 namespace {
 
 enum SigIds : uint32_t {
-  kSigKernel = 1, kSigGemm, kSigAllReduce, kSigDataLoader, kSigStep, kSigCallsiteFwd, kSigCallsiteBwd, kSigCallsiteAr
+  kSigKernel = 1,
+  kSigGemm,
+  kSigAllReduce,
+  kSigDataLoader,
+  kSigStep,
+  kSigCallsiteFwd,
+  kSigCallsiteBwd,
+  kSigCallsiteAr
 };
 constexpr uint64_t kKernelNs = 20000, kGemmNs = 100000, kGapNs = 5000, kIssueNs = 8000;
 constexpr uint64_t kStepGapNs = 200000;  // DataLoader time between steps
 constexpr uint64_t kArNs = 300000;       // AllReduce time after the last member arrives
 
-void Add(std::string* packed, uint32_t sig, uint64_t start, uint64_t dur, uint32_t seq, uint16_t stream,
-         uint16_t flags, int32_t issue = 0) {
+void Add(std::string* packed, uint32_t sig, uint64_t start, uint64_t dur, uint32_t seq,
+         uint16_t stream, uint16_t flags, int32_t issue = 0) {
   xpu_record_v1 r{};
   r.sig_id = sig;
   r.start_ns = start;
@@ -50,7 +57,8 @@ std::string SyntheticHost(int host) { return absl::StrCat("node", host); }
 xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
   xpu::v1::ProcessBatch pb;
   const int host = rank / (j.ranks_per_host > 0 ? j.ranks_per_host : 1);
-  const int64_t off = host < static_cast<int>(j.host_offsets_ns.size()) ? j.host_offsets_ns[host] : 0;
+  const int64_t off =
+      host < static_cast<int>(j.host_offsets_ns.size()) ? j.host_offsets_ns[host] : 0;
   pb.set_process_key(static_cast<uint64_t>(rank) + 1);
   pb.set_exited(rank == j.exited_rank);
   auto* id = pb.mutable_identity();
@@ -86,11 +94,14 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
   sig(kSigStep, XPU_OP_STEP, "step");
   // Python call stacks, as the hook interns them (record.h XPU_OP_PY_CALLSITE).
   sig(kSigCallsiteFwd, XPU_OP_PY_CALLSITE,
-      "forward@/src/model.py:120;train_step@/src/train.py:42;main@/src/train.py:300")->set_peer(0);
+      "forward@/src/model.py:120;train_step@/src/train.py:42;main@/src/train.py:300")
+      ->set_peer(0);
   sig(kSigCallsiteBwd, XPU_OP_PY_CALLSITE,
-      "backward@/src/model.py:160;train_step@/src/train.py:47;main@/src/train.py:300")->set_peer(0);
+      "backward@/src/model.py:160;train_step@/src/train.py:47;main@/src/train.py:300")
+      ->set_peer(0);
   sig(kSigCallsiteAr, XPU_OP_PY_CALLSITE,
-      "allreduce_grads@/src/ddp.py:88;train_step@/src/train.py:49;main@/src/train.py:300")->set_peer(0);
+      "allreduce_grads@/src/ddp.py:88;train_step@/src/train.py:49;main@/src/train.py:300")
+      ->set_peer(0);
 
   std::string packed;
   packed.reserve(SyntheticOpsPerRank(j) * sizeof(xpu_record_v1));
@@ -98,12 +109,14 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
   const uint16_t gpu = XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID;
   uint32_t stream_seq = 0;
   // True time of the step start, equal on all ranks.
-  const uint64_t step_len = kStepGapNs + j.layers * (kKernelNs + kGemmNs + 2 * kGapNs) + 60000 + kArNs + 50000;
+  const uint64_t step_len =
+      kStepGapNs + j.layers * (kKernelNs + kGemmNs + 2 * kGapNs) + 60000 + kArNs + 50000;
   for (int s = 0; s < j.steps; ++s) {
     const uint64_t t_step = j.t0_ns + s * step_len;
     auto local = [&](uint64_t t) { return static_cast<uint64_t>(static_cast<int64_t>(t) + off); };
     Add(&packed, kSigDataLoader, local(t_step), kStepGapNs - 10000, 0, kThread, XPU_REC_HOST);
-    Add(&packed, kSigStep, local(t_step + kStepGapNs), 0, static_cast<uint32_t>(s), kThread, XPU_REC_HOST);
+    Add(&packed, kSigStep, local(t_step + kStepGapNs), 0, static_cast<uint32_t>(s), kThread,
+        XPU_REC_HOST);
     uint64_t t = t_step + kStepGapNs + kGapNs;
     for (int l = 0; l < j.layers; ++l) {
       Add(&packed, kSigKernel, local(t), kKernelNs, ++stream_seq, kCompute, gpu, kIssueNs);
@@ -112,8 +125,8 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
       Add(&packed, kSigGemm, local(t), kGemmNs, gseq, kCompute, gpu, kIssueNs);
       // Call-site link of the launch (at the CPU launch time t - issue):
       // the launch's sig_id in issue_latency_ns, its seq and stream.
-      Add(&packed, l % 2 == 0 ? kSigCallsiteFwd : kSigCallsiteBwd, local(t - kIssueNs), 0, gseq, kCompute,
-          XPU_REC_HOST, kSigGemm);
+      Add(&packed, l % 2 == 0 ? kSigCallsiteFwd : kSigCallsiteBwd, local(t - kIssueNs), 0, gseq,
+          kCompute, XPU_REC_HOST, kSigGemm);
       t += kGemmNs + kGapNs;
     }
     // AllReduce: members arrive up to 60 us apart, all end at the same true
@@ -121,12 +134,13 @@ xpu::v1::ProcessBatch SyntheticRank(const SyntheticJob& j, int rank) {
     const uint64_t arrive = t + static_cast<uint64_t>(60000 * U(j.seed, rank, s));
     const uint64_t last_arrival = t + 60000;
     int64_t end = static_cast<int64_t>(last_arrival + kArNs);
-    end += static_cast<int64_t>((2 * U(j.seed + 1, rank, s) - 1) * static_cast<double>(j.end_jitter_ns));
+    end += static_cast<int64_t>((2 * U(j.seed + 1, rank, s) - 1) *
+                                static_cast<double>(j.end_jitter_ns));
     if (U(j.seed + 2, rank, s) < j.outlier_fraction) end += 300000;
-    Add(&packed, kSigAllReduce, local(arrive), static_cast<uint64_t>(end) - arrive, static_cast<uint32_t>(s + 1),
-        kComm, gpu, kIssueNs);
-    Add(&packed, kSigCallsiteAr, local(arrive - kIssueNs), 0, static_cast<uint32_t>(s + 1), kComm, XPU_REC_HOST,
-        kSigAllReduce);
+    Add(&packed, kSigAllReduce, local(arrive), static_cast<uint64_t>(end) - arrive,
+        static_cast<uint32_t>(s + 1), kComm, gpu, kIssueNs);
+    Add(&packed, kSigCallsiteAr, local(arrive - kIssueNs), 0, static_cast<uint32_t>(s + 1), kComm,
+        XPU_REC_HOST, kSigAllReduce);
   }
   pb.set_records(std::move(packed));
   return pb;

@@ -51,8 +51,8 @@ std::string ReadFile(const std::string& p) {
 
 TEST(ProtoEncoderTest, WireFormat) {
   ProtoEncoder e;
-  e.Varint(1, 300);   // tag 0x08, 0xAC 0x02
-  e.Fixed64(47, 1);   // tag (47<<3)|1 = 377 -> 0xF9 0x02
+  e.Varint(1, 300);  // tag 0x08, 0xAC 0x02
+  e.Fixed64(47, 1);  // tag (47<<3)|1 = 377 -> 0xF9 0x02
   e.Bytes(2, "hi");
   const std::string want("\x08\xAC\x02\xF9\x02\x01\x00\x00\x00\x00\x00\x00\x00\x12\x02hi", 17);
   EXPECT_EQ(e.data(), want);
@@ -77,7 +77,8 @@ TEST(ClockAlignTest, RecoversInjectedHostSkew) {
   for (int h = 0; h < 4; ++h) {
     EXPECT_EQ(a.hosts[h].host, SyntheticHost(h));
     EXPECT_TRUE(a.hosts[h].aligned);
-    EXPECT_NEAR(static_cast<double>(a.OffsetFor(SyntheticHost(h))), static_cast<double>(j.host_offsets_ns[h]), 5000.0)
+    EXPECT_NEAR(static_cast<double>(a.OffsetFor(SyntheticHost(h))),
+                static_cast<double>(j.host_offsets_ns[h]), 5000.0)
         << "host " << h;
   }
 }
@@ -130,9 +131,12 @@ TEST(ClockAlignTest, HostWithoutSharedCollectivesIsNotAligned) {
   EXPECT_EQ(a.hosts[1].offset_ns, 0);
 }
 
-constexpr char kFwd[] = "forward@/src/model.py:120;train_step@/src/train.py:42;main@/src/train.py:300";
-constexpr char kBwd[] = "backward@/src/model.py:160;train_step@/src/train.py:47;main@/src/train.py:300";
-constexpr char kAr[] = "allreduce_grads@/src/ddp.py:88;train_step@/src/train.py:49;main@/src/train.py:300";
+constexpr char kFwd[] =
+    "forward@/src/model.py:120;train_step@/src/train.py:42;main@/src/train.py:300";
+constexpr char kBwd[] =
+    "backward@/src/model.py:160;train_step@/src/train.py:47;main@/src/train.py:300";
+constexpr char kAr[] =
+    "allreduce_grads@/src/ddp.py:88;train_step@/src/train.py:49;main@/src/train.py:300";
 
 // "event name|stack" -> events of `ranks` ranks of a synthetic job.
 std::map<std::string, uint64_t> ExpectedCallsiteArgs(const SyntheticJob& j, uint64_t ranks) {
@@ -273,7 +277,8 @@ TEST(FlameGraphTest, StacksLinkExactlyToTheirLaunches) {
   EXPECT_EQ(stacks[ar].kind, FrameKind::kCollective);
   EXPECT_GE(stacks[ar].weight, 4ull * 5 * 300000);  // each AllReduce lasts >= 300 us
   const std::string folded = FoldedText(stacks);
-  EXPECT_NE(folded.find(fwd + " " + std::to_string(4ull * 5 * j.layers / 2 * 100000) + "\n"), std::string::npos);
+  EXPECT_NE(folded.find(fwd + " " + std::to_string(4ull * 5 * j.layers / 2 * 100000) + "\n"),
+            std::string::npos);
   const std::string svg = FlameGraphSvg(stacks, "t");
   EXPECT_NE(svg.find("#f28e2b"), std::string::npos);  // GEMM
   EXPECT_NE(svg.find("#4e79a7"), std::string::npos);  // collective
@@ -341,8 +346,8 @@ TEST(FlameGraphTest, FreeStandingPythonEventsFallBackToLaunchTime) {
   }
 }
 
-analysis::Op MakeOp(uint32_t sig, uint16_t kind, uint64_t start, uint32_t seq, uint16_t stream, int32_t lat,
-                    uint16_t flags) {
+analysis::Op MakeOp(uint32_t sig, uint16_t kind, uint64_t start, uint32_t seq, uint16_t stream,
+                    int32_t lat, uint16_t flags) {
   analysis::Op o;
   o.sig_id = sig;
   o.kind = kind;
@@ -358,17 +363,18 @@ TEST(CallsiteJoinTest, KeyIsSigSeqAndStreamNeverAPluginRecordNearestOnWrap) {
   analysis::RankTrace t;
   const uint16_t gpu = XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID;
   t.ops = {
-      MakeOp(9, XPU_OP_PY_CALLSITE, 1000, 5, 2, 3, XPU_REC_HOST),                      // 0 link -> 3
-      MakeOp(3, XPU_OP_GEMM, 1100, 5, 1, 100, gpu),                                    // 1 other stream
-      MakeOp(4, XPU_OP_GEMM, 1100, 5, 2, 100, gpu),                                    // 2 other sig
-      MakeOp(3, XPU_OP_GEMM, 1200, 5, 2, 200, gpu),                                    // 3 the launch
-      MakeOp(7, XPU_OP_ALLREDUCE, 1500, 1, 4, 0, XPU_REC_PLUGIN | XPU_REC_TIMED),      // 4 plugin supplement
-      MakeOp(8, XPU_OP_PY_CALLSITE, 1400, 1, 4, 7, XPU_REC_HOST),                      // 5 link -> 6
-      MakeOp(7, XPU_OP_ALLREDUCE, 1400, 1, 4, 0, XPU_REC_NOT_TIMED),                   // 6 occurrence
-      MakeOp(9, XPU_OP_PY_CALLSITE, 90000, 5, 2, 3, XPU_REC_HOST),                     // 7 seq wrapped -> 8
-      MakeOp(3, XPU_OP_GEMM, 90100, 5, 2, 100, gpu),                                   // 8
-      MakeOp(9, XPU_OP_PY_CALLSITE, 95000, 6, 2, 3, XPU_REC_HOST),                     // 9 launch missing
-      MakeOp(9, XPU_OP_PY_CALLSITE, 96000, 6, 2, 0, XPU_REC_HOST),                     // 10 free-standing
+      MakeOp(9, XPU_OP_PY_CALLSITE, 1000, 5, 2, 3, XPU_REC_HOST),  // 0 link -> 3
+      MakeOp(3, XPU_OP_GEMM, 1100, 5, 1, 100, gpu),                // 1 other stream
+      MakeOp(4, XPU_OP_GEMM, 1100, 5, 2, 100, gpu),                // 2 other sig
+      MakeOp(3, XPU_OP_GEMM, 1200, 5, 2, 200, gpu),                // 3 the launch
+      MakeOp(7, XPU_OP_ALLREDUCE, 1500, 1, 4, 0,
+             XPU_REC_PLUGIN | XPU_REC_TIMED),                         // 4 plugin supplement
+      MakeOp(8, XPU_OP_PY_CALLSITE, 1400, 1, 4, 7, XPU_REC_HOST),     // 5 link -> 6
+      MakeOp(7, XPU_OP_ALLREDUCE, 1400, 1, 4, 0, XPU_REC_NOT_TIMED),  // 6 occurrence
+      MakeOp(9, XPU_OP_PY_CALLSITE, 90000, 5, 2, 3, XPU_REC_HOST),    // 7 seq wrapped -> 8
+      MakeOp(3, XPU_OP_GEMM, 90100, 5, 2, 100, gpu),                  // 8
+      MakeOp(9, XPU_OP_PY_CALLSITE, 95000, 6, 2, 3, XPU_REC_HOST),    // 9 launch missing
+      MakeOp(9, XPU_OP_PY_CALLSITE, 96000, 6, 2, 0, XPU_REC_HOST),    // 10 free-standing
   };
   const CallsiteJoin j = JoinCallsites(t);
   EXPECT_EQ(j.links, 4u);

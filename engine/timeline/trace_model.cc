@@ -39,35 +39,64 @@ std::string FormatBytes(uint64_t b) {
 
 std::string KindName(uint16_t kind) {
   switch (kind) {
-    case XPU_OP_KERNEL: return "kernel";
-    case XPU_OP_GEMM: return "gemm";
-    case XPU_OP_GRAPH_LAUNCH: return "graph";
-    case XPU_OP_MEMCPY: return "memcpy";
-    case XPU_OP_ALLREDUCE: return "allreduce";
-    case XPU_OP_ALLGATHER: return "allgather";
-    case XPU_OP_REDUCESCATTER: return "reducescatter";
-    case XPU_OP_BROADCAST: return "broadcast";
-    case XPU_OP_REDUCE: return "reduce";
-    case XPU_OP_ALLTOALL: return "alltoall";
-    case XPU_OP_GATHER: return "gather";
-    case XPU_OP_SCATTER: return "scatter";
-    case XPU_OP_SEND: return "send";
-    case XPU_OP_RECV: return "recv";
-    case XPU_OP_SYNC_STREAM: return "stream_sync";
-    case XPU_OP_SYNC_DEVICE: return "device_sync";
-    case XPU_OP_SYNC_EVENT: return "event_sync";
-    case XPU_OP_COMM_INIT: return "comm_init";
-    case XPU_OP_COMM_DESTROY: return "comm_destroy";
-    case XPU_OP_PY_GC: return "gc";
-    case XPU_OP_PY_DATALOADER: return "dataloader";
-    case XPU_OP_PY_SYNC: return "py_sync";
-    case XPU_OP_PY_OPTIMIZER: return "optimizer";
-    case XPU_OP_PY_CHECKPOINT: return "checkpoint";
-    case XPU_OP_PY_API: return "py_api";
-    case XPU_OP_STEP: return "step";
-    case XPU_OP_ANNOTATION: return "annotation";
-    case XPU_OP_PY_CALLSITE: return "callsite";
-    default: return absl::StrCat("op", kind);
+    case XPU_OP_KERNEL:
+      return "kernel";
+    case XPU_OP_GEMM:
+      return "gemm";
+    case XPU_OP_GRAPH_LAUNCH:
+      return "graph";
+    case XPU_OP_MEMCPY:
+      return "memcpy";
+    case XPU_OP_ALLREDUCE:
+      return "allreduce";
+    case XPU_OP_ALLGATHER:
+      return "allgather";
+    case XPU_OP_REDUCESCATTER:
+      return "reducescatter";
+    case XPU_OP_BROADCAST:
+      return "broadcast";
+    case XPU_OP_REDUCE:
+      return "reduce";
+    case XPU_OP_ALLTOALL:
+      return "alltoall";
+    case XPU_OP_GATHER:
+      return "gather";
+    case XPU_OP_SCATTER:
+      return "scatter";
+    case XPU_OP_SEND:
+      return "send";
+    case XPU_OP_RECV:
+      return "recv";
+    case XPU_OP_SYNC_STREAM:
+      return "stream_sync";
+    case XPU_OP_SYNC_DEVICE:
+      return "device_sync";
+    case XPU_OP_SYNC_EVENT:
+      return "event_sync";
+    case XPU_OP_COMM_INIT:
+      return "comm_init";
+    case XPU_OP_COMM_DESTROY:
+      return "comm_destroy";
+    case XPU_OP_PY_GC:
+      return "gc";
+    case XPU_OP_PY_DATALOADER:
+      return "dataloader";
+    case XPU_OP_PY_SYNC:
+      return "py_sync";
+    case XPU_OP_PY_OPTIMIZER:
+      return "optimizer";
+    case XPU_OP_PY_CHECKPOINT:
+      return "checkpoint";
+    case XPU_OP_PY_API:
+      return "py_api";
+    case XPU_OP_STEP:
+      return "step";
+    case XPU_OP_ANNOTATION:
+      return "annotation";
+    case XPU_OP_PY_CALLSITE:
+      return "callsite";
+    default:
+      return absl::StrCat("op", kind);
   }
 }
 
@@ -78,7 +107,8 @@ std::string EventName(const analysis::OpSig& s) {
     return n;
   }
   if (s.collective()) return absl::StrCat(KindName(s.kind), " ", FormatBytes(s.bytes));
-  if (s.kind == XPU_OP_KERNEL || s.kind == XPU_OP_GRAPH_LAUNCH) return s.name.empty() ? KindName(s.kind) : s.name;
+  if (s.kind == XPU_OP_KERNEL || s.kind == XPU_OP_GRAPH_LAUNCH)
+    return s.name.empty() ? KindName(s.kind) : s.name;
   if (s.kind == XPU_OP_PY_CALLSITE ||
       (s.kind == XPU_OP_ANNOTATION && s.name.find(';') != std::string::npos)) {
     // A call-site stack (annotations: as emitted by older Python packages):
@@ -90,9 +120,9 @@ std::string EventName(const analysis::OpSig& s) {
 
 const std::vector<std::string>& ArgNames() {
   static const auto* names = new std::vector<std::string>{
-      "seq", "stream", "m", "n", "k", "batch", "dtype", "gflop", "tflops", "bytes", "nranks",
-      "comm_rank", "comm_id", "algbw_GBps", "busbw_GBps", "issue_latency_us", "timed", "peer",
-      "callsite"};
+      "seq",        "stream",           "m",     "n",      "k",         "batch",   "dtype",
+      "gflop",      "tflops",           "bytes", "nranks", "comm_rank", "comm_id", "algbw_GBps",
+      "busbw_GBps", "issue_latency_us", "timed", "peer",   "callsite"};
   return *names;
 }
 

@@ -39,15 +39,17 @@ namespace xpu::engine::timeline {
 
 struct TraceStats {
   uint64_t ranks = 0;
-  uint64_t tracks = 0;      // child tracks (not counting process tracks)
+  uint64_t tracks = 0;  // child tracks (not counting process tracks)
   uint64_t slices = 0;
   uint64_t instants = 0;
-  uint64_t flow_events = 0; // events carrying a flow id
-  uint64_t bytes = 0;       // file size
+  uint64_t flow_events = 0;  // events carrying a flow id
+  uint64_t bytes = 0;        // file size
 };
 
 // Perfetto track uuids: process track of rank position i, and its tracks.
-inline uint64_t ProcessTrackUuid(size_t rank_index) { return (static_cast<uint64_t>(rank_index) + 1) << 20; }
+inline uint64_t ProcessTrackUuid(size_t rank_index) {
+  return (static_cast<uint64_t>(rank_index) + 1) << 20;
+}
 inline uint64_t ChildTrackUuid(size_t rank_index, uint32_t track) {
   return ProcessTrackUuid(rank_index) + track + 1;
 }

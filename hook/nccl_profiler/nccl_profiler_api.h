@@ -61,22 +61,35 @@ typedef void (*xpu_nccl_logger_t)(int level, unsigned long flags, const char* fi
 // ---- version 5 --------------------------------------------------------------
 
 typedef struct {
-  uint64_t type;     // one kNcclProfile* bit
-  void* parentObj;   // handle of the parent event returned by startEvent, or null
-  int rank;          // rank in the communicator
+  uint64_t type;    // one kNcclProfile* bit
+  void* parentObj;  // handle of the parent event returned by startEvent, or null
+  int rank;         // rank in the communicator
   union {
-    struct { bool graphCaptured; int groupDepth; } groupApi;
     struct {
-      const char* func; size_t count; const char* datatype; int root; void* stream;
+      bool graphCaptured;
+      int groupDepth;
+    } groupApi;
+    struct {
+      const char* func;
+      size_t count;
+      const char* datatype;
+      int root;
+      void* stream;
       bool graphCaptured;
     } collApi;
     struct {
-      const char* func; size_t count; const char* datatype; void* stream; bool graphCaptured;
+      const char* func;
+      size_t count;
+      const char* datatype;
+      void* stream;
+      bool graphCaptured;
     } p2pApi;
-    struct { void* stream; } kernelLaunch;
     struct {
-      uint64_t seqNumber;    // NCCL's own counter (per communicator and function)
-      const char* func;      // "AllReduce", "AllGather", ...
+      void* stream;
+    } kernelLaunch;
+    struct {
+      uint64_t seqNumber;  // NCCL's own counter (per communicator and function)
+      const char* func;    // "AllReduce", "AllGather", ...
       const void* sendBuff;
       void* recvBuff;
       size_t count;
@@ -86,10 +99,10 @@ typedef struct {
       uint8_t nWarps;
       const char* algo;
       const char* proto;
-      void* parentGroup;     // the v4 group event
+      void* parentGroup;  // the v4 group event
     } coll;
     struct {
-      const char* func;      // "Send" / "Recv"
+      const char* func;  // "Send" / "Recv"
       void* buff;
       const char* datatype;
       size_t count;
@@ -98,34 +111,46 @@ typedef struct {
       void* parentGroup;
     } p2p;
     struct {
-      pid_t pid;             // process that created the proxy op (PXN: may be remote)
+      pid_t pid;  // process that created the proxy op (PXN: may be remote)
       uint8_t channelId;
       int peer;
       int nSteps;
       int chunkSize;
       int isSend;
     } proxyOp;
-    struct { int step; } proxyStep;
+    struct {
+      int step;
+    } proxyStep;
     struct {
       uint8_t channelId;
-      uint64_t pTimer;       // GPU globaltimer (ns) when the channel started
+      uint64_t pTimer;  // GPU globaltimer (ns) when the channel started
     } kernelCh;
-    struct { int64_t id; void* data; } netPlugin;
+    struct {
+      int64_t id;
+      void* data;
+    } netPlugin;
   };
 } xpu_nccl_event_descr_v5_t;
 
 typedef union {
-  struct { size_t transSize; } proxyStep;
-  struct { int appendedProxyOps; } proxyCtrl;
-  struct { void* data; } netPlugin;
-  struct { uint64_t pTimer; } kernelCh;  // GPU globaltimer when the channel stopped
+  struct {
+    size_t transSize;
+  } proxyStep;
+  struct {
+    int appendedProxyOps;
+  } proxyCtrl;
+  struct {
+    void* data;
+  } netPlugin;
+  struct {
+    uint64_t pTimer;
+  } kernelCh;  // GPU globaltimer when the channel stopped
 } xpu_nccl_state_args_v5_t;
 
 typedef struct {
   const char* name;
-  ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask,
-                       const char* commName, int nNodes, int nranks, int rank,
-                       xpu_nccl_logger_t logfn);
+  ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName,
+                       int nNodes, int nranks, int rank, xpu_nccl_logger_t logfn);
   ncclResult_t (*startEvent)(void* context, void** eHandle, xpu_nccl_event_descr_v5_t* eDescr);
   ncclResult_t (*stopEvent)(void* eHandle);
   ncclResult_t (*recordEventState)(void* eHandle, xpu_nccl_profiler_state_t eState,
@@ -141,26 +166,61 @@ typedef struct {
   int rank;
   union {
     struct {
-      uint64_t seqNumber; const char* func; const void* sendBuff; void* recvBuff; size_t count;
-      int root; const char* datatype; uint8_t nChannels; uint8_t nWarps; const char* algo;
+      uint64_t seqNumber;
+      const char* func;
+      const void* sendBuff;
+      void* recvBuff;
+      size_t count;
+      int root;
+      const char* datatype;
+      uint8_t nChannels;
+      uint8_t nWarps;
+      const char* algo;
       const char* proto;
     } coll;
     struct {
-      const char* func; void* buff; const char* datatype; size_t count; int peer;
+      const char* func;
+      void* buff;
+      const char* datatype;
+      size_t count;
+      int peer;
       uint8_t nChannels;
     } p2p;
-    struct { pid_t pid; uint8_t channelId; int peer; int nSteps; int chunkSize; int isSend; } proxyOp;
-    struct { int step; } proxyStep;
-    struct { uint8_t channelId; uint64_t pTimer; } kernelCh;
-    struct { int64_t id; void* data; } netPlugin;
+    struct {
+      pid_t pid;
+      uint8_t channelId;
+      int peer;
+      int nSteps;
+      int chunkSize;
+      int isSend;
+    } proxyOp;
+    struct {
+      int step;
+    } proxyStep;
+    struct {
+      uint8_t channelId;
+      uint64_t pTimer;
+    } kernelCh;
+    struct {
+      int64_t id;
+      void* data;
+    } netPlugin;
   };
 } xpu_nccl_event_descr_v4_t;
 
 typedef union {
-  struct { size_t transSize; } proxyStep;
-  struct { int appendedProxyOps; } proxyCtrl;
-  struct { void* data; } netPlugin;
-  struct { uint64_t pTimer; } kernelCh;
+  struct {
+    size_t transSize;
+  } proxyStep;
+  struct {
+    int appendedProxyOps;
+  } proxyCtrl;
+  struct {
+    void* data;
+  } netPlugin;
+  struct {
+    uint64_t pTimer;
+  } kernelCh;
 } xpu_nccl_state_args_v4_t;
 
 typedef struct {

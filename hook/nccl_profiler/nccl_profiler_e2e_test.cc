@@ -116,7 +116,7 @@ std::map<std::string, uint64_t> ReadCounts(const std::string& path) {
 struct TrainRun {
   int status = -1;
   std::string dir;
-  std::map<int32_t, Ring> rings;                           // by RANK
+  std::map<int32_t, Ring> rings;                              // by RANK
   std::map<int32_t, std::map<std::string, uint64_t>> counts;  // by RANK
 };
 
@@ -129,7 +129,7 @@ constexpr double kNetGbps = 2.0;
 // Starts `nproc` ranks under the hook with `env` (K=V) and per-rank env, then
 // reads back every ring and call-count file.
 TrainRun Launch(int nproc, const std::vector<std::string>& env,
-           const std::vector<std::pair<int, std::string>>& rank_env = {}) {
+                const std::vector<std::pair<int, std::string>>& rank_env = {}) {
   TrainRun run;
   run.dir = MakeTempDir();
   const std::string rings = run.dir + "/rings";
@@ -172,12 +172,18 @@ std::string LaunchLog(const TrainRun& run) {
 
 const char* ApiOf(uint32_t kind) {
   switch (kind) {
-    case XPU_OP_ALLREDUCE: return "ncclAllReduce";
-    case XPU_OP_ALLGATHER: return "ncclAllGather";
-    case XPU_OP_REDUCESCATTER: return "ncclReduceScatter";
-    case XPU_OP_SEND: return "ncclSend";
-    case XPU_OP_RECV: return "ncclRecv";
-    default: return "";
+    case XPU_OP_ALLREDUCE:
+      return "ncclAllReduce";
+    case XPU_OP_ALLGATHER:
+      return "ncclAllGather";
+    case XPU_OP_REDUCESCATTER:
+      return "ncclReduceScatter";
+    case XPU_OP_SEND:
+      return "ncclSend";
+    case XPU_OP_RECV:
+      return "ncclRecv";
+    default:
+      return "";
   }
 }
 
@@ -185,13 +191,16 @@ const char* ApiOf(uint32_t kind) {
 double ModelNs(uint32_t kind, int n) {
   const double elem = 2;  // bf16
   switch (kind) {
-    case XPU_OP_ALLREDUCE: return 7.0 * kHidden * kHidden * elem * 2.0 * (n - 1) / n / kNetGbps;
+    case XPU_OP_ALLREDUCE:
+      return 7.0 * kHidden * kHidden * elem * 2.0 * (n - 1) / n / kNetGbps;
     case XPU_OP_ALLGATHER:
     case XPU_OP_REDUCESCATTER:
       return 1.0 * kHidden * kHidden * elem * n * (n - 1) / n / kNetGbps;
     case XPU_OP_SEND:
-    case XPU_OP_RECV: return 1.0 * kTokens * kHidden * elem / kNetGbps;
-    default: return 0;
+    case XPU_OP_RECV:
+      return 1.0 * kTokens * kHidden * elem / kNetGbps;
+    default:
+      return 0;
   }
 }
 
@@ -271,8 +280,8 @@ TEST(NcclProfilerE2eTest, PluginTimesEveryCollectiveAndJoinsTheInterposer) {
     for (uint32_t k : {XPU_OP_ALLREDUCE, XPU_OP_ALLGATHER, XPU_OP_REDUCESCATTER}) {
       coll.insert(seqs_per_kind[k].begin(), seqs_per_kind[k].end());
     }
-    const uint64_t k = counts.at("ncclAllReduce") + counts.at("ncclAllGather") +
-                       counts.at("ncclReduceScatter");
+    const uint64_t k =
+        counts.at("ncclAllReduce") + counts.at("ncclAllGather") + counts.at("ncclReduceScatter");
     ASSERT_EQ(coll.size(), k);
     EXPECT_EQ(*coll.begin(), 1u);
     EXPECT_EQ(*coll.rbegin(), k);
@@ -336,8 +345,8 @@ TEST(NcclProfilerE2eTest, TimingAllUsesEventsAndNoPlugin) {
 TEST(NcclProfilerE2eTest, WithoutThePluginCollectivesAreEventTimed) {
   constexpr int kRanks = 2;
   TrainRun run = Launch(kRanks, {},
-                   {{0, "NCCL_PROFILER_PLUGIN=none"},
-                    {1, "NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-xpu.so"}});
+                        {{0, "NCCL_PROFILER_PLUGIN=none"},
+                         {1, "NCCL_PROFILER_PLUGIN=/nonexistent/libnccl-profiler-xpu.so"}});
   ASSERT_EQ(run.status, 0) << LaunchLog(run);
   ASSERT_EQ(run.rings.size(), static_cast<size_t>(kRanks)) << LaunchLog(run);
   for (const auto& [rank, ring] : run.rings) {

@@ -31,10 +31,10 @@ Profiler* g_profiler = nullptr;  // never freed: late events stay safe
 Profiler* GetProfiler() {
   std::call_once(g_once, [] {
     HookApi api;
-    api.attach = reinterpret_cast<decltype(api.attach)>(
-        dlsym(RTLD_DEFAULT, "xpu_nccl_plugin_attach"));
-    api.claim = reinterpret_cast<decltype(api.claim)>(
-        dlsym(RTLD_DEFAULT, "xpu_nccl_claim_issued_op"));
+    api.attach =
+        reinterpret_cast<decltype(api.attach)>(dlsym(RTLD_DEFAULT, "xpu_nccl_plugin_attach"));
+    api.claim =
+        reinterpret_cast<decltype(api.claim)>(dlsym(RTLD_DEFAULT, "xpu_nccl_claim_issued_op"));
     api.emit = reinterpret_cast<decltype(api.emit)>(dlsym(RTLD_DEFAULT, "xpu_emit_record"));
     api.now_ns = reinterpret_cast<decltype(api.now_ns)>(dlsym(RTLD_DEFAULT, "xpu_now_ns"));
     if (!api.complete()) return;  // no hook: the plugin stays disabled
@@ -140,10 +140,16 @@ ncclResult_t StateV4(void* handle, xpu_nccl_profiler_state_t state,
 }  // namespace
 }  // namespace xpu::nccl_profiler
 
-XPU_PLUGIN_EXPORT const xpu_nccl_profiler_v5_t ncclProfiler_v5 = {
-    "xpu", xpu::nccl_profiler::InitV5, xpu::nccl_profiler::StartV5, xpu::nccl_profiler::Stop,
-    xpu::nccl_profiler::StateV5, xpu::nccl_profiler::Finalize};
+XPU_PLUGIN_EXPORT const xpu_nccl_profiler_v5_t ncclProfiler_v5 = {"xpu",
+                                                                  xpu::nccl_profiler::InitV5,
+                                                                  xpu::nccl_profiler::StartV5,
+                                                                  xpu::nccl_profiler::Stop,
+                                                                  xpu::nccl_profiler::StateV5,
+                                                                  xpu::nccl_profiler::Finalize};
 
-XPU_PLUGIN_EXPORT const xpu_nccl_profiler_v4_t ncclProfiler_v4 = {
-    "xpu", xpu::nccl_profiler::InitV4, xpu::nccl_profiler::StartV4, xpu::nccl_profiler::Stop,
-    xpu::nccl_profiler::StateV4, xpu::nccl_profiler::Finalize};
+XPU_PLUGIN_EXPORT const xpu_nccl_profiler_v4_t ncclProfiler_v4 = {"xpu",
+                                                                  xpu::nccl_profiler::InitV4,
+                                                                  xpu::nccl_profiler::StartV4,
+                                                                  xpu::nccl_profiler::Stop,
+                                                                  xpu::nccl_profiler::StateV4,
+                                                                  xpu::nccl_profiler::Finalize};

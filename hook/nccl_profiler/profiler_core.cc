@@ -3,8 +3,8 @@
 
 #include <unistd.h>
 
-#include <cstring>
 #include <strings.h>
+#include <cstring>
 
 namespace xpu::nccl_profiler {
 
@@ -92,11 +92,11 @@ struct Profiler::Context {
 };
 
 struct Profiler::OpSlot {
-  std::atomic<uint32_t> live{0};       // 0 free, 1 owned by an op
-  std::atomic<uint64_t> word{0};       // Word(gen, refs)
+  std::atomic<uint32_t> live{0};  // 0 free, 1 owned by an op
+  std::atomic<uint64_t> word{0};  // Word(gen, refs)
   xpu_nccl_issued_op_v1 issued{};
   bool joined = false;
-  std::atomic<uint64_t> stopped_ns{0}; // NCCL's stopEvent of the op ("enqueued")
+  std::atomic<uint64_t> stopped_ns{0};  // NCCL's stopEvent of the op ("enqueued")
   std::atomic<uint64_t> gpu_start{kNoTime};
   std::atomic<uint64_t> gpu_stop{0};
   std::atomic<uint32_t> channels{0};
@@ -199,12 +199,20 @@ uint32_t Profiler::LiveOps() const {
 
 uint32_t Profiler::KindFromFunc(const char* f) {
   if (f == nullptr) return XPU_OP_NONE;
-  struct Entry { const char* name; uint32_t kind; };
-  static constexpr Entry kFuncs[] = {
-      {"AllReduce", XPU_OP_ALLREDUCE}, {"AllGather", XPU_OP_ALLGATHER},
-      {"ReduceScatter", XPU_OP_REDUCESCATTER}, {"Broadcast", XPU_OP_BROADCAST},
-      {"Reduce", XPU_OP_REDUCE}, {"AllToAll", XPU_OP_ALLTOALL}, {"Gather", XPU_OP_GATHER},
-      {"Scatter", XPU_OP_SCATTER}, {"Send", XPU_OP_SEND}, {"Recv", XPU_OP_RECV}};
+  struct Entry {
+    const char* name;
+    uint32_t kind;
+  };
+  static constexpr Entry kFuncs[] = {{"AllReduce", XPU_OP_ALLREDUCE},
+                                     {"AllGather", XPU_OP_ALLGATHER},
+                                     {"ReduceScatter", XPU_OP_REDUCESCATTER},
+                                     {"Broadcast", XPU_OP_BROADCAST},
+                                     {"Reduce", XPU_OP_REDUCE},
+                                     {"AllToAll", XPU_OP_ALLTOALL},
+                                     {"Gather", XPU_OP_GATHER},
+                                     {"Scatter", XPU_OP_SCATTER},
+                                     {"Send", XPU_OP_SEND},
+                                     {"Recv", XPU_OP_RECV}};
   for (const Entry& e : kFuncs) {
     if (strcasecmp(f, e.name) == 0) return e.kind;
   }
@@ -214,12 +222,15 @@ uint32_t Profiler::KindFromFunc(const char* f) {
 uint32_t Profiler::DtypeSizeFromName(const char* t) {
   if (t == nullptr) return 0;
   if (strncmp(t, "nccl", 4) == 0) t += 4;
-  struct Entry { const char* name; uint32_t size; };
+  struct Entry {
+    const char* name;
+    uint32_t size;
+  };
   static constexpr Entry kTypes[] = {
-      {"Int8", 1}, {"Char", 1}, {"Uint8", 1}, {"Float8e4m3", 1}, {"Float8e5m2", 1},
-      {"Float16", 2}, {"Half", 2}, {"Bfloat16", 2}, {"Int32", 4}, {"Int", 4}, {"Uint32", 4},
-      {"Float32", 4}, {"Float", 4}, {"Int64", 8}, {"Uint64", 8}, {"Float64", 8},
-      {"Double", 8}};
+      {"Int8", 1},    {"Char", 1},    {"Uint8", 1},    {"Float8e4m3", 1}, {"Float8e5m2", 1},
+      {"Float16", 2}, {"Half", 2},    {"Bfloat16", 2}, {"Int32", 4},      {"Int", 4},
+      {"Uint32", 4},  {"Float32", 4}, {"Float", 4},    {"Int64", 8},      {"Uint64", 8},
+      {"Float64", 8}, {"Double", 8}};
   for (const Entry& e : kTypes) {
     if (strcasecmp(t, e.name) == 0) return e.size;
   }
@@ -228,8 +239,8 @@ uint32_t Profiler::DtypeSizeFromName(const char* t) {
 
 // ---- entry points ----------------------------------------------------------------
 
-ncclResult_t Profiler::Init(void** context, uint64_t nccl_comm_id, int* activation_mask,
-                            int nranks, int rank) {
+ncclResult_t Profiler::Init(void** context, uint64_t nccl_comm_id, int* activation_mask, int nranks,
+                            int rank) {
   if (context == nullptr) return ncclInvalidArgument;
   *context = nullptr;
   if (!api_.complete()) return ncclSystemError;
@@ -255,7 +266,8 @@ ncclResult_t Profiler::Finalize(void* context) {
   return ncclSuccess;
 }
 
-ncclResult_t Profiler::StartEvent(void* context, void** handle, const xpu_nccl_event_descr_v5_t* d) {
+ncclResult_t Profiler::StartEvent(void* context, void** handle,
+                                  const xpu_nccl_event_descr_v5_t* d) {
   if (handle == nullptr) return ncclSuccess;
   *handle = nullptr;
   if (d == nullptr) return ncclSuccess;

@@ -40,10 +40,10 @@
 #ifndef XPU_HOOK_NCCL_PROFILER_PROFILER_CORE_H_
 #define XPU_HOOK_NCCL_PROFILER_PROFILER_CORE_H_
 
+#include <sys/types.h>
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <sys/types.h>
 
 #include "nccl_profiler_api.h"
 #include "xpu/hook_nccl_api.h"
@@ -62,21 +62,21 @@ struct HookApi {
 };
 
 struct Stats {
-  std::atomic<uint64_t> ops_started{0};      // coll/p2p events given a slot
-  std::atomic<uint64_t> ops_joined{0};       // ... and joined to an interposer record
-  std::atomic<uint64_t> ops_unjoined{0};     // no matching issue entry (no record)
-  std::atomic<uint64_t> ops_ambiguous{0};    // joined, but more than one entry matched
-  std::atomic<uint64_t> ops_untimed{0};      // complete without any timestamp (no record)
-  std::atomic<uint64_t> ops_stale{0};        // reclaimed without a record
+  std::atomic<uint64_t> ops_started{0};    // coll/p2p events given a slot
+  std::atomic<uint64_t> ops_joined{0};     // ... and joined to an interposer record
+  std::atomic<uint64_t> ops_unjoined{0};   // no matching issue entry (no record)
+  std::atomic<uint64_t> ops_ambiguous{0};  // joined, but more than one entry matched
+  std::atomic<uint64_t> ops_untimed{0};    // complete without any timestamp (no record)
+  std::atomic<uint64_t> ops_stale{0};      // reclaimed without a record
   std::atomic<uint64_t> records_written{0};
-  std::atomic<uint64_t> records_dropped{0};  // xpu_emit_record failed
-  std::atomic<uint64_t> pool_exhausted{0};   // no free op / child slot
-  std::atomic<uint64_t> children_orphaned{0};// child of an unknown / foreign parent
-  std::atomic<uint64_t> children_late{0};    // child event after its op completed
-  std::atomic<uint64_t> kernel_channels{0};  // kernel-channel events completed
-  std::atomic<uint64_t> proxy_steps{0};      // proxy steps completed
-  std::atomic<uint64_t> net_bytes{0};        // sum of proxy-step transfer sizes
-  std::atomic<uint64_t> foreign_handles{0};  // handle not from our pools
+  std::atomic<uint64_t> records_dropped{0};    // xpu_emit_record failed
+  std::atomic<uint64_t> pool_exhausted{0};     // no free op / child slot
+  std::atomic<uint64_t> children_orphaned{0};  // child of an unknown / foreign parent
+  std::atomic<uint64_t> children_late{0};      // child event after its op completed
+  std::atomic<uint64_t> kernel_channels{0};    // kernel-channel events completed
+  std::atomic<uint64_t> proxy_steps{0};        // proxy steps completed
+  std::atomic<uint64_t> net_bytes{0};          // sum of proxy-step transfer sizes
+  std::atomic<uint64_t> foreign_handles{0};    // handle not from our pools
 };
 
 // Lower-envelope estimate of host_ns - gpu_ns (see the file comment).
@@ -101,9 +101,8 @@ class Profiler {
   static constexpr uint32_t kMaxContexts = 1024;
   static constexpr uint64_t kStaleNs = 30ull * 1000 * 1000 * 1000;
   // The events this plugin asks NCCL for.
-  static constexpr int kActivationMask = kNcclProfileColl | kNcclProfileP2p |
-                                         kNcclProfileKernelCh | kNcclProfileProxyOp |
-                                         kNcclProfileProxyStep;
+  static constexpr int kActivationMask = kNcclProfileColl | kNcclProfileP2p | kNcclProfileKernelCh |
+                                         kNcclProfileProxyOp | kNcclProfileProxyStep;
 
   // Pools are allocated here, once (not on the event path).
   Profiler(const HookApi& api, uint32_t max_ops = kDefaultOps,

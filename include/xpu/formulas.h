@@ -35,11 +35,17 @@ static inline uint64_t xpu_sig_bytes(const xpu_signature_v1* s) {
   uint64_t el = xpu_dtype_size(s->dtype);
   uint64_t n = s->comm_nranks > 0 ? (uint64_t)s->comm_nranks : 1;
   switch (s->kind) {
-    case XPU_OP_ALLREDUCE: case XPU_OP_BROADCAST: case XPU_OP_REDUCE:
-    case XPU_OP_SEND: case XPU_OP_RECV:
+    case XPU_OP_ALLREDUCE:
+    case XPU_OP_BROADCAST:
+    case XPU_OP_REDUCE:
+    case XPU_OP_SEND:
+    case XPU_OP_RECV:
       return s->count * el;
-    case XPU_OP_ALLGATHER: case XPU_OP_REDUCESCATTER: case XPU_OP_ALLTOALL:
-    case XPU_OP_GATHER: case XPU_OP_SCATTER:
+    case XPU_OP_ALLGATHER:
+    case XPU_OP_REDUCESCATTER:
+    case XPU_OP_ALLTOALL:
+    case XPU_OP_GATHER:
+    case XPU_OP_SCATTER:
       return s->count * n * el;
     default:
       return 0;
@@ -50,13 +56,21 @@ static inline uint64_t xpu_sig_bytes(const xpu_signature_v1* s) {
 static inline double xpu_busbw_factor(uint32_t kind, int32_t nranks) {
   double n = nranks > 0 ? (double)nranks : 1.0;
   switch (kind) {
-    case XPU_OP_ALLREDUCE: return 2.0 * (n - 1.0) / n;
-    case XPU_OP_ALLGATHER: case XPU_OP_REDUCESCATTER: case XPU_OP_ALLTOALL:
-    case XPU_OP_GATHER: case XPU_OP_SCATTER:
+    case XPU_OP_ALLREDUCE:
+      return 2.0 * (n - 1.0) / n;
+    case XPU_OP_ALLGATHER:
+    case XPU_OP_REDUCESCATTER:
+    case XPU_OP_ALLTOALL:
+    case XPU_OP_GATHER:
+    case XPU_OP_SCATTER:
       return (n - 1.0) / n;
-    case XPU_OP_BROADCAST: case XPU_OP_REDUCE: case XPU_OP_SEND: case XPU_OP_RECV:
+    case XPU_OP_BROADCAST:
+    case XPU_OP_REDUCE:
+    case XPU_OP_SEND:
+    case XPU_OP_RECV:
       return 1.0;
-    default: return 0.0;
+    default:
+      return 0.0;
   }
 }
 

@@ -48,12 +48,12 @@ int xpu_nccl_plugin_times_kind(uint32_t kind);
 
 /* What the plugin knows about a collective / p2p event. */
 typedef struct xpu_nccl_issue_query_v1 {
-  uint32_t kind;     /* xpu_op_kind (XPU_OP_ALLREDUCE .. XPU_OP_RECV) */
-  int32_t peer;      /* root of rooted collectives, p2p peer; -1 = do not compare */
-  uint64_t bytes;    /* count x element size (0 = do not compare) */
-  int32_t rank;      /* rank in the communicator, -1 = do not compare */
-  int32_t nranks;    /* communicator size, 0 = do not compare */
-  uint64_t comm_id;  /* xpu comm_id learned earlier for this communicator, 0 = any */
+  uint32_t kind;    /* xpu_op_kind (XPU_OP_ALLREDUCE .. XPU_OP_RECV) */
+  int32_t peer;     /* root of rooted collectives, p2p peer; -1 = do not compare */
+  uint64_t bytes;   /* count x element size (0 = do not compare) */
+  int32_t rank;     /* rank in the communicator, -1 = do not compare */
+  int32_t nranks;   /* communicator size, 0 = do not compare */
+  uint64_t comm_id; /* xpu comm_id learned earlier for this communicator, 0 = any */
 } xpu_nccl_issue_query_v1;
 
 /* The interposer's view of the claimed call. */
@@ -75,7 +75,7 @@ typedef struct xpu_nccl_issued_op_v1 {
 int xpu_nccl_claim_issued_op(const xpu_nccl_issue_query_v1* query, xpu_nccl_issued_op_v1* out);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 static_assert(sizeof(xpu_nccl_issue_query_v1) == 32, "query ABI");
 static_assert(sizeof(xpu_nccl_issued_op_v1) == 32, "issued op ABI");
 #endif

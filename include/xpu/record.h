@@ -70,40 +70,40 @@ typedef struct xpu_record_v1 {
 } xpu_record_v1;
 
 enum xpu_record_flags {
-  XPU_REC_TIMED = 1u << 0,          /* start/duration measured on the GPU */
-  XPU_REC_NOT_TIMED = 1u << 1,      /* completion-tracked only (no timing event) */
-  XPU_REC_SAMPLED = 1u << 2,        /* this occurrence was picked by the sampler */
-  XPU_REC_DUR_SATURATED = 1u << 3,  /* true duration exceeds what the field holds */
-  XPU_REC_DUR_US = 1u << 4,         /* duration is in microseconds, not ns */
-  XPU_REC_HOST = 1u << 5,           /* host-side event (Python API, sync call) */
-  XPU_REC_ISSUE_LAT_VALID = 1u << 6,/* issue_latency_ns holds a measured value */
-  XPU_REC_GRAPH_CAPTURE = 1u << 7,  /* launched into a stream under graph capture */
-  XPU_REC_PLUGIN = 1u << 8,         /* timed by the NCCL profiler plugin. Such a
-                                       record is a timing SUPPLEMENT: the
-                                       interposer wrote the occurrence itself
-                                       (same sig_id and seq, XPU_REC_NOT_TIMED).
-                                       Count occurrences from non-plugin
-                                       records; take timing from the plugin one. */
-  XPU_REC_CALL_FAILED = 1u << 9,    /* the intercepted call returned an error */
-  XPU_REC_INCOMPLETE = 1u << 10,    /* never observed complete (flushed at exit) */
-  XPU_REC_BEGIN = 1u << 11,         /* host interval opened (paired with END) */
-  XPU_REC_END = 1u << 12,           /* host interval closed */
-  XPU_REC_UNTRACKED = 1u << 13,     /* GPU op not completion-tracked (no event
-                                       free yet, pending table full): start is
-                                       the CPU launch, duration the CPU call */
-  XPU_REC_PROFILE_WINDOW = 1u << 14 /* written during a profiling window
-                                       (ring.h, xpu_ring_profile_ctl_v1) from
-                                       a CUPTI activity record: a GPU kernel
-                                       execution, always XPU_REC_TIMED, kind
-                                       XPU_OP_KERNEL, name = kernel symbol.
-                                       Not an occurrence of a traced op (the
-                                       interposers' records of the same work
-                                       stay authoritative for counts); `seq`
-                                       holds CUPTI's correlation id and
-                                       `stream` CUPTI's stream id (saturated
-                                       at 65535), not the hook's interned
-                                       index. Readers summarize these on the
-                                       node; the daemon does not forward them. */
+  XPU_REC_TIMED = 1u << 0,           /* start/duration measured on the GPU */
+  XPU_REC_NOT_TIMED = 1u << 1,       /* completion-tracked only (no timing event) */
+  XPU_REC_SAMPLED = 1u << 2,         /* this occurrence was picked by the sampler */
+  XPU_REC_DUR_SATURATED = 1u << 3,   /* true duration exceeds what the field holds */
+  XPU_REC_DUR_US = 1u << 4,          /* duration is in microseconds, not ns */
+  XPU_REC_HOST = 1u << 5,            /* host-side event (Python API, sync call) */
+  XPU_REC_ISSUE_LAT_VALID = 1u << 6, /* issue_latency_ns holds a measured value */
+  XPU_REC_GRAPH_CAPTURE = 1u << 7,   /* launched into a stream under graph capture */
+  XPU_REC_PLUGIN = 1u << 8,          /* timed by the NCCL profiler plugin. Such a
+                                        record is a timing SUPPLEMENT: the
+                                        interposer wrote the occurrence itself
+                                        (same sig_id and seq, XPU_REC_NOT_TIMED).
+                                        Count occurrences from non-plugin
+                                        records; take timing from the plugin one. */
+  XPU_REC_CALL_FAILED = 1u << 9,     /* the intercepted call returned an error */
+  XPU_REC_INCOMPLETE = 1u << 10,     /* never observed complete (flushed at exit) */
+  XPU_REC_BEGIN = 1u << 11,          /* host interval opened (paired with END) */
+  XPU_REC_END = 1u << 12,            /* host interval closed */
+  XPU_REC_UNTRACKED = 1u << 13,      /* GPU op not completion-tracked (no event
+                                        free yet, pending table full): start is
+                                        the CPU launch, duration the CPU call */
+  XPU_REC_PROFILE_WINDOW = 1u << 14  /* written during a profiling window
+                                        (ring.h, xpu_ring_profile_ctl_v1) from
+                                        a CUPTI activity record: a GPU kernel
+                                        execution, always XPU_REC_TIMED, kind
+                                        XPU_OP_KERNEL, name = kernel symbol.
+                                        Not an occurrence of a traced op (the
+                                        interposers' records of the same work
+                                        stay authoritative for counts); `seq`
+                                        holds CUPTI's correlation id and
+                                        `stream` CUPTI's stream id (saturated
+                                        at 65535), not the hook's interned
+                                        index. Readers summarize these on the
+                                        node; the daemon does not forward them. */
 };
 
 /* ---------------------------------------------------------------------------
@@ -111,12 +111,12 @@ enum xpu_record_flags {
  * ------------------------------------------------------------------------- */
 enum xpu_op_kind {
   XPU_OP_NONE = 0,
-  XPU_OP_KERNEL = 1,          /* plain kernel launch; name = kernel symbol */
-  XPU_OP_GEMM = 2,            /* cuBLAS / cuBLASLt; name = API name */
-  XPU_OP_GRAPH_LAUNCH = 3,    /* cudaGraphLaunch */
-  XPU_OP_MEMCPY = 4,          /* synchronous cudaMemcpy kinds */
+  XPU_OP_KERNEL = 1,       /* plain kernel launch; name = kernel symbol */
+  XPU_OP_GEMM = 2,         /* cuBLAS / cuBLASLt; name = API name */
+  XPU_OP_GRAPH_LAUNCH = 3, /* cudaGraphLaunch */
+  XPU_OP_MEMCPY = 4,       /* synchronous cudaMemcpy kinds */
 
-  XPU_OP_ALLREDUCE = 16,      /* collectives: 16..31 */
+  XPU_OP_ALLREDUCE = 16, /* collectives: 16..31 */
   XPU_OP_ALLGATHER = 17,
   XPU_OP_REDUCESCATTER = 18,
   XPU_OP_BROADCAST = 19,
@@ -127,22 +127,22 @@ enum xpu_op_kind {
   XPU_OP_SEND = 24,
   XPU_OP_RECV = 25,
 
-  XPU_OP_SYNC_STREAM = 40,    /* host-blocking synchronization APIs */
+  XPU_OP_SYNC_STREAM = 40, /* host-blocking synchronization APIs */
   XPU_OP_SYNC_DEVICE = 41,
   XPU_OP_SYNC_EVENT = 42,
 
-  XPU_OP_COMM_INIT = 48,      /* communicator lifecycle (no duration) */
+  XPU_OP_COMM_INIT = 48, /* communicator lifecycle (no duration) */
   XPU_OP_COMM_DESTROY = 49,
 
-  XPU_OP_PY_GC = 64,          /* Python host events: 64..95 */
+  XPU_OP_PY_GC = 64, /* Python host events: 64..95 */
   XPU_OP_PY_DATALOADER = 65,
   XPU_OP_PY_SYNC = 66,
   XPU_OP_PY_OPTIMIZER = 67,
   XPU_OP_PY_CHECKPOINT = 68,
-  XPU_OP_PY_API = 69,         /* user-configured API (XPU_TRACED_PYTHON_API) */
-  XPU_OP_STEP = 70,           /* step marker: seq = step id */
-  XPU_OP_ANNOTATION = 71,     /* user region */
-  XPU_OP_PY_CALLSITE = 72     /* Python call stack of a launch (below) */
+  XPU_OP_PY_API = 69,     /* user-configured API (XPU_TRACED_PYTHON_API) */
+  XPU_OP_STEP = 70,       /* step marker: seq = step id */
+  XPU_OP_ANNOTATION = 71, /* user region */
+  XPU_OP_PY_CALLSITE = 72 /* Python call stack of a launch (below) */
 };
 
 static inline int xpu_op_is_collective(uint32_t kind) {
@@ -209,12 +209,27 @@ enum xpu_dtype {
 
 static inline uint32_t xpu_dtype_size(uint32_t dt) {
   switch (dt) {
-    case XPU_DT_F32: case XPU_DT_I32: case XPU_DT_U32: return 4;
-    case XPU_DT_F16: case XPU_DT_BF16: return 2;
-    case XPU_DT_F64: case XPU_DT_I64: case XPU_DT_U64: case XPU_DT_C32: return 8;
-    case XPU_DT_C64: return 16;
-    case XPU_DT_F8_E4M3: case XPU_DT_F8_E5M2: case XPU_DT_I8: case XPU_DT_U8: return 1;
-    default: return 0;
+    case XPU_DT_F32:
+    case XPU_DT_I32:
+    case XPU_DT_U32:
+      return 4;
+    case XPU_DT_F16:
+    case XPU_DT_BF16:
+      return 2;
+    case XPU_DT_F64:
+    case XPU_DT_I64:
+    case XPU_DT_U64:
+    case XPU_DT_C32:
+      return 8;
+    case XPU_DT_C64:
+      return 16;
+    case XPU_DT_F8_E4M3:
+    case XPU_DT_F8_E5M2:
+    case XPU_DT_I8:
+    case XPU_DT_U8:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -230,21 +245,21 @@ static inline uint32_t xpu_dtype_size(uint32_t dt) {
 #define XPU_SIG_NAME_INLINE 56
 
 typedef struct xpu_signature_v1 {
-  uint32_t commit;       /* sig_id once published (release-stored last); 0 = empty */
-  uint16_t kind;         /* xpu_op_kind */
-  uint8_t dtype;         /* xpu_dtype of A/B (GEMM) or of the buffer (collectives) */
-  uint8_t gemm_flags;    /* XPU_GEMM_TRANSA | XPU_GEMM_TRANSB */
-  uint32_t name_off;     /* name in the string arena if name_len > XPU_SIG_NAME_INLINE */
-  uint32_t name_len;     /* bytes, no terminator */
+  uint32_t commit;    /* sig_id once published (release-stored last); 0 = empty */
+  uint16_t kind;      /* xpu_op_kind */
+  uint8_t dtype;      /* xpu_dtype of A/B (GEMM) or of the buffer (collectives) */
+  uint8_t gemm_flags; /* XPU_GEMM_TRANSA | XPU_GEMM_TRANSB */
+  uint32_t name_off;  /* name in the string arena if name_len > XPU_SIG_NAME_INLINE */
+  uint32_t name_len;  /* bytes, no terminator */
   uint32_t m, n, k, batch;
-  uint64_t count;        /* collective element count (per rank, as passed to NCCL) */
-  uint64_t comm_id;      /* communicator identity, equal across its members */
-  int32_t comm_rank;     /* rank in the communicator, -1 if none */
-  int32_t comm_nranks;   /* communicator size, 0 if none */
-  int32_t peer;          /* send/recv peer, root of broadcast/reduce, else -1 */
-  int32_t device;        /* CUDA device ordinal, -1 unknown */
-  uint8_t out_dtype;     /* GEMM C/D dtype */
-  uint8_t compute_type;  /* GEMM compute type (xpu_dtype; XPU_DT_F32 for tf32 too) */
+  uint64_t count;       /* collective element count (per rank, as passed to NCCL) */
+  uint64_t comm_id;     /* communicator identity, equal across its members */
+  int32_t comm_rank;    /* rank in the communicator, -1 if none */
+  int32_t comm_nranks;  /* communicator size, 0 if none */
+  int32_t peer;         /* send/recv peer, root of broadcast/reduce, else -1 */
+  int32_t device;       /* CUDA device ordinal, -1 unknown */
+  uint8_t out_dtype;    /* GEMM C/D dtype */
+  uint8_t compute_type; /* GEMM compute type (xpu_dtype; XPU_DT_F32 for tf32 too) */
   uint16_t reserved0;
   uint32_t reserved1;
   char name[XPU_SIG_NAME_INLINE]; /* inline copy / prefix of the name */
@@ -253,7 +268,7 @@ typedef struct xpu_signature_v1 {
 enum xpu_gemm_flags { XPU_GEMM_TRANSA = 1u << 0, XPU_GEMM_TRANSB = 1u << 1 };
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 static_assert(sizeof(xpu_record_v1) == 32, "record ABI is 32 bytes");
 static_assert(sizeof(xpu_signature_v1) == 128, "signature ABI is 128 bytes");
 #else

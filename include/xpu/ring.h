@@ -51,7 +51,7 @@ extern "C" {
 
 #define XPU_RING_MAGIC 0x31474e4952555058ull /* "XPURING1" little-endian */
 #define XPU_RING_HEADER_SIZE 4096u
-#define XPU_RING_DEFAULT_CAPACITY (1u << 16)   /* records; power of two */
+#define XPU_RING_DEFAULT_CAPACITY (1u << 16) /* records; power of two */
 #define XPU_RING_DEFAULT_SIG_CAPACITY 4096u
 #define XPU_RING_DEFAULT_STR_CAPACITY (1u << 20)
 
@@ -59,8 +59,8 @@ extern "C" {
 enum xpu_producer_state {
   XPU_PRODUCER_NONE = 0,
   XPU_PRODUCER_ACTIVE = 1,
-  XPU_PRODUCER_DISABLED = 2,   /* e.g. forked child, XPU_ENABLE=0 */
-  XPU_PRODUCER_EXITED = 3      /* clean process exit; all pending ops flushed */
+  XPU_PRODUCER_DISABLED = 2, /* e.g. forked child, XPU_ENABLE=0 */
+  XPU_PRODUCER_EXITED = 3    /* clean process exit; all pending ops flushed */
 };
 
 /* Counters the hook bumps instead of failing (header.counters[]). */
@@ -76,39 +76,39 @@ enum xpu_counter {
   XPU_CNT_CAPTURE_SKIPPED = 8,   /* ops not timed: stream under graph capture */
   XPU_CNT_LAUNCHES_UNTRACED = 9, /* plain kernel launches counted, not recorded */
   XPU_CNT_RECORDS_WRITTEN = 10,
-  XPU_CNT_SAMPLED = 11,          /* ops timed by the sampler */
+  XPU_CNT_SAMPLED = 11, /* ops timed by the sampler */
   XPU_CNT_DAEMON_CONNECT_FAIL = 12,
-  XPU_CNT_PLUGIN_EVENTS = 13,    /* events received from the NCCL profiler plugin */
-  XPU_CNT_PY_EVENTS = 14,        /* host events from the Python side */
-  XPU_CNT_INTERNAL = 15,         /* any other internal failure */
+  XPU_CNT_PLUGIN_EVENTS = 13, /* events received from the NCCL profiler plugin */
+  XPU_CNT_PY_EVENTS = 14,     /* host events from the Python side */
+  XPU_CNT_INTERNAL = 15,      /* any other internal failure */
   XPU_CNT_MAX = 32
 };
 
 typedef struct xpu_ring_header_v1 {
   /* --- identity and layout: written once by the producer before hand-over. */
-  uint64_t magic;               /* XPU_RING_MAGIC */
-  uint32_t abi_version;         /* XPU_RECORD_ABI_VERSION */
-  uint32_t header_size;         /* XPU_RING_HEADER_SIZE */
-  uint32_t record_size;         /* sizeof(xpu_record_v1) */
-  uint32_t signature_size;      /* sizeof(xpu_signature_v1) */
-  uint32_t ring_capacity;       /* records, power of two */
-  uint32_t sig_capacity;        /* entries (entry 0 unused) */
+  uint64_t magic;          /* XPU_RING_MAGIC */
+  uint32_t abi_version;    /* XPU_RECORD_ABI_VERSION */
+  uint32_t header_size;    /* XPU_RING_HEADER_SIZE */
+  uint32_t record_size;    /* sizeof(xpu_record_v1) */
+  uint32_t signature_size; /* sizeof(xpu_signature_v1) */
+  uint32_t ring_capacity;  /* records, power of two */
+  uint32_t sig_capacity;   /* entries (entry 0 unused) */
   uint64_t ring_offset;
   uint64_t sig_offset;
   uint64_t str_offset;
   uint64_t str_capacity;
   uint64_t file_size;
   int32_t pid;
-  int32_t rank;                 /* RANK, -1 if unknown */
-  int32_t local_rank;           /* LOCAL_RANK, -1 if unknown */
-  int32_t world_size;           /* WORLD_SIZE, 0 if unknown */
-  int32_t local_world_size;     /* LOCAL_WORLD_SIZE, 0 if unknown */
-  int32_t device;               /* CUDA device at first traced op, -1 unknown */
-  uint64_t created_ns;          /* CLOCK_REALTIME at creation */
-  uint64_t start_time_ticks;    /* /proc/self/stat starttime: tells pid reuse apart */
-  char job[128];                /* job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, XPU_JOB, or "pid-<pid>@host") */
-  char host[64];                /* hostname */
-  char job_name[64];            /* XPU_JOB_NAME, for history across runs */
+  int32_t rank;              /* RANK, -1 if unknown */
+  int32_t local_rank;        /* LOCAL_RANK, -1 if unknown */
+  int32_t world_size;        /* WORLD_SIZE, 0 if unknown */
+  int32_t local_world_size;  /* LOCAL_WORLD_SIZE, 0 if unknown */
+  int32_t device;            /* CUDA device at first traced op, -1 unknown */
+  uint64_t created_ns;       /* CLOCK_REALTIME at creation */
+  uint64_t start_time_ticks; /* /proc/self/stat starttime: tells pid reuse apart */
+  char job[128];     /* job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, XPU_JOB, or "pid-<pid>@host") */
+  char host[64];     /* hostname */
+  char job_name[64]; /* XPU_JOB_NAME, for history across runs */
   /* GPU model, cudaGetDeviceProperties(device).name: the one identity field
    * written AFTER hand-over, once, by the hook's completion thread when the
    * first traced op has set `device` (hook/gpu_model.cc). The writer stores
@@ -116,17 +116,17 @@ typedef struct xpu_ring_header_v1 {
    * a release store; a reader acquire-loads byte 0 and copies the field only
    * when it is non-zero. All zero: not known yet (or an older hook). */
   char gpu_model[64];
-  uint8_t reserved_identity[1024 - 432];   /* keeps write_index at offset 1024 */
+  uint8_t reserved_identity[1024 - 432]; /* keeps write_index at offset 1024 */
 
   /* --- producer-owned, live. */
-  uint64_t write_index __attribute__((aligned(64)));  /* next position to reserve */
-  uint64_t sig_count;           /* hint: highest published sig_id + 1 */
-  uint64_t str_used;            /* bytes of the string arena in use (release) */
-  uint64_t heartbeat_ns;        /* bumped by the hook's background thread (~10 Hz) */
-  uint32_t producer_state;      /* xpu_producer_state */
-  uint32_t timing_policy;       /* 0 sampled, 1 all, 2 off */
+  uint64_t write_index __attribute__((aligned(64))); /* next position to reserve */
+  uint64_t sig_count;                                /* hint: highest published sig_id + 1 */
+  uint64_t str_used;       /* bytes of the string arena in use (release) */
+  uint64_t heartbeat_ns;   /* bumped by the hook's background thread (~10 Hz) */
+  uint32_t producer_state; /* xpu_producer_state */
+  uint32_t timing_policy;  /* 0 sampled, 1 all, 2 off */
   /* --- consumer-owned. */
-  uint64_t read_index __attribute__((aligned(64)));   /* next position to consume */
+  uint64_t read_index __attribute__((aligned(64))); /* next position to consume */
   /* --- producer-owned counters (relaxed atomics), xpu_counter. */
   uint64_t counters[XPU_CNT_MAX] __attribute__((aligned(64)));
   /* --- per-communicator progress for hang diagnosis lives after the counters
@@ -168,19 +168,19 @@ typedef struct xpu_ring_header_v1 {
 #define XPU_RING_PROGRESS_COMMS 16u
 
 typedef struct xpu_comm_progress_v1 {
-  uint32_t gen;                 /* sequence word, see above */
-  uint32_t pending_sig_id;      /* signature of the oldest outstanding collective */
-  uint64_t comm_id;             /* 0 = unused entry */
+  uint32_t gen;            /* sequence word, see above */
+  uint32_t pending_sig_id; /* signature of the oldest outstanding collective */
+  uint64_t comm_id;        /* 0 = unused entry */
   uint32_t last_issued_seq;
   uint32_t last_completed_seq;
-  uint32_t pending_seq;         /* 0 = nothing outstanding */
-  uint16_t pending_kind;        /* xpu_op_kind */
-  uint16_t flags;               /* XPU_PROGRESS_* */
-  uint64_t pending_bytes;       /* count x dtype size of the outstanding op */
-  uint64_t pending_since_ns;    /* its CPU launch time */
+  uint32_t pending_seq;      /* 0 = nothing outstanding */
+  uint16_t pending_kind;     /* xpu_op_kind */
+  uint16_t flags;            /* XPU_PROGRESS_* */
+  uint64_t pending_bytes;    /* count x dtype size of the outstanding op */
+  uint64_t pending_since_ns; /* its CPU launch time */
   int32_t comm_rank;
   int32_t comm_nranks;
-  uint64_t updated_ns;          /* last change of this entry */
+  uint64_t updated_ns; /* last change of this entry */
 } xpu_comm_progress_v1;
 
 enum xpu_progress_flags {
@@ -198,8 +198,8 @@ typedef struct xpu_ring_progress_v1 {
   uint32_t suspect_seq;
   uint16_t suspect_kind;
   uint16_t reserved0;
-  uint64_t suspect_comm_id;     /* 0 for a non-collective op */
-  uint64_t suspects_total;      /* suspicions raised since start */
+  uint64_t suspect_comm_id;                            /* 0 for a non-collective op */
+  uint64_t suspects_total;                             /* suspicions raised since start */
   xpu_comm_progress_v1 comms[XPU_RING_PROGRESS_COMMS]; /* overflow: ignored, not counted */
 } xpu_ring_progress_v1;
 
@@ -255,44 +255,47 @@ enum xpu_profile_status {
 };
 
 enum xpu_profile_flags {
-  XPU_PROFILE_FINALIZED = 1u << 0,       /* cuptiFinalize succeeded after the window */
-  XPU_PROFILE_FINALIZE_CALLBACK = 1u << 1,/* ... called from a CUDA API exit callback */
-  XPU_PROFILE_TRUNCATED = 1u << 2        /* req_max_records reached: later kernels dropped */
+  XPU_PROFILE_FINALIZED = 1u << 0,         /* cuptiFinalize succeeded after the window */
+  XPU_PROFILE_FINALIZE_CALLBACK = 1u << 1, /* ... called from a CUDA API exit callback */
+  XPU_PROFILE_TRUNCATED = 1u << 2          /* req_max_records reached: later kernels dropped */
 };
 
 typedef struct xpu_ring_profile_ctl_v1 {
   /* --- request: daemon-owned. */
-  uint32_t req_id;              /* 0 = never requested; release-stored last */
-  uint32_t req_duration_ms;     /* 1 .. XPU_PROFILE_MAX_DURATION_MS */
-  uint32_t req_max_records;     /* records the hook may write; 0 = the hook's default */
+  uint32_t req_id;          /* 0 = never requested; release-stored last */
+  uint32_t req_duration_ms; /* 1 .. XPU_PROFILE_MAX_DURATION_MS */
+  uint32_t req_max_records; /* records the hook may write; 0 = the hook's default */
   uint32_t req_reserved;
-  uint64_t req_ns;              /* daemon CLOCK_REALTIME at the request (logs only) */
-  uint8_t req_pad[40];          /* the reply starts on its own cache line */
+  uint64_t req_ns;     /* daemon CLOCK_REALTIME at the request (logs only) */
+  uint8_t req_pad[40]; /* the reply starts on its own cache line */
   /* --- reply: hook-owned. */
-  uint32_t hook_magic;          /* XPU_RING_PROFILE_MAGIC: the hook runs windows */
-  uint32_t windows_total;       /* windows started since the process began */
-  uint64_t ack;                 /* (req_id << 32) | xpu_profile_status; release-stored last */
-  uint64_t window_start_ns;     /* host clock: CUPTI activity enabled */
-  uint64_t window_end_ns;       /* host clock: activity disabled (0 while running) */
-  uint32_t records;             /* XPU_REC_PROFILE_WINDOW records written */
-  uint32_t dropped;             /* kernel executions lost: cap, CUPTI buffers, ring full */
-  int32_t detail;               /* CUptiResult of a skip or failure, else 0 */
-  uint32_t flags;               /* xpu_profile_flags */
+  uint32_t hook_magic;      /* XPU_RING_PROFILE_MAGIC: the hook runs windows */
+  uint32_t windows_total;   /* windows started since the process began */
+  uint64_t ack;             /* (req_id << 32) | xpu_profile_status; release-stored last */
+  uint64_t window_start_ns; /* host clock: CUPTI activity enabled */
+  uint64_t window_end_ns;   /* host clock: activity disabled (0 while running) */
+  uint32_t records;         /* XPU_REC_PROFILE_WINDOW records written */
+  uint32_t dropped;         /* kernel executions lost: cap, CUPTI buffers, ring full */
+  int32_t detail;           /* CUptiResult of a skip or failure, else 0 */
+  uint32_t flags;           /* xpu_profile_flags */
   uint8_t reply_pad[16];
 } xpu_ring_profile_ctl_v1;
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 static_assert(sizeof(xpu_ring_profile_ctl_v1) == 128, "profile control block is 128 bytes");
-static_assert(XPU_RING_PROFILE_OFFSET >= XPU_RING_PROGRESS_OFFSET + 64 + 64 * XPU_RING_PROGRESS_COMMS,
+static_assert(XPU_RING_PROFILE_OFFSET >=
+                  XPU_RING_PROGRESS_OFFSET + 64 + 64 * XPU_RING_PROGRESS_COMMS,
               "profile control after the progress table");
 static_assert(XPU_RING_PROFILE_OFFSET % 64 == 0, "profile control is cache-line aligned");
 static_assert(XPU_RING_PROFILE_OFFSET + sizeof(xpu_ring_profile_ctl_v1) <= XPU_RING_HEADER_SIZE,
               "profile control fits the header page");
 static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_HEADER_SIZE, "header fits its page");
 static_assert(sizeof(xpu_comm_progress_v1) == 64, "comm progress entry is 64 bytes");
-static_assert(sizeof(xpu_ring_progress_v1) == 64 + 64 * XPU_RING_PROGRESS_COMMS, "progress table size");
-static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_PROGRESS_OFFSET, "progress table after the header");
+static_assert(sizeof(xpu_ring_progress_v1) == 64 + 64 * XPU_RING_PROGRESS_COMMS,
+              "progress table size");
+static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_PROGRESS_OFFSET,
+              "progress table after the header");
 static_assert(XPU_RING_PROGRESS_OFFSET + sizeof(xpu_ring_progress_v1) <= XPU_RING_HEADER_SIZE,
               "progress table fits the header page");
 #else

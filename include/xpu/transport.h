@@ -44,8 +44,8 @@ enum xpu_hello_status {
 };
 
 typedef struct xpu_hello_ack_v1 {
-  uint64_t magic;   /* XPU_HELLO_MAGIC */
-  uint32_t status;  /* xpu_hello_status */
+  uint64_t magic;  /* XPU_HELLO_MAGIC */
+  uint32_t status; /* xpu_hello_status */
   uint32_t daemon_pid;
 } xpu_hello_ack_v1;
 

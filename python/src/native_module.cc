@@ -65,7 +65,8 @@ class Annotation {
   }
   bool Exit(const py::object& exc_type, const py::object&, const py::object&) {
     if (sig_ != 0 && Api().emit != nullptr)
-      Api().emit(sig_, start_, NowNs(), value_, exc_type.is_none() ? 0u : static_cast<uint32_t>(XPU_REC_CALL_FAILED));
+      Api().emit(sig_, start_, NowNs(), value_,
+                 exc_type.is_none() ? 0u : static_cast<uint32_t>(XPU_REC_CALL_FAILED));
     return false;
   }
   uint32_t sig_id() const { return sig_; }
@@ -213,9 +214,9 @@ PyObject* EmitFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Py_RETURN_FALSE;
 }
 
-PyMethodDef kEmitDef = {"emit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(EmitFast)),
-                        METH_FASTCALL,
-                        "emit(sig_id, start_ns, end_ns, value, flags) -> bool: one host event"};
+PyMethodDef kEmitDef = {
+    "emit", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(EmitFast)), METH_FASTCALL,
+    "emit(sig_id, start_ns, end_ns, value, flags) -> bool: one host event"};
 
 }  // namespace
 }  // namespace xpu::python
@@ -223,23 +224,26 @@ PyMethodDef kEmitDef = {"emit", reinterpret_cast<PyCFunction>(reinterpret_cast<v
 PYBIND11_MODULE(_xputimer_native, m) {
   using namespace xpu::python;
   m.doc() = "XPUTimer native helpers: hook control and ring-file reader";
-  m.def("available", [] { return Api().emit != nullptr && Api().intern != nullptr; },
-        "True when libxpu_hook.so's C API is present in this process");
+  m.def(
+      "available", [] { return Api().emit != nullptr && Api().intern != nullptr; },
+      "True when libxpu_hook.so's C API is present in this process");
   m.def("enabled", [] { return Api().is_enabled != nullptr && Api().is_enabled() != 0; });
-  m.def("set_enabled",
-        [](bool on) { return Api().set_enabled != nullptr && Api().set_enabled(on ? 1 : 0) != 0; },
-        py::arg("enabled"), "Turns tracing on/off; returns the previous state");
+  m.def(
+      "set_enabled",
+      [](bool on) { return Api().set_enabled != nullptr && Api().set_enabled(on ? 1 : 0) != 0; },
+      py::arg("enabled"), "Turns tracing on/off; returns the previous state");
   m.def("enable", [] { return Api().set_enabled != nullptr && Api().set_enabled(1) != 0; });
   m.def("disable", [] { return Api().set_enabled != nullptr && Api().set_enabled(0) != 0; });
   PyObject* emit_fn = PyCFunction_New(&kEmitDef, nullptr);
   if (emit_fn == nullptr) throw py::error_already_set();
   m.attr("emit") = py::reinterpret_steal<py::object>(emit_fn);
   m.def("now_ns", &NowNs, "Host clock of the records (CLOCK_REALTIME ns)");
-  m.def("mark_step",
-        [](uint64_t step, uint64_t start_ns, uint64_t end_ns) {
-          return Api().mark_step != nullptr && Api().mark_step(step, start_ns, end_ns) == 0;
-        },
-        py::arg("step"), py::arg("start_ns"), py::arg("end_ns"));
+  m.def(
+      "mark_step",
+      [](uint64_t step, uint64_t start_ns, uint64_t end_ns) {
+        return Api().mark_step != nullptr && Api().mark_step(step, start_ns, end_ns) == 0;
+      },
+      py::arg("step"), py::arg("start_ns"), py::arg("end_ns"));
   py::class_<Annotation>(m, "annotate", "Context manager: one XPU_OP_ANNOTATION event per block")
       .def(py::init<const std::string&, uint32_t>(), py::arg("name"), py::arg("value") = 0)
       .def("__enter__", &Annotation::Enter, py::return_value_policy::reference_internal)

@@ -38,7 +38,10 @@ RingSnapshot ParseRing(const uint8_t* data, size_t size) {
   }
   std::memcpy(&s.header, data, sizeof(s.header));
   const xpu_ring_header_v1& h = s.header;
-  if (h.magic != XPU_RING_MAGIC) { s.error = "bad magic"; return s; }
+  if (h.magic != XPU_RING_MAGIC) {
+    s.error = "bad magic";
+    return s;
+  }
   if (h.abi_version != XPU_RECORD_ABI_VERSION) {
     s.error = "unsupported ABI version " + std::to_string(h.abi_version);
     return s;
@@ -49,7 +52,10 @@ RingSnapshot ParseRing(const uint8_t* data, size_t size) {
     return s;
   }
   const uint64_t cap = h.ring_capacity;
-  if (cap == 0 || (cap & (cap - 1)) != 0) { s.error = "ring capacity not a power of two"; return s; }
+  if (cap == 0 || (cap & (cap - 1)) != 0) {
+    s.error = "ring capacity not a power of two";
+    return s;
+  }
   uint64_t ring_bytes = 0, sig_bytes = 0;
   if (!Mul(cap, sizeof(xpu_record_v1), &ring_bytes) || h.ring_offset < XPU_RING_HEADER_SIZE ||
       !FitsIn(h.ring_offset, ring_bytes, size)) {
@@ -73,7 +79,10 @@ RingSnapshot ParseRing(const uint8_t* data, size_t size) {
     std::memcpy(&e.raw, data + h.sig_offset + uint64_t{i} * sizeof(xpu_signature_v1),
                 sizeof(e.raw));
     if (e.raw.commit == 0) continue;
-    if (e.raw.commit != i) { ++s.errors.bad_sig_entry; continue; }
+    if (e.raw.commit != i) {
+      ++s.errors.bad_sig_entry;
+      continue;
+    }
     if (e.raw.name_len <= XPU_SIG_NAME_INLINE) {
       e.name.assign(e.raw.name, e.raw.name_len);
     } else if (FitsIn(e.raw.name_off, e.raw.name_len, arena_end)) {
@@ -93,8 +102,14 @@ RingSnapshot ParseRing(const uint8_t* data, size_t size) {
     RecordEntry r;
     r.pos = p;
     std::memcpy(&r.raw, slots + (p & (cap - 1)) * sizeof(xpu_record_v1), sizeof(r.raw));
-    if (r.raw.commit != static_cast<uint32_t>(p + 1)) { ++s.errors.uncommitted; continue; }
-    if (s.signatures.find(r.raw.sig_id) == s.signatures.end()) { ++s.errors.bad_sig_id; continue; }
+    if (r.raw.commit != static_cast<uint32_t>(p + 1)) {
+      ++s.errors.uncommitted;
+      continue;
+    }
+    if (s.signatures.find(r.raw.sig_id) == s.signatures.end()) {
+      ++s.errors.bad_sig_id;
+      continue;
+    }
     r.duration_ns = xpu_record_duration_ns(&r.raw);
     s.records.push_back(r);
   }
@@ -137,9 +152,9 @@ std::vector<SignatureStats> ComputeStats(const RingSnapshot& snap) {
     const SignatureEntry& sig = snap.signatures.at(sig_id);  // readers keep only valid ids
     std::sort(d.begin(), d.end());
     const size_t n = d.size();
-    const double median = (n % 2) ? static_cast<double>(d[n / 2])
-                                  : (static_cast<double>(d[n / 2 - 1]) +
-                                     static_cast<double>(d[n / 2])) / 2.0;
+    const double median =
+        (n % 2) ? static_cast<double>(d[n / 2])
+                : (static_cast<double>(d[n / 2 - 1]) + static_cast<double>(d[n / 2])) / 2.0;
     SignatureStats st{};
     st.sig_id = sig_id;
     st.name = sig.name;

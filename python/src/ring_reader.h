@@ -43,9 +43,9 @@ struct RecordEntry {
 struct RingSnapshot {
   bool ok = false;
   std::string error;
-  xpu_ring_header_v1 header{};         // copied out (identity, indices, counters)
+  xpu_ring_header_v1 header{};  // copied out (identity, indices, counters)
   std::map<uint32_t, SignatureEntry> signatures;
-  std::vector<RecordEntry> records;    // in ring order
+  std::vector<RecordEntry> records;  // in ring order
   RingErrors errors;
 };
 

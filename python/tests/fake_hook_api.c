@@ -81,7 +81,10 @@ __attribute__((constructor)) static void fake_init(void) {
   snprintf(path, sizeof path, "%s/xpu-ring-%d.bin", dir, (int)getpid());
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  if (ftruncate(fd, (off_t)size) != 0) { close(fd); return; }
+  if (ftruncate(fd, (off_t)size) != 0) {
+    close(fd);
+    return;
+  }
   void* m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (m == MAP_FAILED) return;
@@ -146,9 +149,9 @@ static int name_equal(const xpu_signature_v1* s, const char* name, uint32_t len)
 static uint32_t intern_locked(const xpu_signature_v1* proto, const char* name, uint32_t len) {
   for (uint32_t i = 1; i < g_next_sig; ++i) {
     xpu_signature_v1* s = sig_at(i);
-    if (s->kind == proto->kind && s->peer == proto->peer && s->m == proto->m &&
-        s->n == proto->n && s->k == proto->k && s->count == proto->count &&
-        s->comm_id == proto->comm_id && s->dtype == proto->dtype && name_equal(s, name, len))
+    if (s->kind == proto->kind && s->peer == proto->peer && s->m == proto->m && s->n == proto->n &&
+        s->k == proto->k && s->count == proto->count && s->comm_id == proto->comm_id &&
+        s->dtype == proto->dtype && name_equal(s, name, len))
       return i;
   }
   if (g_next_sig >= g_hdr->sig_capacity) {
@@ -198,7 +201,8 @@ uint32_t xpu_intern_host_signature(uint32_t kind, const char* name, uint32_t len
 }
 
 static uint16_t thread_index(void) {
-  if (t_thread_index == 0) t_thread_index = __atomic_add_fetch(&g_thread_counter, 1, __ATOMIC_RELAXED);
+  if (t_thread_index == 0)
+    t_thread_index = __atomic_add_fetch(&g_thread_counter, 1, __ATOMIC_RELAXED);
   return (uint16_t)t_thread_index;
 }
 
@@ -260,5 +264,11 @@ int xpu_mark_step(uint64_t step, uint64_t start_ns, uint64_t end_ns) {
   return xpu_emit_host_event(g_step_sig, start_ns, end_ns, (uint32_t)step, 0);
 }
 
-uint32_t xpu_comm_last_seq(const void* comm) { (void)comm; return 0; }
-uint64_t xpu_comm_id(const void* comm) { (void)comm; return 0; }
+uint32_t xpu_comm_last_seq(const void* comm) {
+  (void)comm;
+  return 0;
+}
+uint64_t xpu_comm_id(const void* comm) {
+  (void)comm;
+  return 0;
+}

@@ -18,52 +18,86 @@ namespace xpu::e2e {
 
 uint32_t XpuDtypeOfCuda(int t) {
   switch (t) {
-    case CUDA_R_32F: return XPU_DT_F32;
-    case CUDA_R_16F: return XPU_DT_F16;
-    case CUDA_R_16BF: return XPU_DT_BF16;
-    case CUDA_R_64F: return XPU_DT_F64;
-    default: ADD_FAILURE() << "unexpected cudaDataType " << t; return 0;
+    case CUDA_R_32F:
+      return XPU_DT_F32;
+    case CUDA_R_16F:
+      return XPU_DT_F16;
+    case CUDA_R_16BF:
+      return XPU_DT_BF16;
+    case CUDA_R_64F:
+      return XPU_DT_F64;
+    default:
+      ADD_FAILURE() << "unexpected cudaDataType " << t;
+      return 0;
   }
 }
 uint32_t XpuComputeOf(int c) {
   switch (c) {
-    case CUBLAS_COMPUTE_32F: case CUBLAS_COMPUTE_32F_FAST_TF32: return XPU_DT_F32;
-    case CUBLAS_COMPUTE_16F: return XPU_DT_F16;
-    case CUBLAS_COMPUTE_64F: return XPU_DT_F64;
-    default: ADD_FAILURE() << "unexpected compute type " << c; return 0;
+    case CUBLAS_COMPUTE_32F:
+    case CUBLAS_COMPUTE_32F_FAST_TF32:
+      return XPU_DT_F32;
+    case CUBLAS_COMPUTE_16F:
+      return XPU_DT_F16;
+    case CUBLAS_COMPUTE_64F:
+      return XPU_DT_F64;
+    default:
+      ADD_FAILURE() << "unexpected compute type " << c;
+      return 0;
   }
 }
 uint32_t XpuDtypeOfNccl(int t) {
   switch (t) {
-    case ncclFloat32: return XPU_DT_F32;
-    case ncclBfloat16: return XPU_DT_BF16;
-    case ncclFloat16: return XPU_DT_F16;
-    case ncclFloat64: return XPU_DT_F64;
-    case ncclInt32: return XPU_DT_I32;
-    case ncclInt64: return XPU_DT_I64;
-    case ncclUint8: return XPU_DT_U8;
-    default: ADD_FAILURE() << "unexpected ncclDataType " << t; return 0;
+    case ncclFloat32:
+      return XPU_DT_F32;
+    case ncclBfloat16:
+      return XPU_DT_BF16;
+    case ncclFloat16:
+      return XPU_DT_F16;
+    case ncclFloat64:
+      return XPU_DT_F64;
+    case ncclInt32:
+      return XPU_DT_I32;
+    case ncclInt64:
+      return XPU_DT_I64;
+    case ncclUint8:
+      return XPU_DT_U8;
+    default:
+      ADD_FAILURE() << "unexpected ncclDataType " << t;
+      return 0;
   }
 }
 uint64_t ElementBytes(uint32_t xpu_dt) {
   switch (xpu_dt) {
-    case XPU_DT_F32: case XPU_DT_I32: return 4;
-    case XPU_DT_F16: case XPU_DT_BF16: return 2;
-    case XPU_DT_F64: case XPU_DT_I64: return 8;
-    case XPU_DT_U8: return 1;
-    default: return 0;
+    case XPU_DT_F32:
+    case XPU_DT_I32:
+      return 4;
+    case XPU_DT_F16:
+    case XPU_DT_BF16:
+      return 2;
+    case XPU_DT_F64:
+    case XPU_DT_I64:
+      return 8;
+    case XPU_DT_U8:
+      return 1;
+    default:
+      return 0;
   }
 }
 uint32_t KindOfApi(const std::string& api) {
-  static const std::map<std::string, uint32_t> k = {
-      {"ncclAllReduce", XPU_OP_ALLREDUCE}, {"ncclAllGather", XPU_OP_ALLGATHER},
-      {"ncclReduceScatter", XPU_OP_REDUCESCATTER}, {"ncclBroadcast", XPU_OP_BROADCAST},
-      {"ncclBcast", XPU_OP_BROADCAST}, {"ncclReduce", XPU_OP_REDUCE},
-      {"ncclAlltoAll", XPU_OP_ALLTOALL}, {"ncclGather", XPU_OP_GATHER},
-      {"ncclScatter", XPU_OP_SCATTER}, {"ncclSend", XPU_OP_SEND}, {"ncclRecv", XPU_OP_RECV},
-      {"cudaStreamSynchronize", XPU_OP_SYNC_STREAM},
-      {"cudaDeviceSynchronize", XPU_OP_SYNC_DEVICE},
-      {"cudaEventSynchronize", XPU_OP_SYNC_EVENT}};
+  static const std::map<std::string, uint32_t> k = {{"ncclAllReduce", XPU_OP_ALLREDUCE},
+                                                    {"ncclAllGather", XPU_OP_ALLGATHER},
+                                                    {"ncclReduceScatter", XPU_OP_REDUCESCATTER},
+                                                    {"ncclBroadcast", XPU_OP_BROADCAST},
+                                                    {"ncclBcast", XPU_OP_BROADCAST},
+                                                    {"ncclReduce", XPU_OP_REDUCE},
+                                                    {"ncclAlltoAll", XPU_OP_ALLTOALL},
+                                                    {"ncclGather", XPU_OP_GATHER},
+                                                    {"ncclScatter", XPU_OP_SCATTER},
+                                                    {"ncclSend", XPU_OP_SEND},
+                                                    {"ncclRecv", XPU_OP_RECV},
+                                                    {"cudaStreamSynchronize", XPU_OP_SYNC_STREAM},
+                                                    {"cudaDeviceSynchronize", XPU_OP_SYNC_DEVICE},
+                                                    {"cudaEventSynchronize", XPU_OP_SYNC_EVENT}};
   auto it = k.find(api);
   EXPECT_NE(it, k.end()) << api;
   return it == k.end() ? 0 : it->second;
@@ -71,8 +105,11 @@ uint32_t KindOfApi(const std::string& api) {
 // nccl-tests "size" and bus factor, written out again here.
 uint64_t NcclSize(uint32_t kind, uint64_t count, uint64_t el, uint64_t nranks) {
   switch (kind) {
-    case XPU_OP_ALLGATHER: case XPU_OP_REDUCESCATTER: case XPU_OP_ALLTOALL:
-    case XPU_OP_GATHER: case XPU_OP_SCATTER:
+    case XPU_OP_ALLGATHER:
+    case XPU_OP_REDUCESCATTER:
+    case XPU_OP_ALLTOALL:
+    case XPU_OP_GATHER:
+    case XPU_OP_SCATTER:
       return count * el * nranks;
     default:
       return count * el;
@@ -80,11 +117,16 @@ uint64_t NcclSize(uint32_t kind, uint64_t count, uint64_t el, uint64_t nranks) {
 }
 double BusFactor(uint32_t kind, double n) {
   switch (kind) {
-    case XPU_OP_ALLREDUCE: return 2 * (n - 1) / n;
-    case XPU_OP_ALLGATHER: case XPU_OP_REDUCESCATTER: case XPU_OP_ALLTOALL:
-    case XPU_OP_GATHER: case XPU_OP_SCATTER:
+    case XPU_OP_ALLREDUCE:
+      return 2 * (n - 1) / n;
+    case XPU_OP_ALLGATHER:
+    case XPU_OP_REDUCESCATTER:
+    case XPU_OP_ALLTOALL:
+    case XPU_OP_GATHER:
+    case XPU_OP_SCATTER:
       return (n - 1) / n;
-    default: return 1;
+    default:
+      return 1;
   }
 }
 bool Sampled(uint64_t n, uint64_t first, uint64_t every) {
@@ -100,8 +142,11 @@ uint64_t EndNs(const xpu_record_v1& r) { return r.start_ns + xpu_record_duration
 // NCCL profiler plugin is kept out (with it, collectives get a second, plugin
 // record: hook/nccl_profiler's own end-to-end test covers that path).
 std::map<std::string, std::string> HookEnv(const std::string& ring_dir, const std::string& timing) {
-  return {{"LD_LIBRARY_PATH", XPU_FAKE_LIB_DIR}, {"XPU_RING_DIR", ring_dir},
-          {"XPU_DAEMON", "off"}, {"XPU_TIMING", timing}, {"XPU_ENABLE", "1"},
+  return {{"LD_LIBRARY_PATH", XPU_FAKE_LIB_DIR},
+          {"XPU_RING_DIR", ring_dir},
+          {"XPU_DAEMON", "off"},
+          {"XPU_TIMING", timing},
+          {"XPU_ENABLE", "1"},
           {"NCCL_PROFILER_PLUGIN", "none"}};
 }
 

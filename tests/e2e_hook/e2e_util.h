@@ -13,12 +13,12 @@
 namespace xpu::e2e {
 
 struct RunResult {
-  bool exited = false;   // false: killed by a signal (or timed out)
-  int status = -1;       // exit status when exited
-  int signal = 0;        // terminating signal otherwise
+  bool exited = false;  // false: killed by a signal (or timed out)
+  int status = -1;      // exit status when exited
+  int signal = 0;       // terminating signal otherwise
   bool timed_out = false;
-  std::string out;       // stdout
-  std::string err;       // stderr
+  std::string out;  // stdout
+  std::string err;  // stderr
 };
 
 // Runs argv[0] with `env` added to (and overriding) the environment, stdout

@@ -83,7 +83,8 @@ int PidOfRank(const std::string& out, int rank) {
   std::string line;
   while (std::getline(in, line)) {
     int r = -1, w = 0, pid = 0;
-    if (sscanf(line.c_str(), "rank %d world %d pid %d ready", &r, &w, &pid) == 3 && r == rank) return pid;
+    if (sscanf(line.c_str(), "rank %d world %d pid %d ready", &r, &w, &pid) == 3 && r == rank)
+      return pid;
   }
   ADD_FAILURE() << "no ready line for rank " << rank;
   return 0;
@@ -120,9 +121,9 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
   };
   std::vector<Want> wants;
   for (const auto& [gname, f] : plan.gemm) {
-    std::string api = gname == "attn" ? "cublasGemmStridedBatchedEx"
-                      : f.count("api")  ? f.at("api")
-                                        : "cublasGemmEx";
+    std::string api = gname == "attn"  ? "cublasGemmStridedBatchedEx"
+                      : f.count("api") ? f.at("api")
+                                       : "cublasGemmEx";
     wants.push_back({uint64_t(L) * steps, uint64_t(L), XPU_OP_GEMM, api, &f});
   }
   const uint64_t coll_per_step = L + 2;
@@ -132,10 +133,10 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
                    plan.coll_count.at("allgather")});
   wants.push_back({uint64_t(steps), 1, XPU_OP_REDUCESCATTER, "ncclReduceScatter", nullptr,
                    plan.coll_count.at("reducescatter")});
-  wants.push_back({uint64_t(steps), 1, XPU_OP_SEND, "ncclSend", nullptr,
-                   plan.coll_count.at("sendrecv")});
-  wants.push_back({uint64_t(steps), 1, XPU_OP_RECV, "ncclRecv", nullptr,
-                   plan.coll_count.at("sendrecv")});
+  wants.push_back(
+      {uint64_t(steps), 1, XPU_OP_SEND, "ncclSend", nullptr, plan.coll_count.at("sendrecv")});
+  wants.push_back(
+      {uint64_t(steps), 1, XPU_OP_RECV, "ncclRecv", nullptr, plan.coll_count.at("sendrecv")});
 
   std::map<uint32_t, std::vector<xpu_record_v1>> by_sig;
   for (const auto& r : ring.records) by_sig[r.sig_id].push_back(r);
@@ -147,8 +148,9 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
     for (const auto& [id, s] : ring.sigs) {
       const auto& g = s.sig;
       if (g.kind != w.kind || s.name != w.name) continue;
-      if (w.gemm != nullptr && (g.m != ToU64(w.gemm->at("m")) || g.n != ToU64(w.gemm->at("n")) ||
-                                g.k != ToU64(w.gemm->at("k")) || g.batch != ToU64(w.gemm->at("batch"))))
+      if (w.gemm != nullptr &&
+          (g.m != ToU64(w.gemm->at("m")) || g.n != ToU64(w.gemm->at("n")) ||
+           g.k != ToU64(w.gemm->at("k")) || g.batch != ToU64(w.gemm->at("batch"))))
         continue;
       if (w.gemm == nullptr && g.count != w.count) continue;
       ids.push_back(id);
@@ -177,8 +179,9 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
       EXPECT_EQ(g.dtype, uint32_t{XPU_DT_BF16});
       EXPECT_EQ(g.comm_rank, rank);
       EXPECT_EQ(g.comm_nranks, world);
-      const int peer = w.kind == XPU_OP_SEND ? (rank + 1) % world
-                       : w.kind == XPU_OP_RECV ? (rank - 1 + world) % world : -1;
+      const int peer = w.kind == XPU_OP_SEND   ? (rank + 1) % world
+                       : w.kind == XPU_OP_RECV ? (rank - 1 + world) % world
+                                               : -1;
       EXPECT_EQ(g.peer, peer);
       const uint64_t size = NcclSize(w.kind, w.count, 2, world);
       EXPECT_EQ(xpu_sig_bytes(&g), size);
@@ -197,7 +200,7 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
           EXPECT_LE(r.seq, total);
           // The step's order: L all-reduces, all-gather, reduce-scatter.
           const uint64_t pos = (r.seq - 1) % coll_per_step;
-          const uint32_t kind_at = pos < uint64_t(L) ? XPU_OP_ALLREDUCE
+          const uint32_t kind_at = pos < uint64_t(L)    ? XPU_OP_ALLREDUCE
                                    : pos == uint64_t(L) ? XPU_OP_ALLGATHER
                                                         : XPU_OP_REDUCESCATTER;
           EXPECT_EQ(g.kind, kind_at) << "seq " << r.seq;
@@ -217,8 +220,7 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
           EXPECT_TRUE(recs[i - 1].flags & XPU_REC_UNTRACKED) << "occurrence " << i + 1;
         }
       }
-      const bool want =
-          !is_untracked && (m.timing == "all" || Sampled(i + 1, m.first, m.every));
+      const bool want = !is_untracked && (m.timing == "all" || Sampled(i + 1, m.first, m.every));
       EXPECT_EQ(is_timed, want) << "occurrence " << i + 1;
       EXPECT_EQ(bool(r.flags & XPU_REC_NOT_TIMED), !want);
       if (!is_timed) continue;
@@ -244,8 +246,8 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
   EXPECT_EQ(coll_seqs.size(), coll_per_step * steps);
 
   // Plain kernels: counted, traced 1 in N on the program's single thread.
-  const uint64_t plain = calls["cudaLaunchKernel"] + calls["cuLaunchKernel"] +
-                         calls["__cudaLaunchKernel"];
+  const uint64_t plain =
+      calls["cudaLaunchKernel"] + calls["cuLaunchKernel"] + calls["__cudaLaunchKernel"];
   const uint64_t traced = m.kernel_every ? plain / m.kernel_every : 0;
   EXPECT_EQ(ring.counter(XPU_CNT_LAUNCHES_UNTRACED), (plain - traced) - (plain - traced) % 256);
   uint64_t kernel_records = 0;
@@ -278,7 +280,8 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
 
   // Host records: synchronize calls and communicator lifecycle, all of them.
   auto count_kind = [&](uint32_t kind, const char* name) {
-    return ring.Select([&](const Signature& s) { return s.sig.kind == kind && s.name == name; }).size();
+    return ring.Select([&](const Signature& s) { return s.sig.kind == kind && s.name == name; })
+        .size();
   };
   EXPECT_EQ(count_kind(XPU_OP_SYNC_STREAM, "cudaStreamSynchronize"),
             plan.per_step.at("cudaStreamSynchronize") * steps);
@@ -291,11 +294,11 @@ void CheckTrainRing(const RingFile& ring, const Plan& plan, std::map<std::string
 }
 
 std::vector<std::string> TrainArgs(const TrainMode& m, int steps, bool use_lt) {
-  std::vector<std::string> a = {"--steps", std::to_string(steps), "--layers",
-                                std::to_string(m.layers), "--hidden", std::to_string(m.hidden),
-                                "--tokens", std::to_string(m.tokens), "--kernel-us",
-                                std::to_string(m.kernel_us), "--step-sleep-ms", "40",
-                                "--sync-every-layer"};
+  std::vector<std::string> a = {
+      "--steps",           std::to_string(steps),       "--layers",        std::to_string(m.layers),
+      "--hidden",          std::to_string(m.hidden),    "--tokens",        std::to_string(m.tokens),
+      "--kernel-us",       std::to_string(m.kernel_us), "--step-sleep-ms", "40",
+      "--sync-every-layer"};
   if (use_lt) a.push_back("--use-lt");
   return a;
 }
@@ -311,7 +314,6 @@ std::map<std::string, std::string> TrainEnv(const TempDir& dir, const TrainMode&
   env["XPU_FAKE_CALL_COUNTS"] = dir.path() + "/calls";
   return env;
 }
-
 
 TEST(E2eHookFakeTrain, SingleProcessTimingAllWithLt) {
   TempDir dir;
@@ -350,9 +352,14 @@ TEST(E2eHookFakeTrain, FourRanksSampledSeqsAgreeAcrossRanks) {
   const auto args = TrainArgs(m, 6, /*use_lt=*/false);
   Plan plan = ReadPlan(args);
   auto env = TrainEnv(dir, m);
-  std::vector<std::string> argv = {XPU_FAKE_LAUNCH_PATH, "--nproc", std::to_string(world),
-                                   "--timeout", "75", "--env",
-                                   std::string("LD_PRELOAD=") + XPU_HOOK_SO, "--",
+  std::vector<std::string> argv = {XPU_FAKE_LAUNCH_PATH,
+                                   "--nproc",
+                                   std::to_string(world),
+                                   "--timeout",
+                                   "75",
+                                   "--env",
+                                   std::string("LD_PRELOAD=") + XPU_HOOK_SO,
+                                   "--",
                                    XPU_FAKE_TRAIN_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
   const uint64_t t0 = WallNs();

@@ -102,31 +102,31 @@ namespace {
 int g_rank = 0, g_world = 1;
 FILE* g_report = nullptr;
 
-#define DIE(...)                                   \
-  do {                                             \
+#define DIE(...)                                     \
+  do {                                               \
     fprintf(stderr, "xpu-hook-probe: " __VA_ARGS__); \
-    fputc('\n', stderr);                           \
-    exit(2);                                       \
+    fputc('\n', stderr);                             \
+    exit(2);                                         \
   } while (0)
-#define CUDA_OK(x)                                                                   \
-  do {                                                                               \
-    cudaError_t e_ = (x);                                                            \
-    if (e_ != cudaSuccess) DIE("%s failed: %d", #x, static_cast<int>(e_));           \
+#define CUDA_OK(x)                                                         \
+  do {                                                                     \
+    cudaError_t e_ = (x);                                                  \
+    if (e_ != cudaSuccess) DIE("%s failed: %d", #x, static_cast<int>(e_)); \
   } while (0)
-#define CU_OK(x)                                                                     \
-  do {                                                                               \
-    CUresult e_ = (x);                                                               \
-    if (e_ != CUDA_SUCCESS) DIE("%s failed: %d", #x, static_cast<int>(e_));          \
+#define CU_OK(x)                                                            \
+  do {                                                                      \
+    CUresult e_ = (x);                                                      \
+    if (e_ != CUDA_SUCCESS) DIE("%s failed: %d", #x, static_cast<int>(e_)); \
   } while (0)
 #define BLAS_OK(x)                                                                   \
   do {                                                                               \
     cublasStatus_t e_ = (x);                                                         \
     if (e_ != CUBLAS_STATUS_SUCCESS) DIE("%s failed: %d", #x, static_cast<int>(e_)); \
   } while (0)
-#define NCCL_OK(x)                                                                   \
-  do {                                                                               \
-    ncclResult_t e_ = (x);                                                           \
-    if (e_ != ncclSuccess) DIE("%s failed: %d", #x, static_cast<int>(e_));           \
+#define NCCL_OK(x)                                                         \
+  do {                                                                     \
+    ncclResult_t e_ = (x);                                                 \
+    if (e_ != ncclSuccess) DIE("%s failed: %d", #x, static_cast<int>(e_)); \
   } while (0)
 
 uint64_t NowNs() {
@@ -150,8 +150,10 @@ std::string Str(const char* fmt, ...) {
 
 struct Phase {
   explicit Phase(const char* n) : name(n), begin(NowNs()) {}
-  ~Phase() { fprintf(g_report, "mark phase=%s begin=%llu end=%llu\n", name,
-                     (unsigned long long)begin, (unsigned long long)NowNs()); }
+  ~Phase() {
+    fprintf(g_report, "mark phase=%s begin=%llu end=%llu\n", name, (unsigned long long)begin,
+            (unsigned long long)NowNs());
+  }
   const char* name;
   uint64_t begin;
 };
@@ -185,8 +187,8 @@ void WarmUp(cublasHandle_t blas, cudaStream_t stream) {
   const bool wait = h != nullptr && h->timing_policy != 2;
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   do {
-    BLAS_OK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &alpha, buf, 4, buf, 4, &beta,
-                        buf, 4));
+    BLAS_OK(cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &alpha, buf, 4, buf, 4, &beta, buf,
+                        4));
     ++calls;
     if (!wait) break;
     if (__atomic_load_n(&h->counters[XPU_CNT_SAMPLED], __ATOMIC_ACQUIRE) > 0) break;
@@ -244,13 +246,14 @@ void KernelPhase(cudaStream_t s) {
   CU_OK(cuGetProcAddress("cuLaunchKernel", &gpa, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
   void* entry = nullptr;
   cudaDriverEntryPointQueryResult eq{};
-  CUDA_OK(cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &entry, 13000, cudaEnableDefault,
-                                           &eq));
+  CUDA_OK(
+      cudaGetDriverEntryPointByVersion("cuLaunchKernelEx", &entry, 13000, cudaEnableDefault, &eq));
   auto gpa_launch = reinterpret_cast<decltype(&cuLaunchKernel)>(gpa);
   auto entry_launch = reinterpret_cast<decltype(&cuLaunchKernelEx)>(entry);
   auto hp = [](void (*f)()) { return reinterpret_cast<const void*>(f); };
   CUstream cs = reinterpret_cast<CUstream>(s);
-  for (int i = 0; i < g_block; ++i) CUDA_OK(cudaLaunchKernel(hp(probe_k_launch), one, one, nullptr, 0, s));
+  for (int i = 0; i < g_block; ++i)
+    CUDA_OK(cudaLaunchKernel(hp(probe_k_launch), one, one, nullptr, 0, s));
   note("cudaLaunchKernel", "probe_k_launch");
   for (int i = 0; i < g_block; ++i)
     CUDA_OK(cudaLaunchKernel_ptsz(hp(probe_k_launch_ptsz), one, one, nullptr, 0, s));
@@ -271,16 +274,19 @@ void KernelPhase(cudaStream_t s) {
   for (int i = 0; i < g_block; ++i)
     CUDA_OK(__cudaLaunchKernel_ptsz(k_stub_ptsz, one, one, nullptr, 0, s));
   note("__cudaLaunchKernel_ptsz", "probe_k_stub_ptsz");
-  for (int i = 0; i < g_block; ++i) CU_OK(cuLaunchKernel(f_cu, 1, 1, 1, 1, 1, 1, 0, cs, nullptr, nullptr));
+  for (int i = 0; i < g_block; ++i)
+    CU_OK(cuLaunchKernel(f_cu, 1, 1, 1, 1, 1, 1, 0, cs, nullptr, nullptr));
   note("cuLaunchKernel", "probe_k_cu");
   for (int i = 0; i < g_block; ++i)
     CU_OK(cuLaunchKernel_ptsz(f_cu_ptsz, 1, 1, 1, 1, 1, 1, 0, cs, nullptr, nullptr));
   note("cuLaunchKernel_ptsz", "probe_k_cu_ptsz");
   for (int i = 0; i < g_block; ++i) CU_OK(cuLaunchKernelEx(&dc, f_cuex, nullptr, nullptr));
   note("cuLaunchKernelEx", "probe_k_cuex");
-  for (int i = 0; i < g_block; ++i) CU_OK(cuLaunchKernelEx_ptsz(&dc, f_cuex_ptsz, nullptr, nullptr));
+  for (int i = 0; i < g_block; ++i)
+    CU_OK(cuLaunchKernelEx_ptsz(&dc, f_cuex_ptsz, nullptr, nullptr));
   note("cuLaunchKernelEx_ptsz", "probe_k_cuex_ptsz");
-  for (int i = 0; i < g_block; ++i) CU_OK(gpa_launch(f_gpa, 1, 1, 1, 1, 1, 1, 0, cs, nullptr, nullptr));
+  for (int i = 0; i < g_block; ++i)
+    CU_OK(gpa_launch(f_gpa, 1, 1, 1, 1, 1, 1, 0, cs, nullptr, nullptr));
   note("cuGetProcAddress:cuLaunchKernel", "probe_k_gpa");
   for (int i = 0; i < g_block; ++i) CU_OK(entry_launch(&dc, f_entry, nullptr, nullptr));
   note("cudaGetDriverEntryPointByVersion:cuLaunchKernelEx", "probe_k_entry");
@@ -308,9 +314,10 @@ void GraphPhase(cudaStream_t s, cublasHandle_t blas) {
   CUDA_OK(cudaStreamEndCapture(cap, &graph));
   g_plain_launches += g_block;
   Op(Str("phase=graph kind=kernel api=cudaLaunchKernel name=probe_k_graph capture=1"), g_block);
-  Op(Str("phase=graph kind=gemm api=cublasSgemm_v2 m=40 n=24 k=8 batch=1 ta=0 tb=0 atype=%d "
-         "ctype=%d compute=%d capture=1",
-         CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F));
+  Op(
+      Str("phase=graph kind=gemm api=cublasSgemm_v2 m=40 n=24 k=8 batch=1 ta=0 tb=0 atype=%d "
+          "ctype=%d compute=%d capture=1",
+          CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F));
   cudaGraphExec_t exec = nullptr;
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   const int launches = 3;
@@ -387,12 +394,12 @@ void MemcpyPhase() {
 // ---- cuBLAS and cuBLASLt -------------------------------------------------------
 
 std::string GemmKey(const char* phase, const char* api, int m, int n, int k, int batch,
-                    cublasOperation_t ta, cublasOperation_t tb, int atype, int ctype,
-                    int compute) {
-  return Str("phase=%s kind=gemm api=%s m=%d n=%d k=%d batch=%d ta=%d tb=%d atype=%d ctype=%d "
-             "compute=%d",
-             phase, api, m, n, k, batch, static_cast<int>(ta), static_cast<int>(tb), atype, ctype,
-             compute);
+                    cublasOperation_t ta, cublasOperation_t tb, int atype, int ctype, int compute) {
+  return Str(
+      "phase=%s kind=gemm api=%s m=%d n=%d k=%d batch=%d ta=%d tb=%d atype=%d ctype=%d "
+      "compute=%d",
+      phase, api, m, n, k, batch, static_cast<int>(ta), static_cast<int>(tb), atype, ctype,
+      compute);
 }
 
 void BlasPhase(cudaStream_t s, cublasHandle_t blas) {
@@ -410,7 +417,8 @@ void BlasPhase(cudaStream_t s, cublasHandle_t blas) {
   for (int i = 0; i < 2; ++i)
     BLAS_OK(cublasSgemm(blas, N, T, 64, 48, 32, &fa, F, 64, F, 48, &fb, F, 64));
   Op(GemmKey("blas", "cublasSgemm_v2", 64, 48, 32, 1, N, T, CUDA_R_32F, CUDA_R_32F,
-             CUBLAS_COMPUTE_32F), 2);
+             CUBLAS_COMPUTE_32F),
+     2);
   BLAS_OK(cublasDgemm(blas, T, N, 32, 16, 8, &da, D, 8, D, 8, &db, D, 32));
   Op(GemmKey("blas", "cublasDgemm_v2", 32, 16, 8, 1, T, N, CUDA_R_64F, CUDA_R_64F,
              CUBLAS_COMPUTE_64F));
@@ -418,14 +426,15 @@ void BlasPhase(cudaStream_t s, cublasHandle_t blas) {
   Op(GemmKey("blas", "cublasHgemm", 16, 24, 40, 1, T, T, CUDA_R_16F, CUDA_R_16F,
              CUBLAS_COMPUTE_16F));
   for (int i = 0; i < 2; ++i)
-    BLAS_OK(cublasGemmEx(blas, N, N, 128, 64, 32, &fa, A, CUDA_R_16F, 128, A, CUDA_R_16F, 32,
-                         &fb, A, CUDA_R_32F, 128, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    BLAS_OK(cublasGemmEx(blas, N, N, 128, 64, 32, &fa, A, CUDA_R_16F, 128, A, CUDA_R_16F, 32, &fb,
+                         A, CUDA_R_32F, 128, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   Op(GemmKey("blas", "cublasGemmEx", 128, 64, 32, 1, N, N, CUDA_R_16F, CUDA_R_32F,
-             CUBLAS_COMPUTE_32F), 2);
+             CUBLAS_COMPUTE_32F),
+     2);
   const void* as[4] = {A, A, A, A};
   void* cs[4] = {A, A, A, A};
-  BLAS_OK(cublasGemmBatchedEx(blas, N, T, 32, 32, 64, &fa, as, CUDA_R_16BF, 32, as, CUDA_R_16BF,
-                              32, &fb, cs, CUDA_R_16BF, 32, 4, CUBLAS_COMPUTE_32F_FAST_TF32,
+  BLAS_OK(cublasGemmBatchedEx(blas, N, T, 32, 32, 64, &fa, as, CUDA_R_16BF, 32, as, CUDA_R_16BF, 32,
+                              &fb, cs, CUDA_R_16BF, 32, 4, CUBLAS_COMPUTE_32F_FAST_TF32,
                               CUBLAS_GEMM_DEFAULT));
   Op(GemmKey("blas", "cublasGemmBatchedEx", 32, 32, 64, 4, N, T, CUDA_R_16BF, CUDA_R_16BF,
              CUBLAS_COMPUTE_32F_FAST_TF32));
@@ -434,16 +443,16 @@ void BlasPhase(cudaStream_t s, cublasHandle_t blas) {
                                      CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT));
   Op(GemmKey("blas", "cublasGemmStridedBatchedEx", 24, 40, 56, 3, T, N, CUDA_R_16F, CUDA_R_16F,
              CUBLAS_COMPUTE_16F));
-  BLAS_OK(cublasSgemmStridedBatched(blas, N, N, 8, 8, 8, &fa, F, 8, 64, F, 8, 64, &fb, F, 8, 64,
-                                    5));
+  BLAS_OK(
+      cublasSgemmStridedBatched(blas, N, N, 8, 8, 8, &fa, F, 8, 64, F, 8, 64, &fb, F, 8, 64, 5));
   Op(GemmKey("blas", "cublasSgemmStridedBatched", 8, 8, 8, 5, N, N, CUDA_R_32F, CUDA_R_32F,
              CUBLAS_COMPUTE_32F));
-  BLAS_OK(cublasDgemmStridedBatched(blas, T, T, 12, 10, 6, &da, D, 6, 0, D, 10, 0, &db, D, 12, 0,
-                                    2));
+  BLAS_OK(
+      cublasDgemmStridedBatched(blas, T, T, 12, 10, 6, &da, D, 6, 0, D, 10, 0, &db, D, 12, 0, 2));
   Op(GemmKey("blas", "cublasDgemmStridedBatched", 12, 10, 6, 2, T, T, CUDA_R_64F, CUDA_R_64F,
              CUBLAS_COMPUTE_64F));
-  BLAS_OK(cublasHgemmStridedBatched(blas, N, T, 16, 8, 32, &ha, H, 16, 0, H, 8, 0, &hb, H, 16, 0,
-                                    7));
+  BLAS_OK(
+      cublasHgemmStridedBatched(blas, N, T, 16, 8, 32, &ha, H, 16, 0, H, 8, 0, &hb, H, 16, 0, 7));
   Op(GemmKey("blas", "cublasHgemmStridedBatched", 16, 8, 32, 7, N, T, CUDA_R_16F, CUDA_R_16F,
              CUBLAS_COMPUTE_16F));
   // The sampler's block: one shape many times.
@@ -451,7 +460,8 @@ void BlasPhase(cudaStream_t s, cublasHandle_t blas) {
   for (int i = 0; i < reps; ++i)
     BLAS_OK(cublasSgemm(blas, N, N, 20, 20, 20, &fa, F, 20, F, 20, &fb, F, 20));
   Op(GemmKey("blas", "cublasSgemm_v2", 20, 20, 20, 1, N, N, CUDA_R_32F, CUDA_R_32F,
-             CUBLAS_COMPUTE_32F), reps);
+             CUBLAS_COMPUTE_32F),
+     reps);
 
   // cuBLASLt: D[m x n] = op(A)[m x k] op(B)[k x n] with A transposed
   // (stored k x m), batch 2 on every layout.
@@ -471,11 +481,11 @@ void BlasPhase(cudaStream_t s, cublasHandle_t blas) {
                                              sizeof(batch)));
   }
   for (int i = 0; i < 2; ++i) {
-    BLAS_OK(cublasLtMatmul(lt, desc, &fa, A, la, A, lb, &fb, A, lc, A, lc, nullptr, nullptr, 0,
-                           s));
+    BLAS_OK(cublasLtMatmul(lt, desc, &fa, A, la, A, lb, &fb, A, lc, A, lc, nullptr, nullptr, 0, s));
   }
   Op(GemmKey("blas", "cublasLtMatmul", m, n, k, batch, T, N, CUDA_R_16BF, CUDA_R_32F,
-             CUBLAS_COMPUTE_32F), 2);
+             CUBLAS_COMPUTE_32F),
+     2);
   CUDA_OK(cudaStreamSynchronize(s));
   Op("phase=blas kind=sync api=cudaStreamSynchronize");
   cublasLtMatrixLayoutDestroy(la);
@@ -512,9 +522,10 @@ void ForkPhase() {
     DIE("forked child failed (status %d)", status);
   }
   FailingCalls(88888);  // the same in the parent: these are recorded
-  Op(Str("phase=fork kind=gemm api=cublasSgemm_v2 m=88888 n=1 k=1 batch=1 ta=0 tb=0 atype=%d "
-         "ctype=%d compute=%d failed=1",
-         CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F));
+  Op(
+      Str("phase=fork kind=gemm api=cublasSgemm_v2 m=88888 n=1 k=1 batch=1 ta=0 tb=0 atype=%d "
+          "ctype=%d compute=%d failed=1",
+          CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F));
   Op(Str("phase=fork kind=coll comm=none api=ncclAllReduce count=88888 dtype=%d root=-1 failed=1",
          ncclFloat32));
   fprintf(g_report, "value fork_child_tag=77777 fork_parent_tag=88888\n");

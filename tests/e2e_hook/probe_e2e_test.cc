@@ -90,14 +90,20 @@ std::vector<ProbeReport> RunProbe(const TempDir& dir, const ProbeMode& m, int np
     env["WORLD_SIZE"] = "1";
     rr = Run(probe, env, 80);
   } else {
-    std::vector<std::string> argv = {XPU_FAKE_LAUNCH_PATH, "--nproc", std::to_string(nproc),
-                                     "--timeout", "75", "--env",
-                                     std::string("LD_PRELOAD=") + XPU_HOOK_SO, "--"};
+    std::vector<std::string> argv = {XPU_FAKE_LAUNCH_PATH,
+                                     "--nproc",
+                                     std::to_string(nproc),
+                                     "--timeout",
+                                     "75",
+                                     "--env",
+                                     std::string("LD_PRELOAD=") + XPU_HOOK_SO,
+                                     "--"};
     argv.insert(argv.end(), probe.begin(), probe.end());
     rr = Run(argv, env, 85);
   }
   EXPECT_TRUE(rr.exited && rr.status == 0)
-      << "status " << rr.status << " signal " << rr.signal << "\n" << rr.out << rr.err;
+      << "status " << rr.status << " signal " << rr.signal << "\n"
+      << rr.out << rr.err;
   std::vector<ProbeReport> reports;
   for (int r = 0; r < nproc; ++r) {
     reports.push_back(ReadProbeReport(report + ".rank" + std::to_string(r)));
@@ -135,7 +141,8 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
 
   // Communicator ids: A from its init, C from its ops, D = the other split.
   for (const auto& [id, s] : ring.sigs) {
-    if (s.sig.kind == XPU_OP_COMM_INIT && s.name == "ncclCommInitRank") comm_ids["A"] = s.sig.comm_id;
+    if (s.sig.kind == XPU_OP_COMM_INIT && s.name == "ncclCommInitRank")
+      comm_ids["A"] = s.sig.comm_id;
     if (s.sig.kind == XPU_OP_ALLREDUCE && s.sig.count == 500) comm_ids["C"] = s.sig.comm_id;
   }
   for (const auto& [id, s] : ring.sigs) {
@@ -162,7 +169,7 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
   // Every op line -> the one signature it must have produced.
   struct Expect {
     uint64_t calls = 0;
-    Fields op;          // the (last) op line
+    Fields op;  // the (last) op line
     bool aggregated = false;
   };
   std::map<uint32_t, Expect> expect;  // by sig_id
@@ -279,8 +286,8 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
     expected_records += e.calls;
     std::stable_sort(recs.begin(), recs.end(),
                      [](const xpu_record_v1& a, const xpu_record_v1& b) { return a.seq < b.seq; });
-    const bool host = kind == "sync" || kind == "memcpy" || kind == "comm_init" ||
-                      kind == "comm_destroy";
+    const bool host =
+        kind == "sync" || kind == "memcpy" || kind == "comm_init" || kind == "comm_destroy";
     const bool capture = op.count("capture") != 0, failed = op.count("failed") != 0;
     const uint64_t begin = e.aggregated ? all_begin : rep.marks.at(op.at("phase")).first;
     const uint64_t end = e.aggregated ? all_end : rep.marks.at(op.at("phase")).second;
@@ -383,7 +390,8 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
   // Sequence numbers: collectives 1..N per communicator in issue order,
   // point-to-point 1..n per (direction, peer).
   std::map<std::string, std::vector<std::pair<std::string, uint64_t>>> coll_order;
-  for (const Fields& c : rep.colls) coll_order[c.at("comm")].push_back({c.at("api"), ToU64(c.at("count"))});
+  for (const Fields& c : rep.colls)
+    coll_order[c.at("comm")].push_back({c.at("api"), ToU64(c.at("count"))});
   std::map<std::string, uint64_t> p2p_n;
   for (const Fields& p : rep.p2ps) p2p_n[p.at("comm") + p.at("dir") + p.at("peer")]++;
   std::map<uint64_t, std::set<uint32_t>> seqs_by_comm;
@@ -392,11 +400,12 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
     const auto& g = s->sig;
     if (!xpu_op_is_collective(g.kind) || g.comm_id == 0) continue;
     std::string letter;
-    for (const auto& [l, cid] : comm_ids) if (cid == g.comm_id) letter = l;
+    for (const auto& [l, cid] : comm_ids)
+      if (cid == g.comm_id) letter = l;
     ASSERT_FALSE(letter.empty());
     if (g.kind == XPU_OP_SEND || g.kind == XPU_OP_RECV) {
-      const std::string key = letter + (g.kind == XPU_OP_SEND ? "send" : "recv") +
-                              std::to_string(g.peer);
+      const std::string key =
+          letter + (g.kind == XPU_OP_SEND ? "send" : "recv") + std::to_string(g.peer);
       EXPECT_GE(r.seq, 1u);
       EXPECT_LE(r.seq, p2p_n[key]) << key;
       continue;
@@ -413,7 +422,6 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
     EXPECT_EQ(seqs_by_comm[comm_ids[letter]].size(), order.size()) << "comm " << letter;
   }
 }
-
 
 TEST(E2eHookProbe, TwoRanksTimingAllEveryFamilyExact) {
   TempDir dir;

@@ -41,19 +41,24 @@ void ExpectCleanExit(const RunResult& r, const std::string& what) {
   EXPECT_FALSE(r.timed_out) << what;
   EXPECT_EQ(r.signal, 0) << what << ": killed by signal " << r.signal;
   EXPECT_TRUE(r.exited && (r.status == 0 || r.status == 1))
-      << what << ": status " << r.status << "\n" << r.err;
+      << what << ": status " << r.status << "\n"
+      << r.err;
 }
 
 class RingDumpCorrupt : public ::testing::Test {
  protected:
   void SetUp() override {
     // A real ring: a short training run under the hook, timing every op.
-    RunResult rr = xpu::e2e::Run({XPU_FAKE_TRAIN_PATH, "--steps", "4", "--layers", "1", "--hidden", "64",
-                        "--tokens", "32", "--step-sleep-ms", "40"},
-                       {{"LD_PRELOAD", XPU_HOOK_SO}, {"LD_LIBRARY_PATH", XPU_FAKE_LIB_DIR},
-                        {"XPU_RING_DIR", dir_.path()}, {"XPU_DAEMON", "off"},
-                        {"XPU_TIMING", "all"}, {"RANK", "0"}, {"WORLD_SIZE", "1"}},
-                       60);
+    RunResult rr = xpu::e2e::Run({XPU_FAKE_TRAIN_PATH, "--steps", "4", "--layers", "1", "--hidden",
+                                  "64", "--tokens", "32", "--step-sleep-ms", "40"},
+                                 {{"LD_PRELOAD", XPU_HOOK_SO},
+                                  {"LD_LIBRARY_PATH", XPU_FAKE_LIB_DIR},
+                                  {"XPU_RING_DIR", dir_.path()},
+                                  {"XPU_DAEMON", "off"},
+                                  {"XPU_TIMING", "all"},
+                                  {"RANK", "0"},
+                                  {"WORLD_SIZE", "1"}},
+                                 60);
     ASSERT_TRUE(rr.exited && rr.status == 0) << rr.err;
     auto rings = ListFiles(dir_.path(), "xpu-ring-");
     ASSERT_EQ(rings.size(), 1u);
@@ -117,8 +122,8 @@ TEST_F(RingDumpCorrupt, RealRingReadsClean) {
 
 TEST_F(RingDumpCorrupt, RandomBytesAreRejected) {
   std::mt19937_64 rng(12345);
-  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, size_t{4095}, size_t{4096},
-                      size_t{65536}, bytes_.size()}) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{100}, size_t{4095}, size_t{4096}, size_t{65536},
+                      bytes_.size()}) {
     std::string b(size, '\0');
     for (auto& c : b) c = static_cast<char>(rng());
     RunResult r = Dump(Mutated("random", b));
@@ -152,7 +157,10 @@ TEST_F(RingDumpCorrupt, BadHeaderFieldsAreRejected) {
   const uint64_t bad_magic = XPU_RING_MAGIC ^ 1;
   const uint32_t bad_version = 99, not_pow2 = 1000, huge = 0x7fffffff;
   const uint64_t far = uint64_t(1) << 40;
-  struct Case { const char* what; std::string bytes; };
+  struct Case {
+    const char* what;
+    std::string bytes;
+  };
   std::vector<Case> cases = {
       {"magic", with(offsetof(xpu_ring_header_v1, magic), &bad_magic, 8)},
       {"abi_version", with(offsetof(xpu_ring_header_v1, abi_version), &bad_version, 4)},

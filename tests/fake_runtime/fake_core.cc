@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -110,8 +110,8 @@ void SleepUntilNs(uint64_t deadline_ns) {
 
 uint64_t GemmDurationNs(uint64_t m, uint64_t n, uint64_t k, uint64_t batch) {
   const Config& c = GetConfig();
-  double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
-                 static_cast<double>(k) * static_cast<double>(batch ? batch : 1);
+  double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                 static_cast<double>(batch ? batch : 1);
   double ns = flops / (c.tflops * 1e12) * 1e9 * c.slow_gemm_factor;
   return static_cast<uint64_t>(ns);
 }

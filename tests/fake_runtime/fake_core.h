@@ -38,17 +38,17 @@ namespace xpu::fake {
 
 // Environment configuration, read once (see ReloadConfigForTesting).
 struct Config {
-  int devices = 1;                     // XPU_FAKE_DEVICES
-  uint64_t kernel_ns = 20000;          // XPU_FAKE_KERNEL_NS
-  double tflops = 100.0;               // XPU_FAKE_TFLOPS
-  double slow_gemm_factor = 1.0;       // XPU_FAKE_SLOW_GEMM_FACTOR if RANK is slow
-  double net_gbps = 100.0;             // XPU_FAKE_NET_GBPS (busbw, GB/s = 1e9 B/s)
-  std::vector<int> slow_link_ranks;    // XPU_FAKE_SLOW_LINK_RANKS
-  double slow_link_factor = 1.0;       // XPU_FAKE_SLOW_LINK_FACTOR
-  int rank = -1;                       // RANK
-  int local_rank = -1;                 // LOCAL_RANK
-  std::string slow_kernel;             // XPU_FAKE_SLOW_KERNEL: kernel name slowed ...
-  double slow_kernel_factor = 1.0;     // ... by XPU_FAKE_SLOW_KERNEL_FACTOR if RANK is slow
+  int devices = 1;                   // XPU_FAKE_DEVICES
+  uint64_t kernel_ns = 20000;        // XPU_FAKE_KERNEL_NS
+  double tflops = 100.0;             // XPU_FAKE_TFLOPS
+  double slow_gemm_factor = 1.0;     // XPU_FAKE_SLOW_GEMM_FACTOR if RANK is slow
+  double net_gbps = 100.0;           // XPU_FAKE_NET_GBPS (busbw, GB/s = 1e9 B/s)
+  std::vector<int> slow_link_ranks;  // XPU_FAKE_SLOW_LINK_RANKS
+  double slow_link_factor = 1.0;     // XPU_FAKE_SLOW_LINK_FACTOR
+  int rank = -1;                     // RANK
+  int local_rank = -1;               // LOCAL_RANK
+  std::string slow_kernel;           // XPU_FAKE_SLOW_KERNEL: kernel name slowed ...
+  double slow_kernel_factor = 1.0;   // ... by XPU_FAKE_SLOW_KERNEL_FACTOR if RANK is slow
 };
 const Config& GetConfig();
 // Re-reads the environment. Only for tests, while no op is in flight.

@@ -57,12 +57,18 @@ cublasStatus_t Gemm(cublasHandle_t h, int m, int n, int k, long long batch) {
 
 const char* StatusName(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "CUBLAS_STATUS_UNKNOWN";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "CUBLAS_STATUS_UNKNOWN";
   }
 }
 
@@ -207,12 +213,11 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
 }
 
 cublasStatus_t cublasGemmBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
-                                   cublasOperation_t transb, int m, int n, int k,
-                                   const void* alpha, const void* const Aarray[],
-                                   cudaDataType Atype, int lda, const void* const Barray[],
-                                   cudaDataType Btype, int ldb, const void* beta,
-                                   void* const Carray[], cudaDataType Ctype, int ldc,
-                                   int batchCount, cublasComputeType_t computeType,
+                                   cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                                   const void* const Aarray[], cudaDataType Atype, int lda,
+                                   const void* const Barray[], cudaDataType Btype, int ldb,
+                                   const void* beta, void* const Carray[], cudaDataType Ctype,
+                                   int ldc, int batchCount, cublasComputeType_t computeType,
                                    cublasGemmAlgo_t algo) {
   XPU_FAKE_COUNT_CALL();
   return Gemm(handle, m, n, k, batchCount);
@@ -225,8 +230,7 @@ cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation
                                           cudaDataType Btype, int ldb, long long int strideB,
                                           const void* beta, void* C, cudaDataType Ctype, int ldc,
                                           long long int strideC, int batchCount,
-                                          cublasComputeType_t computeType,
-                                          cublasGemmAlgo_t algo) {
+                                          cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
   XPU_FAKE_COUNT_CALL();
   return Gemm(handle, m, n, k, batchCount);
 }

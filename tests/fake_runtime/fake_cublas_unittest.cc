@@ -31,8 +31,8 @@ float TimeGemm(cublasHandle_t h, cudaStream_t s, int m, int n, int k, int batch)
                            CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
               CUBLAS_STATUS_SUCCESS);
   } else {
-    EXPECT_EQ(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, nullptr, m,
-                                        0, nullptr, k, 0, &beta, nullptr, m, 0, batch),
+    EXPECT_EQ(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, nullptr, m, 0,
+                                        nullptr, k, 0, &beta, nullptr, m, 0, batch),
               CUBLAS_STATUS_SUCCESS);
   }
   EXPECT_EQ(cudaEventRecord(b, s), cudaSuccess);
@@ -50,9 +50,9 @@ TEST(FakeCublas, GemmTimeScalesWithFlops) {
   cudaStream_t got;
   ASSERT_EQ(cublasGetStream(h, &got), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(got, s);
-  const double small = GemmMs(512, 512, 512, 1, 0.1, 1);    // 2.7 ms
-  const double large = GemmMs(1024, 1024, 1024, 1, 0.1, 1); // 21.5 ms
-  const double batched = GemmMs(512, 512, 512, 16, 0.1, 1); // 43 ms
+  const double small = GemmMs(512, 512, 512, 1, 0.1, 1);     // 2.7 ms
+  const double large = GemmMs(1024, 1024, 1024, 1, 0.1, 1);  // 21.5 ms
+  const double batched = GemmMs(512, 512, 512, 16, 0.1, 1);  // 43 ms
   float t_small = TimeGemm(h, s, 512, 512, 512, 1);
   float t_large = TimeGemm(h, s, 1024, 1024, 1024, 1);
   float t_batched = TimeGemm(h, s, 512, 512, 512, 16);
@@ -92,8 +92,7 @@ TEST(FakeCublasLt, MatmulShapeFromLayoutsAndTranspose) {
   cublasLtHandle_t lt;
   ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
   cublasLtMatmulDesc_t desc;
-  ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
-            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
   cublasOperation_t t = CUBLAS_OP_T;
   ASSERT_EQ(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof(t)),
             CUBLAS_STATUS_SUCCESS);
@@ -125,8 +124,8 @@ TEST(FakeCublasLt, MatmulShapeFromLayoutsAndTranspose) {
   ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
   float alpha = 1, beta = 0;
   ASSERT_EQ(cudaEventRecord(e0, s), cudaSuccess);
-  ASSERT_EQ(cublasLtMatmul(lt, desc, &alpha, nullptr, a, nullptr, b, &beta, nullptr, d, nullptr,
-                           d, nullptr, nullptr, 0, s),
+  ASSERT_EQ(cublasLtMatmul(lt, desc, &alpha, nullptr, a, nullptr, b, &beta, nullptr, d, nullptr, d,
+                           nullptr, nullptr, 0, s),
             CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cudaEventRecord(e1, s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);

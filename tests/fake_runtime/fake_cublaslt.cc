@@ -143,8 +143,7 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle) {
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* matmulDesc,
-                                        cublasComputeType_t computeType,
-                                        cudaDataType_t scaleType) {
+                                        cublasComputeType_t computeType, cudaDataType_t scaleType) {
   XPU_FAKE_COUNT_CALL();
   if (matmulDesc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   auto* o = new AttrObject;
@@ -169,8 +168,8 @@ cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t matmulDesc) {
 }
 
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t matmulDesc,
-                                              cublasLtMatmulDescAttributes_t attr,
-                                              const void* buf, size_t sizeInBytes) {
+                                              cublasLtMatmulDescAttributes_t attr, const void* buf,
+                                              size_t sizeInBytes) {
   XPU_FAKE_COUNT_CALL();
   return SetAttr(matmulDesc, kDescMagic, attr, buf, sizeInBytes);
 }
@@ -253,9 +252,9 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
 
 // One "algorithm" always fits: the double has no algorithm choice.
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
-    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc,
-    cublasLtMatrixLayout_t Adesc, cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc,
-    cublasLtMatrixLayout_t Ddesc, cublasLtMatmulPreference_t preference, int requestedAlgoCount,
+    cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t operationDesc, cublasLtMatrixLayout_t Adesc,
+    cublasLtMatrixLayout_t Bdesc, cublasLtMatrixLayout_t Cdesc, cublasLtMatrixLayout_t Ddesc,
+    cublasLtMatmulPreference_t preference, int requestedAlgoCount,
     cublasLtMatmulHeuristicResult_t heuristicResultsArray[], int* returnAlgoCount) {
   XPU_FAKE_COUNT_CALL();
   if (!IsLive(lightHandle) || returnAlgoCount == nullptr || requestedAlgoCount < 1 ||
@@ -274,8 +273,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
                               const void* B, cublasLtMatrixLayout_t Bdesc, const void* beta,
                               const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
                               cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t* algo,
-                              void* workspace, size_t workspaceSizeInBytes,
-                              cudaStream_t stream) {
+                              void* workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   AttrObject* desc = AsObj(computeDesc, kDescMagic);
   AttrObject* a = AsObj(Adesc, kLayoutMagic);
@@ -293,8 +291,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   fk::Stream* s = fk::ResolveStream(stream);
   if (s == nullptr) return CUBLAS_STATUS_EXECUTION_FAILED;
   return fk::EnqueueKernel(s, fk::GemmDurationNs(m, n, k, static_cast<uint64_t>(batch)),
-                           "xpu_fake_gemm_lt_kernel") ==
-                 cudaSuccess
+                           "xpu_fake_gemm_lt_kernel") == cudaSuccess
              ? CUBLAS_STATUS_SUCCESS
              : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -221,8 +221,7 @@ TEST(FakeCudart, BadHandlesReturnErrors) {
   EXPECT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&xpu_fake_kernel), dim3(1), dim3(1),
                              nullptr, 0, bogus),
             cudaErrorInvalidResourceHandle);
-  EXPECT_EQ(cudaEventQuery(reinterpret_cast<cudaEvent_t>(0x1234)),
-            cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaEventQuery(reinterpret_cast<cudaEvent_t>(0x1234)), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(cudaStreamDestroy(nullptr), cudaErrorInvalidResourceHandle);
   EXPECT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(0x42), 1, 1, 1, 1, 1, 1, 0, nullptr,
                            nullptr, nullptr),
@@ -247,8 +246,7 @@ TEST(FakeDriver, FunctionsNamesAndProcAddress) {
   ASSERT_EQ(cudaFuncGetName(&name, reinterpret_cast<const void*>(&xpu_fake_kernel)), cudaSuccess);
   EXPECT_STREQ(name, "xpu_fake_kernel");
   cudaFunction_t fn;
-  ASSERT_EQ(cudaGetFuncBySymbol(&fn, reinterpret_cast<const void*>(&xpu_fake_kernel)),
-            cudaSuccess);
+  ASSERT_EQ(cudaGetFuncBySymbol(&fn, reinterpret_cast<const void*>(&xpu_fake_kernel)), cudaSuccess);
   ASSERT_EQ(cuFuncGetName(&name, reinterpret_cast<CUfunction>(fn)), CUDA_SUCCESS);
   EXPECT_STREQ(name, "xpu_fake_kernel");
 
@@ -274,9 +272,9 @@ TEST(FakeDriver, FunctionsNamesAndProcAddress) {
   uint64_t ns = 40'000'000;
   void* params[] = {&ns};
   ASSERT_EQ(cuEventRecord(a, s), CUDA_SUCCESS);
-  ASSERT_EQ(cuLaunchKernel(reinterpret_cast<CUfunction>(fn), 1, 1, 1, 1, 1, 1, 0, s, params,
-                           nullptr),
-            CUDA_SUCCESS);
+  ASSERT_EQ(
+      cuLaunchKernel(reinterpret_cast<CUfunction>(fn), 1, 1, 1, 1, 1, 1, 0, s, params, nullptr),
+      CUDA_SUCCESS);
   ASSERT_EQ(cuEventRecord(b, s), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
   float ms = 0;
@@ -343,9 +341,9 @@ TEST(FakeCudart, DefaultKernelDurationComesFromTheEnvironment) {
   // Any host function other than xpu_fake_kernel: its arguments are ignored.
   uint64_t ignored = 1;
   void* args[] = {&ignored};
-  ASSERT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&LaunchFake), dim3(1), dim3(1), args,
-                             0, s),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaLaunchKernel(reinterpret_cast<const void*>(&LaunchFake), dim3(1), dim3(1), args, 0, s),
+      cudaSuccess);
   ASSERT_EQ(cudaEventRecord(b, s), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_GE(Elapsed(a, b), 60.0f);

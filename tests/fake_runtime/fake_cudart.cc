@@ -57,8 +57,10 @@ constexpr ErrorText kErrors[] = {
     {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
     {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
     {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
-    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation is not permitted in the current state"},
-    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState",
+     "the operation is not permitted in the current state"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
     {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
     {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
@@ -95,8 +97,8 @@ cudaError_t Memcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, s
   fk::Stream* s = fk::ResolveStream(nullptr);
   cudaError_t e = fk::Enqueue(s, [=] {
     for (size_t row = 0; row < height; ++row) {
-      memmove(static_cast<char*>(dst) + row * dpitch,
-              static_cast<const char*>(src) + row * spitch, width);
+      memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch,
+              width);
     }
   });
   return e == cudaSuccess ? fk::SynchronizeStream(s) : e;
@@ -189,12 +191,24 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
   if (value == nullptr) return Ret(cudaErrorInvalidValue);
   if (device < 0 || device >= fk::GetConfig().devices) return Ret(cudaErrorInvalidDevice);
   switch (attr) {
-    case cudaDevAttrComputeCapabilityMajor: *value = 9; break;
-    case cudaDevAttrComputeCapabilityMinor: *value = 0; break;
-    case cudaDevAttrMultiProcessorCount: *value = 132; break;
-    case cudaDevAttrWarpSize: *value = 32; break;
-    case cudaDevAttrPciBusId: *value = device; break;
-    default: *value = 0; break;
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = 9;
+      break;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = 0;
+      break;
+    case cudaDevAttrMultiProcessorCount:
+      *value = 132;
+      break;
+    case cudaDevAttrWarpSize:
+      *value = 32;
+      break;
+    case cudaDevAttrPciBusId:
+      *value = device;
+      break;
+    default:
+      *value = 0;
+      break;
   }
   return cudaSuccess;
 }
@@ -393,8 +407,8 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
   XPU_FAKE_COUNT_CALL();
   fk::Stream* s = fk::ResolveStream(stream);
   if (s == nullptr || status == nullptr) return Ret(cudaErrorInvalidResourceHandle);
-  *status = fk::IsCapturing(s, nullptr) ? cudaStreamCaptureStatusActive
-                                        : cudaStreamCaptureStatusNone;
+  *status =
+      fk::IsCapturing(s, nullptr) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
   return cudaSuccess;
 }
 
@@ -498,8 +512,8 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void
   return Ret(Launch(func, args, stream));
 }
 
-cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim,
-                                        void** args, size_t sharedMem, cudaStream_t stream) {
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args,
+                                        size_t sharedMem, cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   return Ret(Launch(func, args, stream));
 }

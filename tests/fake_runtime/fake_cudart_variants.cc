@@ -95,16 +95,16 @@ cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count
                                enum cudaMemcpyKind kind) {
   XPU_FAKE_COUNT_CALL();
   if (symbol == nullptr) return Ret(cudaErrorInvalidSymbol);
-  return Ret(Memcpy(static_cast<char*>(const_cast<void*>(symbol)) + offset, src, count, nullptr,
-                    true));
+  return Ret(
+      Memcpy(static_cast<char*>(const_cast<void*>(symbol)) + offset, src, count, nullptr, true));
 }
 
 cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count,
                                     size_t offset, enum cudaMemcpyKind kind) {
   XPU_FAKE_COUNT_CALL();
   if (symbol == nullptr) return Ret(cudaErrorInvalidSymbol);
-  return Ret(Memcpy(static_cast<char*>(const_cast<void*>(symbol)) + offset, src, count, nullptr,
-                    true));
+  return Ret(
+      Memcpy(static_cast<char*>(const_cast<void*>(symbol)) + offset, src, count, nullptr, true));
 }
 
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,

@@ -114,10 +114,10 @@ uint64_t Counter(const State& s, const std::string& key) {
   return ~0ull;
 }
 
-const char* const kKeys[] = {"subscribe_calls", "subscribe_refused", "finalize_calls",
-                             "finalize_in_callback", "records_emitted", "records_dropped",
-                             "buffers_completed", "enable_calls", "subscribed",
-                             "kernel_kind_enabled", "runtime_callbacks", "buffer_callbacks"};
+const char* const kKeys[] = {"subscribe_calls",      "subscribe_refused", "finalize_calls",
+                             "finalize_in_callback", "records_emitted",   "records_dropped",
+                             "buffers_completed",    "enable_calls",      "subscribed",
+                             "kernel_kind_enabled",  "runtime_callbacks", "buffer_callbacks"};
 
 void WriteState() {
   const char* prefix = getenv("XPU_FAKE_CUPTI_STATE");
@@ -130,7 +130,8 @@ void WriteState() {
   if (f == nullptr) return;
   {
     std::lock_guard<std::mutex> lock(S().mu);
-    for (const char* k : kKeys) fprintf(f, "%s %llu\n", k, static_cast<unsigned long long>(Counter(S(), k)));
+    for (const char* k : kKeys)
+      fprintf(f, "%s %llu\n", k, static_cast<unsigned long long>(Counter(S(), k)));
   }
   if (fclose(f) == 0) rename(tmp.c_str(), path.c_str());
 }
@@ -150,7 +151,8 @@ Delivery TakeBufferLocked(State& s) {
   return d;
 }
 void Deliver(const Delivery& d) {
-  if (d.completed != nullptr && d.buffer != nullptr) d.completed(nullptr, 0, d.buffer, d.size, d.used);
+  if (d.completed != nullptr && d.buffer != nullptr)
+    d.completed(nullptr, 0, d.buffer, d.size, d.used);
 }
 
 bool NoRoomLocked(const State& s) {
@@ -241,11 +243,15 @@ extern "C" {
 CUptiResult CUPTIAPI cuptiGetResultString(CUptiResult result, const char** str) {
   if (str == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
   switch (result) {
-    case CUPTI_SUCCESS: *str = "CUPTI_SUCCESS"; break;
+    case CUPTI_SUCCESS:
+      *str = "CUPTI_SUCCESS";
+      break;
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       *str = "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED";
       break;
-    default: *str = "CUPTI_ERROR_UNKNOWN"; break;
+    default:
+      *str = "CUPTI_ERROR_UNKNOWN";
+      break;
   }
   return CUPTI_SUCCESS;
 }
@@ -293,9 +299,11 @@ CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s
   return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
-                                                    CUpti_BuffersCallbackCompleteFunc funcBufferCompleted) {
-  if (funcBufferRequested == nullptr || funcBufferCompleted == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
+CUptiResult CUPTIAPI
+cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc funcBufferRequested,
+                               CUpti_BuffersCallbackCompleteFunc funcBufferCompleted) {
+  if (funcBufferRequested == nullptr || funcBufferCompleted == nullptr)
+    return CUPTI_ERROR_INVALID_PARAMETER;
   std::lock_guard<std::mutex> lock(S().mu);
   S().requested = funcBufferRequested;
   S().completed = funcBufferCompleted;
@@ -336,7 +344,9 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
 CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t* buffer, size_t validBufferSizeBytes,
                                                 CUpti_Activity** record) {
   if (buffer == nullptr || record == nullptr) return CUPTI_ERROR_INVALID_PARAMETER;
-  uint8_t* next = *record == nullptr ? buffer : reinterpret_cast<uint8_t*>(*record) + sizeof(CUpti_ActivityKernel10);
+  uint8_t* next = *record == nullptr
+                      ? buffer
+                      : reinterpret_cast<uint8_t*>(*record) + sizeof(CUpti_ActivityKernel10);
   if (next + sizeof(CUpti_ActivityKernel10) > buffer + validBufferSizeBytes) {
     return CUPTI_ERROR_MAX_LIMIT_REACHED;
   }

@@ -26,15 +26,24 @@ namespace {
 // 101, 400, 600, 801, 900...), except where mapped here.
 CUresult ToCu(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return CUDA_SUCCESS;
-    case cudaErrorInvalidValue: return CUDA_ERROR_INVALID_VALUE;
-    case cudaErrorMemoryAllocation: return CUDA_ERROR_OUT_OF_MEMORY;
-    case cudaErrorInvalidDevice: return CUDA_ERROR_INVALID_DEVICE;
-    case cudaErrorInvalidResourceHandle: return CUDA_ERROR_INVALID_HANDLE;
-    case cudaErrorNotReady: return CUDA_ERROR_NOT_READY;
-    case cudaErrorIllegalState: return CUDA_ERROR_ILLEGAL_STATE;
-    case cudaErrorStreamCaptureUnsupported: return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    default: return CUDA_ERROR_UNKNOWN;
+    case cudaSuccess:
+      return CUDA_SUCCESS;
+    case cudaErrorInvalidValue:
+      return CUDA_ERROR_INVALID_VALUE;
+    case cudaErrorMemoryAllocation:
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    case cudaErrorInvalidDevice:
+      return CUDA_ERROR_INVALID_DEVICE;
+    case cudaErrorInvalidResourceHandle:
+      return CUDA_ERROR_INVALID_HANDLE;
+    case cudaErrorNotReady:
+      return CUDA_ERROR_NOT_READY;
+    case cudaErrorIllegalState:
+      return CUDA_ERROR_ILLEGAL_STATE;
+    case cudaErrorStreamCaptureUnsupported:
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    default:
+      return CUDA_ERROR_UNKNOWN;
   }
 }
 
@@ -167,12 +176,24 @@ CUresult cuGetErrorString(CUresult error, const char** pStr) {
   XPU_FAKE_COUNT_CALL();
   if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (error) {
-    case CUDA_SUCCESS: *pStr = "no error"; break;
-    case CUDA_ERROR_INVALID_VALUE: *pStr = "invalid argument"; break;
-    case CUDA_ERROR_INVALID_HANDLE: *pStr = "invalid resource handle"; break;
-    case CUDA_ERROR_NOT_READY: *pStr = "device not ready"; break;
-    case CUDA_ERROR_NOT_FOUND: *pStr = "named symbol not found"; break;
-    default: *pStr = "unknown error"; return CUDA_ERROR_INVALID_VALUE;
+    case CUDA_SUCCESS:
+      *pStr = "no error";
+      break;
+    case CUDA_ERROR_INVALID_VALUE:
+      *pStr = "invalid argument";
+      break;
+    case CUDA_ERROR_INVALID_HANDLE:
+      *pStr = "invalid resource handle";
+      break;
+    case CUDA_ERROR_NOT_READY:
+      *pStr = "device not ready";
+      break;
+    case CUDA_ERROR_NOT_FOUND:
+      *pStr = "named symbol not found";
+      break;
+    default:
+      *pStr = "unknown error";
+      return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -181,12 +202,24 @@ CUresult cuGetErrorName(CUresult error, const char** pStr) {
   XPU_FAKE_COUNT_CALL();
   if (pStr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   switch (error) {
-    case CUDA_SUCCESS: *pStr = "CUDA_SUCCESS"; break;
-    case CUDA_ERROR_INVALID_VALUE: *pStr = "CUDA_ERROR_INVALID_VALUE"; break;
-    case CUDA_ERROR_INVALID_HANDLE: *pStr = "CUDA_ERROR_INVALID_HANDLE"; break;
-    case CUDA_ERROR_NOT_READY: *pStr = "CUDA_ERROR_NOT_READY"; break;
-    case CUDA_ERROR_NOT_FOUND: *pStr = "CUDA_ERROR_NOT_FOUND"; break;
-    default: *pStr = "CUDA_ERROR_UNKNOWN"; return CUDA_ERROR_INVALID_VALUE;
+    case CUDA_SUCCESS:
+      *pStr = "CUDA_SUCCESS";
+      break;
+    case CUDA_ERROR_INVALID_VALUE:
+      *pStr = "CUDA_ERROR_INVALID_VALUE";
+      break;
+    case CUDA_ERROR_INVALID_HANDLE:
+      *pStr = "CUDA_ERROR_INVALID_HANDLE";
+      break;
+    case CUDA_ERROR_NOT_READY:
+      *pStr = "CUDA_ERROR_NOT_READY";
+      break;
+    case CUDA_ERROR_NOT_FOUND:
+      *pStr = "CUDA_ERROR_NOT_FOUND";
+      break;
+    default:
+      *pStr = "CUDA_ERROR_UNKNOWN";
+      return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
@@ -258,8 +291,8 @@ CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureSta
   XPU_FAKE_COUNT_CALL();
   fk::Stream* s = fk::ResolveStream(hStream);
   if (s == nullptr || captureStatus == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  *captureStatus = fk::IsCapturing(s, nullptr) ? CU_STREAM_CAPTURE_STATUS_ACTIVE
-                                               : CU_STREAM_CAPTURE_STATUS_NONE;
+  *captureStatus =
+      fk::IsCapturing(s, nullptr) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
 
@@ -300,10 +333,9 @@ CUresult cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUevent hEnd) 
 
 // Per-thread-default-stream variants share the implementation (fake_core.h).
 CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                             unsigned int gridDimZ, unsigned int blockDimX,
-                             unsigned int blockDimY, unsigned int blockDimZ,
-                             unsigned int sharedMemBytes, CUstream hStream, void** kernelParams,
-                             void** extra) {
+                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                             void** kernelParams, void** extra) {
   XPU_FAKE_COUNT_CALL();
   return LaunchFn(f, kernelParams, hStream);
 }

@@ -128,5 +128,4 @@ uint64_t EventStampNs(const void* event) {
   return e->stamp_ns.load();
 }
 
-
 }  // namespace xpu::fake

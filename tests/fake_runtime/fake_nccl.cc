@@ -78,8 +78,11 @@ ncclResult_t Submit(ncclComm* comm, Kind kind, size_t count, ncclDataType_t dt, 
   uint64_t n = static_cast<uint64_t>(comm->nranks);
   uint64_t size = count * el;
   switch (kind) {
-    case Kind::kAllGather: case Kind::kReduceScatter: case Kind::kAllToAll:
-    case Kind::kGather: case Kind::kScatter:
+    case Kind::kAllGather:
+    case Kind::kReduceScatter:
+    case Kind::kAllToAll:
+    case Kind::kGather:
+    case Kind::kScatter:
       size *= n;
       break;
     default:
@@ -116,15 +119,24 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
 const char* ncclGetErrorString(ncclResult_t result) {
   XPU_FAKE_COUNT_CALL();
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error";
-    case ncclSystemError: return "unhandled system error";
-    case ncclInternalError: return "internal error";
-    case ncclInvalidArgument: return "invalid argument";
-    case ncclInvalidUsage: return "invalid usage";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error";
+    case ncclSystemError:
+      return "unhandled system error";
+    case ncclInternalError:
+      return "internal error";
+    case ncclInvalidArgument:
+      return "invalid argument";
+    case ncclInvalidUsage:
+      return "invalid usage";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -307,16 +319,15 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   return Submit(comm, Kind::kBroadcast, count, datatype, -1, stream, root);
 }
 
-ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
   return Submit(comm, Kind::kBroadcast, count, datatype, -1, stream, root);
 }
 
-ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-                        cudaStream_t stream) {
+ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
   return Submit(comm, Kind::kReduce, count, datatype, -1, stream, root);
@@ -328,17 +339,15 @@ ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
   return Submit(comm, Kind::kAllToAll, count, datatype, -1, stream);
 }
 
-ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count,
-                        ncclDataType_t datatype, int root, ncclComm_t comm,
-                        cudaStream_t stream) {
+ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
   return Submit(comm, Kind::kGather, count, datatype, -1, stream, root);
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count,
-                         ncclDataType_t datatype, int root, ncclComm_t comm,
-                         cudaStream_t stream) {
+                         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   XPU_FAKE_COUNT_CALL();
   if (ValidComm(comm) && (root < 0 || root >= comm->nranks)) return ncclInvalidArgument;
   return Submit(comm, Kind::kScatter, count, datatype, -1, stream, root);

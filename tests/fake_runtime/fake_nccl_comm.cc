@@ -28,11 +28,24 @@ namespace fk = xpu::fake;
 
 size_t TypeSize(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 0;
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -42,10 +55,16 @@ namespace {
 double BusFactor(Kind k, int n) {
   double d = n;
   switch (k) {
-    case Kind::kAllReduce: return 2.0 * (d - 1) / d;
-    case Kind::kAllGather: case Kind::kReduceScatter: case Kind::kAllToAll:
-    case Kind::kGather: case Kind::kScatter: return (d - 1) / d;
-    default: return 1.0;
+    case Kind::kAllReduce:
+      return 2.0 * (d - 1) / d;
+    case Kind::kAllGather:
+    case Kind::kReduceScatter:
+    case Kind::kAllToAll:
+    case Kind::kGather:
+    case Kind::kScatter:
+      return (d - 1) / d;
+    default:
+      return 1.0;
   }
 }
 
@@ -117,12 +136,18 @@ void StallForever(ncclComm* c) {
 // names its device kernels (without the reduction/type/algorithm suffix).
 const char* KernelName(const std::vector<PendingOp>& ops) {
   switch (ops[0].kind) {
-    case Kind::kAllReduce: return "ncclDevKernel_AllReduce";
-    case Kind::kAllGather: return "ncclDevKernel_AllGather";
-    case Kind::kReduceScatter: return "ncclDevKernel_ReduceScatter";
-    case Kind::kBroadcast: return "ncclDevKernel_Broadcast";
-    case Kind::kReduce: return "ncclDevKernel_Reduce";
-    default: return "ncclDevKernel_SendRecv";  // AllToAll, Gather, Scatter: send/recv too
+    case Kind::kAllReduce:
+      return "ncclDevKernel_AllReduce";
+    case Kind::kAllGather:
+      return "ncclDevKernel_AllGather";
+    case Kind::kReduceScatter:
+      return "ncclDevKernel_ReduceScatter";
+    case Kind::kBroadcast:
+      return "ncclDevKernel_Broadcast";
+    case Kind::kReduce:
+      return "ncclDevKernel_Reduce";
+    default:
+      return "ncclDevKernel_SendRecv";  // AllToAll, Gather, Scatter: send/recv too
   }
 }
 
@@ -234,9 +259,8 @@ ncclResult_t EnqueueOps(std::vector<PendingOp> ops) {
   for (const PendingOp& op : ops) op.comm->pending.fetch_add(1);
   const uint32_t stream_id = fk::StreamId(s);
   const int device = fk::StreamDevice(s);
-  cudaError_t e = fk::Enqueue(s, [ops = std::move(ops), stream_id, device] {
-    ExecuteOps(ops, stream_id, device);
-  });
+  cudaError_t e = fk::Enqueue(
+      s, [ops = std::move(ops), stream_id, device] { ExecuteOps(ops, stream_id, device); });
   return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
 }
 
@@ -293,8 +317,8 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
     close(fd);
     return ncclSystemError;
   }
-  void* mem = mmap(nullptr, sizeof(xpu_fake_nccl_segment), PROT_READ | PROT_WRITE, MAP_SHARED,
-                   fd, 0);
+  void* mem =
+      mmap(nullptr, sizeof(xpu_fake_nccl_segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (mem == MAP_FAILED) return ncclSystemError;
   auto* seg = static_cast<xpu_fake_nccl_segment*>(mem);
@@ -303,8 +327,8 @@ ncclResult_t InitRank(ncclComm_t* out, int nranks, const ncclUniqueId& id, int r
   if (__atomic_load_n(&seg->header.magic, __ATOMIC_ACQUIRE) == 0) {
     // Publish nranks before magic; a loser of the race waits for the winner.
     uint32_t claimed = 0xffffffffu;
-    if (__atomic_compare_exchange_n(&seg->header.magic, &expected, claimed, false,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    if (__atomic_compare_exchange_n(&seg->header.magic, &expected, claimed, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE)) {
       seg->header.version = XPU_FAKE_NCCL_VERSION;
       seg->header.nranks = nranks;
       __atomic_store_n(&seg->header.magic, XPU_FAKE_NCCL_MAGIC, __ATOMIC_RELEASE);

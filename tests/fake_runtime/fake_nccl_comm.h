@@ -36,7 +36,7 @@ struct ncclComm {
   std::atomic<uint64_t> recv_seq[XPU_FAKE_NCCL_MAX_RANKS] = {};
   std::atomic<uint64_t> splits{0};   // host: ncclCommSplit generation
   std::atomic<uint64_t> shrinks{0};  // host: ncclCommShrink generation
-  std::atomic<int> pending{0};      // enqueued ops not yet finished
+  std::atomic<int> pending{0};       // enqueued ops not yet finished
   std::atomic<bool> aborted{false};
   // Profiler plugin context of this communicator (fake_nccl_profiler.h);
   // null when no plugin is loaded or its init failed.
@@ -46,8 +46,18 @@ struct ncclComm {
 
 namespace xpu::fake::nccl {
 
-enum class Kind { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll,
-                  kGather, kScatter, kSend, kRecv };
+enum class Kind {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kGather,
+  kScatter,
+  kSend,
+  kRecv
+};
 
 struct PendingOp {
   ncclComm* comm;
@@ -56,10 +66,10 @@ struct PendingOp {
   int peer;             // Send/Recv only
   cudaStream_t stream;
   // For the profiler plugin's descriptors (fake_nccl_profiler.h).
-  size_t count = 0;                     // as passed to the API
+  size_t count = 0;  // as passed to the API
   ncclDataType_t dtype = ncclInt8;
-  int root = -1;                        // rooted collectives
-  void* prof = nullptr;                 // the plugin's Coll/P2p event handle
+  int root = -1;         // rooted collectives
+  void* prof = nullptr;  // the plugin's Coll/P2p event handle
   uint8_t nchannels = 0;
 };
 

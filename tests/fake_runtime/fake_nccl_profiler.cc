@@ -83,32 +83,53 @@ uint64_t CommHash(const ncclComm* c) {
 // Name of the op as NCCL's descriptors spell it; null: no events.
 const char* FuncName(Kind k) {
   switch (k) {
-    case Kind::kAllReduce: return "AllReduce";
-    case Kind::kAllGather: return "AllGather";
-    case Kind::kReduceScatter: return "ReduceScatter";
-    case Kind::kBroadcast: return "Broadcast";
-    case Kind::kReduce: return "Reduce";
-    case Kind::kSend: return "Send";
-    case Kind::kRecv: return "Recv";
-    default: return nullptr;
+    case Kind::kAllReduce:
+      return "AllReduce";
+    case Kind::kAllGather:
+      return "AllGather";
+    case Kind::kReduceScatter:
+      return "ReduceScatter";
+    case Kind::kBroadcast:
+      return "Broadcast";
+    case Kind::kReduce:
+      return "Reduce";
+    case Kind::kSend:
+      return "Send";
+    case Kind::kRecv:
+      return "Recv";
+    default:
+      return nullptr;
   }
 }
 
 const char* TypeName(ncclDataType_t t) {
   switch (t) {
-    case ncclInt8: return "ncclInt8";
-    case ncclUint8: return "ncclUint8";
-    case ncclInt32: return "ncclInt32";
-    case ncclUint32: return "ncclUint32";
-    case ncclInt64: return "ncclInt64";
-    case ncclUint64: return "ncclUint64";
-    case ncclFloat16: return "ncclFloat16";
-    case ncclFloat32: return "ncclFloat32";
-    case ncclFloat64: return "ncclFloat64";
-    case ncclBfloat16: return "ncclBfloat16";
-    case ncclFloat8e4m3: return "ncclFloat8e4m3";
-    case ncclFloat8e5m2: return "ncclFloat8e5m2";
-    default: return "unknown";
+    case ncclInt8:
+      return "ncclInt8";
+    case ncclUint8:
+      return "ncclUint8";
+    case ncclInt32:
+      return "ncclInt32";
+    case ncclUint32:
+      return "ncclUint32";
+    case ncclInt64:
+      return "ncclInt64";
+    case ncclUint64:
+      return "ncclUint64";
+    case ncclFloat16:
+      return "ncclFloat16";
+    case ncclFloat32:
+      return "ncclFloat32";
+    case ncclFloat64:
+      return "ncclFloat64";
+    case ncclBfloat16:
+      return "ncclBfloat16";
+    case ncclFloat8e4m3:
+      return "ncclFloat8e4m3";
+    case ncclFloat8e5m2:
+      return "ncclFloat8e5m2";
+    default:
+      return "unknown";
   }
 }
 

@@ -121,11 +121,11 @@ ncclResult_t Finalize(void* ctx) {
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const xpu_nccl_profiler_v5_t ncclProfiler_v5 =
-    {"xpu-test", Init, Start, Stop, State, Finalize};
+extern "C" __attribute__((visibility("default")))
+const xpu_nccl_profiler_v5_t ncclProfiler_v5 = {"xpu-test", Init, Start, Stop, State, Finalize};
 
-extern "C" __attribute__((visibility("default"))) size_t xpu_test_plugin_log(
-    TestPluginEvent* out, size_t max) {
+extern "C" __attribute__((visibility("default"))) size_t xpu_test_plugin_log(TestPluginEvent* out,
+                                                                             size_t max) {
   std::lock_guard<std::mutex> l(g_mu);
   const size_t n = g_log->size() < max ? g_log->size() : max;
   for (size_t i = 0; i < n; ++i) out[i] = (*g_log)[i];

@@ -10,20 +10,20 @@
 struct TestPluginEvent {
   enum Call : int { kInit, kStart, kStop, kState, kFinalize };
   Call call;
-  uint64_t thread;     // pthread_self of the caller
+  uint64_t thread;  // pthread_self of the caller
   void* context;
-  void* handle;        // returned by (start) or passed to (stop/state)
+  void* handle;  // returned by (start) or passed to (stop/state)
   void* parent;
-  uint64_t type;       // event type bit (start)
-  uint64_t comm_id;    // init
+  uint64_t type;     // event type bit (start)
+  uint64_t comm_id;  // init
   int rank, nranks;
   char func[24];
   char dtype[24];
-  size_t count;        // coll/p2p count; proxy op nSteps
+  size_t count;  // coll/p2p count; proxy op nSteps
   int nchannels;
-  int root;            // coll root, p2p / proxy peer
+  int root;  // coll root, p2p / proxy peer
   int channel;
-  uint64_t ptimer;     // kernelCh start (start), stop pTimer or transSize (state)
+  uint64_t ptimer;  // kernelCh start (start), stop pTimer or transSize (state)
   int state;
   pid_t pid;
 };

@@ -51,10 +51,10 @@
 #define XPU_FAKE_NCCL_SHM_PREFIX "/xpu_fake_nccl_"
 
 typedef struct xpu_fake_nccl_header {
-  uint32_t magic;    /* set (CAS from 0) by the first rank to attach */
+  uint32_t magic; /* set (CAS from 0) by the first rank to attach */
   uint32_t version;
-  int32_t nranks;    /* written before magic */
-  int32_t attached;  /* ranks that mapped and have not destroyed yet */
+  int32_t nranks;   /* written before magic */
+  int32_t attached; /* ranks that mapped and have not destroyed yet */
   uint8_t reserved[4096 - 16];
 } xpu_fake_nccl_header;
 
@@ -64,7 +64,7 @@ typedef struct xpu_fake_nccl_slot {
   int32_t global_rank; /* RANK of the process, or the comm rank if unset */
   int32_t device;
   int32_t reserved0;
-  uint64_t init_done;  /* 1 once the identity is written */
+  uint64_t init_done; /* 1 once the identity is written */
 
   /* collectives */
   uint64_t coll_arrived;   /* seq of the last collective this rank reached */
@@ -72,8 +72,8 @@ typedef struct xpu_fake_nccl_slot {
   uint64_t coll_arrival_ns[XPU_FAKE_NCCL_RING];
 
   /* ncclCommSplit rendezvous (generation g = this rank's g-th split) */
-  uint64_t split_posted;   /* = g once split_color/key hold this split's */
-  uint64_t split_read;     /* = g once this rank read every member's */
+  uint64_t split_posted; /* = g once split_color/key hold this split's */
+  uint64_t split_read;   /* = g once this rank read every member's */
   int32_t split_color;
   int32_t split_key;
 

@@ -71,10 +71,11 @@ int main(int argc, char** argv) {
     uint64_t arrived = __atomic_load_n(&s.coll_arrived, __ATOMIC_ACQUIRE);
     uint64_t completed = __atomic_load_n(&s.coll_completed, __ATOMIC_ACQUIRE);
     uint64_t step = __atomic_load_n(&s.coll_step, __ATOMIC_ACQUIRE);
-    printf("rank %d pid %d global_rank %d device %d coll_arrived %llu coll_completed %llu"
-           " coll_step %llu\n",
-           r, s.pid, s.global_rank, s.device, static_cast<unsigned long long>(arrived),
-           static_cast<unsigned long long>(completed), static_cast<unsigned long long>(step));
+    printf(
+        "rank %d pid %d global_rank %d device %d coll_arrived %llu coll_completed %llu"
+        " coll_step %llu\n",
+        r, s.pid, s.global_rank, s.device, static_cast<unsigned long long>(arrived),
+        static_cast<unsigned long long>(completed), static_cast<unsigned long long>(step));
     if (arrived < max_arrived) behind += " " + std::to_string(r);
   }
   printf("behind%s\n", behind.empty() ? " none" : behind.c_str());

@@ -125,22 +125,25 @@ TEST(FakeNccl, GroupedRingSendRecvDoesNotDeadlock) {
 
 TEST(FakeNccl, MissingRankBlocksUntilAbort) {
   SetEnv({{"XPU_FAKE_NET_GBPS", "100"}, {"RANK", nullptr}});
-  WithRanks(2, [&](int r, ncclComm_t comm, cudaStream_t s) {
-    if (r == 1) {  // never calls the collective
-      EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
-      return;
-    }
-    ASSERT_EQ(ncclAllReduce(nullptr, nullptr, 1024, ncclFloat, ncclSum, comm, s), ncclSuccess);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);  // blocked inside the "kernel"
-    ncclResult_t async = ncclSuccess;
-    ASSERT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
-    EXPECT_EQ(async, ncclSuccess);
-    // Abort releases the blocked op; the handle is dead afterwards.
-    ASSERT_EQ(ncclCommAbort(comm), ncclSuccess);
-    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    EXPECT_EQ(ncclCommDestroy(comm), ncclInvalidArgument);
-  }, /*destroy=*/false);
+  WithRanks(
+      2,
+      [&](int r, ncclComm_t comm, cudaStream_t s) {
+        if (r == 1) {  // never calls the collective
+          EXPECT_EQ(ncclCommDestroy(comm), ncclSuccess);
+          return;
+        }
+        ASSERT_EQ(ncclAllReduce(nullptr, nullptr, 1024, ncclFloat, ncclSum, comm, s), ncclSuccess);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);  // blocked inside the "kernel"
+        ncclResult_t async = ncclSuccess;
+        ASSERT_EQ(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+        EXPECT_EQ(async, ncclSuccess);
+        // Abort releases the blocked op; the handle is dead afterwards.
+        ASSERT_EQ(ncclCommAbort(comm), ncclSuccess);
+        EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+        EXPECT_EQ(ncclCommDestroy(comm), ncclInvalidArgument);
+      },
+      /*destroy=*/false);
 }
 
 TEST(FakeNccl, SplitByColor) {
@@ -158,8 +161,7 @@ TEST(FakeNccl, SplitByColor) {
     ASSERT_EQ(ncclAllReduce(nullptr, nullptr, 1024, ncclFloat, ncclSum, sub, s), ncclSuccess);
     ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
     ncclComm_t none = reinterpret_cast<ncclComm_t>(0x1);
-    ASSERT_EQ(ncclCommSplit(comm, r == 0 ? 0 : NCCL_SPLIT_NOCOLOR, 0, &none, nullptr),
-              ncclSuccess);
+    ASSERT_EQ(ncclCommSplit(comm, r == 0 ? 0 : NCCL_SPLIT_NOCOLOR, 0, &none, nullptr), ncclSuccess);
     EXPECT_EQ(none == nullptr, r != 0);
     if (none != nullptr) {
       EXPECT_EQ(ncclCommDestroy(none), ncclSuccess);

@@ -32,11 +32,11 @@ struct Stream {
   std::condition_variable work_cv;  // worker waits for ops
   std::condition_variable done_cv;  // host waits for completion
   std::deque<Op> queue;
-  uint64_t submitted = 0;  // guarded by mu
-  uint64_t completed = 0;  // guarded by mu
-  bool closing = false;    // guarded by mu: worker exits once drained
-  Graph* capture = nullptr;            // guarded by mu
-  unsigned long long capture_id = 0;   // guarded by mu
+  uint64_t submitted = 0;             // guarded by mu
+  uint64_t completed = 0;             // guarded by mu
+  bool closing = false;               // guarded by mu: worker exits once drained
+  Graph* capture = nullptr;           // guarded by mu
+  unsigned long long capture_id = 0;  // guarded by mu
 };
 
 namespace {
@@ -310,6 +310,5 @@ cudaError_t DestroyGraphExec(const void* exec) {
   delete e;
   return cudaSuccess;
 }
-
 
 }  // namespace xpu::fake

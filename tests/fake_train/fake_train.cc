@@ -39,8 +39,8 @@
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
-#include <nccl.h>
 #include <dlfcn.h>
+#include <nccl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -97,30 +97,31 @@ struct Options {
 };
 
 void Usage(FILE* f) {
-  fprintf(f,
-          "usage: xpu-fake-train [options]\n"
-          "  --steps N               training steps (10)\n"
-          "  --layers L              layers (2)\n"
-          "  --hidden H              hidden size (1024; multiple of 8)\n"
-          "  --tokens T              tokens per micro-batch (1024)\n"
-          "  --kernel-us US          duration of xpu_fake_kernel launches (50)\n"
-          "  --step-sleep-ms MS      host sleep between steps, e.g. data loading (0)\n"
-          "  --nccl-id-file PATH     rank 0 writes the NCCL unique id there, others read it\n"
-          "                          (default $XPU_FAKE_NCCL_ID_FILE; needed when WORLD_SIZE > 1)\n"
-          "  --use-lt                MLP-up GEMM through cublasLtMatmul instead of cublasGemmEx\n"
-          "  --sync-every-layer      cudaStreamSynchronize after each forward layer\n"
-          "  --gc-stall-ms MS        host stall in every step's forward pass (fault ranks)\n"
-          "  --extra-collective-at S one extra ncclAllReduce in step S (fault ranks)\n"
-          "  --hang-at S             stop issuing work at the start of step S, forever (fault ranks)\n"
-          "  --exit-at S             exit with status 3 at the start of step S (fault ranks)\n"
-          "  --spin-at S             spin forever in native code at the start of step S (fault ranks)\n"
-          "  --checkpoint-at S       save a \"checkpoint\" (host sleep of --checkpoint-ms inside a\n"
-          "                          checkpoint host event) at the start of step S (fault ranks)\n"
-          "  --checkpoint-ms MS      checkpoint duration (60000)\n"
-          "  --fault-rank R          the fault options apply to RANK R only (default: all)\n"
-          "  --print-plan            print the per-step op counts and exit\n"
-          "  --help\n"
-          "Steps are numbered from 0.\n");
+  fprintf(
+      f,
+      "usage: xpu-fake-train [options]\n"
+      "  --steps N               training steps (10)\n"
+      "  --layers L              layers (2)\n"
+      "  --hidden H              hidden size (1024; multiple of 8)\n"
+      "  --tokens T              tokens per micro-batch (1024)\n"
+      "  --kernel-us US          duration of xpu_fake_kernel launches (50)\n"
+      "  --step-sleep-ms MS      host sleep between steps, e.g. data loading (0)\n"
+      "  --nccl-id-file PATH     rank 0 writes the NCCL unique id there, others read it\n"
+      "                          (default $XPU_FAKE_NCCL_ID_FILE; needed when WORLD_SIZE > 1)\n"
+      "  --use-lt                MLP-up GEMM through cublasLtMatmul instead of cublasGemmEx\n"
+      "  --sync-every-layer      cudaStreamSynchronize after each forward layer\n"
+      "  --gc-stall-ms MS        host stall in every step's forward pass (fault ranks)\n"
+      "  --extra-collective-at S one extra ncclAllReduce in step S (fault ranks)\n"
+      "  --hang-at S             stop issuing work at the start of step S, forever (fault ranks)\n"
+      "  --exit-at S             exit with status 3 at the start of step S (fault ranks)\n"
+      "  --spin-at S             spin forever in native code at the start of step S (fault ranks)\n"
+      "  --checkpoint-at S       save a \"checkpoint\" (host sleep of --checkpoint-ms inside a\n"
+      "                          checkpoint host event) at the start of step S (fault ranks)\n"
+      "  --checkpoint-ms MS      checkpoint duration (60000)\n"
+      "  --fault-rank R          the fault options apply to RANK R only (default: all)\n"
+      "  --print-plan            print the per-step op counts and exit\n"
+      "  --help\n"
+      "Steps are numbered from 0.\n");
 }
 
 bool ParseInt(const char* s, int* out) {
@@ -223,8 +224,7 @@ void PrintPlan(const Options& o) {
          o.use_lt ? "cublasLtMatmul" : "cublasGemmEx");
   printf("plan gemm dgrad m=%d n=%d k=%d batch=1\n", o.hidden, o.tokens, 4 * o.hidden);
   printf("plan gemm wgrad m=%d n=%d k=%d batch=1\n", 4 * o.hidden, o.hidden, o.tokens);
-  printf("plan gemm attn m=%d n=%d k=%d batch=%d\n", o.tokens, o.tokens, o.hidden / kHeads,
-         kHeads);
+  printf("plan gemm attn m=%d n=%d k=%d batch=%d\n", o.tokens, o.tokens, o.hidden / kHeads, kHeads);
   printf("plan coll allreduce count=%lld dtype=bf16\n", 7LL * o.hidden * o.hidden);
   printf("plan coll allgather count=%lld dtype=bf16\n", 1LL * o.hidden * o.hidden);
   printf("plan coll reducescatter count=%lld dtype=bf16\n", 1LL * o.hidden * o.hidden);
@@ -236,37 +236,37 @@ int EnvInt(const char* name, int def) {
   return v && *v ? atoi(v) : def;
 }
 
-#define CHECK_CUDA(x)                                                                  \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      fprintf(stderr, "xpu-fake-train: %s failed: %s\n", #x, cudaGetErrorString(e_));  \
-      exit(2);                                                                         \
-    }                                                                                  \
+#define CHECK_CUDA(x)                                                                 \
+  do {                                                                                \
+    cudaError_t e_ = (x);                                                             \
+    if (e_ != cudaSuccess) {                                                          \
+      fprintf(stderr, "xpu-fake-train: %s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      exit(2);                                                                        \
+    }                                                                                 \
   } while (0)
-#define CHECK_CU(x)                                                            \
-  do {                                                                         \
-    CUresult e_ = (x);                                                         \
-    if (e_ != CUDA_SUCCESS) {                                                  \
-      fprintf(stderr, "xpu-fake-train: %s failed: %d\n", #x, static_cast<int>(e_)); \
-      exit(2);                                                                 \
-    }                                                                          \
-  } while (0)
-#define CHECK_BLAS(x)                                                          \
-  do {                                                                         \
-    cublasStatus_t e_ = (x);                                                   \
-    if (e_ != CUBLAS_STATUS_SUCCESS) {                                         \
-      fprintf(stderr, "xpu-fake-train: %s failed: %d\n", #x, static_cast<int>(e_)); \
-      exit(2);                                                                 \
-    }                                                                          \
-  } while (0)
-#define CHECK_NCCL(x)                                                               \
+#define CHECK_CU(x)                                                                 \
   do {                                                                              \
-    ncclResult_t e_ = (x);                                                          \
-    if (e_ != ncclSuccess) {                                                        \
-      fprintf(stderr, "xpu-fake-train: %s failed: %s\n", #x, ncclGetErrorString(e_)); \
+    CUresult e_ = (x);                                                              \
+    if (e_ != CUDA_SUCCESS) {                                                       \
+      fprintf(stderr, "xpu-fake-train: %s failed: %d\n", #x, static_cast<int>(e_)); \
       exit(2);                                                                      \
     }                                                                               \
+  } while (0)
+#define CHECK_BLAS(x)                                                               \
+  do {                                                                              \
+    cublasStatus_t e_ = (x);                                                        \
+    if (e_ != CUBLAS_STATUS_SUCCESS) {                                              \
+      fprintf(stderr, "xpu-fake-train: %s failed: %d\n", #x, static_cast<int>(e_)); \
+      exit(2);                                                                      \
+    }                                                                               \
+  } while (0)
+#define CHECK_NCCL(x)                                                                 \
+  do {                                                                                \
+    ncclResult_t e_ = (x);                                                            \
+    if (e_ != ncclSuccess) {                                                          \
+      fprintf(stderr, "xpu-fake-train: %s failed: %s\n", #x, ncclGetErrorString(e_)); \
+      exit(2);                                                                        \
+    }                                                                                 \
   } while (0)
 
 std::string ToHex(const ncclUniqueId& id) {
@@ -376,8 +376,8 @@ void Setup(const Options& o, Runtime& rt) {
     CHECK_BLAS(cublasLtCreate(&rt.lt));
     CHECK_BLAS(cublasLtMatmulDescCreate(&rt.lt_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op = CUBLAS_OP_N;
-    CHECK_BLAS(cublasLtMatmulDescSetAttribute(rt.lt_desc, CUBLASLT_MATMUL_DESC_TRANSA, &op,
-                                              sizeof(op)));
+    CHECK_BLAS(
+        cublasLtMatmulDescSetAttribute(rt.lt_desc, CUBLASLT_MATMUL_DESC_TRANSA, &op, sizeof(op)));
     // D[4H x T] = A[4H x H] * B[H x T]
     CHECK_BLAS(cublasLtMatrixLayoutCreate(&rt.lt_a, CUDA_R_16BF, 4 * H, H, 4 * H));
     CHECK_BLAS(cublasLtMatrixLayoutCreate(&rt.lt_b, CUDA_R_16BF, H, T, H));
@@ -386,7 +386,8 @@ void Setup(const Options& o, Runtime& rt) {
   cudaFunction_t fn = nullptr;
   CHECK_CUDA(cudaGetFuncBySymbol(&fn, reinterpret_cast<const void*>(&xpu_fake_kernel)));
   rt.bias_fn = reinterpret_cast<CUfunction>(fn);
-  CHECK_CUDA(cudaGetKernel(&rt.dropout_kernel, reinterpret_cast<const void*>(&fake_dropout_kernel)));
+  CHECK_CUDA(
+      cudaGetKernel(&rt.dropout_kernel, reinterpret_cast<const void*>(&fake_dropout_kernel)));
   rt.grad_ready.resize(o.layers);
   for (auto& e : rt.grad_ready) CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   CHECK_CUDA(cudaEventCreateWithFlags(&rt.join, cudaEventDisableTiming));
@@ -407,7 +408,8 @@ extern "C" __attribute__((noinline, used, visibility("default"))) void fake_spin
 // interval, announced through the hook's C API (include/xpu/hook_api.h) as
 // the Python package does: a BEGIN record when it starts, END when it ends.
 // Without the hook the save is just the sleep.
-extern "C" __attribute__((noinline, used, visibility("default"))) void fake_save_checkpoint(int ms) {
+extern "C" __attribute__((noinline, used, visibility("default"))) void fake_save_checkpoint(
+    int ms) {
   using InternFn = uint32_t (*)(uint32_t, const char*, uint32_t, int32_t);
   using EmitFn = int (*)(uint32_t, uint64_t, uint64_t, uint32_t, uint32_t);
   using NowFn = uint64_t (*)();
@@ -415,9 +417,9 @@ extern "C" __attribute__((noinline, used, visibility("default"))) void fake_save
   auto emit = reinterpret_cast<EmitFn>(dlsym(RTLD_DEFAULT, "xpu_emit_host_event"));
   auto now = reinterpret_cast<NowFn>(dlsym(RTLD_DEFAULT, "xpu_now_ns"));
   const char kName[] = "checkpoint.save";
-  uint32_t sig = intern && emit && now ? intern(68 /* XPU_OP_PY_CHECKPOINT */, kName,
-                                                sizeof(kName) - 1, 0)
-                                       : 0;
+  uint32_t sig = intern && emit && now
+                     ? intern(68 /* XPU_OP_PY_CHECKPOINT */, kName, sizeof(kName) - 1, 0)
+                     : 0;
   uint64_t t0 = sig ? now() : 0;
   if (sig) emit(sig, t0, t0, 0, 1u << 11 /* XPU_REC_BEGIN */);
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
@@ -433,9 +435,8 @@ void Step(const Options& o, Runtime& rt, int step) {
     Gemm(rt, 3 * H, T, H);
     LaunchNamed(&fake_softmax_kernel, rt.compute);
     if (o.use_lt) {
-      CHECK_BLAS(cublasLtMatmul(rt.lt, rt.lt_desc, &alpha, rt.buf, rt.lt_a, rt.buf, rt.lt_b,
-                                &beta, rt.buf, rt.lt_c, rt.buf, rt.lt_c, nullptr, nullptr, 0,
-                                rt.compute));
+      CHECK_BLAS(cublasLtMatmul(rt.lt, rt.lt_desc, &alpha, rt.buf, rt.lt_a, rt.buf, rt.lt_b, &beta,
+                                rt.buf, rt.lt_c, rt.buf, rt.lt_c, nullptr, nullptr, 0, rt.compute));
     } else {
       Gemm(rt, 4 * H, T, H);
     }
@@ -453,11 +454,10 @@ void Step(const Options& o, Runtime& rt, int step) {
     Gemm(rt, H, T, 4 * H);
     Gemm(rt, 4 * H, H, T);
     const int hd = H / kHeads;
-    CHECK_BLAS(cublasGemmStridedBatchedEx(rt.blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, &alpha,
-                                          rt.buf, CUDA_R_16BF, hd, 1LL * T * hd, rt.buf,
-                                          CUDA_R_16BF, hd, 1LL * T * hd, &beta, rt.buf,
-                                          CUDA_R_16BF, T, 1LL * T * T, kHeads, CUBLAS_COMPUTE_32F,
-                                          CUBLAS_GEMM_DEFAULT));
+    CHECK_BLAS(cublasGemmStridedBatchedEx(
+        rt.blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, &alpha, rt.buf, CUDA_R_16BF, hd, 1LL * T * hd,
+        rt.buf, CUDA_R_16BF, hd, 1LL * T * hd, &beta, rt.buf, CUDA_R_16BF, T, 1LL * T * T, kHeads,
+        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     LaunchFake(o, rt.compute);
     CHECK_CUDA(cudaEventRecord(rt.grad_ready[l], rt.compute));
     CHECK_CUDA(cudaStreamWaitEvent(rt.comm_stream, rt.grad_ready[l], 0));
@@ -533,8 +533,8 @@ int main(int argc, char** argv) {
     }
     auto t0 = std::chrono::steady_clock::now();
     Step(o, rt, step);
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     printf("rank %d step %d time_ms %.3f\n", rt.rank, step, ms);
     if (o.step_sleep_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(o.step_sleep_ms));

@@ -127,7 +127,7 @@ std::map<std::string, long> ParseCounts(const std::string& text) {
 
 TEST(FakeTrain, FourRanksThroughLauncherMatchThePlan) {
   TempDir dir;
-  const std::vector<std::string> train_args = {XPU_FAKE_TRAIN_PATH, "--steps", "6", "--use-lt",
+  const std::vector<std::string> train_args = {XPU_FAKE_TRAIN_PATH,  "--steps",  "6", "--use-lt",
                                                "--sync-every-layer", "--layers", "3"};
   // The plan for these options.
   std::vector<std::string> plan_argv = train_args;
@@ -138,7 +138,7 @@ TEST(FakeTrain, FourRanksThroughLauncherMatchThePlan) {
   auto per_step = ParsePlan(ReadFile(dir.path + "/plan.txt"), &steps);
   ASSERT_EQ(steps, 6);
   ASSERT_EQ(per_step.size(), 15u);
-  EXPECT_EQ(per_step["cublasLtMatmul"], 3);  // --use-lt, 3 layers
+  EXPECT_EQ(per_step["cublasLtMatmul"], 3);         // --use-lt, 3 layers
   EXPECT_EQ(per_step["cudaStreamSynchronize"], 4);  // --sync-every-layer
 
   std::vector<std::string> argv = {XPU_FAKE_LAUNCH_PATH, "--nproc", "4", "--timeout", "120", "--"};
@@ -163,10 +163,10 @@ TEST(FakeTrain, FourRanksThroughLauncherMatchThePlan) {
 
 TEST(FakeTrain, LauncherReportsAFailedRank) {
   TempDir dir;
-  pid_t launcher = Spawn({XPU_FAKE_LAUNCH_PATH, "--nproc", "3", "--timeout", "120", "--",
-                          XPU_FAKE_TRAIN_PATH, "--steps", "50", "--exit-at", "2", "--fault-rank",
-                          "1"},
-                         {}, dir.path + "/run.log");
+  pid_t launcher =
+      Spawn({XPU_FAKE_LAUNCH_PATH, "--nproc", "3", "--timeout", "120", "--", XPU_FAKE_TRAIN_PATH,
+             "--steps", "50", "--exit-at", "2", "--fault-rank", "1"},
+            {}, dir.path + "/run.log");
   GroupKiller killer{launcher};
   int status = WaitFor(launcher, std::chrono::seconds(150));
   std::string log = ReadFile(dir.path + "/run.log");
@@ -179,10 +179,10 @@ TEST(FakeTrain, LauncherReportsAFailedRank) {
 TEST(FakeTrain, LauncherTimeoutKillsAHungJob) {
   TempDir dir;
   const std::string pid_file = dir.path + "/pids";
-  pid_t launcher = Spawn({XPU_FAKE_LAUNCH_PATH, "--nproc", "2", "--timeout", "3", "--pid-file",
-                          pid_file, "--", XPU_FAKE_TRAIN_PATH, "--steps", "1000", "--hang-at",
-                          "1", "--fault-rank", "0"},
-                         {}, dir.path + "/run.log");
+  pid_t launcher =
+      Spawn({XPU_FAKE_LAUNCH_PATH, "--nproc", "2", "--timeout", "3", "--pid-file", pid_file, "--",
+             XPU_FAKE_TRAIN_PATH, "--steps", "1000", "--hang-at", "1", "--fault-rank", "0"},
+            {}, dir.path + "/run.log");
   GroupKiller killer{launcher};
   int status = WaitFor(launcher, std::chrono::seconds(60));
   std::string log = ReadFile(dir.path + "/run.log");
@@ -241,11 +241,11 @@ TEST(FakeTrain, StoppedRankBlocksTheOthersInTheCollective) {
   constexpr int kRanks = 4, kStopped = 2;
   TempDir dir;
   const std::string id_file = dir.path + "/nccl_id";
-  pid_t launcher = Spawn({XPU_FAKE_LAUNCH_PATH, "--nproc", std::to_string(kRanks), "--timeout",
-                          "300", "--", XPU_FAKE_TRAIN_PATH, "--steps", "100000000", "--layers",
-                          "2", "--hidden", "256", "--tokens", "256", "--step-sleep-ms", "1",
-                          "--nccl-id-file", id_file},
-                         {}, dir.path + "/run.log");
+  pid_t launcher =
+      Spawn({XPU_FAKE_LAUNCH_PATH, "--nproc", std::to_string(kRanks), "--timeout", "300", "--",
+             XPU_FAKE_TRAIN_PATH, "--steps", "100000000", "--layers", "2", "--hidden", "256",
+             "--tokens", "256", "--step-sleep-ms", "1", "--nccl-id-file", id_file},
+            {}, dir.path + "/run.log");
   GroupKiller killer{launcher};
 
   // The segment is named after the id that rank 0 publishes. The launcher
@@ -286,8 +286,7 @@ TEST(FakeTrain, StoppedRankBlocksTheOthersInTheCollective) {
   std::vector<uint64_t> last = seg.Snapshot(kRanks);
   auto stable_since = Clock::now();
   deadline = Clock::now() + std::chrono::seconds(60);
-  while (Clock::now() - stable_since < std::chrono::milliseconds(1500) &&
-         Clock::now() < deadline) {
+  while (Clock::now() - stable_since < std::chrono::milliseconds(1500) && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::vector<uint64_t> now = seg.Snapshot(kRanks);
     if (now != last) {
@@ -310,8 +309,8 @@ TEST(FakeTrain, StoppedRankBlocksTheOthersInTheCollective) {
   EXPECT_EQ(seg.Snapshot(kRanks), last);
   // The status tool reports the same counters and names the stopped rank as
   // the one behind when the others wait for it in a collective.
-  pid_t tool = Spawn({XPU_FAKE_NCCL_STATUS_PATH, "--id-file", id_file}, {},
-                     dir.path + "/status.txt");
+  pid_t tool =
+      Spawn({XPU_FAKE_NCCL_STATUS_PATH, "--id-file", id_file}, {}, dir.path + "/status.txt");
   ASSERT_EQ(WaitFor(tool, std::chrono::seconds(30)), 0);
   std::string report = ReadFile(dir.path + "/status.txt");
   EXPECT_NE(report.find("rank 2 pid " + std::to_string(stopped)), std::string::npos) << report;

@@ -37,7 +37,8 @@ std::string Label(const Struct& alert, const std::string& group, const std::stri
 
 // The xpu_slow_gpu alerts Alertmanager currently lists.
 std::vector<Struct> SlowGpuAlerts(int port, std::string* error) {
-  auto r = engine::HttpRequest("GET", "http://127.0.0.1:" + std::to_string(port) + "/api/v2/alerts", "", "", 5000);
+  auto r = engine::HttpRequest("GET", "http://127.0.0.1:" + std::to_string(port) + "/api/v2/alerts",
+                               "", "", 5000);
   std::vector<Struct> out;
   if (!r.ok() || r->status != 200) {
     *error = r.ok() ? "HTTP " + std::to_string(r->status) : std::string(r.status().message());
@@ -49,7 +50,8 @@ std::vector<Struct> SlowGpuAlerts(int port, std::string* error) {
     return out;
   }
   for (const Value& v : list.values()) {
-    if (Label(v.struct_value(), "labels", "alertname") == "xpu_slow_gpu") out.push_back(v.struct_value());
+    if (Label(v.struct_value(), "labels", "alertname") == "xpu_slow_gpu")
+      out.push_back(v.struct_value());
   }
   return out;
 }
@@ -61,7 +63,8 @@ uint64_t NowNs() {
 }
 
 TEST(AlertmanagerE2eTest, SlowGpuAlertIsRoutedToOperationsAndResolves) {
-  ASSERT_EQ(access(kAlertmanager, X_OK), 0) << kAlertmanager << " is required (Debian package prometheus-alertmanager)";
+  ASSERT_EQ(access(kAlertmanager, X_OK), 0)
+      << kAlertmanager << " is required (Debian package prometheus-alertmanager)";
   const std::string dir = MakeTempDir("xpu_am_");
   ASSERT_FALSE(dir.empty());
   const int port = FreeLoopbackPort();
@@ -85,9 +88,11 @@ receivers:
   - name: algorithm
 )");
   ExternalProcess am;
-  ASSERT_TRUE(am.Start({kAlertmanager, "--config.file=" + dir + "/alertmanager.yml", "--storage.path=" + dir + "/data",
-                        "--web.listen-address=127.0.0.1:" + std::to_string(port), "--cluster.listen-address="},
-                       dir + "/alertmanager.log"));
+  ASSERT_TRUE(am.Start(
+      {kAlertmanager, "--config.file=" + dir + "/alertmanager.yml",
+       "--storage.path=" + dir + "/data", "--web.listen-address=127.0.0.1:" + std::to_string(port),
+       "--cluster.listen-address="},
+      dir + "/alertmanager.log"));
   ASSERT_TRUE(am.WaitReady("http://127.0.0.1:" + std::to_string(port) + "/-/ready"))
       << "alertmanager did not start; see " << dir << "/alertmanager.log";
 
@@ -133,7 +138,8 @@ receivers:
         return !alerts.empty();
       },
       std::chrono::seconds(60)))
-      << "no xpu_slow_gpu alert in Alertmanager: " << error << "; notifier ok=" << eng->notifier()->posted_ok()
+      << "no xpu_slow_gpu alert in Alertmanager: " << error
+      << "; notifier ok=" << eng->notifier()->posted_ok()
       << " failed=" << eng->notifier()->posted_failed();
   ASSERT_EQ(alerts.size(), 1u);
   const Struct& a = alerts[0];
@@ -141,7 +147,8 @@ receivers:
   EXPECT_EQ(Label(a, "labels", "job"), "am-job");
   EXPECT_EQ(Label(a, "labels", "severity"), "critical");
   EXPECT_EQ(Label(a, "labels", "subject"), "rank:3");
-  EXPECT_TRUE(absl::StrContains(Label(a, "annotations", "evidence"), "rank 3")) << Label(a, "annotations", "evidence");
+  EXPECT_TRUE(absl::StrContains(Label(a, "annotations", "evidence"), "rank 3"))
+      << Label(a, "annotations", "evidence");
   EXPECT_EQ(Label(a, "annotations", "ranks"), "3");
   // Routed by the team label to the team's receiver.
   auto receivers = a.fields().at("receivers").list_value();
@@ -150,25 +157,31 @@ receivers:
 
   // The fault is gone from step 10 on: the diagnosis resolves.
   window();
-  ASSERT_TRUE(engine::testing::WaitFor([&] { return SlowGpuAlerts(port, &error).empty() && error.empty(); },
-                                       std::chrono::seconds(60)))
+  ASSERT_TRUE(
+      engine::testing::WaitFor([&] { return SlowGpuAlerts(port, &error).empty() && error.empty(); },
+                               std::chrono::seconds(60)))
       << "xpu_slow_gpu alert still active after the fault ended " << error;
 
   std::vector<std::string> bodies = webhook.Bodies();
   bool firing = false, resolved = false;
   for (const std::string& b : bodies) {
-    firing |= absl::StrContains(b, "\"status\":\"firing\"") && absl::StrContains(b, "\"kind\":\"slow_gpu\"");
-    resolved |= absl::StrContains(b, "\"status\":\"resolved\"") && absl::StrContains(b, "\"kind\":\"slow_gpu\"");
+    firing |= absl::StrContains(b, "\"status\":\"firing\"") &&
+              absl::StrContains(b, "\"kind\":\"slow_gpu\"");
+    resolved |= absl::StrContains(b, "\"status\":\"resolved\"") &&
+                absl::StrContains(b, "\"kind\":\"slow_gpu\"");
   }
   EXPECT_TRUE(firing) << bodies.size() << " webhook posts";
   EXPECT_TRUE(resolved) << bodies.size() << " webhook posts";
 
   // Metrics and the query API agree.
   const std::string metrics = eng->metrics().Render();
-  EXPECT_TRUE(absl::StrContains(metrics, "xpu_diagnoses_total{kind=\"slow_gpu\",team=\"operations\"} 1")) << metrics;
-  EXPECT_TRUE(absl::StrContains(metrics, "xpu_diagnosis_active{job=\"am-job\",kind=\"slow_gpu\",team=\"operations\"} 0"));
-  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(eng->port()),
-                                                          grpc::InsecureChannelCredentials()));
+  EXPECT_TRUE(
+      absl::StrContains(metrics, "xpu_diagnoses_total{kind=\"slow_gpu\",team=\"operations\"} 1"))
+      << metrics;
+  EXPECT_TRUE(absl::StrContains(
+      metrics, "xpu_diagnosis_active{job=\"am-job\",kind=\"slow_gpu\",team=\"operations\"} 0"));
+  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   xpu::v1::DiagnosesRequest req;
   req.set_job("am-job");

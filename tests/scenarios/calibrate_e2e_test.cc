@@ -43,7 +43,8 @@ uint64_t NowNs() {
 
 // Runs a synthetic job for two windows; returns the unoptimized_gemm
 // diagnoses of its last window.
-std::vector<engine::Diagnosis> GemmFindings(engine::Engine& eng, engine::testing::FakeDaemon& daemon,
+std::vector<engine::Diagnosis> GemmFindings(engine::Engine& eng,
+                                            engine::testing::FakeDaemon& daemon,
                                             const SyntheticJobSpec& spec) {
   SyntheticJob job(spec, NowNs());
   std::vector<engine::Diagnosis> last;
@@ -80,9 +81,10 @@ TEST(CalibrateE2eTest, StoresWhatItMeasuredAndUnoptimizedGemmUsesIt) {
   // Four fake GPUs; a fake peak far above the synthetic job's GEMM rate so
   // that the run below can sit on either side of 0.6 x the measured peak.
   const std::string cmd =
-      std::string("XPU_FAKE_DEVICES=4 XPU_FAKE_TFLOPS=1000 XPU_CALIBRATE=") + XPU_CALIBRATE_PATH + " " +
-      XPU_CLI_PATH + " calibrate --engine 127.0.0.1:" + std::to_string(eng->port()) + " --lib-dir " +
-      XPU_FAKE_LIB_DIR + " --dtypes bf16,fp16 --gemm-size 2048 --gemm-iters 5 --sizes 256K,1M --coll-iters 3 --json";
+      std::string("XPU_FAKE_DEVICES=4 XPU_FAKE_TFLOPS=1000 XPU_CALIBRATE=") + XPU_CALIBRATE_PATH +
+      " " + XPU_CLI_PATH + " calibrate --engine 127.0.0.1:" + std::to_string(eng->port()) +
+      " --lib-dir " + XPU_FAKE_LIB_DIR +
+      " --dtypes bf16,fp16 --gemm-size 2048 --gemm-iters 5 --sizes 256K,1M --coll-iters 3 --json";
   int code = -1;
   const std::string json = RunCommand(cmd + " 2>/dev/null", &code);
   ASSERT_EQ(code, 0) << cmd << "\n" << json;
@@ -94,8 +96,8 @@ TEST(CalibrateE2eTest, StoresWhatItMeasuredAndUnoptimizedGemmUsesIt) {
   EXPECT_EQ(printed.fields().at("collective_rows").number_value(), 6) << "3 ops x 2 sizes";
 
   // What the engine stored equals what the tool printed.
-  auto history = xpu::v1::History::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(eng->port()),
-                                                               grpc::InsecureChannelCredentials()));
+  auto history = xpu::v1::History::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   xpu::v1::CalibrationsRequest req;
   req.set_gpu_model(model);
@@ -125,7 +127,7 @@ TEST(CalibrateE2eTest, StoresWhatItMeasuredAndUnoptimizedGemmUsesIt) {
     EXPECT_EQ(c.nodes(), 1);
     EXPECT_GT(c.busbw_bytes_per_second(), 0);
     // nccl-tests definitions with the project's factors.
-    const uint32_t kind = c.op() == "allreduce" ? XPU_OP_ALLREDUCE
+    const uint32_t kind = c.op() == "allreduce"   ? XPU_OP_ALLREDUCE
                           : c.op() == "allgather" ? XPU_OP_ALLGATHER
                                                   : XPU_OP_REDUCESCATTER;
     EXPECT_NEAR(c.busbw_bytes_per_second(), c.algbw_bytes_per_second() * xpu_busbw_factor(kind, 4),
@@ -148,7 +150,8 @@ TEST(CalibrateE2eTest, StoresWhatItMeasuredAndUnoptimizedGemmUsesIt) {
   ASSERT_FALSE(found.empty()) << "no unoptimized_gemm against the calibrated peak";
   for (const engine::Diagnosis& d : found) {
     EXPECT_NE(d.evidence.find("calibrated bf16 peak of " + model), std::string::npos) << d.evidence;
-    EXPECT_NE(d.evidence.find("reference " + Fmt1(bf16_peak) + " TFLOPS"), std::string::npos) << d.evidence;
+    EXPECT_NE(d.evidence.find("reference " + Fmt1(bf16_peak) + " TFLOPS"), std::string::npos)
+        << d.evidence;
     EXPECT_EQ(d.ranks.size(), 8u);
   }
   // Near the peak: nothing. And the same slow job on a model without a

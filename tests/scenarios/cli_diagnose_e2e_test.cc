@@ -3,8 +3,8 @@
 // real ingest path.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <sys/wait.h>
+#include <chrono>
 
 #include <cstdio>
 #include <iostream>
@@ -39,9 +39,10 @@ TEST(CliDiagnoseE2eTest, DiagnoseAndReportShowTheSlowGpu) {
   spec.job = "cli-job";
   spec.ranks = 8;
   spec.fault.slow_gpu_ranks = {5};
-  SyntheticJob job(spec, static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                   std::chrono::system_clock::now().time_since_epoch())
-                                                   .count()));
+  SyntheticJob job(spec,
+                   static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count()));
   for (int w = 0; w < 2; ++w) {
     ASSERT_TRUE(daemon.Send(job.NextWindow(5)));
     const uint64_t want = job.records_emitted();
@@ -55,11 +56,14 @@ TEST(CliDiagnoseE2eTest, DiagnoseAndReportShowTheSlowGpu) {
         std::chrono::seconds(60)));
     eng->TickWindow();
   }
-  const std::string base = std::string(XPU_CLI_PATH) + " --engine 127.0.0.1:" + std::to_string(eng->port());
+  const std::string base =
+      std::string(XPU_CLI_PATH) + " --engine 127.0.0.1:" + std::to_string(eng->port());
   int code = -1;
   std::string json = RunCommand(base + " diagnose --job cli-job --json", &code);
   EXPECT_EQ(code, 0) << json;
-  EXPECT_TRUE(absl::StrContains(json, R"("kind":"slow_gpu","subject":"rank:5","team":"operations")")) << json;
+  EXPECT_TRUE(
+      absl::StrContains(json, R"("kind":"slow_gpu","subject":"rank:5","team":"operations")"))
+      << json;
   EXPECT_TRUE(absl::StrContains(json, R"("active":true,"ranks":[5])")) << json;
   std::string table = RunCommand(base + " diagnose --job cli-job", &code);
   EXPECT_EQ(code, 0);

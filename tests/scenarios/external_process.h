@@ -40,7 +40,8 @@ inline int FreeLoopbackPort() {
 }
 
 inline std::string MakeTempDir(const std::string& prefix) {
-  std::string tmpl = (std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + ("/" + prefix + "XXXXXX");
+  std::string tmpl = (std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+                     ("/" + prefix + "XXXXXX");
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   return mkdtemp(buf.data()) ? std::string(buf.data()) : std::string();

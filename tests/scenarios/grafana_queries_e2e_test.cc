@@ -65,7 +65,8 @@ std::vector<PanelQuery> DashboardQueries(std::string* uid_error) {
     for (const Value& p : dash.fields().at("panels").list_value().values()) {
       const Struct& ps = p.struct_value();
       const std::string title = ps.fields().at("title").string_value();
-      if (ps.fields().at("datasource").struct_value().fields().at("uid").string_value() != "xpu-prometheus") {
+      if (ps.fields().at("datasource").struct_value().fields().at("uid").string_value() !=
+          "xpu-prometheus") {
         *uid_error += n + "/" + title + " ";
       }
       for (const Value& t : ps.fields().at("targets").list_value().values()) {
@@ -79,10 +80,12 @@ std::vector<PanelQuery> DashboardQueries(std::string* uid_error) {
 
 // Number of series the instant query returns (-1 on error).
 int QuerySeries(int port, const std::string& expr, std::string* error) {
-  auto r = engine::HttpRequest("GET", "http://127.0.0.1:" + std::to_string(port) + "/api/v1/query?query=" + UrlEncode(expr),
-                               "", "", 5000);
+  auto r = engine::HttpRequest(
+      "GET", "http://127.0.0.1:" + std::to_string(port) + "/api/v1/query?query=" + UrlEncode(expr),
+      "", "", 5000);
   if (!r.ok() || r->status != 200) {
-    *error = r.ok() ? "HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 300) : std::string(r.status().message());
+    *error = r.ok() ? "HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 300)
+                    : std::string(r.status().message());
     return -1;
   }
   Struct body;
@@ -104,7 +107,8 @@ TEST(GrafanaQueriesE2eTest, EveryPanelQueryReturnsData) {
   std::vector<PanelQuery> queries = DashboardQueries(&uid_error);
   ASSERT_GE(queries.size(), 10u) << "dashboards not found under " << XPU_GRAFANA_DIR;
   EXPECT_TRUE(uid_error.empty()) << "panels not on datasource xpu-prometheus: " << uid_error;
-  ASSERT_EQ(access(kPrometheus, X_OK), 0) << kPrometheus << " is required (Debian package prometheus)";
+  ASSERT_EQ(access(kPrometheus, X_OK), 0)
+      << kPrometheus << " is required (Debian package prometheus)";
 
   engine::EngineOptions o = engine::testing::TestOptions();
   o.metrics_addr = "127.0.0.1:0";
@@ -114,11 +118,13 @@ TEST(GrafanaQueriesE2eTest, EveryPanelQueryReturnsData) {
 
   const std::string dir = MakeTempDir("xpu_prom_");
   const int port = FreeLoopbackPort();
-  WriteFile(dir + "/prometheus.yml", "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: xpu-engine\n"
-                                     "    honor_labels: true\n    static_configs:\n      - targets: ['127.0.0.1:" +
-                                         std::to_string(eng->metrics_port()) + "']\n");
+  WriteFile(dir + "/prometheus.yml",
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: xpu-engine\n"
+            "    honor_labels: true\n    static_configs:\n      - targets: ['127.0.0.1:" +
+                std::to_string(eng->metrics_port()) + "']\n");
   ExternalProcess prom;
-  ASSERT_TRUE(prom.Start({kPrometheus, "--config.file=" + dir + "/prometheus.yml", "--storage.tsdb.path=" + dir + "/data",
+  ASSERT_TRUE(prom.Start({kPrometheus, "--config.file=" + dir + "/prometheus.yml",
+                          "--storage.tsdb.path=" + dir + "/data",
                           "--web.listen-address=127.0.0.1:" + std::to_string(port)},
                          dir + "/prometheus.log"));
   ASSERT_TRUE(prom.WaitReady("http://127.0.0.1:" + std::to_string(port) + "/-/ready"))
@@ -149,13 +155,16 @@ TEST(GrafanaQueriesE2eTest, EveryPanelQueryReturnsData) {
     eng->TickWindow();
     ++windows;
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    if (windows >= 4 && QuerySeries(port, "count_over_time(xpu_rank_step_seconds[1m])", &error) > 0) break;
+    if (windows >= 4 && QuerySeries(port, "count_over_time(xpu_rank_step_seconds[1m])", &error) > 0)
+      break;
   }
   for (const PanelQuery& q : queries) {
     std::string expr = absl::StrReplaceAll(q.expr, {{"$job", ".*"}, {"$__rate_interval", "1m"}});
     int n = -1;
-    engine::testing::WaitFor([&] { return (n = QuerySeries(port, expr, &error)) > 0; }, std::chrono::seconds(30));
-    EXPECT_GT(n, 0) << q.dashboard << " / " << q.panel << ": " << expr << " returned no data " << error;
+    engine::testing::WaitFor([&] { return (n = QuerySeries(port, expr, &error)) > 0; },
+                             std::chrono::seconds(30));
+    EXPECT_GT(n, 0) << q.dashboard << " / " << q.panel << ": " << expr << " returned no data "
+                    << error;
   }
   daemon.Finish();
   prom.Stop();

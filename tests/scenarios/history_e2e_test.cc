@@ -48,13 +48,15 @@ class StepWitness {
         if (s.kind() == XPU_OP_STEP) step_sig_ = s.id();
       }
       std::vector<uint64_t> starts;
-      for (size_t off = 0; off + sizeof(xpu_record_v1) <= pb.records().size(); off += sizeof(xpu_record_v1)) {
+      for (size_t off = 0; off + sizeof(xpu_record_v1) <= pb.records().size();
+           off += sizeof(xpu_record_v1)) {
         xpu_record_v1 r;
         std::memcpy(&r, pb.records().data() + off, sizeof(r));
         if (r.sig_id == step_sig_) starts.push_back(r.start_ns);
       }
       std::vector<double> d;
-      for (size_t i = 1; i < starts.size(); ++i) d.push_back(static_cast<double>(starts[i] - starts[i - 1]) * 1e-9);
+      for (size_t i = 1; i < starts.size(); ++i)
+        d.push_back(static_cast<double>(starts[i] - starts[i - 1]) * 1e-9);
       if (!d.empty()) window_medians_.push_back(engine::analysis::Median(d));
     }
   }
@@ -66,7 +68,8 @@ class StepWitness {
 };
 
 // Runs `windows` windows of `spec`; returns the diagnoses of the job per window.
-std::vector<std::vector<engine::Diagnosis>> RunJob(engine::Engine& eng, engine::testing::FakeDaemon& daemon,
+std::vector<std::vector<engine::Diagnosis>> RunJob(engine::Engine& eng,
+                                                   engine::testing::FakeDaemon& daemon,
                                                    const SyntheticJobSpec& spec, int windows,
                                                    StepWitness* witness = nullptr) {
   SyntheticJob job(spec, NowNs());
@@ -95,8 +98,8 @@ std::vector<std::vector<engine::Diagnosis>> RunJob(engine::Engine& eng, engine::
 }
 
 xpu::v1::BaselinesReply Baselines(engine::Engine& eng, const std::string& job_name) {
-  auto stub = xpu::v1::History::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(eng.port()), grpc::InsecureChannelCredentials()));
+  auto stub = xpu::v1::History::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(eng.port()), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   xpu::v1::BaselinesRequest req;
   req.set_job_name(job_name);
@@ -113,7 +116,8 @@ TEST(HistoryE2eTest, HealthyRunIsRecordedWithItsFigures) {
   ASSERT_TRUE(daemon.Hello());
   StepWitness witness;
   auto diags = RunJob(**e, daemon, Spec("healthy-1"), 4, &witness);
-  for (const auto& w : diags) EXPECT_TRUE(w.empty()) << w.front().kind << ": " << w.front().evidence;
+  for (const auto& w : diags)
+    EXPECT_TRUE(w.empty()) << w.front().kind << ": " << w.front().evidence;
 
   xpu::v1::BaselinesReply reply = Baselines(**e, "gpt-history");
   ASSERT_EQ(reply.runs_size(), 1);
@@ -198,7 +202,8 @@ TEST(HistoryE2eTest, HistorySurvivesARestartAndJudgesTheNextRun) {
   bool found = false;
   for (const engine::Diagnosis& d : diags.back()) {
     found |= d.kind == "throughput_regression" &&
-             d.evidence.find("median of 2 previous runs of job 'gpt-history' on Synthetic GPU") != std::string::npos;
+             d.evidence.find("median of 2 previous runs of job 'gpt-history' on Synthetic GPU") !=
+                 std::string::npos;
   }
   EXPECT_TRUE(found) << "no throughput_regression against the history in the last window";
   daemon.Finish();

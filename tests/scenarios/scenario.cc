@@ -33,7 +33,8 @@ bool Bool(const Struct& s, const std::string& name, bool def) {
 std::vector<int> Ints(const Value* v) {
   std::vector<int> out;
   if (v && v->kind_case() == Value::kListValue) {
-    for (const Value& e : v->list_value().values()) out.push_back(static_cast<int>(e.number_value()));
+    for (const Value& e : v->list_value().values())
+      out.push_back(static_cast<int>(e.number_value()));
   }
   return out;
 }
@@ -105,7 +106,8 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
   sc.small_job = Bool(root, "small_job", false);
   if (sc.job.ranks < 2) return absl::InvalidArgumentError("\"ranks\" must be >= 2");
   if (const Value* f = Field(root, "fault"); f && f->kind_case() == Value::kStructValue) {
-    if (absl::Status st = ParseFault(f->struct_value(), sc.job.ranks, &sc.job.fault); !st.ok()) return st;
+    if (absl::Status st = ParseFault(f->struct_value(), sc.job.ranks, &sc.job.fault); !st.ok())
+      return st;
   }
   sc.job.gpu_model = Str(root, "gpu_model");
   sc.job.peak_tflops = Num(root, "peak_tflops", 400);
@@ -114,16 +116,22 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
     sc.history.runs = static_cast<int>(Num(hs, "runs", 1));
     sc.history.windows = static_cast<int>(Num(hs, "windows", 0));
     if (const Value* f = Field(hs, "fault"); f && f->kind_case() == Value::kStructValue) {
-      if (absl::Status st = ParseFault(f->struct_value(), sc.job.ranks, &sc.history.fault); !st.ok()) return st;
+      if (absl::Status st = ParseFault(f->struct_value(), sc.job.ranks, &sc.history.fault);
+          !st.ok())
+        return st;
       sc.history.faulty = true;
     }
   }
   if (const Value* c = Field(root, "calibration"); c && c->kind_case() == Value::kStructValue) {
-    if (sc.job.gpu_model.empty()) return absl::InvalidArgumentError("\"calibration\" needs \"gpu_model\"");
-    if (const Value* g = Field(c->struct_value(), "gemm_tflops"); g && g->kind_case() == Value::kStructValue) {
-      for (const auto& [dtype, v] : g->struct_value().fields()) sc.calibrated_gemm_tflops[dtype] = v.number_value();
+    if (sc.job.gpu_model.empty())
+      return absl::InvalidArgumentError("\"calibration\" needs \"gpu_model\"");
+    if (const Value* g = Field(c->struct_value(), "gemm_tflops");
+        g && g->kind_case() == Value::kStructValue) {
+      for (const auto& [dtype, v] : g->struct_value().fields())
+        sc.calibrated_gemm_tflops[dtype] = v.number_value();
     }
-    if (const Value* b = Field(c->struct_value(), "busbw"); b && b->kind_case() == Value::kListValue) {
+    if (const Value* b = Field(c->struct_value(), "busbw");
+        b && b->kind_case() == Value::kListValue) {
       for (const Value& x : b->list_value().values()) {
         const Struct& xs = x.struct_value();
         Scenario::CalibratedBusBw p;
@@ -152,11 +160,15 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
     for (const Value& x : a->list_value().values()) sc.allow.push_back(x.string_value());
   }
   if (const Value* ft = Field(root, "fake_train"); ft && ft->kind_case() == Value::kStructValue) {
-    if (const Value* env = Field(ft->struct_value(), "env"); env && env->kind_case() == Value::kStructValue) {
-      for (const auto& [k, v] : env->struct_value().fields()) sc.fake_train_env[k] = v.string_value();
+    if (const Value* env = Field(ft->struct_value(), "env");
+        env && env->kind_case() == Value::kStructValue) {
+      for (const auto& [k, v] : env->struct_value().fields())
+        sc.fake_train_env[k] = v.string_value();
     }
-    if (const Value* args = Field(ft->struct_value(), "args"); args && args->kind_case() == Value::kListValue) {
-      for (const Value& x : args->list_value().values()) sc.fake_train_args.push_back(x.string_value());
+    if (const Value* args = Field(ft->struct_value(), "args");
+        args && args->kind_case() == Value::kListValue) {
+      for (const Value& x : args->list_value().values())
+        sc.fake_train_args.push_back(x.string_value());
     }
   }
   return sc;

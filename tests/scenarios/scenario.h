@@ -18,16 +18,16 @@ struct Expectation {
   std::string kind;
   std::vector<int> ranks;  // exact set of ranks the diagnosis must name (empty: any)
   std::string team;
-  std::string evidence;    // text the evidence must contain in the last window (empty: any)
+  std::string evidence;  // text the evidence must contain in the last window (empty: any)
 };
 
 // Previous runs of the same job name, run through the same engine (and
 // database) before the scenario's run, so that the engine has history.
 struct HistoryRuns {
   int runs = 0;
-  int windows = 0;             // per run; 0: the scenario's windows
-  ScenarioFault fault;         // usually none: healthy history
-  bool faulty = false;         // a fault was given: its runs may be diagnosed
+  int windows = 0;      // per run; 0: the scenario's windows
+  ScenarioFault fault;  // usually none: healthy history
+  bool faulty = false;  // a fault was given: its runs may be diagnosed
 };
 
 struct Scenario {
@@ -36,12 +36,12 @@ struct Scenario {
   SyntheticJobSpec job;
   int windows = 6;
   int steps_per_window = 5;
-  int max_windows = 4;                  // expected diagnoses must appear by then
+  int max_windows = 4;  // expected diagnoses must appear by then
   // A deliberately small job (fewer than 8 ranks, e.g. a 2-GPU node) that
   // checks how a detector copes without a peer majority.
   bool small_job = false;
   std::vector<Expectation> expect;
-  std::vector<std::string> allow;       // other kinds that may appear as well
+  std::vector<std::string> allow;  // other kinds that may appear as well
   HistoryRuns history;
   // Uploaded through History.UploadCalibration before the run: dtype ->
   // TFLOPS for the job's GPU model (as `xpu calibrate` would).

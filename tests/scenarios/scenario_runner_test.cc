@@ -50,8 +50,9 @@ std::vector<int> Sorted(std::vector<int32_t> v) {
 
 // Runs one synthetic job window by window through the engine; the
 // diagnoses of that job per window go to *per_window (printed as they come).
-void RunJob(engine::Engine& eng, engine::testing::FakeDaemon& daemon, const SyntheticJobSpec& spec, int windows,
-            int steps_per_window, std::vector<std::vector<engine::Diagnosis>>* per_window) {
+void RunJob(engine::Engine& eng, engine::testing::FakeDaemon& daemon, const SyntheticJobSpec& spec,
+            int windows, int steps_per_window,
+            std::vector<std::vector<engine::Diagnosis>>* per_window) {
   SyntheticJob job(spec, NowNs());
   for (int w = 0; w < windows; ++w) {
     ASSERT_TRUE(daemon.Send(job.NextWindow(steps_per_window)));
@@ -69,8 +70,8 @@ void RunJob(engine::Engine& eng, engine::testing::FakeDaemon& daemon, const Synt
     for (engine::Diagnosis& d : eng.TickWindow()) {
       if (d.job != spec.job) continue;
       std::cout << "  " << spec.job << " window " << w + 1 << ": " << d.kind << " ["
-                << engine::TeamName(d.team) << "] ranks " << absl::StrJoin(d.ranks, ",") << ": " << d.evidence
-                << "\n";
+                << engine::TeamName(d.team) << "] ranks " << absl::StrJoin(d.ranks, ",") << ": "
+                << d.evidence << "\n";
       mine.push_back(std::move(d));
     }
     per_window->push_back(std::move(mine));
@@ -82,7 +83,8 @@ class ScenarioTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
   absl::StatusOr<Scenario> sc = LoadScenario(std::string(XPU_SCENARIO_DIR) + "/" + GetParam());
   ASSERT_TRUE(sc.ok()) << sc.status();
-  if (!sc->small_job) ASSERT_GE(sc->job.ranks, 8) << "scenarios use at least 8 ranks (or say \"small_job\": true)";
+  if (!sc->small_job)
+    ASSERT_GE(sc->job.ranks, 8) << "scenarios use at least 8 ranks (or say \"small_job\": true)";
   std::cout << "scenario " << sc->name << ": " << sc->description << "\n";
 
   engine::EngineOptions o = engine::testing::TestOptions();
@@ -100,11 +102,13 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
     prev.fault = sc->history.fault;
     prev.seed = sc->job.seed + static_cast<uint32_t>(i);
     std::vector<std::vector<engine::Diagnosis>> diags;
-    ASSERT_NO_FATAL_FAILURE(RunJob(*eng, daemon, prev, sc->history.windows > 0 ? sc->history.windows : sc->windows,
+    ASSERT_NO_FATAL_FAILURE(RunJob(*eng, daemon, prev,
+                                   sc->history.windows > 0 ? sc->history.windows : sc->windows,
                                    sc->steps_per_window, &diags));
     if (!sc->history.faulty) {  // a healthy history run is diagnosed with nothing
       for (const auto& w : diags) {
-        for (const engine::Diagnosis& d : w) ADD_FAILURE() << "history run " << i << ": " << d.kind << ": " << d.evidence;
+        for (const engine::Diagnosis& d : w)
+          ADD_FAILURE() << "history run " << i << ": " << d.kind << ": " << d.evidence;
       }
     }
   }
@@ -139,7 +143,8 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
   }
 
   std::vector<std::vector<engine::Diagnosis>> per_window;
-  ASSERT_NO_FATAL_FAILURE(RunJob(*eng, daemon, sc->job, sc->windows, sc->steps_per_window, &per_window));
+  ASSERT_NO_FATAL_FAILURE(
+      RunJob(*eng, daemon, sc->job, sc->windows, sc->steps_per_window, &per_window));
 
   std::set<std::string> expected_kinds;
   for (const Expectation& ex : sc->expect) expected_kinds.insert(ex.kind);
@@ -148,8 +153,8 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
     for (const engine::Diagnosis& d : per_window[w]) {
       if (allowed.count(d.kind)) continue;
       EXPECT_TRUE(expected_kinds.count(d.kind))
-          << "window " << w + 1 << ": unexpected " << d.kind << " on ranks " << absl::StrJoin(d.ranks, ",")
-          << ": " << d.evidence;
+          << "window " << w + 1 << ": unexpected " << d.kind << " on ranks "
+          << absl::StrJoin(d.ranks, ",") << ": " << d.evidence;
       if (!expected_kinds.count(d.kind)) continue;
       bool matches_one = false;
       for (const Expectation& ex : sc->expect) {
@@ -166,25 +171,27 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
     };
     int first = -1;
     for (size_t w = 0; w < per_window.size() && first < 0; ++w) {
-      if (std::any_of(per_window[w].begin(), per_window[w].end(), match)) first = static_cast<int>(w);
+      if (std::any_of(per_window[w].begin(), per_window[w].end(), match))
+        first = static_cast<int>(w);
     }
-    ASSERT_GE(first, 0) << "expected " << ex.kind << " on ranks " << absl::StrJoin(ex.ranks, ",") << " ("
-                        << ex.team << ") never reported";
+    ASSERT_GE(first, 0) << "expected " << ex.kind << " on ranks " << absl::StrJoin(ex.ranks, ",")
+                        << " (" << ex.team << ") never reported";
     EXPECT_LT(first, sc->max_windows) << ex.kind << " first reported in window " << first + 1;
     EXPECT_TRUE(std::any_of(per_window.back().begin(), per_window.back().end(), match))
         << ex.kind << " no longer reported in the last window although the fault persists";
     if (!ex.evidence.empty()) {
       EXPECT_TRUE(std::any_of(per_window.back().begin(), per_window.back().end(),
                               [&](const engine::Diagnosis& d) {
-                                return match(d) && d.evidence.find(ex.evidence) != std::string::npos;
+                                return match(d) &&
+                                       d.evidence.find(ex.evidence) != std::string::npos;
                               }))
           << ex.kind << ": no evidence in the last window mentions '" << ex.evidence << "'";
     }
   }
 
   // The same through the query API, from the store.
-  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(eng->port()),
-                                                          grpc::InsecureChannelCredentials()));
+  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   xpu::v1::DiagnosesRequest req;
   req.set_job(sc->job.job);

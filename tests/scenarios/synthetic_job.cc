@@ -8,14 +8,14 @@
 namespace xpu::scenarios {
 namespace {
 
-constexpr uint32_t kH = 4096;             // hidden
-constexpr uint32_t kT = 4096;             // tokens per step and rank
-constexpr double kEfficiency = 0.8;       // well-shaped GEMMs
-constexpr double kBadEfficiency = 0.35;   // misaligned LM head
-constexpr double kLaunchNs = 8000;        // host cost of one launch
-constexpr double kWorldBusBw = 100e9;     // bytes/s, inter-node collectives
-constexpr double kNodeBusBw = 300e9;      // intra-node
-constexpr double kLinkBw = 50e9;          // ring point-to-point
+constexpr uint32_t kH = 4096;            // hidden
+constexpr uint32_t kT = 4096;            // tokens per step and rank
+constexpr double kEfficiency = 0.8;      // well-shaped GEMMs
+constexpr double kBadEfficiency = 0.35;  // misaligned LM head
+constexpr double kLaunchNs = 8000;       // host cost of one launch
+constexpr double kWorldBusBw = 100e9;    // bytes/s, inter-node collectives
+constexpr double kNodeBusBw = 300e9;     // intra-node
+constexpr double kLinkBw = 50e9;         // ring point-to-point
 constexpr uint64_t kWorldComm = 0x1000;
 constexpr uint64_t kRingComm = 0x2000;
 constexpr uint64_t kTpCommBase = 0x3000;  // + host index
@@ -48,7 +48,8 @@ uint64_t SyntheticJob::GemmNs(int r, double flops, double efficiency) {
   return static_cast<uint64_t>(ns);
 }
 
-void SyntheticJob::Launch(int r, Sig sig, uint64_t dur_ns, bool comm_stream, uint64_t dep_ns, bool traced) {
+void SyntheticJob::Launch(int r, Sig sig, uint64_t dur_ns, bool comm_stream, uint64_t dep_ns,
+                          bool traced) {
   Rank& k = ranks_[r];
   k.cpu += static_cast<uint64_t>(kLaunchNs);
   const uint64_t launch = k.cpu;
@@ -66,7 +67,8 @@ void SyntheticJob::Launch(int r, Sig sig, uint64_t dur_ns, bool comm_stream, uin
 
 void SyntheticJob::Host(int r, Sig sig, uint64_t dur_ns, uint32_t seq) {
   Rank& k = ranks_[r];
-  xpu_record_v1 rec = engine::MakeRecord(sig, k.cpu, static_cast<uint32_t>(dur_ns), seq, XPU_REC_HOST);
+  xpu_record_v1 rec =
+      engine::MakeRecord(sig, k.cpu, static_cast<uint32_t>(dur_ns), seq, XPU_REC_HOST);
   rec.stream = 0;
   k.out.push_back(rec);
   k.cpu += dur_ns;
@@ -75,12 +77,14 @@ void SyntheticJob::Host(int r, Sig sig, uint64_t dur_ns, uint32_t seq) {
 void SyntheticJob::Sync(int r) {
   Rank& k = ranks_[r];
   const uint64_t done = std::max({k.cpu, k.compute_free, k.comm_free});
-  xpu_record_v1 rec = engine::MakeRecord(kSync, k.cpu, static_cast<uint32_t>(done - k.cpu), 0, XPU_REC_HOST);
+  xpu_record_v1 rec =
+      engine::MakeRecord(kSync, k.cpu, static_cast<uint32_t>(done - k.cpu), 0, XPU_REC_HOST);
   k.out.push_back(rec);
   k.cpu = done;
 }
 
-void SyntheticJob::Collective(Sig sig, const std::vector<int>& members, uint64_t comm_id, uint64_t bus_bytes) {
+void SyntheticJob::Collective(Sig sig, const std::vector<int>& members, uint64_t comm_id,
+                              uint64_t bus_bytes) {
   std::vector<uint64_t> ready(members.size());
   uint64_t last = 0;
   bool slow = false;
@@ -99,8 +103,9 @@ void SyntheticJob::Collective(Sig sig, const std::vector<int>& members, uint64_t
   for (size_t i = 0; i < members.size(); ++i) {
     Rank& k = ranks_[members[i]];
     const uint64_t launch = k.cpu;
-    xpu_record_v1 rec = engine::MakeRecord(sig, ready[i], static_cast<uint32_t>(end - ready[i]),
-                                           ++k.coll_seq[comm_id], XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID);
+    xpu_record_v1 rec =
+        engine::MakeRecord(sig, ready[i], static_cast<uint32_t>(end - ready[i]),
+                           ++k.coll_seq[comm_id], XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID);
     rec.issue_latency_ns = static_cast<int32_t>(ready[i] - launch);
     rec.stream = 2;
     k.out.push_back(rec);
@@ -122,7 +127,8 @@ void SyntheticJob::RingP2p(uint64_t bytes) {
   for (int r = 0; r < n; ++r) {
     const int dst = (r + 1) % n;
     double ns = static_cast<double>(bytes) / kLinkBw * 1e9 * Jitter();
-    if (Active() && (spec_.fault.slow_link_ranks.count(r) || spec_.fault.slow_link_ranks.count(dst))) {
+    if (Active() &&
+        (spec_.fault.slow_link_ranks.count(r) || spec_.fault.slow_link_ranks.count(dst))) {
       ns *= spec_.fault.slow_link_factor;
     }
     link_end[r] = std::max(ready[r], ready[dst]) + static_cast<uint64_t>(ns);
@@ -131,12 +137,14 @@ void SyntheticJob::RingP2p(uint64_t bytes) {
     Rank& k = ranks_[r];
     const int src = (r + n - 1) % n;
     const uint32_t seq = ++k.coll_seq[kRingComm];
-    xpu_record_v1 s = engine::MakeRecord(kSend, ready[r], static_cast<uint32_t>(link_end[r] - ready[r]), seq,
-                                         XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID);
+    xpu_record_v1 s =
+        engine::MakeRecord(kSend, ready[r], static_cast<uint32_t>(link_end[r] - ready[r]), seq,
+                           XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID);
     s.issue_latency_ns = static_cast<int32_t>(ready[r] - launch[r]);
     s.stream = 2;
-    xpu_record_v1 v = engine::MakeRecord(kRecv, ready[r], static_cast<uint32_t>(link_end[src] - ready[r]),
-                                         ++k.coll_seq[kRingComm], XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID);
+    xpu_record_v1 v =
+        engine::MakeRecord(kRecv, ready[r], static_cast<uint32_t>(link_end[src] - ready[r]),
+                           ++k.coll_seq[kRingComm], XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID);
     v.issue_latency_ns = s.issue_latency_ns;
     v.stream = 2;
     k.out.push_back(s);
@@ -165,7 +173,8 @@ void SyntheticJob::Step() {
       Launch(r, kLayerNorm, static_cast<uint64_t>(40000 * Jitter()), false);
       Launch(r, kQkv, GemmNs(r, Flops(3 * kH, kT, kH), kEfficiency), false);
       double minority_us = active && f.minority_ranks.count(r) ? f.minority_us : 50;
-      Launch(r, kGelu, static_cast<uint64_t>(minority_us * 1000 * Jitter()), false, 0, /*traced=*/false);
+      Launch(r, kGelu, static_cast<uint64_t>(minority_us * 1000 * Jitter()), false, 0,
+             /*traced=*/false);
       Launch(r, kMlpUp, GemmNs(r, Flops(4 * kH, kT, kH), kEfficiency), false);
       Launch(r, kGelu, static_cast<uint64_t>(60000 * Jitter()), false);
       if (active && f.sync_ranks.count(r)) Sync(r);
@@ -174,7 +183,8 @@ void SyntheticJob::Step() {
   // LM head at the end of the forward.
   for (int r = 0; r < n; ++r) {
     const uint32_t k = f.bad_gemm ? 8484 : 8512;
-    Launch(r, kLmHead, GemmNs(r, Flops(kH, kT, k), f.bad_gemm ? kBadEfficiency : kEfficiency), false);
+    Launch(r, kLmHead, GemmNs(r, Flops(kH, kT, k), f.bad_gemm ? kBadEfficiency : kEfficiency),
+           false);
   }
   // Tensor-parallel all-reduce per host, once per step after the forward.
   const int per_host = std::max(1, spec_.ranks_per_host);
@@ -182,8 +192,10 @@ void SyntheticJob::Step() {
     std::vector<int> members;
     for (int r = h * per_host; r < std::min(n, (h + 1) * per_host); ++r) members.push_back(r);
     if (members.size() > 1) {
-      Collective(kTpAllReduce, members, kTpCommBase + h,
-                 static_cast<uint64_t>(kTpBytes * xpu_busbw_factor(XPU_OP_ALLREDUCE, static_cast<int>(members.size()))));
+      Collective(
+          kTpAllReduce, members, kTpCommBase + h,
+          static_cast<uint64_t>(
+              kTpBytes * xpu_busbw_factor(XPU_OP_ALLREDUCE, static_cast<int>(members.size()))));
     }
   }
   std::vector<int> world(n);
@@ -194,8 +206,12 @@ void SyntheticJob::Step() {
       // GEMMs running while a gradient all-reduce is in flight are slowed
       // by contention (the analysis excludes them).
       const double contention = ranks_[r].comm_free > ranks_[r].cpu ? 1.15 : 1.0;
-      Launch(r, kDgrad, static_cast<uint64_t>(GemmNs(r, Flops(kH, kT, 4 * kH), kEfficiency) * contention), false);
-      Launch(r, kWgrad, static_cast<uint64_t>(GemmNs(r, Flops(4 * kH, kH, kT), kEfficiency) * contention), false);
+      Launch(r, kDgrad,
+             static_cast<uint64_t>(GemmNs(r, Flops(kH, kT, 4 * kH), kEfficiency) * contention),
+             false);
+      Launch(r, kWgrad,
+             static_cast<uint64_t>(GemmNs(r, Flops(4 * kH, kH, kT), kEfficiency) * contention),
+             false);
     }
     Collective(kGradAllReduce, world, kWorldComm,
                static_cast<uint64_t>(kGradBytes * xpu_busbw_factor(XPU_OP_ALLREDUCE, n)));
@@ -231,29 +247,31 @@ void SyntheticJob::AddSignatures(int r, xpu::v1::ProcessBatch* pb) const {
   gemm(kWgrad, 4 * kH, kH, kT, "cublasGemmEx");
   gemm(kLmHead, kH, kT, spec_.fault.bad_gemm ? 8484 : 8512, "cublasGemmEx");
   const uint64_t grad_count = kGradBytes / 2, gather_count = kGatherBytes / 2 / n;
-  *pb->add_signatures() = engine::MakeCollectiveSignature(kGradAllReduce, XPU_OP_ALLREDUCE, grad_count,
-                                                          XPU_DT_BF16, kWorldComm, r, n);
-  *pb->add_signatures() = engine::MakeCollectiveSignature(kAllGather, XPU_OP_ALLGATHER, gather_count,
-                                                          XPU_DT_BF16, kWorldComm, r, n);
-  *pb->add_signatures() = engine::MakeCollectiveSignature(kReduceScatter, XPU_OP_REDUCESCATTER, gather_count,
-                                                          XPU_DT_BF16, kWorldComm, r, n);
-  *pb->add_signatures() = engine::MakeCollectiveSignature(kTpAllReduce, XPU_OP_ALLREDUCE, kTpBytes / 2, XPU_DT_BF16,
-                                                          kTpCommBase + host, r - host * per_host, tp_size);
-  xpu::v1::Signature send = engine::MakeCollectiveSignature(kSend, XPU_OP_SEND, kP2pBytes / 2, XPU_DT_BF16,
-                                                            kRingComm, r, n);
+  *pb->add_signatures() = engine::MakeCollectiveSignature(
+      kGradAllReduce, XPU_OP_ALLREDUCE, grad_count, XPU_DT_BF16, kWorldComm, r, n);
+  *pb->add_signatures() = engine::MakeCollectiveSignature(
+      kAllGather, XPU_OP_ALLGATHER, gather_count, XPU_DT_BF16, kWorldComm, r, n);
+  *pb->add_signatures() = engine::MakeCollectiveSignature(
+      kReduceScatter, XPU_OP_REDUCESCATTER, gather_count, XPU_DT_BF16, kWorldComm, r, n);
+  *pb->add_signatures() =
+      engine::MakeCollectiveSignature(kTpAllReduce, XPU_OP_ALLREDUCE, kTpBytes / 2, XPU_DT_BF16,
+                                      kTpCommBase + host, r - host * per_host, tp_size);
+  xpu::v1::Signature send = engine::MakeCollectiveSignature(kSend, XPU_OP_SEND, kP2pBytes / 2,
+                                                            XPU_DT_BF16, kRingComm, r, n);
   send.set_peer((r + 1) % n);
   *pb->add_signatures() = send;
-  xpu::v1::Signature recv = engine::MakeCollectiveSignature(kRecv, XPU_OP_RECV, kP2pBytes / 2, XPU_DT_BF16,
-                                                            kRingComm, r, n);
+  xpu::v1::Signature recv = engine::MakeCollectiveSignature(kRecv, XPU_OP_RECV, kP2pBytes / 2,
+                                                            XPU_DT_BF16, kRingComm, r, n);
   recv.set_peer((r + n - 1) % n);
   *pb->add_signatures() = recv;
   xpu::v1::Signature host_sig;
   host_sig.set_comm_rank(-1);
   host_sig.set_peer(-1);
-  for (auto [id, kind, name] : {std::tuple<uint32_t, uint32_t, const char*>{kStep, XPU_OP_STEP, "step"},
-                                {kDataLoader, XPU_OP_PY_DATALOADER, "DataLoader.__next__"},
-                                {kGc, XPU_OP_PY_GC, "gc.collect"},
-                                {kSync, XPU_OP_SYNC_STREAM, "cudaStreamSynchronize"}}) {
+  for (auto [id, kind, name] :
+       {std::tuple<uint32_t, uint32_t, const char*>{kStep, XPU_OP_STEP, "step"},
+        {kDataLoader, XPU_OP_PY_DATALOADER, "DataLoader.__next__"},
+        {kGc, XPU_OP_PY_GC, "gc.collect"},
+        {kSync, XPU_OP_SYNC_STREAM, "cudaStreamSynchronize"}}) {
     host_sig.set_id(id);
     host_sig.set_kind(kind);
     host_sig.set_name(name);

@@ -43,19 +43,19 @@ namespace xpu::scenarios {
 
 struct ScenarioFault {
   int from_step = 0;
-  int until_step = -1;          // fault ends before this step (-1: never)
+  int until_step = -1;  // fault ends before this step (-1: never)
   std::set<int> slow_gpu_ranks;
   double slow_gpu_factor = 2.0;
   std::set<int> slow_link_ranks;
   double slow_link_factor = 3.0;
   std::set<int> gc_ranks;
-  double gc_ms_per_layer = 0;   // GC pause before every forward and backward layer
-  std::set<int> sync_ranks;     // synchronize after every forward layer
+  double gc_ms_per_layer = 0;  // GC pause before every forward and backward layer
+  std::set<int> sync_ranks;    // synchronize after every forward layer
   std::set<int> dataloader_ranks;
-  double dataloader_ms = 0;     // instead of the healthy DataLoader time
+  double dataloader_ms = 0;  // instead of the healthy DataLoader time
   std::set<int> minority_ranks;
-  double minority_us = 0;       // untraced kernel time per layer instead of the healthy one
-  bool bad_gemm = false;        // LM-head k = 8484 at low efficiency on every rank
+  double minority_us = 0;  // untraced kernel time per layer instead of the healthy one
+  bool bad_gemm = false;   // LM-head k = 8484 at low efficiency on every rank
 };
 
 struct SyntheticJobSpec {
@@ -66,8 +66,8 @@ struct SyntheticJobSpec {
   int layers = 4;
   bool step_markers = true;
   uint32_t seed = 1;
-  std::string gpu_model;        // ProcessIdentity.gpu_model; empty: not reported
-  double peak_tflops = 400;     // modelled accelerator; healthy GEMMs reach 80 % of it
+  std::string gpu_model;     // ProcessIdentity.gpu_model; empty: not reported
+  double peak_tflops = 400;  // modelled accelerator; healthy GEMMs reach 80 % of it
   ScenarioFault fault;
 };
 
@@ -92,12 +92,28 @@ class SyntheticJob {
     bool sigs_sent = false;
   };
   enum Sig : uint32_t {
-    kLayerNorm = 1, kGelu, kOptimizer, kQkv, kMlpUp, kDgrad, kWgrad, kLmHead,
-    kGradAllReduce, kAllGather, kReduceScatter, kTpAllReduce, kSend, kRecv,
-    kStep, kDataLoader, kGc, kSync,
+    kLayerNorm = 1,
+    kGelu,
+    kOptimizer,
+    kQkv,
+    kMlpUp,
+    kDgrad,
+    kWgrad,
+    kLmHead,
+    kGradAllReduce,
+    kAllGather,
+    kReduceScatter,
+    kTpAllReduce,
+    kSend,
+    kRecv,
+    kStep,
+    kDataLoader,
+    kGc,
+    kSync,
   };
   bool Active() const {
-    return step_ >= spec_.fault.from_step && (spec_.fault.until_step < 0 || step_ < spec_.fault.until_step);
+    return step_ >= spec_.fault.from_step &&
+           (spec_.fault.until_step < 0 || step_ < spec_.fault.until_step);
   }
   double Jitter();
   void Launch(int r, Sig sig, uint64_t dur_ns, bool comm_stream, uint64_t dep_ns = 0,

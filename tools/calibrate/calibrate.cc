@@ -20,7 +20,8 @@
 
 namespace xpu::calibrate {
 
-const char kCalibrateUsage[] = R"(xpu-calibrate: measure what this node's GPUs reach, for XPUTimer's detectors.
+const char kCalibrateUsage[] =
+    R"(xpu-calibrate: measure what this node's GPUs reach, for XPUTimer's detectors.
 
 Usage: xpu-calibrate [flags]        (usually run as `xpu calibrate`, which uploads the result)
 
@@ -84,16 +85,24 @@ absl::StatusOr<uint64_t> ParseSize(const std::string& text) {
   uint64_t mult = 1;
   if (!s.empty()) {
     switch (s.back()) {
-      case 'K': mult = 1ull << 10; break;
-      case 'M': mult = 1ull << 20; break;
-      case 'G': mult = 1ull << 30; break;
-      default: break;
+      case 'K':
+        mult = 1ull << 10;
+        break;
+      case 'M':
+        mult = 1ull << 20;
+        break;
+      case 'G':
+        mult = 1ull << 30;
+        break;
+      default:
+        break;
     }
     if (mult != 1) s.pop_back();
   }
   uint64_t v = 0;
   if (s.empty() || !absl::SimpleAtoi(s, &v) || v == 0 || v > (64ull << 30) / mult) {
-    return absl::InvalidArgumentError(absl::StrCat("bad size '", text, "' (e.g. 1M, 256MiB, 1G, 65536)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad size '", text, "' (e.g. 1M, 256MiB, 1G, 65536)"));
   }
   return v * mult;
 }
@@ -110,7 +119,8 @@ absl::StatusOr<CalibrateOptions> ParseCalibrateArgs(const std::vector<std::strin
     }
     auto take = [&]() -> absl::StatusOr<std::string> {
       if (inline_value) return value;
-      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+      if (i + 1 >= args.size())
+        return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
       return args[++i];
     };
     auto take_int = [&](int lo) -> absl::StatusOr<int> {
@@ -118,7 +128,8 @@ absl::StatusOr<CalibrateOptions> ParseCalibrateArgs(const std::vector<std::strin
       if (!v.ok()) return v.status();
       int n = 0;
       if (!absl::SimpleAtoi(*v, &n) || n < lo) {
-        return absl::InvalidArgumentError(absl::StrCat(a, ": '", *v, "' is not an integer >= ", lo));
+        return absl::InvalidArgumentError(
+            absl::StrCat(a, ": '", *v, "' is not an integer >= ", lo));
       }
       return n;
     };
@@ -142,13 +153,15 @@ absl::StatusOr<CalibrateOptions> ParseCalibrateArgs(const std::vector<std::strin
       if (!(v = take()).ok()) return v.status();
       o.dtypes = List(*v);
       for (const std::string& d : o.dtypes) {
-        if (!KnownGemmDtype(d)) return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", d, "'"));
+        if (!KnownGemmDtype(d))
+          return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", d, "'"));
       }
     } else if (a == "--ops") {
       if (!(v = take()).ok()) return v.status();
       o.ops = List(*v);
       for (const std::string& op : o.ops) {
-        if (!KnownCollective(op)) return absl::InvalidArgumentError(absl::StrCat("unknown collective '", op, "'"));
+        if (!KnownCollective(op))
+          return absl::InvalidArgumentError(absl::StrCat("unknown collective '", op, "'"));
       }
     } else if (a == "--sizes") {
       if (!(v = take()).ok()) return v.status();
@@ -175,11 +188,13 @@ absl::StatusOr<CalibrateOptions> ParseCalibrateArgs(const std::vector<std::strin
     }
   }
   if (o.sizes.empty()) o.sizes = DefaultSizes();
-  if (o.dtypes.empty() || o.ops.empty()) return absl::InvalidArgumentError("empty --dtypes or --ops");
+  if (o.dtypes.empty() || o.ops.empty())
+    return absl::InvalidArgumentError("empty --dtypes or --ops");
   return o;
 }
 
-absl::StatusOr<xpu::v1::CalibrationReport> RunCalibration(const CalibrateOptions& o, std::ostream& log) {
+absl::StatusOr<xpu::v1::CalibrationReport> RunCalibration(const CalibrateOptions& o,
+                                                          std::ostream& log) {
   std::vector<std::string> notes;
   absl::StatusOr<CudaLibs> libs = LoadCudaLibs(o.lib_dirs, &notes);
   if (!libs.ok()) return libs.status();
@@ -208,9 +223,9 @@ absl::StatusOr<xpu::v1::CalibrationReport> RunCalibration(const CalibrateOptions
   }
   r.set_host(Hostname());
   r.set_devices(static_cast<uint32_t>(devices));
-  r.set_measured_ns(static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count()));
+  r.set_measured_ns(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count()));
   int rt_version = 0;
   libs->runtime_get_version(&rt_version);
   r.set_cuda_runtime_version(absl::StrCat(rt_version / 1000, ".", rt_version % 1000 / 10));
@@ -220,23 +235,28 @@ absl::StatusOr<xpu::v1::CalibrationReport> RunCalibration(const CalibrateOptions
     r.set_nccl_version(absl::StrCat(v / 10000, ".", v / 100 % 100, ".", v % 100));
   }
   r.set_gemm_library(libs->has_lt() ? "cublasLt" : libs->has_blas() ? "cublas" : "");
-  log << "xpu-calibrate: " << devices << " x " << r.gpu_model() << " on " << r.host() << ", CUDA runtime "
-      << r.cuda_runtime_version() << " (" << libs->cudart_path << ")\n";
+  log << "xpu-calibrate: " << devices << " x " << r.gpu_model() << " on " << r.host()
+      << ", CUDA runtime " << r.cuda_runtime_version() << " (" << libs->cudart_path << ")\n";
 
   if (o.gemm) {
     for (const std::string& dtype : o.dtypes) {
       double best = 0, worst = 0;
       int measured = 0;
       for (int d = 0; d < devices; ++d) {
-        absl::StatusOr<GemmResult> g = MeasureGemm(*libs, d, dtype, o.gemm_size, o.gemm_warmup, o.gemm_iters);
+        absl::StatusOr<GemmResult> g =
+            MeasureGemm(*libs, d, dtype, o.gemm_size, o.gemm_warmup, o.gemm_iters);
         if (!g.ok()) {
-          log << "[gemm] " << dtype << " device " << d << ": skipped: " << g.status().message() << "\n";
-          if (absl::IsUnimplemented(g.status()) || absl::IsNotFound(g.status())) break;  // same on every device
+          log << "[gemm] " << dtype << " device " << d << ": skipped: " << g.status().message()
+              << "\n";
+          if (absl::IsUnimplemented(g.status()) || absl::IsNotFound(g.status()))
+            break;  // same on every device
           continue;
         }
         char line[128];
-        std::snprintf(line, sizeof(line), "%.1f TFLOPS (%.3f ms per GEMM)", g->tflops, g->ms_per_call);
-        log << "[gemm] " << dtype << " device " << d << " " << o.gemm_size << "^3: " << line << "\n";
+        std::snprintf(line, sizeof(line), "%.1f TFLOPS (%.3f ms per GEMM)", g->tflops,
+                      g->ms_per_call);
+        log << "[gemm] " << dtype << " device " << d << " " << o.gemm_size << "^3: " << line
+            << "\n";
         best = measured ? std::max(best, g->tflops) : g->tflops;
         worst = measured ? std::min(worst, g->tflops) : g->tflops;
         ++measured;
@@ -258,12 +278,13 @@ absl::StatusOr<xpu::v1::CalibrationReport> RunCalibration(const CalibrateOptions
       log << "[collectives] skipped: one GPU, nothing to communicate with\n";
     } else {
       absl::StatusOr<std::vector<CollectiveResult>> c = MeasureCollectives(
-          *libs, devices, o.ops, o.sizes, o.coll_warmup, o.coll_iters, [&](const CollectiveResult& x) {
+          *libs, devices, o.ops, o.sizes, o.coll_warmup, o.coll_iters,
+          [&](const CollectiveResult& x) {
             char us[32];
             std::snprintf(us, sizeof(us), "%.1f", x.time_us);
-            log << "[collectives] " << x.op << " " << SizeText(x.bytes) << " over " << x.nranks << " GPUs: " << us
-                << " us, algbw " << GbPerS(x.algbw) << " GB/s, busbw " << GbPerS(x.busbw)
-                << " GB/s\n";
+            log << "[collectives] " << x.op << " " << SizeText(x.bytes) << " over " << x.nranks
+                << " GPUs: " << us << " us, algbw " << GbPerS(x.algbw) << " GB/s, busbw "
+                << GbPerS(x.busbw) << " GB/s\n";
           });
       if (!c.ok()) {
         log << "[collectives] skipped: " << c.status().message() << "\n";

@@ -49,7 +49,8 @@ absl::StatusOr<uint64_t> ParseSize(const std::string& s);
 std::vector<uint64_t> DefaultSizes();
 
 // Measures; progress lines go to `log`. Fails when nothing could be measured.
-absl::StatusOr<xpu::v1::CalibrationReport> RunCalibration(const CalibrateOptions& o, std::ostream& log);
+absl::StatusOr<xpu::v1::CalibrationReport> RunCalibration(const CalibrateOptions& o,
+                                                          std::ostream& log);
 
 // main() in a function: returns the exit code (0 ok, 1 failure, 64 usage).
 int CalibrateMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);

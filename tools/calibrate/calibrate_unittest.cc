@@ -19,9 +19,10 @@ TEST(CalibrateArgsTest, DefaultsAndOverrides) {
   EXPECT_EQ(d->sizes.back(), 1ull << 30);
   EXPECT_EQ(d->dtypes.size(), 5u);
 
-  absl::StatusOr<CalibrateOptions> o = ParseCalibrateArgs(
-      {"--lib-dir", "/a", "--lib-dir=/b", "--dtypes", "BF16, fp8", "--sizes=64K,1MiB", "--gemm-size", "1024",
-       "--ops", "allreduce", "--devices", "2", "--no-collectives", "--out", "/tmp/r.pb", "--json"});
+  absl::StatusOr<CalibrateOptions> o =
+      ParseCalibrateArgs({"--lib-dir", "/a", "--lib-dir=/b", "--dtypes", "BF16, fp8",
+                          "--sizes=64K,1MiB", "--gemm-size", "1024", "--ops", "allreduce",
+                          "--devices", "2", "--no-collectives", "--out", "/tmp/r.pb", "--json"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->lib_dirs, (std::vector<std::string>{"/a", "/b"}));
   EXPECT_EQ(o->dtypes, (std::vector<std::string>{"bf16", "fp8"}));

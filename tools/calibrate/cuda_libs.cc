@@ -9,7 +9,8 @@ namespace xpu::calibrate {
 namespace {
 
 // Candidate paths of `soname` under the --lib-dir directories, in order.
-std::vector<std::string> Candidates(const std::vector<std::string>& dirs, const std::string& soname) {
+std::vector<std::string> Candidates(const std::vector<std::string>& dirs,
+                                    const std::string& soname) {
   std::vector<std::string> out;
   for (const std::string& d : dirs) {
     out.push_back(absl::StrCat(d, "/", soname));
@@ -29,7 +30,7 @@ void* Open(const std::vector<std::string>& dirs, const std::string& soname, std:
     if (void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_GLOBAL)) {
       // Report where the loader found it, not just the soname.
       Dl_info info{};
-      void* any = dlsym(h, soname.find("nccl") != std::string::npos ? "ncclGetVersion"
+      void* any = dlsym(h, soname.find("nccl") != std::string::npos       ? "ncclGetVersion"
                            : soname.find("cublasLt") != std::string::npos ? "cublasLtCreate"
                            : soname.find("cublas") != std::string::npos   ? "cublasCreate_v2"
                                                                           : "cudaGetDeviceCount");
@@ -56,15 +57,16 @@ std::string CudaLibs::CudaError(cudaError_t e) const {
   return absl::StrCat("CUDA error ", static_cast<int>(e), s ? absl::StrCat(": ", s) : "");
 }
 
-absl::StatusOr<CudaLibs> LoadCudaLibs(const std::vector<std::string>& lib_dirs, std::vector<std::string>* notes) {
+absl::StatusOr<CudaLibs> LoadCudaLibs(const std::vector<std::string>& lib_dirs,
+                                      std::vector<std::string>* notes) {
   CudaLibs l;
   std::string err, missing;
   void* rt = Open(lib_dirs, "libcudart.so.13", &l.cudart_path, &err);
   if (rt == nullptr) {
-    return absl::NotFoundError(absl::StrCat(
-        "cannot load libcudart.so.13 (", err,
-        "); pass --lib-dir DIR (a CUDA lib64 directory, or a PyTorch virtualenv's site-packages/nvidia) "
-        "or set LD_LIBRARY_PATH"));
+    return absl::NotFoundError(absl::StrCat("cannot load libcudart.so.13 (", err,
+                                            "); pass --lib-dir DIR (a CUDA lib64 directory, or a "
+                                            "PyTorch virtualenv's site-packages/nvidia) "
+                                            "or set LD_LIBRARY_PATH"));
   }
   Sym(rt, "cudaGetDeviceCount", &l.get_device_count, &missing);
   Sym(rt, "cudaSetDevice", &l.set_device, &missing);
@@ -136,7 +138,8 @@ absl::StatusOr<CudaLibs> LoadCudaLibs(const std::vector<std::string>& lib_dirs, 
     Sym(n, "ncclAllGather", &l.nccl_all_gather, &missing);
     Sym(n, "ncclReduceScatter", &l.nccl_reduce_scatter, &missing);
     if (!missing.empty()) {
-      notes->push_back(absl::StrCat(l.nccl_path, " lacks ", missing, ": no collective calibration"));
+      notes->push_back(
+          absl::StrCat(l.nccl_path, " lacks ", missing, ": no collective calibration"));
       l.nccl_all_reduce = nullptr;
     }
   } else {

@@ -71,9 +71,10 @@ struct CudaLibs {
   decltype(&cublasCreate_v2) blas_create = nullptr;
   decltype(&cublasDestroy_v2) blas_destroy = nullptr;
   decltype(&cublasSetStream_v2) blas_set_stream = nullptr;
-  cublasStatus_t (*blas_gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
-                                 const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
-                                 cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*blas_gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int,
+                                 int, const void*, const void*, cudaDataType, int, const void*,
+                                 cudaDataType, int, const void*, void*, cudaDataType, int,
+                                 cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
 
   // libnccl (optional)
   decltype(&ncclGetVersion) nccl_get_version = nullptr;
@@ -96,7 +97,8 @@ struct CudaLibs {
 // Loads the libraries (see the search order above). Fails when libcudart
 // cannot be loaded or lacks a function; optional libraries that are absent
 // or incomplete are left out (their pointers null) and noted in *notes.
-absl::StatusOr<CudaLibs> LoadCudaLibs(const std::vector<std::string>& lib_dirs, std::vector<std::string>* notes);
+absl::StatusOr<CudaLibs> LoadCudaLibs(const std::vector<std::string>& lib_dirs,
+                                      std::vector<std::string>* notes);
 
 }  // namespace xpu::calibrate
 

@@ -12,8 +12,8 @@ namespace {
 constexpr size_t kWorkspaceBytes = 32u << 20;
 
 struct DtypeSpec {
-  cudaDataType_t ab;       // A and B
-  cudaDataType_t cd;       // C and D
+  cudaDataType_t ab;  // A and B
+  cudaDataType_t cd;  // C and D
   cublasComputeType_t compute;
   size_t ab_size, cd_size;
 };
@@ -44,7 +44,8 @@ std::vector<uint8_t> RandomData(cudaDataType_t type, size_t elements) {
     x ^= x << 13;
     x ^= x >> 7;
     x ^= x << 17;
-    return static_cast<float>(static_cast<double>(x >> 11) / static_cast<double>(1ull << 53) * 2.0 - 1.0);
+    return static_cast<float>(static_cast<double>(x >> 11) / static_cast<double>(1ull << 53) * 2.0 -
+                              1.0);
   };
   auto bits = [](float f) {
     uint32_t u;
@@ -74,7 +75,8 @@ std::vector<uint8_t> RandomData(cudaDataType_t type, size_t elements) {
         const uint32_t u = bits(next());
         const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000);
         const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
-        const uint16_t h = exp <= 0 ? sign : static_cast<uint16_t>(sign | (exp << 10) | ((u & 0x7fffff) >> 13));
+        const uint16_t h =
+            exp <= 0 ? sign : static_cast<uint16_t>(sign | (exp << 10) | ((u & 0x7fffff) >> 13));
         std::memcpy(&out[i * 2], &h, 2);
       }
       break;
@@ -112,7 +114,9 @@ class Resources {
   absl::StatusOr<void*> Alloc(size_t bytes) {
     void* p = nullptr;
     cudaError_t e = l_.malloc(&p, bytes);
-    if (e != cudaSuccess) return absl::ResourceExhaustedError(absl::StrCat("cudaMalloc(", bytes, "): ", l_.CudaError(e)));
+    if (e != cudaSuccess)
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cudaMalloc(", bytes, "): ", l_.CudaError(e)));
     buffers_.push_back(p);
     return p;
   }
@@ -128,17 +132,18 @@ class Resources {
 };
 
 absl::Status Cuda(const CudaLibs& l, cudaError_t e, const char* what) {
-  return e == cudaSuccess ? absl::OkStatus() : absl::InternalError(absl::StrCat(what, ": ", l.CudaError(e)));
+  return e == cudaSuccess ? absl::OkStatus()
+                          : absl::InternalError(absl::StrCat(what, ": ", l.CudaError(e)));
 }
 absl::Status Blas(cublasStatus_t s, const char* what) {
-  return s == CUBLAS_STATUS_SUCCESS ? absl::OkStatus()
-                                    : absl::InternalError(absl::StrCat(what, ": cuBLAS status ", static_cast<int>(s)));
+  return s == CUBLAS_STATUS_SUCCESS
+             ? absl::OkStatus()
+             : absl::InternalError(absl::StrCat(what, ": cuBLAS status ", static_cast<int>(s)));
 }
 
-#define XPU_RETURN_IF_ERROR(expr)             \
-  do {                                        \
-    if (absl::Status _st = (expr); !_st.ok()) \
-      return _st;                             \
+#define XPU_RETURN_IF_ERROR(expr)                         \
+  do {                                                    \
+    if (absl::Status _st = (expr); !_st.ok()) return _st; \
   } while (0)
 
 }  // namespace
@@ -148,21 +153,24 @@ bool KnownGemmDtype(const std::string& dtype) {
   return SpecOf(dtype, &s);
 }
 
-absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std::string& dtype, uint32_t n,
-                                       int warmup, int iters) {
+absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std::string& dtype,
+                                       uint32_t n, int warmup, int iters) {
   DtypeSpec spec;
-  if (!SpecOf(dtype, &spec)) return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", dtype));
-  if (!l.has_lt() && !l.has_blas()) return absl::NotFoundError("neither cuBLASLt nor cuBLAS is loaded");
+  if (!SpecOf(dtype, &spec))
+    return absl::InvalidArgumentError(absl::StrCat("unknown dtype ", dtype));
+  if (!l.has_lt() && !l.has_blas())
+    return absl::NotFoundError("neither cuBLASLt nor cuBLAS is loaded");
   if (dtype == "fp8" && !l.has_lt()) return absl::UnimplementedError("fp8 needs cuBLASLt");
-  if (n == 0 || iters < 1) return absl::InvalidArgumentError("GEMM size and iterations must be > 0");
+  if (n == 0 || iters < 1)
+    return absl::InvalidArgumentError("GEMM size and iterations must be > 0");
   XPU_RETURN_IF_ERROR(Cuda(l, l.set_device(device), "cudaSetDevice"));
   if (dtype == "fp8") {
     cudaDeviceProp prop;
     std::memset(&prop, 0, sizeof(prop));
     XPU_RETURN_IF_ERROR(Cuda(l, l.get_device_properties(&prop, device), "cudaGetDeviceProperties"));
     if (prop.major * 10 + prop.minor < 89) {
-      return absl::UnimplementedError(absl::StrCat("fp8 needs compute capability 8.9+, device has ", prop.major, ".",
-                                                   prop.minor));
+      return absl::UnimplementedError(absl::StrCat("fp8 needs compute capability 8.9+, device has ",
+                                                   prop.major, ".", prop.minor));
     }
   }
   Resources r(l);
@@ -175,8 +183,10 @@ absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std:
   if (!c.ok()) return c.status();
   {
     const std::vector<uint8_t> host = RandomData(spec.ab, elems);
-    XPU_RETURN_IF_ERROR(Cuda(l, l.memcpy(*a, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy"));
-    XPU_RETURN_IF_ERROR(Cuda(l, l.memcpy(*b, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy"));
+    XPU_RETURN_IF_ERROR(
+        Cuda(l, l.memcpy(*a, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy"));
+    XPU_RETURN_IF_ERROR(
+        Cuda(l, l.memcpy(*b, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy"));
     XPU_RETURN_IF_ERROR(Cuda(l, l.memset(*c, 0, elems * spec.cd_size), "cudaMemset"));
   }
   XPU_RETURN_IF_ERROR(Cuda(l, l.stream_create(&r.stream_), "cudaStreamCreate"));
@@ -192,30 +202,36 @@ absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std:
     if (!ws.ok()) return ws.status();
     workspace = *ws;
     XPU_RETURN_IF_ERROR(Blas(l.lt_create(&r.lt_), "cublasLtCreate"));
-    XPU_RETURN_IF_ERROR(Blas(l.lt_desc_create(&r.desc_, spec.compute, CUDA_R_32F), "cublasLtMatmulDescCreate"));
+    XPU_RETURN_IF_ERROR(
+        Blas(l.lt_desc_create(&r.desc_, spec.compute, CUDA_R_32F), "cublasLtMatmulDescCreate"));
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    XPU_RETURN_IF_ERROR(Blas(l.lt_desc_set(r.desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA"));
-    XPU_RETURN_IF_ERROR(Blas(l.lt_desc_set(r.desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB"));
+    XPU_RETURN_IF_ERROR(
+        Blas(l.lt_desc_set(r.desc_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA"));
+    XPU_RETURN_IF_ERROR(
+        Blas(l.lt_desc_set(r.desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB"));
     for (cudaDataType_t t : {spec.ab, spec.ab, spec.cd, spec.cd}) {
       cublasLtMatrixLayout_t layout = nullptr;
-      XPU_RETURN_IF_ERROR(Blas(l.lt_layout_create(&layout, t, nn, nn, nn), "cublasLtMatrixLayoutCreate"));
+      XPU_RETURN_IF_ERROR(
+          Blas(l.lt_layout_create(&layout, t, nn, nn, nn), "cublasLtMatrixLayoutCreate"));
       r.layouts_.push_back(layout);
     }
     XPU_RETURN_IF_ERROR(Blas(l.lt_pref_create(&r.pref_), "cublasLtMatmulPreferenceCreate"));
     const size_t ws_bytes = kWorkspaceBytes;
-    XPU_RETURN_IF_ERROR(Blas(
-        l.lt_pref_set(r.pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof(ws_bytes)), "workspace"));
+    XPU_RETURN_IF_ERROR(Blas(l.lt_pref_set(r.pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &ws_bytes, sizeof(ws_bytes)),
+                             "workspace"));
     int found = 0;
     std::memset(&heuristic, 0, sizeof(heuristic));
-    cublasStatus_t hs = l.lt_heuristic(r.lt_, r.desc_, r.layouts_[0], r.layouts_[1], r.layouts_[2], r.layouts_[3],
-                                       r.pref_, 1, &heuristic, &found);
+    cublasStatus_t hs = l.lt_heuristic(r.lt_, r.desc_, r.layouts_[0], r.layouts_[1], r.layouts_[2],
+                                       r.layouts_[3], r.pref_, 1, &heuristic, &found);
     if (hs != CUBLAS_STATUS_SUCCESS || found < 1) {
-      return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", dtype, " ", n, "^3 (status ",
-                                                   static_cast<int>(hs), ")"));
+      return absl::UnimplementedError(absl::StrCat("cuBLASLt has no algorithm for ", dtype, " ", n,
+                                                   "^3 (status ", static_cast<int>(hs), ")"));
     }
     call = [&] {
-      return Blas(l.lt_matmul(r.lt_, r.desc_, &alpha, *a, r.layouts_[0], *b, r.layouts_[1], &beta, *c, r.layouts_[2],
-                              *c, r.layouts_[3], &heuristic.algo, workspace, kWorkspaceBytes, r.stream_),
+      return Blas(l.lt_matmul(r.lt_, r.desc_, &alpha, *a, r.layouts_[0], *b, r.layouts_[1], &beta,
+                              *c, r.layouts_[2], *c, r.layouts_[3], &heuristic.algo, workspace,
+                              kWorkspaceBytes, r.stream_),
                   "cublasLtMatmul");
     };
   } else {
@@ -223,9 +239,10 @@ absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std:
     XPU_RETURN_IF_ERROR(Blas(l.blas_set_stream(r.blas_, r.stream_), "cublasSetStream"));
     const int in = static_cast<int>(n);
     call = [&] {
-      return Blas(l.blas_gemm_ex(r.blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, in, in, &alpha, *a, spec.ab, in, *b, spec.ab,
-                                 in, &beta, *c, spec.cd, in, spec.compute, CUBLAS_GEMM_DEFAULT),
-                  "cublasGemmEx");
+      return Blas(
+          l.blas_gemm_ex(r.blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, in, in, &alpha, *a, spec.ab, in, *b,
+                         spec.ab, in, &beta, *c, spec.cd, in, spec.compute, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
     };
   }
   for (int i = 0; i < warmup; ++i) XPU_RETURN_IF_ERROR(call());

@@ -27,8 +27,8 @@ struct GemmResult {
 
 // NOT_FOUND / UNIMPLEMENTED when the dtype cannot run here (no library, no
 // FP8 support): the caller reports it as skipped, not as a failure.
-absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& libs, int device, const std::string& dtype, uint32_t n,
-                                       int warmup, int iters);
+absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& libs, int device, const std::string& dtype,
+                                       uint32_t n, int warmup, int iters);
 
 // True for the names above.
 bool KnownGemmDtype(const std::string& dtype);

@@ -7,5 +7,6 @@
 #include "tools/calibrate/calibrate.h"
 
 int main(int argc, char** argv) {
-  return xpu::calibrate::CalibrateMain(std::vector<std::string>(argv + 1, argv + argc), std::cout, std::cerr);
+  return xpu::calibrate::CalibrateMain(std::vector<std::string>(argv + 1, argv + argc), std::cout,
+                                       std::cerr);
 }

@@ -46,9 +46,9 @@ struct Ring {
 
 absl::Status Nccl(const CudaLibs& l, ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return absl::OkStatus();
-  return absl::InternalError(
-      absl::StrCat(what, ": NCCL error ", static_cast<int>(r), l.nccl_error_string ? ": " : "",
-                   l.nccl_error_string ? l.nccl_error_string(r) : ""));
+  return absl::InternalError(absl::StrCat(what, ": NCCL error ", static_cast<int>(r),
+                                          l.nccl_error_string ? ": " : "",
+                                          l.nccl_error_string ? l.nccl_error_string(r) : ""));
 }
 
 }  // namespace
@@ -56,8 +56,9 @@ absl::Status Nccl(const CudaLibs& l, ncclResult_t r, const char* what) {
 bool KnownCollective(const std::string& op) { return KindOf(op) != XPU_OP_NONE; }
 
 absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
-    const CudaLibs& l, int devices, const std::vector<std::string>& ops, const std::vector<uint64_t>& sizes,
-    int warmup, int iters, const std::function<void(const CollectiveResult&)>& progress) {
+    const CudaLibs& l, int devices, const std::vector<std::string>& ops,
+    const std::vector<uint64_t>& sizes, int warmup, int iters,
+    const std::function<void(const CollectiveResult&)>& progress) {
   if (!l.has_nccl()) return absl::NotFoundError("libnccl.so.2 is not loaded");
   if (devices < 2) return absl::FailedPreconditionError("collectives need at least 2 GPUs");
   if (sizes.empty() || iters < 1) return absl::InvalidArgumentError("no sizes or no iterations");
@@ -81,7 +82,8 @@ absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
   }
   std::vector<int> devlist(devices);
   for (int d = 0; d < devices; ++d) devlist[d] = d;
-  if (absl::Status st = Nccl(l, l.nccl_comm_init_all(ring.comms.data(), devices, devlist.data()), "ncclCommInitAll");
+  if (absl::Status st = Nccl(l, l.nccl_comm_init_all(ring.comms.data(), devices, devlist.data()),
+                             "ncclCommInitAll");
       !st.ok()) {
     std::fill(ring.comms.begin(), ring.comms.end(), nullptr);
     return st;
@@ -90,7 +92,8 @@ absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
     for (int d = 0; d < devices; ++d) {
       cudaError_t e = l.set_device(d);
       if (e == cudaSuccess) e = l.stream_synchronize(ring.streams[d]);
-      if (e != cudaSuccess) return absl::InternalError(absl::StrCat("device ", d, ": ", l.CudaError(e)));
+      if (e != cudaSuccess)
+        return absl::InternalError(absl::StrCat("device ", d, ": ", l.CudaError(e)));
     }
     return absl::OkStatus();
   };
@@ -98,7 +101,8 @@ absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
   const uint64_t n = static_cast<uint64_t>(devices);
   for (const std::string& op : ops) {
     const uint32_t kind = KindOf(op);
-    if (kind == XPU_OP_NONE) return absl::InvalidArgumentError(absl::StrCat("unknown collective ", op));
+    if (kind == XPU_OP_NONE)
+      return absl::InvalidArgumentError(absl::StrCat("unknown collective ", op));
     for (uint64_t requested : sizes) {
       const uint64_t bytes = requested / (n * kElement) * (n * kElement);
       if (bytes == 0) continue;
@@ -109,13 +113,14 @@ absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
         ncclResult_t r = ncclSuccess;
         for (int d = 0; d < devices && r == ncclSuccess; ++d) {
           if (kind == XPU_OP_ALLREDUCE) {
-            r = l.nccl_all_reduce(ring.send[d], ring.recv[d], count, ncclBfloat16, ncclSum, ring.comms[d],
-                                  ring.streams[d]);
+            r = l.nccl_all_reduce(ring.send[d], ring.recv[d], count, ncclBfloat16, ncclSum,
+                                  ring.comms[d], ring.streams[d]);
           } else if (kind == XPU_OP_ALLGATHER) {
-            r = l.nccl_all_gather(ring.send[d], ring.recv[d], part, ncclBfloat16, ring.comms[d], ring.streams[d]);
+            r = l.nccl_all_gather(ring.send[d], ring.recv[d], part, ncclBfloat16, ring.comms[d],
+                                  ring.streams[d]);
           } else {
-            r = l.nccl_reduce_scatter(ring.send[d], ring.recv[d], part, ncclBfloat16, ncclSum, ring.comms[d],
-                                      ring.streams[d]);
+            r = l.nccl_reduce_scatter(ring.send[d], ring.recv[d], part, ncclBfloat16, ncclSum,
+                                      ring.comms[d], ring.streams[d]);
           }
         }
         ncclResult_t end = l.nccl_group_end();
@@ -131,7 +136,8 @@ absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
         if (absl::Status st = one(); !st.ok()) return st;
       }
       if (absl::Status st = sync_all(); !st.ok()) return st;
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
       if (!(s > 0)) continue;
       CollectiveResult r;
       r.op = op;

@@ -24,12 +24,12 @@
 namespace xpu::calibrate {
 
 struct CollectiveResult {
-  std::string op;     // allreduce, allgather, reducescatter
+  std::string op;  // allreduce, allgather, reducescatter
   uint64_t bytes = 0;
   int nranks = 0;
   double time_us = 0;
-  double algbw = 0;   // bytes/s
-  double busbw = 0;   // bytes/s
+  double algbw = 0;  // bytes/s
+  double busbw = 0;  // bytes/s
   int iters = 0;
 };
 
@@ -37,8 +37,9 @@ bool KnownCollective(const std::string& op);
 
 // Runs every (op, size); `progress` is called after each one.
 absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
-    const CudaLibs& libs, int devices, const std::vector<std::string>& ops, const std::vector<uint64_t>& sizes,
-    int warmup, int iters, const std::function<void(const CollectiveResult&)>& progress);
+    const CudaLibs& libs, int devices, const std::vector<std::string>& ops,
+    const std::vector<uint64_t>& sizes, int warmup, int iters,
+    const std::function<void(const CollectiveResult&)>& progress);
 
 }  // namespace xpu::calibrate
 

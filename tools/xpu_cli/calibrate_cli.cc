@@ -57,8 +57,9 @@ struct CalibrateFlags {
 
 // Flags of xpu-calibrate that take a value (so that IsCalibrateCommand can
 // skip the value when they come before the command word).
-constexpr std::string_view kForwardedWithValue[] = {"--lib-dir", "--dtypes",     "--gemm-size", "--gemm-iters",
-                                                    "--ops",     "--sizes",      "--coll-iters", "--devices"};
+constexpr std::string_view kForwardedWithValue[] = {"--lib-dir",    "--dtypes", "--gemm-size",
+                                                    "--gemm-iters", "--ops",    "--sizes",
+                                                    "--coll-iters", "--devices"};
 // Own flags that take a value (the connection flags: connection.h).
 constexpr std::string_view kOwnWithValue[] = {"--from", "--gpu-model"};
 
@@ -143,7 +144,8 @@ int RunTool(const std::string& path, const std::vector<std::string>& args, bool 
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return 127;
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status)
+                           : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
 std::string ReportJson(const google::protobuf::Message& m) {
@@ -162,12 +164,14 @@ std::string Quote(const std::string& s) {
 }
 
 int ReportRpcError(const grpc::Status& st, const std::string& address, std::ostream& err) {
-  if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     err << "xpu: cannot reach engine at " << address << ": " << st.error_message() << "\n";
     return kExitUnreachable;
   }
   if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-    err << "xpu calibrate: the engine at " << address << " does not store calibrations (older version)\n";
+    err << "xpu calibrate: the engine at " << address
+        << " does not store calibrations (older version)\n";
     return kExitNotAvailable;
   }
   err << "xpu calibrate: " << st.error_message() << "\n";
@@ -178,12 +182,13 @@ int ReportRpcError(const grpc::Status& st, const std::string& address, std::ostr
 
 bool IsCalibrateCommand(const std::vector<std::string>& args) {
   std::vector<std::string_view> value_flags(std::begin(kOwnWithValue), std::end(kOwnWithValue));
-  value_flags.insert(value_flags.end(), std::begin(kForwardedWithValue), std::end(kForwardedWithValue));
+  value_flags.insert(value_flags.end(), std::begin(kForwardedWithValue),
+                     std::end(kForwardedWithValue));
   return CommandWord(args, value_flags) == "calibrate";
 }
 
-int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
-                    std::ostream& err) {
+int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env_engine,
+                    std::ostream& out, std::ostream& err) {
   CalibrateFlags f;
   std::string error;
   if (!Parse(args, &f, &error)) {
@@ -208,7 +213,9 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
     ctx->set_deadline(std::chrono::system_clock::now() + kUploadDeadline);
     if (!conn.token.empty()) ctx->AddMetadata(kTokenMetadataKey, conn.token);
   };
-  auto stub = [&] { return xpu::v1::History::NewStub(grpc::CreateChannel(conn.address, conn.credentials)); };
+  auto stub = [&] {
+    return xpu::v1::History::NewStub(grpc::CreateChannel(conn.address, conn.credentials));
+  };
 
   if (f.show) {
     xpu::v1::CalibrationsRequest req;
@@ -231,8 +238,9 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
   xpu::v1::CalibrationReport report;
   std::string report_path = f.from;
   if (report_path.empty()) {
-    std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) +
-                       "/xpu-calibration-XXXXXX";
+    std::string tmpl =
+        (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) +
+        "/xpu-calibration-XXXXXX";
     const int fd = mkstemp(tmpl.data());
     if (fd < 0) {
       err << "xpu calibrate: cannot create a temporary file in " << tmpl << "\n";
@@ -247,7 +255,8 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
     const int rc = RunTool(tool, tool_args, f.json);
     if (rc == 127) {
       unlink(report_path.c_str());
-      err << "xpu calibrate: cannot run " << tool << " (set XPU_CALIBRATE or install xpu-calibrate next to xpu)\n";
+      err << "xpu calibrate: cannot run " << tool
+          << " (set XPU_CALIBRATE or install xpu-calibrate next to xpu)\n";
       return kExitNotAvailable;
     }
     if (rc != 0) {
@@ -277,18 +286,20 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
       // Keep what was measured: it can be uploaded later with --from.
       const std::string keep = report_path + ".pb";
       std::ofstream o(keep, std::ios::binary);
-      if (o && report.SerializeToOstream(&o)) err << "xpu calibrate: report kept in " << keep << "\n";
+      if (o && report.SerializeToOstream(&o))
+        err << "xpu calibrate: report kept in " << keep << "\n";
     }
     return ReportRpcError(st, conn.address, err);
   }
   if (f.json) {
     out << "{\"engine\":" << Quote(conn.address) << ",\"gpu_model\":" << Quote(report.gpu_model())
         << ",\"host\":" << Quote(report.host()) << ",\"gemm_rows\":" << reply.gemm_rows()
-        << ",\"collective_rows\":" << reply.collective_rows() << ",\"report\":" << ReportJson(report) << "}\n";
+        << ",\"collective_rows\":" << reply.collective_rows()
+        << ",\"report\":" << ReportJson(report) << "}\n";
   } else {
-    out << "stored in the engine at " << conn.address << ": " << reply.gemm_rows() << " GEMM dtype(s) and "
-        << reply.collective_rows() << " collective size(s) for '" << report.gpu_model() << "' from "
-        << report.host() << "\n";
+    out << "stored in the engine at " << conn.address << ": " << reply.gemm_rows()
+        << " GEMM dtype(s) and " << reply.collective_rows() << " collective size(s) for '"
+        << report.gpu_model() << "' from " << report.host() << "\n";
   }
   return kExitOk;
 }

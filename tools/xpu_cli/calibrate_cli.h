@@ -30,8 +30,8 @@ namespace xpu::cli {
 
 // True when the command word of `args` is "calibrate".
 bool IsCalibrateCommand(const std::vector<std::string>& args);
-int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
-                    std::ostream& err);
+int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env_engine,
+                    std::ostream& out, std::ostream& err);
 
 }  // namespace xpu::cli
 

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "tools/xpu_cli/calibrate_cli.h"
 #include "tools/xpu_cli/connection.h"
-#include "tools/xpu_cli/json_writer.h"
 #include "tools/xpu_cli/hang_cli.h"
+#include "tools/xpu_cli/json_writer.h"
 #include "tools/xpu_cli/profile_cli.h"
 #include "tools/xpu_cli/timeline_cli.h"
 #include "xpu/v1/xpu.grpc.pb.h"
@@ -218,7 +218,8 @@ void JobJson(JsonWriter& w, const xpu::v1::JobInfo& j) {
       .EndObject();
 }
 
-std::vector<std::vector<std::string>> JobRows(const google::protobuf::RepeatedPtrField<xpu::v1::JobInfo>& jobs) {
+std::vector<std::vector<std::string>> JobRows(
+    const google::protobuf::RepeatedPtrField<xpu::v1::JobInfo>& jobs) {
   uint64_t now = NowNs();
   std::vector<std::vector<std::string>> rows = {
       {"JOB", "NAME", "STATE", "RANKS", "ALIVE", "RECORDS", "LAST SEEN"}};
@@ -290,13 +291,14 @@ std::string RanksJson(const xpu::v1::RanksReply& r) {
 std::string StatusTable(const xpu::v1::StatusReply& r) {
   uint64_t now = NowNs();
   std::string out = absl::StrCat("engine   ", r.engine_id(), " (version ", r.version(), ", up ",
-                                 r.uptime_s(), " s)\nrecords  ", r.records_total(),
-                                 " received, ", r.rejected_total(), " messages rejected\n\n");
+                                 r.uptime_s(), " s)\nrecords  ", r.records_total(), " received, ",
+                                 r.rejected_total(), " messages rejected\n\n");
   std::vector<std::vector<std::string>> rows = {
       {"DAEMON", "HOST", "CONNECTED", "BATCHES", "RECORDS", "DROPPED", "LAST SEEN"}};
   for (const auto& d : r.daemons()) {
-    rows.push_back({d.daemon_id(), d.host(), d.connected() ? "yes" : "no", std::to_string(d.batches()),
-                    std::to_string(d.records()), std::to_string(d.records_dropped()),
+    rows.push_back({d.daemon_id(), d.host(), d.connected() ? "yes" : "no",
+                    std::to_string(d.batches()), std::to_string(d.records()),
+                    std::to_string(d.records_dropped()),
                     FormatAge(d.last_seen_ns(), now) + " ago"});
   }
   out += r.daemons().empty() ? "no daemons\n" : Table(rows);
@@ -314,9 +316,10 @@ std::string RanksTable(const xpu::v1::RanksReply& r) {
   std::vector<std::vector<std::string>> rows = {
       {"RANK", "HOST", "PID", "LIVENESS", "RECORDS", "DROPPED", "SIGS", "LAST RECORD"}};
   for (const auto& k : r.ranks()) {
-    rows.push_back({k.rank() >= 0 ? std::to_string(k.rank()) : "-", k.host(), std::to_string(k.pid()),
-                    k.liveness(), std::to_string(k.records()), std::to_string(k.dropped()),
-                    std::to_string(k.signatures()), FormatAge(k.last_record_ns(), now) + " ago"});
+    rows.push_back({k.rank() >= 0 ? std::to_string(k.rank()) : "-", k.host(),
+                    std::to_string(k.pid()), k.liveness(), std::to_string(k.records()),
+                    std::to_string(k.dropped()), std::to_string(k.signatures()),
+                    FormatAge(k.last_record_ns(), now) + " ago"});
   }
   return absl::StrCat("job ", r.job(), "\n", Table(rows));
 }
@@ -382,8 +385,9 @@ std::string DiagnosesTable(const xpu::v1::DiagnosesReply& r) {
   std::vector<std::vector<std::string>> rows = {
       {"KIND", "TEAM", "SEVERITY", "STATE", "RANKS", "FIRST SEEN", "LAST SEEN"}};
   for (const auto& d : r.diagnoses()) {
-    rows.push_back({d.kind(), d.team(), d.severity(), d.active() ? "active" : "resolved", RankList(d),
-                    FormatAge(d.first_seen_ns(), now) + " ago", FormatAge(d.last_seen_ns(), now) + " ago"});
+    rows.push_back({d.kind(), d.team(), d.severity(), d.active() ? "active" : "resolved",
+                    RankList(d), FormatAge(d.first_seen_ns(), now) + " ago",
+                    FormatAge(d.last_seen_ns(), now) + " ago"});
   }
   out += Table(rows);
   out += "\n";
@@ -397,13 +401,14 @@ std::string DiagnosesTable(const xpu::v1::DiagnosesReply& r) {
 std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& ranks,
                        const xpu::v1::DiagnosesReply& diags) {
   uint64_t now = NowNs();
-  std::string out = absl::StrCat("XPUTimer slowdown report for job ", job.job(),
-                                 job.job_name().empty() ? "" : absl::StrCat(" (", job.job_name(), ")"), "\n");
+  std::string out =
+      absl::StrCat("XPUTimer slowdown report for job ", job.job(),
+                   job.job_name().empty() ? "" : absl::StrCat(" (", job.job_name(), ")"), "\n");
   std::map<std::string, int> hosts;
   for (const auto& k : ranks.ranks()) hosts[k.host()]++;
-  absl::StrAppend(&out, "state ", job.state(), ", ", job.ranks_alive(), " of ", job.ranks(), " ranks alive on ",
-                  hosts.size(), " host(s), ", job.records(), " records, last seen ",
-                  FormatAge(job.last_seen_ns(), now), " ago\n\n");
+  absl::StrAppend(&out, "state ", job.state(), ", ", job.ranks_alive(), " of ", job.ranks(),
+                  " ranks alive on ", hosts.size(), " host(s), ", job.records(),
+                  " records, last seen ", FormatAge(job.last_seen_ns(), now), " ago\n\n");
   int active = 0;
   for (const auto& d : diags.diagnoses()) active += d.active();
   if (active == 0) {
@@ -416,8 +421,9 @@ std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& r
       std::string hl;
       for (int i = 0; i < d.hosts_size(); ++i) absl::StrAppend(&hl, i ? "," : "", d.hosts(i));
       absl::StrAppend(&section, "  * ", d.kind(), " [", d.severity(), "] ranks ", RankList(d),
-                      hl.empty() ? "" : absl::StrCat(" on ", hl), "; since ", FormatAge(d.first_seen_ns(), now),
-                      " ago, last seen ", FormatAge(d.last_seen_ns(), now), " ago\n");
+                      hl.empty() ? "" : absl::StrCat(" on ", hl), "; since ",
+                      FormatAge(d.first_seen_ns(), now), " ago, last seen ",
+                      FormatAge(d.last_seen_ns(), now), " ago\n");
       section += Wrap(d.evidence(), 96, "      ");
     }
     if (!section.empty()) absl::StrAppend(&out, "For the ", team, " team:\n", section, "\n");
@@ -489,7 +495,8 @@ int RunCli(const std::vector<std::string>& args, const std::string& env_engine, 
       err << "cannot reach engine at " << engine << ": " << st.error_message() << "\n";
       return kExitUnreachable;
     }
-    err << "xpu " << f.command << ": engine at " << engine << " answered: " << st.error_message() << "\n";
+    err << "xpu " << f.command << ": engine at " << engine << " answered: " << st.error_message()
+        << "\n";
     return kExitEngineError;
   };
   if (f.command == "status") {

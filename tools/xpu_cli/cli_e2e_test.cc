@@ -112,9 +112,10 @@ TEST(CliE2eTest, TlsAndTokenFlags) {
   const std::string dir = testing::TempPath("tls");
   ASSERT_EQ(system(("mkdir -p " + dir).c_str()), 0);
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem", token = dir + "/token";
-  std::string gen = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-                    "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + key +
-                    " -out " + cert + " >/dev/null 2>&1";
+  std::string gen =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
   if (system(gen.c_str()) != 0) GTEST_SKIP() << "openssl cannot generate a test certificate";
   { std::ofstream(token) << "tok3n\n"; }
   EngineOptions o = testing::TestOptions();

@@ -77,8 +77,10 @@ TEST(CliTest, CalibrateHelpAndUsageErrors) {
   EXPECT_NE(r.out.find("--from FILE"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--lib-dir"), std::string::npos) << r.out;
   for (std::vector<std::string> bad :
-       {std::vector<std::string>{"calibrate", "--show", "--from", "r.pb"}, {"calibrate", "--out", "x"},
-        {"calibrate", "--from"}, {"calibrate", "--show", "--lib-dir", "/x"}}) {
+       {std::vector<std::string>{"calibrate", "--show", "--from", "r.pb"},
+        {"calibrate", "--out", "x"},
+        {"calibrate", "--from"},
+        {"calibrate", "--show", "--lib-dir", "/x"}}) {
     Result u = RunXpu(bad);
     EXPECT_EQ(u.code, kExitUsage) << bad.back() << ": " << u.err;
   }
@@ -111,7 +113,8 @@ TEST(CliTest, DiagnosisRenderers) {
   d->set_last_seen_ns(2);
   EXPECT_EQ(DiagnosesJson(r),
             "{\"job\":\"j1\",\"diagnoses\":[{\"kind\":\"slow_gpu\",\"subject\":\"rank:3\",\"team\":"
-            "\"operations\",\"severity\":\"critical\",\"active\":true,\"ranks\":[3],\"hosts\":[\"node0\"],"
+            "\"operations\",\"severity\":\"critical\",\"active\":true,\"ranks\":[3],\"hosts\":["
+            "\"node0\"],"
             "\"evidence\":\"rank 3 at \\\"half\\\" speed\",\"first_seen_ns\":1,\"last_seen_ns\":2,"
             "\"resolved_ns\":0}]}\n");
   std::string table = DiagnosesTable(r);
@@ -125,7 +128,8 @@ TEST(CliTest, DiagnosisRenderers) {
   EXPECT_EQ(report.find("For the algorithm team:"), std::string::npos) << report;
   EXPECT_EQ(report.find("No active diagnosis"), std::string::npos) << report;
   d->set_active(false);
-  EXPECT_NE(ReportText(job, xpu::v1::RanksReply(), r).find("No active diagnosis"), std::string::npos);
+  EXPECT_NE(ReportText(job, xpu::v1::RanksReply(), r).find("No active diagnosis"),
+            std::string::npos);
 }
 
 TEST(CliTest, UnreachableEngineExitsWith2) {
@@ -147,10 +151,11 @@ TEST(CliTest, JsonRendering) {
   k->set_host("h");
   k->set_records(18446744073709551615ull);
   k->set_liveness("silent");
-  EXPECT_EQ(RanksJson(rr),
-            "{\"job\":\"j\\\"1\",\"ranks\":[{\"rank\":3,\"host\":\"h\",\"pid\":0,\"local_rank\":0,"
-            "\"liveness\":\"silent\",\"records\":18446744073709551615,\"dropped\":0,\"signatures\":0,"
-            "\"last_record_ns\":0,\"last_seen_ns\":0}]}\n");
+  EXPECT_EQ(
+      RanksJson(rr),
+      "{\"job\":\"j\\\"1\",\"ranks\":[{\"rank\":3,\"host\":\"h\",\"pid\":0,\"local_rank\":0,"
+      "\"liveness\":\"silent\",\"records\":18446744073709551615,\"dropped\":0,\"signatures\":0,"
+      "\"last_record_ns\":0,\"last_seen_ns\":0}]}\n");
   xpu::v1::JobsReply jr;
   EXPECT_EQ(JobsJson(jr), "{\"jobs\":[]}\n");
   jr.add_jobs()->set_job("a");

@@ -16,7 +16,8 @@ std::string ReadFile(const std::string& path, bool* ok) {
   return ss.str();
 }
 
-bool ParseSeconds(const std::string& flag, const std::string& v, double max, double* out, std::string* error) {
+bool ParseSeconds(const std::string& flag, const std::string& v, double max, double* out,
+                  std::string* error) {
   char* end = nullptr;
   const double d = strtod(v.c_str(), &end);
   if (end == v.c_str() || *end != '\0' || d <= 0 || d > max) {
@@ -28,11 +29,12 @@ bool ParseSeconds(const std::string& flag, const std::string& v, double max, dou
 }
 
 bool IsConnectionValueFlag(std::string_view flag) {
-  return flag == "--engine" || flag == "--token-file" || flag == "--tls-ca" || flag == "--tls-cert" ||
-         flag == "--tls-key";
+  return flag == "--engine" || flag == "--token-file" || flag == "--tls-ca" ||
+         flag == "--tls-cert" || flag == "--tls-key";
 }
 
-std::string CommandWord(const std::vector<std::string>& args, absl::Span<const std::string_view> value_flags) {
+std::string CommandWord(const std::vector<std::string>& args,
+                        absl::Span<const std::string_view> value_flags) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.empty() || a[0] != '-') return a;
@@ -45,7 +47,9 @@ std::string CommandWord(const std::vector<std::string>& args, absl::Span<const s
 
 bool ResolveConnection(const ConnectionFlags& f, const std::string& env_engine,
                        EngineConnection* out, std::ostream& err) {
-  out->address = !f.engine.empty() ? f.engine : !env_engine.empty() ? env_engine : kDefaultEngineAddress;
+  out->address = !f.engine.empty()     ? f.engine
+                 : !env_engine.empty() ? env_engine
+                                       : kDefaultEngineAddress;
   if (f.tls) {
     grpc::SslCredentialsOptions ssl;
     bool ok = true;

@@ -55,12 +55,14 @@ void SetConnectionFlag(std::string_view flag, const std::string& value, Flags* f
 
 // A duration flag's value: seconds in (0, max]; else false with
 // "<flag> needs seconds in (0, <max>]" in *error.
-bool ParseSeconds(const std::string& flag, const std::string& v, double max, double* out, std::string* error);
+bool ParseSeconds(const std::string& flag, const std::string& v, double max, double* out,
+                  std::string* error);
 
 // The first argument that is neither a flag nor the value of one (the
 // connection flags' and `value_flags`'), or empty: which subcommand the
 // arguments are for.
-std::string CommandWord(const std::vector<std::string>& args, absl::Span<const std::string_view> value_flags);
+std::string CommandWord(const std::vector<std::string>& args,
+                        absl::Span<const std::string_view> value_flags);
 
 struct EngineConnection {
   std::string address;

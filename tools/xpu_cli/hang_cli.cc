@@ -83,8 +83,8 @@ bool IsHangCommand(const std::vector<std::string>& args) {
   return word == "hang" || word == "stacks";
 }
 
-int RunHangCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
-               std::ostream& err) {
+int RunHangCli(const std::vector<std::string>& args, const std::string& env_engine,
+               std::ostream& out, std::ostream& err) {
   HangFlags f;
   std::string error;
   if (!Parse(args, &f, &error)) {
@@ -119,7 +119,8 @@ int RunHangCli(const std::vector<std::string>& args, const std::string& env_engi
   xpu::v1::HangReply r;
   grpc::Status st = stub->Get(&ctx, req, &r);
   if (!st.ok()) {
-    if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       err << "cannot reach engine at " << engine << ": " << st.error_message() << "\n";
       return kExitUnreachable;
     }
@@ -127,7 +128,8 @@ int RunHangCli(const std::vector<std::string>& args, const std::string& env_engi
       err << "xpu " << f.command << ": the engine at " << engine << " has no hang diagnosis\n";
       return kExitNotAvailable;
     }
-    err << "xpu " << f.command << ": engine at " << engine << " answered: " << st.error_message() << "\n";
+    err << "xpu " << f.command << ": engine at " << engine << " answered: " << st.error_message()
+        << "\n";
     return kExitEngineError;
   }
   if (!r.found()) {

@@ -26,8 +26,8 @@ namespace xpu::cli {
 
 // True when the command word of `args` is "hang" or "stacks".
 bool IsHangCommand(const std::vector<std::string>& args);
-int RunHangCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
-               std::ostream& err);
+int RunHangCli(const std::vector<std::string>& args, const std::string& env_engine,
+               std::ostream& out, std::ostream& err);
 
 }  // namespace xpu::cli
 

@@ -21,7 +21,9 @@ class JsonWriter {
   JsonWriter& Field(std::string_view key, int64_t v);
   JsonWriter& Field(std::string_view key, uint64_t v);
   JsonWriter& Field(std::string_view key, int32_t v) { return Field(key, static_cast<int64_t>(v)); }
-  JsonWriter& Field(std::string_view key, uint32_t v) { return Field(key, static_cast<uint64_t>(v)); }
+  JsonWriter& Field(std::string_view key, uint32_t v) {
+    return Field(key, static_cast<uint64_t>(v));
+  }
   JsonWriter& Field(std::string_view key, bool v);
   const std::string& str() const { return out_; }
   static std::string Quote(std::string_view s);

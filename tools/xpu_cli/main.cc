@@ -6,6 +6,6 @@
 
 int main(int argc, char** argv) {
   const char* env = std::getenv("XPU_ENGINE");
-  return xpu::cli::RunCli(std::vector<std::string>(argv + 1, argv + argc), env ? env : "", std::cout,
-                          std::cerr);
+  return xpu::cli::RunCli(std::vector<std::string>(argv + 1, argv + argc), env ? env : "",
+                          std::cout, std::cerr);
 }

@@ -46,7 +46,9 @@ bool Parse(const std::vector<std::string>& args, ProfileFlags* f, std::string* e
       if (!value(&v)) return false;
       SetConnectionFlag(a, v, f);
     } else if (a == "--seconds") {
-      if (!value(&v) || !ParseSeconds(a, v, XPU_PROFILE_MAX_DURATION_MS / 1000.0, &f->seconds, error)) return false;
+      if (!value(&v) ||
+          !ParseSeconds(a, v, XPU_PROFILE_MAX_DURATION_MS / 1000.0, &f->seconds, error))
+        return false;
     } else if (a == "--deadline-s") {
       if (!value(&v) || !ParseSeconds(a, v, 900, &f->deadline_s, error)) return false;
     } else if (a == "--last") {
@@ -76,8 +78,8 @@ bool IsProfileCommand(const std::vector<std::string>& args) {
   return CommandWord(args, {"--job", "--seconds", "--deadline-s"}) == "profile";
 }
 
-int RunProfileCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
-                  std::ostream& err) {
+int RunProfileCli(const std::vector<std::string>& args, const std::string& env_engine,
+                  std::ostream& out, std::ostream& err) {
   ProfileFlags f;
   std::string error;
   if (!Parse(args, &f, &error)) {
@@ -108,12 +110,14 @@ int RunProfileCli(const std::vector<std::string>& args, const std::string& env_e
   // plus its grace and a margin.
   const double window_s = f.seconds > 0 ? f.seconds : XPU_PROFILE_MAX_DURATION_MS / 1000.0;
   const double wait_s = f.last ? 10 : (f.deadline_s > 0 ? f.deadline_s : window_s + 30) + 10;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
   if (!conn.token.empty()) ctx.AddMetadata(kTokenMetadataKey, conn.token);
   xpu::v1::ProfileResult r;
   grpc::Status st = f.last ? stub->Latest(&ctx, req, &r) : stub->Run(&ctx, req, &r);
   if (!st.ok()) {
-    if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       err << "cannot reach engine at " << conn.address << ": " << st.error_message() << "\n";
       return kExitUnreachable;
     }
@@ -121,7 +125,8 @@ int RunProfileCli(const std::vector<std::string>& args, const std::string& env_e
       err << "xpu profile: the engine at " << conn.address << " has no profiling windows\n";
       return kExitNotAvailable;
     }
-    if (st.error_code() == grpc::StatusCode::NOT_FOUND || st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    if (st.error_code() == grpc::StatusCode::NOT_FOUND ||
+        st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
       err << "xpu profile: " << st.error_message() << "\n";
       return kExitNotAvailable;
     }

@@ -29,8 +29,8 @@ namespace xpu::cli {
 
 // True when the command word of `args` is "profile".
 bool IsProfileCommand(const std::vector<std::string>& args);
-int RunProfileCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
-                  std::ostream& err);
+int RunProfileCli(const std::vector<std::string>& args, const std::string& env_engine,
+                  std::ostream& out, std::ostream& err);
 
 }  // namespace xpu::cli
 

@@ -28,7 +28,6 @@ namespace {
 
 namespace tl = ::xpu::engine::timeline;
 
-
 const char kTimelineHelp[] = R"(xpu timeline: on-demand timelines from the daemons' history.
 
 xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--out DIR]
@@ -106,15 +105,24 @@ bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
         }
         value = args[++i];
       }
-      if (a == "--job") f->job = value;
-      else if (a == "--ranks") f->ranks = value;
-      else if (a == "--last") f->last = value;
-      else if (a == "--since") f->since = value;
-      else if (a == "--out") f->out = value;
-      else if (a == "--in") f->in = value;
-      else if (a == "--format") f->format = value;
-      else if (a == "--deadline-s") f->deadline_s = value;
-      else if (a == "--top") f->top = value;
+      if (a == "--job")
+        f->job = value;
+      else if (a == "--ranks")
+        f->ranks = value;
+      else if (a == "--last")
+        f->last = value;
+      else if (a == "--since")
+        f->since = value;
+      else if (a == "--out")
+        f->out = value;
+      else if (a == "--in")
+        f->in = value;
+      else if (a == "--format")
+        f->format = value;
+      else if (a == "--deadline-s")
+        f->deadline_s = value;
+      else if (a == "--top")
+        f->top = value;
     } else if (a == "--no-engine-fallback") {
       f->no_engine_fallback = true;
     } else if (a == "--json") {
@@ -147,7 +155,8 @@ std::string DefaultOutDir(const std::string& job) {
   std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
   std::string safe = job;
   for (char& c : safe) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+      c = '_';
   }
   return absl::StrCat("xpu-timeline-", safe, "-", buf);
 }
@@ -173,7 +182,8 @@ int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::Timeline
   grpc::ClientContext ctx;
   // Daemons get the request deadline; transfers and the engine get 60 s more.
   const uint64_t deadline_ms = req.deadline_ms() > 0 ? req.deadline_ms() : 30000;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms + 60000));
+  ctx.set_deadline(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(deadline_ms + 60000));
   if (!token.empty()) ctx.AddMetadata(kTokenMetadataKey, token);
   const auto t0 = std::chrono::steady_clock::now();
   auto reader = stub->TimelineDump(&ctx, req);
@@ -185,9 +195,11 @@ int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::Timeline
     if (m.has_progress()) {
       const auto& p = m.progress();
       const auto now = std::chrono::steady_clock::now();
-      if (now - last_print > std::chrono::milliseconds(250) || p.daemons_answered() == p.daemons_total()) {
-        err << absl::StrFormat("xpu timeline: %d/%d ranks answered (%d/%d daemons, %.1f s)\n", p.ranks_answered(),
-                               p.ranks_total(), p.daemons_answered(), p.daemons_total(), p.elapsed_ms() / 1000.0);
+      if (now - last_print > std::chrono::milliseconds(250) ||
+          p.daemons_answered() == p.daemons_total()) {
+        err << absl::StrFormat("xpu timeline: %d/%d ranks answered (%d/%d daemons, %.1f s)\n",
+                               p.ranks_answered(), p.ranks_total(), p.daemons_answered(),
+                               p.daemons_total(), p.elapsed_ms() / 1000.0);
         last_print = now;
       }
     } else if (m.has_rank()) {
@@ -234,14 +246,16 @@ int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::Timeline
   }
   for (const auto& miss : got->done.missing()) {
     err << "xpu timeline: rank " << miss.rank() << " did not answer"
-        << (miss.daemon_id().empty() ? "" : " (daemon " + miss.daemon_id() + ")") << ": " << miss.reason() << "\n";
+        << (miss.daemon_id().empty() ? "" : " (daemon " + miss.daemon_id() + ")") << ": "
+        << miss.reason() << "\n";
   }
   for (const auto& f : got->done.from_engine()) {
     err << "xpu timeline: rank " << f.rank() << " from the engine's recent-record ring (daemon "
         << f.daemon_id() << ": " << f.reason() << ")\n";
   }
   for (const auto& d : got->done.truncated_daemons()) {
-    err << "xpu timeline: daemon " << d << " hit its reply budget; older records of its ranks are left out\n";
+    err << "xpu timeline: daemon " << d
+        << " hit its reply budget; older records of its ranks are left out\n";
   }
   tl::SortRanks(&got->ranks);
   return kExitOk;
@@ -295,11 +309,13 @@ tl::DumpContext Context(const xpu::v1::TimelineDumpRequest& req, const Fetched& 
   ctx.ranks_requested.assign(req.ranks().begin(), req.ranks().end());
   ctx.ranks_total = got.done.ranks_total();
   ctx.ranks_answered = got.done.ranks_answered();
-  for (const auto& m : got.done.missing()) ctx.missing.push_back(absl::StrCat("rank ", m.rank(), ": ", m.reason()));
+  for (const auto& m : got.done.missing())
+    ctx.missing.push_back(absl::StrCat("rank ", m.rank(), ": ", m.reason()));
   for (const auto& m : got.done.from_engine()) {
     ctx.from_engine.push_back(absl::StrCat("rank ", m.rank(), ": ", m.reason()));
   }
-  ctx.truncated_daemons.assign(got.done.truncated_daemons().begin(), got.done.truncated_daemons().end());
+  ctx.truncated_daemons.assign(got.done.truncated_daemons().begin(),
+                               got.done.truncated_daemons().end());
   ctx.last_n = req.last_n();
   ctx.since_ns = req.since_ns();
   ctx.fetch_s = got.seconds;
@@ -325,7 +341,8 @@ int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::
     err << "xpu timeline dump: no rank answered; nothing written\n";
     return kExitEngineError;
   }
-  absl::StatusOr<tl::DumpOutputs> o = tl::WriteDumpOutputs(dir, got.ranks, format, Context(req, got));
+  absl::StatusOr<tl::DumpOutputs> o =
+      tl::WriteDumpOutputs(dir, got.ranks, format, Context(req, got));
   if (!o.ok()) {
     err << "xpu timeline dump: " << o.status().message() << "\n";
     return kExitEngineError;
@@ -335,27 +352,31 @@ int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::
     out << ReadFile(o->manifest_path, &ok);
     return kExitOk;
   }
-  out << absl::StrFormat("job %s: %d/%d ranks, %d ops (%d bytes packed, %.1f bytes/op) in %.2f s\n", f.job,
-                         got.done.ranks_answered(), got.done.ranks_total(), o->ops, o->packed_bytes,
-                         o->ops ? double(o->packed_bytes) / o->ops : 0.0, got.seconds);
+  out << absl::StrFormat("job %s: %d/%d ranks, %d ops (%d bytes packed, %.1f bytes/op) in %.2f s\n",
+                         f.job, got.done.ranks_answered(), got.done.ranks_total(), o->ops,
+                         o->packed_bytes, o->ops ? double(o->packed_bytes) / o->ops : 0.0,
+                         got.seconds);
   if (!o->perfetto_path.empty()) {
-    out << absl::StrFormat("  %-40s %d bytes, %d slices, %d flow events\n", o->perfetto_path, o->perfetto.bytes,
-                           o->perfetto.slices, o->perfetto.flow_events);
+    out << absl::StrFormat("  %-40s %d bytes, %d slices, %d flow events\n", o->perfetto_path,
+                           o->perfetto.bytes, o->perfetto.slices, o->perfetto.flow_events);
   }
-  if (!o->json_path.empty()) out << absl::StrFormat("  %-40s %d bytes\n", o->json_path, o->json.bytes);
+  if (!o->json_path.empty())
+    out << absl::StrFormat("  %-40s %d bytes\n", o->json_path, o->json.bytes);
   if (!o->svg_path.empty()) {
-    out << absl::StrFormat("  %-40s %d call-site samples, %d linked to their launch, %d placed by time\n",
-                           o->svg_path, o->callsites.samples, o->callsites.linked_exact,
-                           o->callsites.linked_nearby);
+    out << absl::StrFormat(
+        "  %-40s %d call-site samples, %d linked to their launch, %d placed by time\n", o->svg_path,
+        o->callsites.samples, o->callsites.linked_exact, o->callsites.linked_nearby);
   }
   out << absl::StrFormat("  %-40s manifest\n", o->manifest_path);
   out << "clock offsets (reference rank " << o->clock.reference_rank << "):\n";
   for (const tl::HostOffset& h : o->clock.hosts) {
-    out << absl::StrFormat("  %-20s %+12.3f us  %s\n", h.host, h.offset_ns * 1e-3,
-                           h.aligned ? (h.samples ? absl::StrCat("from ", h.samples, " collectives") : "reference")
-                                     : "not aligned (no shared collective)");
+    out << absl::StrFormat(
+        "  %-20s %+12.3f us  %s\n", h.host, h.offset_ns * 1e-3,
+        h.aligned ? (h.samples ? absl::StrCat("from ", h.samples, " collectives") : "reference")
+                  : "not aligned (no shared collective)");
   }
-  if (got.done.missing_size() > 0) out << got.done.missing_size() << " rank(s) missing, see above\n";
+  if (got.done.missing_size() > 0)
+    out << got.done.missing_size() << " rank(s) missing, see above\n";
   return kExitOk;
 }
 
@@ -406,7 +427,8 @@ bool ParseRankList(const std::string& s, std::vector<int32_t>* out) {
     if (dash == absl::string_view::npos) {
       if (!absl::SimpleAtoi(part, &lo)) return false;
       hi = lo;
-    } else if (!absl::SimpleAtoi(part.substr(0, dash), &lo) || !absl::SimpleAtoi(part.substr(dash + 1), &hi)) {
+    } else if (!absl::SimpleAtoi(part.substr(0, dash), &lo) ||
+               !absl::SimpleAtoi(part.substr(dash + 1), &hi)) {
       return false;
     }
     if (lo < 0 || hi < lo || hi - lo > (1 << 20) || hi > INT32_MAX) return false;
@@ -440,8 +462,8 @@ bool IsTimelineCommand(const std::vector<std::string>& args) {
   return CommandWord(args, kValueFlags) == "timeline";
 }
 
-int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
-                   std::ostream& err) {
+int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine,
+                   std::ostream& out, std::ostream& err) {
   Flags f;
   std::string error;
   if (!Parse(args, &f, &error)) {

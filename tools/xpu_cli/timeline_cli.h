@@ -22,8 +22,8 @@ namespace xpu::cli {
 // True when `args` names the timeline command (first word that
 // is neither a flag nor a flag's value).
 bool IsTimelineCommand(const std::vector<std::string>& args);
-int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
-                   std::ostream& err);
+int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine,
+                   std::ostream& out, std::ostream& err);
 
 // "0-7,12" -> {0..7, 12}; false on malformed input or ranges over 1<<20 ranks.
 bool ParseRankList(const std::string& s, std::vector<int32_t>* out);

@@ -58,7 +58,8 @@ TEST(TimelineCliTest, UsageErrors) {
   EXPECT_EQ(RunTl({"timeline", "dump"}, &out, &err), kExitUsage);
   EXPECT_NE(err.find("--job JOB is required"), std::string::npos);
   EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--format", "svg"}, &out, &err), kExitUsage);
-  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--last", "5", "--since", "5m"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--last", "5", "--since", "5m"}, &out, &err),
+            kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--ranks", "x"}, &out, &err), kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "summary"}, &out, &err), kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "summary", "--in", "/tmp", "--top", "0"}, &out, &err), kExitUsage);
@@ -66,10 +67,12 @@ TEST(TimelineCliTest, UsageErrors) {
   EXPECT_EQ(RunTl({"timeline", "frobnicate"}, &out, &err), kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "--help"}, &out, &err), kExitOk);
   EXPECT_NE(out.find("xpu timeline dump --job JOB"), std::string::npos);
-  EXPECT_EQ(RunTl({"timeline", "summary", "--in", "/nonexistent/dir"}, &out, &err), kExitEngineError);
+  EXPECT_EQ(RunTl({"timeline", "summary", "--in", "/nonexistent/dir"}, &out, &err),
+            kExitEngineError);
   EXPECT_NE(err.find("no dump in"), std::string::npos);
   // Unreachable engine (port 1): exit 2.
-  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--out", "/tmp/xpu_tl_unreach"}, &out, &err), kExitUnreachable);
+  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--out", "/tmp/xpu_tl_unreach"}, &out, &err),
+            kExitUnreachable);
 }
 
 }  // namespace

@@ -40,8 +40,8 @@ class SyntheticDaemon {
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(256 << 20);
     args.SetMaxReceiveMessageSize(256 << 20);
-    channel_ = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(),
-                                         args);
+    channel_ = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
+                                         grpc::InsecureChannelCredentials(), args);
     stub_ = xpu::v1::Ingest::NewStub(channel_);
   }
   ~SyntheticDaemon() { Stop(); }
@@ -61,7 +61,8 @@ class SyntheticDaemon {
       *p->mutable_signatures() = pb.signatures();
       p->set_process_key(pb.process_key());
       // A few records, so that the engine sees the rank as alive.
-      p->set_records(pb.records().substr(0, std::min<size_t>(pb.records().size(), 4 * sizeof(xpu_record_v1))));
+      p->set_records(
+          pb.records().substr(0, std::min<size_t>(pb.records().size(), 4 * sizeof(xpu_record_v1))));
     }
     if (!stream_->Write(m)) return false;
     reader_ = std::thread([this] { ReadLoop(); });
@@ -103,11 +104,14 @@ class SyntheticDaemon {
       reply->set_command_id(c.command_id());
       if (mode_ == Mode::kError || c.kind() != "history") {
         reply->set_ok(false);
-        reply->set_error(mode_ == Mode::kError ? "synthetic failure" : "unknown command: " + c.kind());
+        reply->set_error(mode_ == Mode::kError ? "synthetic failure"
+                                               : "unknown command: " + c.kind());
       } else {
         reply->set_ok(true);
         for (const auto& [r, pb] : batches_) {
-          if (c.ranks_size() > 0 && std::find(c.ranks().begin(), c.ranks().end(), r) == c.ranks().end()) continue;
+          if (c.ranks_size() > 0 &&
+              std::find(c.ranks().begin(), c.ranks().end(), r) == c.ranks().end())
+            continue;
           xpu::v1::ProcessBatch* p = reply->add_processes();
           *p->mutable_identity() = pb.identity();
           *p->mutable_signatures() = pb.signatures();

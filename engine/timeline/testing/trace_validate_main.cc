@@ -28,9 +28,10 @@ int main(int argc, char** argv) {
                               : xpu::engine::timeline::testing::ValidateChromeJsonFile(argv[2]);
   std::string o = "{\"ok\":" + std::string(v.ok() ? "true" : "false") + ",\"errors\":[";
   for (size_t i = 0; i < v.errors.size() && i < 20; ++i) o += (i ? "," : "") + Quote(v.errors[i]);
-  o += "],\"packets\":" + std::to_string(v.packets) + ",\"processes\":" + std::to_string(v.processes) +
-       ",\"tracks\":" + std::to_string(v.tracks) + ",\"slices\":" + std::to_string(v.slices) +
-       ",\"instants\":" + std::to_string(v.instants) + ",\"flows\":" + std::to_string(v.flows) +
+  o += "],\"packets\":" + std::to_string(v.packets) +
+       ",\"processes\":" + std::to_string(v.processes) + ",\"tracks\":" + std::to_string(v.tracks) +
+       ",\"slices\":" + std::to_string(v.slices) + ",\"instants\":" + std::to_string(v.instants) +
+       ",\"flows\":" + std::to_string(v.flows) +
        ",\"min_ts\":" + std::to_string(v.min_ts == UINT64_MAX ? 0 : v.min_ts) +
        ",\"max_ts\":" + std::to_string(v.max_ts) + ",\"process_names\":{";
   bool first = true;

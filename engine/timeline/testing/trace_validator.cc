@@ -55,7 +55,8 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
     if (!p.has_track_descriptor()) continue;
     const auto& td = p.track_descriptor();
     if (!td.has_uuid() || td.uuid() == 0) Err(&v, "track descriptor without uuid");
-    if (!tracks.emplace(td.uuid(), &td).second) Err(&v, absl::StrCat("duplicate track uuid ", td.uuid()));
+    if (!tracks.emplace(td.uuid(), &td).second)
+      Err(&v, absl::StrCat("duplicate track uuid ", td.uuid()));
     if (td.has_process()) {
       ++v.processes;
       v.process_names[td.process().pid()] = td.process().process_name();
@@ -95,12 +96,14 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
       arg_names[seq].clear();
     }
     if (p.has_interned_data()) {
-      if (!cleared[seq]) Err(&v, absl::StrCat("packet ", i, ": interned data before a state reset on seq ", seq));
+      if (!cleared[seq])
+        Err(&v, absl::StrCat("packet ", i, ": interned data before a state reset on seq ", seq));
       for (const auto& n : p.interned_data().event_names()) {
         if (n.iid() == 0) Err(&v, "event name with iid 0");
         names[seq][n.iid()] = n.name();
       }
-      for (const auto& n : p.interned_data().debug_annotation_names()) arg_names[seq][n.iid()] = n.name();
+      for (const auto& n : p.interned_data().debug_annotation_names())
+        arg_names[seq][n.iid()] = n.name();
     }
     if (!p.has_track_event()) continue;
     const auto& te = p.track_event();
@@ -110,14 +113,18 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
       continue;
     }
     const int type = te.type();
-    if (type != 1 && type != 2 && type != 3) Err(&v, absl::StrCat("packet ", i, ": unexpected event type ", type));
+    if (type != 1 && type != 2 && type != 3)
+      Err(&v, absl::StrCat("packet ", i, ": unexpected event type ", type));
     if (type == 1 || type == 3) {
       std::string name;
       if (te.has_name_iid()) {
-        if (!(p.sequence_flags() & 2)) Err(&v, absl::StrCat("packet ", i, ": interned name without SEQ_NEEDS_INCREMENTAL_STATE"));
+        if (!(p.sequence_flags() & 2))
+          Err(&v,
+              absl::StrCat("packet ", i, ": interned name without SEQ_NEEDS_INCREMENTAL_STATE"));
         auto it = names[seq].find(te.name_iid());
         if (it == names[seq].end()) {
-          Err(&v, absl::StrCat("packet ", i, ": name_iid ", te.name_iid(), " not interned on seq ", seq));
+          Err(&v, absl::StrCat("packet ", i, ": name_iid ", te.name_iid(), " not interned on seq ",
+                               seq));
         } else {
           name = it->second;
         }
@@ -133,7 +140,10 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
       ++v.events_by_pid[pid_of_track.count(te.track_uuid()) ? pid_of_track[te.track_uuid()] : -1];
       v.min_ts = std::min<uint64_t>(v.min_ts, p.timestamp());
       v.max_ts = std::max<uint64_t>(v.max_ts, p.timestamp());
-      if (type == 1) ++v.slices; else ++v.instants;
+      if (type == 1)
+        ++v.slices;
+      else
+        ++v.instants;
     }
     for (uint64_t f : te.flow_ids()) ++flows[f].first;
     for (uint64_t f : te.terminating_flow_ids()) {
@@ -142,7 +152,8 @@ ValidatedTrace ValidatePerfettoFile(const std::string& path) {
     }
     events.push_back(Ev{p.timestamp(), i, type, te.track_uuid()});
   }
-  std::stable_sort(events.begin(), events.end(), [](const Ev& a, const Ev& b) { return a.ts < b.ts; });
+  std::stable_sort(events.begin(), events.end(),
+                   [](const Ev& a, const Ev& b) { return a.ts < b.ts; });
   std::map<uint64_t, int> depth;
   for (const Ev& e : events) {
     if (e.type == 1) ++depth[e.track];
@@ -194,7 +205,9 @@ ValidatedTrace ValidateChromeJsonFile(const std::string& path) {
     const auto& f = ev.struct_value().fields();
     auto str = [&](const char* k) -> std::string {
       auto x = f.find(k);
-      return x != f.end() && x->second.kind_case() == google::protobuf::Value::kStringValue ? x->second.string_value() : "";
+      return x != f.end() && x->second.kind_case() == google::protobuf::Value::kStringValue
+                 ? x->second.string_value()
+                 : "";
     };
     auto num = [&](const char* k, bool* has) -> double {
       auto x = f.find(k);
@@ -206,14 +219,17 @@ ValidatedTrace ValidateChromeJsonFile(const std::string& path) {
     const double pid = num("pid", &has_pid), tid = num("tid", &has_tid);
     num("ts", &has_ts);
     const double dur = num("dur", &has_dur);
-    if (ph.empty() || !has_pid || !has_tid) Err(&v, absl::StrCat("event ", i, ": missing ph/pid/tid"));
+    if (ph.empty() || !has_pid || !has_tid)
+      Err(&v, absl::StrCat("event ", i, ": missing ph/pid/tid"));
     if (str("name").empty()) Err(&v, absl::StrCat("event ", i, ": missing name"));
     if (ph == "M") {
       auto a = f.find("args");
-      if (a == f.end() || !a->second.has_struct_value()) Err(&v, absl::StrCat("event ", i, ": metadata without args"));
+      if (a == f.end() || !a->second.has_struct_value())
+        Err(&v, absl::StrCat("event ", i, ": metadata without args"));
       if (str("name") == "process_name") {
         ++v.processes;
-        v.process_names[static_cast<int32_t>(pid)] = a->second.struct_value().fields().at("name").string_value();
+        v.process_names[static_cast<int32_t>(pid)] =
+            a->second.struct_value().fields().at("name").string_value();
       }
       if (str("name") == "thread_name") {
         ++v.tracks;
@@ -255,7 +271,8 @@ ValidatedTrace ValidateChromeJsonFile(const std::string& path) {
     }
   }
   for (const auto& [id, c] : flows) {
-    if (c.first != 1 || c.second != 1) Err(&v, absl::StrCat("flow ", id, ": ", c.first, " starts, ", c.second, " ends"));
+    if (c.first != 1 || c.second != 1)
+      Err(&v, absl::StrCat("flow ", id, ": ", c.first, " starts, ", c.second, " ends"));
   }
   v.flows = flows.size();
   return v;

@@ -1,7 +1,7 @@
 // trace_validator — test-only checks of the trace files, independent of the
 // writers: the Perfetto file is decoded with protoc-generated code from
-// perfetto_trace_subset.proto; the Chrome JSON file with Protobuf's JSON parser into google.protobuf.Struct
-// (a complete JSON parser we already link; numbers become doubles).
+// perfetto_trace_subset.proto; the Chrome JSON file with Protobuf's JSON parser into
+// google.protobuf.Struct (a complete JSON parser we already link; numbers become doubles).
 //
 // Perfetto checks: every packet parses; track descriptors have unique uuids
 // and child tracks name an existing parent; every TrackEvent names a
@@ -26,10 +26,10 @@ struct ValidatedTrace {
   std::vector<std::string> errors;  // empty = valid
   uint64_t packets = 0, tracks = 0, processes = 0;
   uint64_t slices = 0, instants = 0;
-  uint64_t flows = 0;               // distinct flow ids
-  std::map<std::string, uint64_t> slices_by_name;   // BEGIN + INSTANT by event name
-  std::map<int32_t, std::string> process_names;     // pid -> name
-  std::map<int32_t, uint64_t> events_by_pid;        // BEGIN + INSTANT per process
+  uint64_t flows = 0;                              // distinct flow ids
+  std::map<std::string, uint64_t> slices_by_name;  // BEGIN + INSTANT by event name
+  std::map<int32_t, std::string> process_names;    // pid -> name
+  std::map<int32_t, uint64_t> events_by_pid;       // BEGIN + INSTANT per process
   // "event name|stack" -> events carrying that "callsite" string argument.
   std::map<std::string, uint64_t> callsites;
   uint64_t min_ts = UINT64_MAX, max_ts = 0;
