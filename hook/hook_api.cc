@@ -4,9 +4,9 @@
 // child (it then does nothing and returns 0 / -1). Thread-safety: any thread.
 #include <cstring>
 
-#include "py_callsite.h"
-#include "runtime.h"
-#include "tracer.h"
+#include "hook/core_api.h"
+#include "hook/process/py_callsite.h"
+#include "hook/process/runtime.h"
 #include "xpu/hook_api.h"
 
 #define XPU_EXPORT extern "C" __attribute__((visibility("default")))

@@ -8,11 +8,11 @@
 #include <cstring>
 #include <string>
 
-#include "config.h"
-#include "fake_python_for_test.h"
-#include "py_callsite.h"
-#include "runtime.h"
-#include "tracer.h"
+#include "hook/core_api.h"
+#include "hook/process/config.h"
+#include "hook/process/fake_python_for_test.h"
+#include "hook/process/py_callsite.h"
+#include "hook/process/runtime.h"
 
 using namespace xpu::hook;  // NOLINT: benchmark main
 

@@ -6,7 +6,7 @@
  * the plugin to the record the NCCL interposer wrote for the same call: same
  * sig_id, same per-communicator seq, same stream index.
  *
- * The join. The NCCL interposer (hook/nccl_hooks.cc) appends one entry per
+ * The join. The NCCL interposer (hook/interposers/nccl.cc) appends one entry per
  * collective / p2p call to a thread-local "issue list" right before calling
  * the real NCCL function, and clears the list when the call returns (or, inside
  * ncclGroupStart/End, when the outermost ncclGroupEnd returns). NCCL starts

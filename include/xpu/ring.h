@@ -111,7 +111,7 @@ typedef struct xpu_ring_header_v1 {
   char job_name[64]; /* XPU_JOB_NAME, for history across runs */
   /* GPU model, cudaGetDeviceProperties(device).name: the one identity field
    * written AFTER hand-over, once, by the hook's completion thread when the
-   * first traced op has set `device` (hook/gpu_model.cc). The writer stores
+   * first traced op has set `device` (hook/tracing/gpu_model.cc). The writer stores
    * bytes 1..63 (NUL-terminated, printable ASCII) first and byte 0 last with
    * a release store; a reader acquire-loads byte 0 and copies the field only
    * when it is non-zero. All zero: not known yet (or an older hook). */
@@ -142,7 +142,7 @@ typedef struct xpu_ring_header_v1 {
  *   0 .. sizeof(xpu_ring_header_v1)   the header above
  *   XPU_RING_PROGRESS_OFFSET (2048)   xpu_ring_progress_v1 (1088 bytes)
  *
- * Writer: the hook's completion thread only (hook/hang_watch.cc), single
+ * Writer: the hook's completion thread only (hook/tracing/hang_watch.cc), single
  * writer, so no CAS. Readers: the daemon (daemon/evidence/ring_progress.cc),
  * tools. Zero bytes mean "no table" (magic 0): an older hook leaves it zero.
  *

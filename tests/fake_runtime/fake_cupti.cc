@@ -1,6 +1,6 @@
 // tests/fake_runtime/fake_cupti.cc — a test double of libcupti.so.13 for the
 // GPU-less runtime: the part of CUPTI that XPUTimer's profiling window uses
-// (hook/cupti_window.h), built against the real CUPTI headers so that its
+// (hook/tracing/cupti_window.h), built against the real CUPTI headers so that its
 // records have the real layout (CUpti_ActivityKernel10).
 //
 // Model:

@@ -1,0 +1,108 @@
+// hook/tracing/gpu_clock_unittest.cc — GPU-to-host mapping math with injected
+// elapsed times (fake CUDA events on a fake GPU clock). Thread-safety:
+// single-threaded.
+#include "hook/tracing/gpu_clock.h"
+
+#include "gtest/gtest.h"
+#include "hook/core_api.h"
+#include "hook/tracing/fake_cuda_for_test.h"
+
+namespace xpu::hook {
+namespace {
+
+using namespace xpu::hook::testing;  // NOLINT
+
+TEST(ClockMathTest, OffsetByMs) {
+  EXPECT_EQ(OffsetByMs(1000000000, 0.0), 1000000000u);
+  EXPECT_EQ(OffsetByMs(1000000000, 1.5), 1001500000u);
+  EXPECT_EQ(OffsetByMs(1000000000, -0.25), 999750000u);
+  EXPECT_EQ(OffsetByMs(1000000000, 0.0000004), 1000000000u);  // rounds to nearest ns
+  EXPECT_EQ(OffsetByMs(1000000000, 0.0000006), 1000000001u);
+  EXPECT_EQ(OffsetByMs(100, -1.0), 0u);  // clamps, never wraps
+  EXPECT_EQ(MidpointNs(10, 20), 15u);
+  EXPECT_EQ(MidpointNs(UINT64_MAX - 2, UINT64_MAX), UINT64_MAX - 1);  // no overflow
+}
+
+TEST(ClockMathTest, NowNsIsRealtime) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t ref = uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+  uint64_t now = NowNs();
+  EXPECT_GE(now, ref);
+  EXPECT_LT(now - ref, 10ull * 1000000000ull);
+}
+
+class GpuClockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    InstallFakeCuda(&api_);
+    clock_.Init(&api_, 5000000000ull);
+    g_gpu_ms = 0;
+  }
+  cudaEvent_t Recorded(double at_ms) {
+    cudaEvent_t e;
+    FakeEventCreate(&e, cudaEventDefault);
+    g_gpu_ms = at_ms;
+    FakeEventRecord(e, nullptr);
+    return e;
+  }
+  CudaApi api_;
+  GpuClock clock_;
+};
+
+TEST_F(GpuClockTest, MapsWithInjectedReference) {
+  cudaEvent_t ref = Recorded(100.0);
+  clock_.SetReferenceForTest(0, ref, 5000000000000ull);
+  uint64_t host = 0;
+  cudaEvent_t ev = Recorded(102.5);  // 2.5 ms after the reference
+  ASSERT_TRUE(clock_.MapGpuToHost(0, clock_.Generation(0), ev, &host));
+  EXPECT_EQ(host, 5000000000000ull + 2500000ull);
+  cudaEvent_t before = Recorded(99.0);  // before the reference: negative elapsed
+  ASSERT_TRUE(clock_.MapGpuToHost(0, clock_.Generation(0), before, &host));
+  EXPECT_EQ(host, 5000000000000ull - 1000000ull);
+  EXPECT_FALSE(clock_.MapGpuToHost(1, 1, ev, &host));  // device 1 not calibrated
+  cudaEvent_t untimed;
+  FakeEventCreate(&untimed, cudaEventDisableTiming);
+  FakeEventRecord(untimed, nullptr);
+  EXPECT_FALSE(clock_.MapGpuToHost(0, clock_.Generation(0), untimed, &host));
+}
+
+TEST_F(GpuClockTest, OpKeepsItsGenerationAcrossOneRecalibration) {
+  clock_.SetReferenceForTest(0, Recorded(0.0), 1000000000ull);  // gen 1: gpu 0 ms = host 1 s
+  uint32_t gen1 = clock_.Generation(0);
+  cudaEvent_t op = Recorded(10.0);
+  // Re-calibration with a slightly different offset (host clock slewed 3 us).
+  clock_.SetReferenceForTest(0, Recorded(20.0), 1020003000ull);  // gen 2
+  uint64_t host = 0;
+  ASSERT_TRUE(clock_.MapGpuToHost(0, gen1, op, &host));
+  EXPECT_EQ(host, 1010000000ull);  // against gen 1's reference
+  ASSERT_TRUE(clock_.MapGpuToHost(0, clock_.Generation(0), op, &host));
+  EXPECT_EQ(host, 1010003000ull);                                // a new op would map with gen 2
+  clock_.SetReferenceForTest(0, Recorded(30.0), 1030003000ull);  // gen 3: gen 1's slot reused
+  ASSERT_TRUE(clock_.MapGpuToHost(0, gen1, op, &host));
+  EXPECT_EQ(host, 1010003000ull);  // falls back to the current reference
+}
+
+TEST_F(GpuClockTest, CalibrateBracketsHostTime) {
+  EXPECT_FALSE(clock_.Calibrated(0));
+  uint64_t before = NowNs();
+  ASSERT_TRUE(clock_.Calibrate(0));
+  uint64_t after = NowNs();
+  EXPECT_TRUE(clock_.Calibrated(0));
+  EXPECT_EQ(clock_.Generation(0), 1u);
+  // An event recorded at the same fake GPU instant maps inside [before, after].
+  g_gpu_ms = 0;
+  cudaEvent_t ev = Recorded(0.0);
+  uint64_t host = 0;
+  ASSERT_TRUE(clock_.MapGpuToHost(0, 1, ev, &host));
+  EXPECT_GE(host, before);
+  EXPECT_LE(host, after);
+  // Not due yet: no new generation. Due: a new one.
+  clock_.MaybeRecalibrate(after);
+  EXPECT_EQ(clock_.Generation(0), 1u);
+  clock_.MaybeRecalibrate(after + 6000000000ull);
+  EXPECT_EQ(clock_.Generation(0), 2u);
+}
+
+}  // namespace
+}  // namespace xpu::hook
