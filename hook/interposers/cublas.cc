@@ -25,6 +25,7 @@
 
 #include "hook/core_api.h"
 #include "hook/interposers/launch_tracing.h"
+#include "hook/interposers/signature_fields.h"
 
 #define XPU_EXPORT extern "C" __attribute__((visibility("default")))
 

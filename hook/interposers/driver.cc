@@ -38,6 +38,7 @@
 
 #include "hook/core_api.h"
 #include "hook/interposers/launch_tracing.h"
+#include "hook/interposers/signature_fields.h"
 
 #if defined(__CUDA_API_PER_THREAD_DEFAULT_STREAM)
 #error "driver.cc must see the legacy-stream names to define both variants"

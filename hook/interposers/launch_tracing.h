@@ -1,10 +1,11 @@
-// hook/interposers/launch_tracing.h — helpers shared by the interposition
-// layers (*_hooks.cc): signature construction, CUDA/cuBLAS data type mapping,
-// the plain-kernel launch tally and sampler, and the per-kernel signature
-// cache.
+// hook/interposers/launch_tracing.h — how the interposers trace a launch:
+// TraceGpuCall around the real call, the plain-kernel launch tally and
+// sampler, the per-kernel signature cache, the per-thread stream handle and
+// the driver entry-point substitution. The signatures themselves are built
+// with signature_fields.h.
 //
 // Everything here runs on the application's launch path, so it follows the
-// rules of tracer.h: no allocation, lock, syscall, dlsym or logging. Name
+// rules of core_api.h: no allocation, lock, syscall, dlsym or logging. Name
 // lookups (cudaFuncGetName and friends) happen once per kernel, at first
 // sight, inside KernelSigCache::Lookup.
 //
@@ -15,10 +16,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstring>
-
-#include <cublas_api.h>
-#include <library_types.h>
 
 #include "hook/core_api.h"
 #include "xpu/record.h"
@@ -34,95 +31,6 @@ inline constexpr uintptr_t kPerThreadStream = 0x2;
 // it the explicit per-thread handle, not the legacy null stream.
 inline const void* PtszStream(const void* stream) {
   return stream ? stream : reinterpret_cast<const void*>(kPerThreadStream);
-}
-
-// A signature with the "none/unknown" values of record.h filled in.
-inline xpu_signature_v1 MakeSignature(uint16_t kind) {
-  xpu_signature_v1 sig;
-  std::memset(&sig, 0, sizeof(sig));
-  sig.kind = kind;
-  sig.comm_rank = -1;
-  sig.peer = -1;
-  sig.device = -1;
-  return sig;
-}
-
-inline uint32_t InternNamed(const xpu_signature_v1& sig, const char* name) {
-  return InternSignature(sig, name, name ? std::strlen(name) : 0);
-}
-
-// Saturating conversion of a (possibly 64-bit, possibly negative) dimension
-// into a signature's uint32 field.
-inline uint32_t Dim(int64_t v) {
-  if (v <= 0) return 0;
-  return v > 0xFFFFFFFFll ? 0xFFFFFFFFu : static_cast<uint32_t>(v);
-}
-
-inline uint8_t CudaDataTypeToXpu(int t) {
-  switch (t) {
-    case CUDA_R_32F:
-      return XPU_DT_F32;
-    case CUDA_R_16F:
-      return XPU_DT_F16;
-    case CUDA_R_16BF:
-      return XPU_DT_BF16;
-    case CUDA_R_64F:
-      return XPU_DT_F64;
-    case CUDA_R_8F_E4M3:
-      return XPU_DT_F8_E4M3;
-    case CUDA_R_8F_E5M2:
-      return XPU_DT_F8_E5M2;
-    case CUDA_R_8I:
-      return XPU_DT_I8;
-    case CUDA_R_8U:
-      return XPU_DT_U8;
-    case CUDA_R_32I:
-      return XPU_DT_I32;
-    case CUDA_R_32U:
-      return XPU_DT_U32;
-    case CUDA_R_64I:
-      return XPU_DT_I64;
-    case CUDA_R_64U:
-      return XPU_DT_U64;
-    case CUDA_C_32F:
-      return XPU_DT_C32;
-    case CUDA_C_64F:
-      return XPU_DT_C64;
-    default:
-      return XPU_DT_UNKNOWN;
-  }
-}
-
-// cublasComputeType_t (shared by cuBLAS and cuBLASLt). The TF32 and
-// reduced-precision "fast" modes accumulate in FP32, which is what the
-// signature records (record.h: XPU_DT_F32 for tf32 too).
-inline uint8_t ComputeTypeToXpu(int c) {
-  switch (c) {
-    case CUBLAS_COMPUTE_16F:
-    case CUBLAS_COMPUTE_16F_PEDANTIC:
-      return XPU_DT_F16;
-    case CUBLAS_COMPUTE_32F:
-    case CUBLAS_COMPUTE_32F_PEDANTIC:
-    case CUBLAS_COMPUTE_32F_FAST_16F:
-    case CUBLAS_COMPUTE_32F_FAST_16BF:
-    case CUBLAS_COMPUTE_32F_FAST_TF32:
-      return XPU_DT_F32;
-    case CUBLAS_COMPUTE_64F:
-    case CUBLAS_COMPUTE_64F_PEDANTIC:
-      return XPU_DT_F64;
-    case CUBLAS_COMPUTE_32I:
-    case CUBLAS_COMPUTE_32I_PEDANTIC:
-      return XPU_DT_I32;
-    default:
-      return XPU_DT_UNKNOWN;
-  }
-}
-
-inline uint8_t GemmFlags(int transa, int transb) {
-  uint8_t f = 0;
-  if (transa == CUBLAS_OP_T || transa == CUBLAS_OP_C) f |= XPU_GEMM_TRANSA;
-  if (transb == CUBLAS_OP_T || transb == CUBLAS_OP_C) f |= XPU_GEMM_TRANSB;
-  return f;
 }
 
 // ---------------------------------------------------------------------------
@@ -214,12 +122,6 @@ class KernelSigCache {
   }
   Slot slots_[kSlots];
 };
-
-// Interns a plain-kernel signature named `name` (nullptr: "<unnamed kernel>").
-inline uint32_t InternKernel(const char* name) {
-  xpu_signature_v1 sig = MakeSignature(XPU_OP_KERNEL);
-  return InternNamed(sig, name ? name : "<unnamed kernel>");
-}
 
 // Traces one asynchronous GPU op around `call` (which returns a status where
 // 0 means success) and returns the call's status unchanged.

@@ -43,8 +43,8 @@
 
 #include "hook/core_api.h"
 #include "hook/interposers/comm_registry.h"
-#include "hook/interposers/launch_tracing.h"
 #include "hook/interposers/nccl_plugin_join.h"
+#include "hook/interposers/signature_fields.h"
 
 #define XPU_EXPORT extern "C" __attribute__((visibility("default")))
 

@@ -19,6 +19,7 @@
 #include "hook/core_api.h"
 #include "hook/process/py_callsite.h"
 #include "hook/process/runtime.h"
+#include "hook/tracing/record_fields.h"
 
 namespace xpu::hook {
 namespace {

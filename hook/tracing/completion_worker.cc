@@ -12,6 +12,7 @@
 #include "hook/tracing/cupti_window.h"
 #include "hook/tracing/gpu_model.h"
 #include "hook/tracing/hang_watch.h"
+#include "hook/tracing/record_fields.h"
 
 namespace xpu::hook {
 namespace {

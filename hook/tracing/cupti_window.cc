@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "hook/core_api.h"
-#include "hook/tracing/pending_table.h"
+#include "hook/tracing/record_fields.h"
 
 namespace xpu::hook {
 namespace {

@@ -1,42 +1,15 @@
 // hook/tracing/gpu_op.cc — the launch path of traced GPU ops:
-// BeginGpuOp/EndGpuOp (core_api.h), the pending table and the sampler. Runs on
-// application threads: no allocation, lock, syscall or dlsym; CUDA is reached
-// only through the resolved real functions in Runtime::cuda.
-#include "hook/tracing/pending_table.h"
-
+// BeginGpuOp/EndGpuOp (declared in core_api.h), which take a slot of the
+// pending table (pending_table.h), ask the sampler, record CUDA events and hand
+// the op to the completion thread. Runs on application threads: no
+// allocation, lock, syscall or dlsym; CUDA is reached only through the
+// resolved real functions in Runtime::cuda.
 #include "hook/core_api.h"
 #include "hook/process/runtime.h"
+#include "hook/tracing/pending_table.h"
+#include "hook/tracing/record_fields.h"
 
 namespace xpu::hook {
-
-void PendingTable::Init(uint32_t capacity) {
-  capacity_ = capacity;
-  ops_.reset(new PendingOp[capacity + 1]);
-  free_.Init(capacity);
-  submitted_.Init(capacity);
-  for (uint32_t s = 1; s <= capacity; ++s) free_.TryPush(s);
-}
-
-void Sampler::Init(uint32_t sig_capacity) {
-  capacity_ = sig_capacity;
-  counts_.reset(new std::atomic<uint32_t>[sig_capacity]);
-  for (uint32_t i = 0; i < sig_capacity; ++i) counts_[i].store(0, std::memory_order_relaxed);
-}
-
-uint32_t EncodeDuration(uint64_t ns, uint16_t* flags) {
-  if (ns <= UINT32_MAX) return static_cast<uint32_t>(ns);
-  *flags |= XPU_REC_DUR_US;
-  uint64_t us = ns / 1000;
-  if (us <= UINT32_MAX) return static_cast<uint32_t>(us);
-  *flags |= XPU_REC_DUR_SATURATED;
-  return UINT32_MAX;
-}
-
-int32_t SaturateI32(int64_t v) {
-  if (v > INT32_MAX) return INT32_MAX;
-  if (v < INT32_MIN) return INT32_MIN;
-  return static_cast<int32_t>(v);
-}
 
 namespace {
 

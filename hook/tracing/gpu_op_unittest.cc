@@ -15,6 +15,7 @@
 #include "hook/process/runtime.h"
 #include "hook/ring/ring_reader_for_test.h"
 #include "hook/tracing/fake_cuda_for_test.h"
+#include "hook/tracing/record_fields.h"
 #include "xpu/hook_api.h"
 
 namespace xpu::hook {

@@ -80,12 +80,6 @@ class Sampler {
   std::unique_ptr<std::atomic<uint32_t>[]> counts_;
 };
 
-// Duration field encoding (record.h): ns below 2^32, else us with
-// XPU_REC_DUR_US, else saturated with XPU_REC_DUR_SATURATED as well.
-uint32_t EncodeDuration(uint64_t ns, uint16_t* flags);
-// GPU start minus CPU launch, saturated to int32.
-int32_t SaturateI32(int64_t v);
-
 }  // namespace xpu::hook
 
 #endif  // XPU_HOOK_TRACING_PENDING_TABLE_H_
