@@ -121,11 +121,10 @@ VersionScript ParseMap(const std::string& text) {
   return vs;
 }
 
-std::string MapPath() {
-  // This file sits next to the map in the source tree.
-  std::string here = __FILE__;
-  return here.substr(0, here.rfind('/') + 1) + "libxpu_hook.map";
-}
+// The map in the source tree, passed by the build: __FILE__ may be relative
+// to the compiler's directory (ccache base_dir, out-of-tree builds), which is
+// not the directory the test runs in.
+std::string MapPath() { return XPU_HOOK_MAP_PATH; }
 
 bool MatchesGlob(const VersionScript& vs, const std::string& name) {
   for (const std::string& g : vs.globs) {
