@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CPU cost of Python call sites on sampled launches (hook/py_callsite.h),
+"""CPU cost of Python call sites on sampled launches (hook/process/py_callsite.h),
 measured from Python on the GPU-less runtime. Prints figures; never asserts
 on them.
 

@@ -7,7 +7,7 @@ interned once as a host signature of kind XPU_OP_PY_CALLSITE whose name is
 the frames joined by ';' (callsite_sig), cached per (code, line) tuple.
 
 The hook builds exactly the same name, with the same signature fields, for
-the stacks it records on sampled GEMM and collective launches (hook/
+the stacks it records on sampled GEMM and collective launches (hook/process/
 py_callsite.cc, include/xpu/record.h XPU_OP_PY_CALLSITE): a stack interns to
 one sig_id whichever side saw it first, as long as both walk the same depth.
 DEFAULT_DEPTH is therefore the hook's XPU_PY_STACK_DEPTH (8 unless set).
