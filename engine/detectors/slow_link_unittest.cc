@@ -128,7 +128,9 @@ TEST_F(SlowLinkTest, OneSlowLinkCannotBeSplitBetweenItsEnds) {
         job_.Add((src + 1) % 8, Timed(kRecv, t_ + i * 20 * kMs, dur, i));
       }
     }
-    if (w == 0) EXPECT_TRUE(Window().empty());
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);
@@ -163,7 +165,9 @@ TEST_F(SlowLinkTest, SlowRingMemberExplainsItsSlowCommunicators) {
   for (int w = 0; w < 2; ++w) {
     Ring(8, 2);
     AllPairs(2);
-    if (w == 0) EXPECT_TRUE(Window().empty());
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);
@@ -176,7 +180,9 @@ TEST_F(SlowLinkTest, CommunicatorBelowTheExpectedBusBw) {
   for (int w = 0; w < 2; ++w) {
     // 16 MiB all-reduce on 4 ranks in 5 ms: busbw 16 MiB x 1.5 / 5 ms.
     AllReduces(7, {0, 1, 2, 3}, 5 * kMs);
-    if (w == 0) EXPECT_TRUE(Window().empty());
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);
@@ -196,7 +202,9 @@ TEST_F(SlowLinkTest, SlowRingNamesAMemberWhoseGemmsAreSlowToo) {
   for (int w = 0; w < 2; ++w) {
     AllReduces(7, {0, 1, 2, 3}, 5 * kMs);
     for (int r = 0; r < 4; ++r) Gemms(r, r == 3 ? 2 * kMs : kMs);
-    if (w == 0) EXPECT_TRUE(Window().empty());
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);

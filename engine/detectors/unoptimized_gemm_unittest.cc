@@ -77,7 +77,9 @@ TEST_F(UnoptimizedGemmTest, MisalignedShapeFarBelowTheJobsBestShape) {
   for (int w = 0; w < 2; ++w) {
     Gemms(all_, kBig, 500);
     Gemms(all_, kMisaligned, 175);
-    if (w == 0) EXPECT_TRUE(Window().empty());  // two consecutive windows
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());  // two consecutive windows
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);
@@ -98,7 +100,9 @@ TEST_F(UnoptimizedGemmTest, AlignedButSlowPointsAtTheKernelChoice) {
   for (int w = 0; w < 2; ++w) {
     Gemms(all_, kBig, 500);
     Gemms(all_, kMedium, 150);
-    if (w == 0) EXPECT_TRUE(Window().empty());
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);
@@ -121,7 +125,9 @@ TEST_F(UnoptimizedGemmTest, ConfiguredPeakIsTheReference) {
   for (int w = 0; w < 2; ++w) {
     Gemms(all_, kBig, 500);  // 0.71x of the peak: fine
     Gemms(all_, kMisaligned, 175);
-    if (w == 0) EXPECT_TRUE(Window().empty());
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);
@@ -142,7 +148,9 @@ TEST_F(UnoptimizedGemmTest, CalibratedPeakOfTheGpuModel) {
   for (int w = 0; w < 2; ++w) {
     Gemms(all_, kBig, 600);
     Gemms(all_, kMedium, 400);  // 0.5x of the calibrated peak
-    if (w == 0) EXPECT_TRUE(Window().empty());
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);
@@ -165,7 +173,9 @@ TEST_F(UnoptimizedGemmTest, SameGemmSlowerThanInPreviousRuns) {
   // The job's only shape: its own best, but half of what it reached before.
   for (int w = 0; w < 2; ++w) {
     Gemms(all_, kMedium, 250);
-    if (w == 0) EXPECT_TRUE(Window().empty());
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
   }
   std::vector<Diagnosis> out = Window();
   ASSERT_EQ(out.size(), 1u);
