@@ -5,11 +5,11 @@
 
 A function's length ("lines") is the number of lines from the first line of
 its declaration (template line included) to its closing brace, blank and
-comment lines included: what a reader has to scroll through. "code" leaves out
-blank and comment-only lines. Lambdas and local
-classes count toward the function that holds them. Test sources
-(*_unittest.cc, *_test.cc, *_fuzz*.cc, *_benchmark.cc, testing/ folders) are
-left out unless --tests is given.
+comment lines included: what a reader has to scroll through. "code" leaves
+out blank and comment-only lines. Lambdas and local classes count toward the
+function that holds them. Test sources (*_unittest.cc, *_test.cc, *_fuzz*.cc,
+*_benchmark.cc, testing/ and tests/ folders) are left out unless --tests is
+given.
 
 With --max N the exit status is 1 when a function is longer than N lines
 (each one is printed), so the check can run in a script or CI.
@@ -214,7 +214,8 @@ def sources(paths, tests):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+", help="files or folders to scan")
     ap.add_argument("--max", type=int, default=0,
                     help="exit 1 when a function is longer than this many lines")
