@@ -41,6 +41,30 @@ Engine::Engine(const EngineOptions& o, Clock clock)
       registry_(std::move(clock), static_cast<uint64_t>(o.silent_after_s * 1e9),
                 static_cast<size_t>(o.ring_records)) {}
 
+namespace {
+
+// The gRPC server's credentials: TLS from the files given (client
+// certificates required and verified when a client CA is given), else
+// insecure.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const EngineOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  absl::StatusOr<std::string> cert = ReadSecretFile(o.tls_cert, "TLS certificate");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadSecretFile(o.tls_key, "TLS key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!o.tls_client_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadSecretFile(o.tls_client_ca, "TLS client CA");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *ca;
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
   if (absl::Status st = ValidateSecurity(o); !st.ok()) return st;
   std::string token;
@@ -123,26 +147,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       [ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
         return ingest->SendCommand(id, std::move(c));
       });
-  std::shared_ptr<grpc::ServerCredentials> creds;
-  if (!o.tls_cert.empty()) {
-    absl::StatusOr<std::string> cert = ReadSecretFile(o.tls_cert, "TLS certificate");
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadSecretFile(o.tls_key, "TLS key");
-    if (!key.ok()) return key.status();
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({*key, *cert});
-    if (!o.tls_client_ca.empty()) {
-      absl::StatusOr<std::string> ca = ReadSecretFile(o.tls_client_ca, "TLS client CA");
-      if (!ca.ok()) return ca.status();
-      ssl.pem_root_certs = *ca;
-      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-    }
-    creds = grpc::SslServerCredentials(ssl);
-  } else {
-    creds = grpc::InsecureServerCredentials();
-  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ServerCredentials(o);
+  if (!creds.ok()) return creds.status();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(o.listen, creds, &e->port_);
+  builder.AddListeningPort(o.listen, *creds, &e->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_bytes));
   builder.RegisterService(e->ingest_.get());
   builder.RegisterService(e->query_.get());

@@ -228,121 +228,143 @@ void Store::WriterLoop() {
   done_cv_.notify_all();
 }
 
+namespace {
+
+// One queued row each (Store::Write runs them in one transaction).
+absl::Status WriteRow(sqlite3* db, const JobSummary& j) {
+  Stmt s(db,
+         "INSERT INTO jobs VALUES (?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(job) DO UPDATE SET "
+         "job_name=?2, first_seen_ns=MIN(first_seen_ns,?3), last_seen_ns=?4, ranks=?5, "
+         "records=?6, state=?7;");
+  return s.Bind(1, j.job)
+      .Bind(2, j.job_name)
+      .Bind(3, j.first_seen_ns)
+      .Bind(4, j.last_seen_ns)
+      .Bind(5, j.ranks)
+      .Bind(6, j.records)
+      .Bind(7, j.state)
+      .Run();
+}
+
+absl::Status WriteRow(sqlite3* db, const RankRow& r) {
+  Stmt s(db, "INSERT OR REPLACE INTO ranks VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
+  return s.Bind(1, r.job)
+      .Bind(2, r.key)
+      .Bind(3, r.rank)
+      .Bind(4, r.host)
+      .Bind(5, r.pid)
+      .Bind(6, r.local_rank)
+      .Bind(7, r.liveness)
+      .Bind(8, r.records)
+      .Bind(9, r.dropped)
+      .Bind(10, r.last_record_ns)
+      .Bind(11, r.last_seen_ns)
+      .Run();
+}
+
+absl::Status WriteRow(sqlite3* db, const DaemonState& d) {
+  Stmt s(db, "INSERT OR REPLACE INTO daemons VALUES (?1,?2,?3,?4,?5,?6,?7,?8);");
+  return s.Bind(1, d.daemon_id)
+      .Bind(2, d.host)
+      .Bind(3, d.version)
+      .Bind(4, d.first_seen_ns)
+      .Bind(5, d.last_seen_ns)
+      .Bind(6, d.batches)
+      .Bind(7, d.records)
+      .Bind(8, d.records_dropped)
+      .Run();
+}
+
+// The window's summary, then its GEMM and collective rows.
+absl::Status WriteRow(sqlite3* db, const WindowSummaryRow& w) {
+  Stmt s(db,
+         "INSERT OR REPLACE INTO window_summaries VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
+  absl::Status st = s.Bind(1, w.job)
+                        .Bind(2, w.window_start_ns)
+                        .Bind(3, w.window_end_ns)
+                        .Bind(4, w.records)
+                        .Bind(5, w.kinds.kernel)
+                        .Bind(6, w.kinds.gemm)
+                        .Bind(7, w.kinds.collective)
+                        .Bind(8, w.kinds.memcpy)
+                        .Bind(9, w.kinds.sync)
+                        .Bind(10, w.kinds.host)
+                        .Bind(11, w.kinds.other)
+                        .Run();
+  for (const GemmWindowRow& g : w.gemm) {
+    if (!st.ok()) break;
+    Stmt sg(db, "INSERT OR REPLACE INTO window_gemm VALUES (?1,?2,?3,?4,?5,?6,?7);");
+    st = sg.Bind(1, w.job)
+             .Bind(2, w.window_start_ns)
+             .Bind(3, g.signature)
+             .Bind(4, g.count)
+             .Bind(5, g.total_ns)
+             .Bind(6, g.flops)
+             .Bind(7, g.Tflops())
+             .Run();
+  }
+  for (const CollectiveWindowRow& c : w.collectives) {
+    if (!st.ok()) break;
+    Stmt sc(db, "INSERT OR REPLACE INTO window_collective VALUES (?1,?2,?3,?4,?5,?6,?7);");
+    st = sc.Bind(1, w.job)
+             .Bind(2, w.window_start_ns)
+             .Bind(3, c.op)
+             .Bind(4, c.bw.count)
+             .Bind(5, c.bw.bus_bytes)
+             .Bind(6, c.bw.seconds)
+             .Bind(7, c.bw.BusBw())
+             .Run();
+  }
+  return st;
+}
+
+// A diagnosis reported again is active: its resolution, if any, goes.
+absl::Status WriteRow(sqlite3* db, const Diagnosis& g) {
+  Stmt s(db,
+         "INSERT INTO diagnoses VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
+         "ON CONFLICT(job,kind,subject) DO UPDATE SET team=?4, severity=?5, ranks=?6, "
+         "hosts=?7, evidence=?8, first_seen_ns=MIN(first_seen_ns,?9), last_seen_ns=?10;");
+  absl::Status st = s.Bind(1, g.job)
+                        .Bind(2, g.kind)
+                        .Bind(3, g.subject)
+                        .Bind(4, TeamName(g.team))
+                        .Bind(5, SeverityName(g.severity))
+                        .Bind(6, absl::StrJoin(g.ranks, ","))
+                        .Bind(7, absl::StrJoin(g.hosts, ","))
+                        .Bind(8, g.evidence)
+                        .Bind(9, g.first_seen_ns)
+                        .Bind(10, g.last_seen_ns)
+                        .Run();
+  if (!st.ok()) return st;
+  Stmt del(db, "DELETE FROM diagnosis_resolutions WHERE job=?1 AND kind=?2 AND subject=?3;");
+  return del.Bind(1, g.job).Bind(2, g.kind).Bind(3, g.subject).Run();
+}
+
+absl::Status WriteRow(sqlite3* db, const DiagnosisResolution& res) {
+  Stmt s(db, "INSERT OR REPLACE INTO diagnosis_resolutions VALUES (?1,?2,?3,?4);");
+  return s.Bind(1, res.job).Bind(2, res.kind).Bind(3, res.subject).Bind(4, res.resolved_ns).Run();
+}
+
+absl::Status WriteRow(sqlite3* db, const history::CalibrationRows& c) {
+  return history::WriteCalibration(db, c);
+}
+
+}  // namespace
+
 absl::Status Store::Write(const std::vector<Op>& ops) {
   sqlite3* db = write_db_;
   if (auto st = Exec(db, "BEGIN;"); !st.ok()) return st;
   absl::Status st;
   for (const Op& op : ops) {
-    if (const auto* j = std::get_if<JobSummary>(&op)) {
-      Stmt s(db,
-             "INSERT INTO jobs VALUES (?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(job) DO UPDATE SET "
-             "job_name=?2, first_seen_ns=MIN(first_seen_ns,?3), last_seen_ns=?4, ranks=?5, "
-             "records=?6, state=?7;");
-      st = s.Bind(1, j->job)
-               .Bind(2, j->job_name)
-               .Bind(3, j->first_seen_ns)
-               .Bind(4, j->last_seen_ns)
-               .Bind(5, j->ranks)
-               .Bind(6, j->records)
-               .Bind(7, j->state)
-               .Run();
-    } else if (const auto* r = std::get_if<RankRow>(&op)) {
-      Stmt s(db, "INSERT OR REPLACE INTO ranks VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
-      st = s.Bind(1, r->job)
-               .Bind(2, r->key)
-               .Bind(3, r->rank)
-               .Bind(4, r->host)
-               .Bind(5, r->pid)
-               .Bind(6, r->local_rank)
-               .Bind(7, r->liveness)
-               .Bind(8, r->records)
-               .Bind(9, r->dropped)
-               .Bind(10, r->last_record_ns)
-               .Bind(11, r->last_seen_ns)
-               .Run();
-    } else if (const auto* d = std::get_if<DaemonState>(&op)) {
-      Stmt s(db, "INSERT OR REPLACE INTO daemons VALUES (?1,?2,?3,?4,?5,?6,?7,?8);");
-      st = s.Bind(1, d->daemon_id)
-               .Bind(2, d->host)
-               .Bind(3, d->version)
-               .Bind(4, d->first_seen_ns)
-               .Bind(5, d->last_seen_ns)
-               .Bind(6, d->batches)
-               .Bind(7, d->records)
-               .Bind(8, d->records_dropped)
-               .Run();
-    } else if (const auto* w = std::get_if<WindowSummaryRow>(&op)) {
-      Stmt s(
-          db,
-          "INSERT OR REPLACE INTO window_summaries VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
-      st = s.Bind(1, w->job)
-               .Bind(2, w->window_start_ns)
-               .Bind(3, w->window_end_ns)
-               .Bind(4, w->records)
-               .Bind(5, w->kinds.kernel)
-               .Bind(6, w->kinds.gemm)
-               .Bind(7, w->kinds.collective)
-               .Bind(8, w->kinds.memcpy)
-               .Bind(9, w->kinds.sync)
-               .Bind(10, w->kinds.host)
-               .Bind(11, w->kinds.other)
-               .Run();
-      for (const GemmWindowRow& g : w->gemm) {
-        if (!st.ok()) break;
-        Stmt sg(db, "INSERT OR REPLACE INTO window_gemm VALUES (?1,?2,?3,?4,?5,?6,?7);");
-        st = sg.Bind(1, w->job)
-                 .Bind(2, w->window_start_ns)
-                 .Bind(3, g.signature)
-                 .Bind(4, g.count)
-                 .Bind(5, g.total_ns)
-                 .Bind(6, g.flops)
-                 .Bind(7, g.Tflops())
-                 .Run();
-      }
-      for (const CollectiveWindowRow& c : w->collectives) {
-        if (!st.ok()) break;
-        Stmt sc(db, "INSERT OR REPLACE INTO window_collective VALUES (?1,?2,?3,?4,?5,?6,?7);");
-        st = sc.Bind(1, w->job)
-                 .Bind(2, w->window_start_ns)
-                 .Bind(3, c.op)
-                 .Bind(4, c.bw.count)
-                 .Bind(5, c.bw.bus_bytes)
-                 .Bind(6, c.bw.seconds)
-                 .Bind(7, c.bw.BusBw())
-                 .Run();
-      }
-    } else if (const auto* g = std::get_if<Diagnosis>(&op)) {
-      Stmt s(db,
-             "INSERT INTO diagnoses VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10) "
-             "ON CONFLICT(job,kind,subject) DO UPDATE SET team=?4, severity=?5, ranks=?6, "
-             "hosts=?7, evidence=?8, first_seen_ns=MIN(first_seen_ns,?9), last_seen_ns=?10;");
-      st = s.Bind(1, g->job)
-               .Bind(2, g->kind)
-               .Bind(3, g->subject)
-               .Bind(4, TeamName(g->team))
-               .Bind(5, SeverityName(g->severity))
-               .Bind(6, absl::StrJoin(g->ranks, ","))
-               .Bind(7, absl::StrJoin(g->hosts, ","))
-               .Bind(8, g->evidence)
-               .Bind(9, g->first_seen_ns)
-               .Bind(10, g->last_seen_ns)
-               .Run();
-      if (st.ok()) {  // reported again: active
-        Stmt del(db, "DELETE FROM diagnosis_resolutions WHERE job=?1 AND kind=?2 AND subject=?3;");
-        st = del.Bind(1, g->job).Bind(2, g->kind).Bind(3, g->subject).Run();
-      }
-    } else if (const auto* res = std::get_if<DiagnosisResolution>(&op)) {
-      Stmt s(db, "INSERT OR REPLACE INTO diagnosis_resolutions VALUES (?1,?2,?3,?4);");
-      st = s.Bind(1, res->job)
-               .Bind(2, res->kind)
-               .Bind(3, res->subject)
-               .Bind(4, res->resolved_ns)
-               .Run();
-    } else if (const auto* b = std::get_if<RunBaselineUpdate>(&op)) {
-      st = history::WriteRunBaseline(db, b->run, b->keep_runs);
-    } else if (const auto* c = std::get_if<history::CalibrationRows>(&op)) {
-      st = history::WriteCalibration(db, *c);
-    }
+    st = std::visit(
+        [db](const auto& row) -> absl::Status {
+          if constexpr (std::is_same_v<std::decay_t<decltype(row)>, RunBaselineUpdate>) {
+            return history::WriteRunBaseline(db, row.run, row.keep_runs);
+          } else {
+            return WriteRow(db, row);
+          }
+        },
+        op);
     if (!st.ok()) break;
   }
   if (!st.ok()) {

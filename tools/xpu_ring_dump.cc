@@ -183,6 +183,166 @@ struct Args {
   std::string path;
 };
 
+// --json: the header, then one object per signature and per record.
+void PrintJson(RingReader& reader, const std::vector<SignatureInfo>& sigs,
+               const std::vector<RingRecord>& recs) {
+  const auto& id = reader.identity();
+  const auto& L = reader.layout();
+  const auto live = reader.ReadLiveState();
+  const auto& rc = reader.counters();
+
+  printf(
+      "{\"type\":\"header\",\"job\":\"%s\",\"job_name\":\"%s\",\"host\":\"%s\",\"pid\":%d,"
+      "\"rank\":%d,"
+      "\"local_rank\":%d,\"world_size\":%d,\"local_world_size\":%d,\"device\":%d,\"created_ns\":"
+      "%" PRIu64 ",\"start_time_ticks\":%" PRIu64
+      ",\"ring_capacity\":%u,\"sig_capacity\":%u,\"str_capacity\":%" PRIu64
+      ",\"file_size\":%" PRIu64 ",\"write_index\":%" PRIu64 ",\"read_index\":%" PRIu64
+      ",\"heartbeat_ns\":%" PRIu64 ",\"producer_state\":%u,\"timing_policy\":%u,\"counters\":{",
+      JsonEscape(id.job).c_str(), JsonEscape(id.job_name).c_str(), JsonEscape(id.host).c_str(),
+      id.pid, id.rank, id.local_rank, id.world_size, id.local_world_size, id.device, id.created_ns,
+      id.start_time_ticks, L.ring_capacity, L.sig_capacity, L.str_capacity, L.file_size,
+      live.write_index, live.read_index, live.heartbeat_ns, live.producer_state,
+      live.timing_policy);
+  for (size_t i = 0; i < sizeof(kCounterNames) / sizeof(kCounterNames[0]); ++i) {
+    printf("%s\"%s\":%" PRIu64, i ? "," : "", kCounterNames[i], live.counters[i]);
+  }
+  printf("},\"reader\":{\"records\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"lapped\":%" PRIu64
+         ",\"uncommitted\":%" PRIu64 ",\"signatures\":%" PRIu64 ",\"signatures_corrupt\":%" PRIu64
+         "}}\n",
+         rc.records_read, rc.records_corrupt, rc.records_lapped, rc.records_abandoned,
+         rc.signatures_read, rc.signatures_corrupt);
+  for (const auto& s : sigs) {
+    const auto& g = s.sig;
+    printf(
+        "{\"type\":\"signature\",\"id\":%u,\"kind\":\"%s\",\"kind_id\":%u,\"name\":\"%s\","
+        "\"dtype\":%u,"
+        "\"gemm_flags\":%u,\"m\":%u,\"n\":%u,\"k\":%u,\"batch\":%u,\"count\":%" PRIu64
+        ",\"comm_id\":%" PRIu64
+        ",\"comm_rank\":%d,\"comm_nranks\":%d,\"peer\":%d,\"device\":%d,\"flops\":%.0f,\"bytes\":"
+        "%" PRIu64 "}\n",
+        g.commit, KindName(g.kind), g.kind, JsonEscape(s.name).c_str(), g.dtype, g.gemm_flags, g.m,
+        g.n, g.k, g.batch, g.count, g.comm_id, g.comm_rank, g.comm_nranks, g.peer, g.device,
+        xpu_sig_flops(&g), xpu_sig_bytes(&g));
+  }
+  const CallsiteJoin join = JoinCallsites(reader, recs);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const RingRecord& r = recs[i];
+    const SignatureInfo* s = reader.signature(r.rec.sig_id);
+    printf("{\"type\":\"record\",\"position\":%" PRIu64
+           ",\"sig_id\":%u,\"kind\":\"%s\",\"name\":\"%s\","
+           "\"start_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
+           ",\"issue_latency_ns\":%d,\"seq\":%u,\"stream\":%u,"
+           "\"flags\":%u,\"timed\":%s,\"flops\":%.0f,\"bytes\":%" PRIu64 ",\"comm_id\":%" PRIu64,
+           r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
+           s ? JsonEscape(s->name).c_str() : "", r.rec.start_ns, xpu_record_duration_ns(&r.rec),
+           r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
+           (r.rec.flags & XPU_REC_TIMED) ? "true" : "false", s ? xpu_sig_flops(&s->sig) : 0.0,
+           s ? xpu_sig_bytes(&s->sig) : 0, s ? s->sig.comm_id : 0);
+    const uint32_t launch_sig = xpu_callsite_launch_sig_id(&r.rec);
+    if (s != nullptr && s->sig.kind == XPU_OP_PY_CALLSITE && launch_sig != 0) {
+      printf(",\"launch\":{\"sig_id\":%u,\"seq\":%u,\"stream\":%u,\"position\":", launch_sig,
+             r.rec.seq, r.rec.stream);
+      auto it = join.launch_of_link.find(i);
+      if (it != join.launch_of_link.end()) {
+        printf("%" PRIu64 "}", recs[it->second].position);
+      } else {
+        printf("null}");
+      }
+    }
+    if (auto it = join.link_of_launch.find(i); it != join.link_of_launch.end()) {
+      const uint32_t stack = recs[it->second].rec.sig_id;
+      const SignatureInfo* cs = reader.signature(stack);
+      printf(",\"callsite_sig_id\":%u,\"callsite\":\"%s\"", stack,
+             cs ? JsonEscape(cs->name).c_str() : "");
+    }
+    printf("}\n");
+  }
+}
+
+// --csv: one line per record, with a header row.
+void PrintCsv(RingReader& reader, const std::vector<RingRecord>& recs) {
+  printf(
+      "position,sig_id,kind,name,start_ns,duration_ns,issue_latency_ns,seq,stream,flags,timed,"
+      "flops,bytes,"
+      "comm_id\n");
+  for (const auto& r : recs) {
+    const SignatureInfo* s = reader.signature(r.rec.sig_id);
+    printf("%" PRIu64 ",%u,%s,%s,%" PRIu64 ",%" PRIu64 ",%d,%u,%u,%u,%d,%.0f,%" PRIu64 ",%" PRIu64
+           "\n",
+           r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
+           CsvEscape(s ? s->name : "").c_str(), r.rec.start_ns, xpu_record_duration_ns(&r.rec),
+           r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
+           (r.rec.flags & XPU_REC_TIMED) ? 1 : 0, s ? xpu_sig_flops(&s->sig) : 0.0,
+           s ? xpu_sig_bytes(&s->sig) : 0, s ? s->sig.comm_id : 0);
+  }
+}
+
+// The default: header, counters, signatures and (unless `records` is
+// false) records, one per line.
+void PrintText(const std::string& path, RingReader& reader, const std::vector<SignatureInfo>& sigs,
+               const std::vector<RingRecord>& recs, bool records) {
+  const auto& id = reader.identity();
+  const auto& L = reader.layout();
+  const auto live = reader.ReadLiveState();
+  const auto& rc = reader.counters();
+
+  printf("ring %s\n", path.c_str());
+  printf(
+      "  job=%s job_name=%s host=%s pid=%d rank=%d local_rank=%d world=%d local_world=%d "
+      "device=%d\n",
+      id.job.c_str(), id.job_name.c_str(), id.host.c_str(), id.pid, id.rank, id.local_rank,
+      id.world_size, id.local_world_size, id.device);
+  printf("  created_ns=%" PRIu64 " start_time_ticks=%" PRIu64 "\n", id.created_ns,
+         id.start_time_ticks);
+  printf("  ring_capacity=%u sig_capacity=%u str_capacity=%" PRIu64 " file_size=%" PRIu64 "\n",
+         L.ring_capacity, L.sig_capacity, L.str_capacity, L.file_size);
+  printf("  write_index=%" PRIu64 " read_index=%" PRIu64 " sig_count=%" PRIu64 " str_used=%" PRIu64
+         " heartbeat_ns=%" PRIu64 " producer_state=%u timing_policy=%u\n",
+         live.write_index, live.read_index, live.sig_count, live.str_used, live.heartbeat_ns,
+         live.producer_state, live.timing_policy);
+  printf("counters\n");
+  for (size_t i = 0; i < sizeof(kCounterNames) / sizeof(kCounterNames[0]); ++i) {
+    printf("  %-20s %" PRIu64 "\n", kCounterNames[i], live.counters[i]);
+  }
+  printf("  (read here: records=%" PRIu64 " corrupt=%" PRIu64 " lapped=%" PRIu64
+         " uncommitted=%" PRIu64 ")\n",
+         rc.records_read, rc.records_corrupt, rc.records_lapped, rc.records_abandoned);
+  printf("signatures (%zu)\n", sigs.size());
+  for (const auto& s : sigs) {
+    const auto& g = s.sig;
+    printf("  #%u %-13s %s", g.commit, KindName(g.kind), s.name.c_str());
+    if (g.kind == XPU_OP_GEMM)
+      printf("  m=%u n=%u k=%u batch=%u dtype=%u flops=%.0f", g.m, g.n, g.k, g.batch, g.dtype,
+             xpu_sig_flops(&g));
+    if (xpu_op_is_collective(g.kind)) {
+      printf("  count=%" PRIu64 " dtype=%u comm=%" PRIx64 " rank=%d/%d peer=%d bytes=%" PRIu64,
+             g.count, g.dtype, g.comm_id, g.comm_rank, g.comm_nranks, g.peer, xpu_sig_bytes(&g));
+    }
+    printf("\n");
+  }
+  if (records) {
+    printf("records (%zu)\n", recs.size());
+    const CallsiteJoin join = JoinCallsites(reader, recs);
+    for (size_t i = 0; i < recs.size(); ++i) {
+      const RingRecord& r = recs[i];
+      const SignatureInfo* s = reader.signature(r.rec.sig_id);
+      printf("  @%" PRIu64 " sig=%u %s start_ns=%" PRIu64 " dur_ns=%" PRIu64
+             " lat_ns=%d seq=%u stream=%u flags=0x%x",
+             r.position, r.rec.sig_id, s ? s->name.c_str() : "?", r.rec.start_ns,
+             xpu_record_duration_ns(&r.rec), r.rec.issue_latency_ns, r.rec.seq, r.rec.stream,
+             r.rec.flags);
+      if (auto it = join.launch_of_link.find(i); it != join.launch_of_link.end()) {
+        printf(" launch=@%" PRIu64, recs[it->second].position);
+      }
+      if (auto it = join.link_of_launch.find(i); it != join.link_of_launch.end()) {
+        printf(" callsite=#%u", recs[it->second].rec.sig_id);
+      }
+      printf("\n");
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -232,151 +392,12 @@ int main(int argc, char** argv) {
     if (args.limit != 0 && recs.size() > args.limit)
       recs.erase(recs.begin(), recs.end() - args.limit);
   }
-  const auto& id = reader.identity();
-  const auto& L = reader.layout();
-  const auto live = reader.ReadLiveState();
-  const auto& rc = reader.counters();
-
   if (args.format == Args::kJson) {
-    printf(
-        "{\"type\":\"header\",\"job\":\"%s\",\"job_name\":\"%s\",\"host\":\"%s\",\"pid\":%d,"
-        "\"rank\":%d,"
-        "\"local_rank\":%d,\"world_size\":%d,\"local_world_size\":%d,\"device\":%d,\"created_ns\":"
-        "%" PRIu64 ",\"start_time_ticks\":%" PRIu64
-        ",\"ring_capacity\":%u,\"sig_capacity\":%u,\"str_capacity\":%" PRIu64
-        ",\"file_size\":%" PRIu64 ",\"write_index\":%" PRIu64 ",\"read_index\":%" PRIu64
-        ",\"heartbeat_ns\":%" PRIu64 ",\"producer_state\":%u,\"timing_policy\":%u,\"counters\":{",
-        JsonEscape(id.job).c_str(), JsonEscape(id.job_name).c_str(), JsonEscape(id.host).c_str(),
-        id.pid, id.rank, id.local_rank, id.world_size, id.local_world_size, id.device,
-        id.created_ns, id.start_time_ticks, L.ring_capacity, L.sig_capacity, L.str_capacity,
-        L.file_size, live.write_index, live.read_index, live.heartbeat_ns, live.producer_state,
-        live.timing_policy);
-    for (size_t i = 0; i < sizeof(kCounterNames) / sizeof(kCounterNames[0]); ++i) {
-      printf("%s\"%s\":%" PRIu64, i ? "," : "", kCounterNames[i], live.counters[i]);
-    }
-    printf("},\"reader\":{\"records\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"lapped\":%" PRIu64
-           ",\"uncommitted\":%" PRIu64 ",\"signatures\":%" PRIu64 ",\"signatures_corrupt\":%" PRIu64
-           "}}\n",
-           rc.records_read, rc.records_corrupt, rc.records_lapped, rc.records_abandoned,
-           rc.signatures_read, rc.signatures_corrupt);
-    for (const auto& s : sigs) {
-      const auto& g = s.sig;
-      printf(
-          "{\"type\":\"signature\",\"id\":%u,\"kind\":\"%s\",\"kind_id\":%u,\"name\":\"%s\","
-          "\"dtype\":%u,"
-          "\"gemm_flags\":%u,\"m\":%u,\"n\":%u,\"k\":%u,\"batch\":%u,\"count\":%" PRIu64
-          ",\"comm_id\":%" PRIu64
-          ",\"comm_rank\":%d,\"comm_nranks\":%d,\"peer\":%d,\"device\":%d,\"flops\":%.0f,\"bytes\":"
-          "%" PRIu64 "}\n",
-          g.commit, KindName(g.kind), g.kind, JsonEscape(s.name).c_str(), g.dtype, g.gemm_flags,
-          g.m, g.n, g.k, g.batch, g.count, g.comm_id, g.comm_rank, g.comm_nranks, g.peer, g.device,
-          xpu_sig_flops(&g), xpu_sig_bytes(&g));
-    }
-    const CallsiteJoin join = JoinCallsites(reader, recs);
-    for (size_t i = 0; i < recs.size(); ++i) {
-      const RingRecord& r = recs[i];
-      const SignatureInfo* s = reader.signature(r.rec.sig_id);
-      printf("{\"type\":\"record\",\"position\":%" PRIu64
-             ",\"sig_id\":%u,\"kind\":\"%s\",\"name\":\"%s\","
-             "\"start_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
-             ",\"issue_latency_ns\":%d,\"seq\":%u,\"stream\":%u,"
-             "\"flags\":%u,\"timed\":%s,\"flops\":%.0f,\"bytes\":%" PRIu64 ",\"comm_id\":%" PRIu64,
-             r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
-             s ? JsonEscape(s->name).c_str() : "", r.rec.start_ns, xpu_record_duration_ns(&r.rec),
-             r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
-             (r.rec.flags & XPU_REC_TIMED) ? "true" : "false", s ? xpu_sig_flops(&s->sig) : 0.0,
-             s ? xpu_sig_bytes(&s->sig) : 0, s ? s->sig.comm_id : 0);
-      const uint32_t launch_sig = xpu_callsite_launch_sig_id(&r.rec);
-      if (s != nullptr && s->sig.kind == XPU_OP_PY_CALLSITE && launch_sig != 0) {
-        printf(",\"launch\":{\"sig_id\":%u,\"seq\":%u,\"stream\":%u,\"position\":", launch_sig,
-               r.rec.seq, r.rec.stream);
-        auto it = join.launch_of_link.find(i);
-        if (it != join.launch_of_link.end()) {
-          printf("%" PRIu64 "}", recs[it->second].position);
-        } else {
-          printf("null}");
-        }
-      }
-      if (auto it = join.link_of_launch.find(i); it != join.link_of_launch.end()) {
-        const uint32_t stack = recs[it->second].rec.sig_id;
-        const SignatureInfo* cs = reader.signature(stack);
-        printf(",\"callsite_sig_id\":%u,\"callsite\":\"%s\"", stack,
-               cs ? JsonEscape(cs->name).c_str() : "");
-      }
-      printf("}\n");
-    }
-    return 0;
-  }
-  if (args.format == Args::kCsv) {
-    printf(
-        "position,sig_id,kind,name,start_ns,duration_ns,issue_latency_ns,seq,stream,flags,timed,"
-        "flops,bytes,"
-        "comm_id\n");
-    for (const auto& r : recs) {
-      const SignatureInfo* s = reader.signature(r.rec.sig_id);
-      printf("%" PRIu64 ",%u,%s,%s,%" PRIu64 ",%" PRIu64 ",%d,%u,%u,%u,%d,%.0f,%" PRIu64 ",%" PRIu64
-             "\n",
-             r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
-             CsvEscape(s ? s->name : "").c_str(), r.rec.start_ns, xpu_record_duration_ns(&r.rec),
-             r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
-             (r.rec.flags & XPU_REC_TIMED) ? 1 : 0, s ? xpu_sig_flops(&s->sig) : 0.0,
-             s ? xpu_sig_bytes(&s->sig) : 0, s ? s->sig.comm_id : 0);
-    }
-    return 0;
-  }
-  printf("ring %s\n", args.path.c_str());
-  printf(
-      "  job=%s job_name=%s host=%s pid=%d rank=%d local_rank=%d world=%d local_world=%d "
-      "device=%d\n",
-      id.job.c_str(), id.job_name.c_str(), id.host.c_str(), id.pid, id.rank, id.local_rank,
-      id.world_size, id.local_world_size, id.device);
-  printf("  created_ns=%" PRIu64 " start_time_ticks=%" PRIu64 "\n", id.created_ns,
-         id.start_time_ticks);
-  printf("  ring_capacity=%u sig_capacity=%u str_capacity=%" PRIu64 " file_size=%" PRIu64 "\n",
-         L.ring_capacity, L.sig_capacity, L.str_capacity, L.file_size);
-  printf("  write_index=%" PRIu64 " read_index=%" PRIu64 " sig_count=%" PRIu64 " str_used=%" PRIu64
-         " heartbeat_ns=%" PRIu64 " producer_state=%u timing_policy=%u\n",
-         live.write_index, live.read_index, live.sig_count, live.str_used, live.heartbeat_ns,
-         live.producer_state, live.timing_policy);
-  printf("counters\n");
-  for (size_t i = 0; i < sizeof(kCounterNames) / sizeof(kCounterNames[0]); ++i) {
-    printf("  %-20s %" PRIu64 "\n", kCounterNames[i], live.counters[i]);
-  }
-  printf("  (read here: records=%" PRIu64 " corrupt=%" PRIu64 " lapped=%" PRIu64
-         " uncommitted=%" PRIu64 ")\n",
-         rc.records_read, rc.records_corrupt, rc.records_lapped, rc.records_abandoned);
-  printf("signatures (%zu)\n", sigs.size());
-  for (const auto& s : sigs) {
-    const auto& g = s.sig;
-    printf("  #%u %-13s %s", g.commit, KindName(g.kind), s.name.c_str());
-    if (g.kind == XPU_OP_GEMM)
-      printf("  m=%u n=%u k=%u batch=%u dtype=%u flops=%.0f", g.m, g.n, g.k, g.batch, g.dtype,
-             xpu_sig_flops(&g));
-    if (xpu_op_is_collective(g.kind)) {
-      printf("  count=%" PRIu64 " dtype=%u comm=%" PRIx64 " rank=%d/%d peer=%d bytes=%" PRIu64,
-             g.count, g.dtype, g.comm_id, g.comm_rank, g.comm_nranks, g.peer, xpu_sig_bytes(&g));
-    }
-    printf("\n");
-  }
-  if (args.records) {
-    printf("records (%zu)\n", recs.size());
-    const CallsiteJoin join = JoinCallsites(reader, recs);
-    for (size_t i = 0; i < recs.size(); ++i) {
-      const RingRecord& r = recs[i];
-      const SignatureInfo* s = reader.signature(r.rec.sig_id);
-      printf("  @%" PRIu64 " sig=%u %s start_ns=%" PRIu64 " dur_ns=%" PRIu64
-             " lat_ns=%d seq=%u stream=%u flags=0x%x",
-             r.position, r.rec.sig_id, s ? s->name.c_str() : "?", r.rec.start_ns,
-             xpu_record_duration_ns(&r.rec), r.rec.issue_latency_ns, r.rec.seq, r.rec.stream,
-             r.rec.flags);
-      if (auto it = join.launch_of_link.find(i); it != join.launch_of_link.end()) {
-        printf(" launch=@%" PRIu64, recs[it->second].position);
-      }
-      if (auto it = join.link_of_launch.find(i); it != join.link_of_launch.end()) {
-        printf(" callsite=#%u", recs[it->second].rec.sig_id);
-      }
-      printf("\n");
-    }
+    PrintJson(reader, sigs, recs);
+  } else if (args.format == Args::kCsv) {
+    PrintCsv(reader, recs);
+  } else {
+    PrintText(args.path, reader, sigs, recs, args.records);
   }
   return 0;
 }

@@ -109,39 +109,47 @@ uint64_t TotalLength(const std::vector<Interval>& v) {
   return n;
 }
 
-BehaviorSummary SummarizeBehavior(const RankTrace& trace, uint64_t window_start_ns,
-                                  uint64_t window_end_ns, const BehaviorOptions& options) {
-  BehaviorSummary out;
-  if (window_end_ns <= window_start_ns) return out;
-  out.t0_ns = window_start_ns;
-  out.t1_ns = window_end_ns;
-  // T: the window, or its complete iterations.
-  if (options.use_iterations) {
-    Steps steps = FindSteps(trace);
-    std::vector<uint64_t> inside;
-    for (uint64_t b : steps.boundaries_ns) {
-      if (b >= window_start_ns && b <= window_end_ns) inside.push_back(b);
-    }
-    if (inside.size() >= 2) {
-      out.t0_ns = inside.front();
-      out.t1_ns = inside.back();
-      out.iterations = static_cast<uint32_t>(inside.size() - 1);
-      out.step_source = steps.source;
-    }
-  }
-  const uint64_t t0 = out.t0_ns, t1 = out.t1_ns;
+namespace {
 
-  // Functions and their executions. Python intervals: an END record holds
-  // the whole interval (its start is the BEGIN's); a BEGIN without its END
-  // is still open and lasts until the window's end.
+// T: the window, or its complete iterations when options ask for them and
+// at least one lies inside.
+void ChoosePeriod(const RankTrace& trace, uint64_t window_start_ns, uint64_t window_end_ns,
+                  const BehaviorOptions& options, BehaviorSummary* out) {
+  out->t0_ns = window_start_ns;
+  out->t1_ns = window_end_ns;
+  if (!options.use_iterations) return;
+  Steps steps = FindSteps(trace);
+  std::vector<uint64_t> inside;
+  for (uint64_t b : steps.boundaries_ns) {
+    if (b >= window_start_ns && b <= window_end_ns) inside.push_back(b);
+  }
+  if (inside.size() >= 2) {
+    out->t0_ns = inside.front();
+    out->t1_ns = inside.back();
+    out->iterations = static_cast<uint32_t>(inside.size() - 1);
+    out->step_source = steps.source;
+  }
+}
+
+// The functions of the trace and their executions.
+struct Executions {
+  std::vector<FunctionSummary> fns;  // name and class only, so far
+  std::vector<Exec> execs;
+};
+
+// Functions and their executions. Python intervals: an END record holds the
+// whole interval (its start is the BEGIN's); a BEGIN without its END is
+// still open and lasts until the window's end. Counts the profiling
+// window's kernels inside T in `out`.
+Executions CollectExecutions(const RankTrace& trace, uint64_t window_end_ns, BehaviorSummary* out) {
+  const uint64_t t0 = out->t0_ns, t1 = out->t1_ns;
   std::set<std::tuple<uint32_t, uint16_t, uint64_t>> ended;  // (sig, thread, start)
   for (const Op& op : trace.ops) {
     if ((op.flags & XPU_REC_HOST) && (op.flags & XPU_REC_END))
       ended.insert({op.sig_id, op.stream, op.start_ns});
   }
   std::map<std::pair<FunctionClass, std::string>, size_t> index;
-  std::vector<FunctionSummary> fns;
-  std::vector<Exec> execs;
+  Executions x;
   for (const Op& op : trace.ops) {
     const OpSig* sig = trace.Sig(op.sig_id);
     FunctionClass cls;
@@ -152,55 +160,66 @@ BehaviorSummary SummarizeBehavior(const RankTrace& trace, uint64_t window_start_
       e.end = std::max(window_end_ns, op.start_ns);
     }
     if ((op.flags & XPU_REC_PROFILE_WINDOW) && op.start_ns < t1 && op.end_ns() > t0)
-      ++out.window_kernels;
+      ++out->window_kernels;
     auto key = std::make_pair(cls, sig->name);
     auto it = index.find(key);
     if (it == index.end()) {
-      it = index.emplace(key, fns.size()).first;
+      it = index.emplace(key, x.fns.size()).first;
       FunctionSummary f;
       f.name = sig->name;
       f.cls = cls;
-      fns.push_back(std::move(f));
+      x.fns.push_back(std::move(f));
     }
     e.fn = it->second;
-    execs.push_back(e);
+    x.execs.push_back(e);
   }
+  return x;
+}
 
-  // Pace sums over the executions that start in T (each counted once).
-  for (const Exec& e : execs) {
+// Pace sums over the executions that start in [t0, t1) (each counted once).
+void AddPace(uint64_t t0, uint64_t t1, Executions& x) {
+  for (const Exec& e : x.execs) {
     if (e.start < t0 || e.start >= t1 || e.end <= e.start) continue;
-    FunctionSummary& f = fns[e.fn];
+    FunctionSummary& f = x.fns[e.fn];
     const uint64_t d = e.end - e.start;
     ++f.executions;
     f.exec_ns += d;
     f.inv_exec_per_s += 1e9 / static_cast<double>(d);
     f.min_exec_ns = f.min_exec_ns == 0 ? d : std::min(f.min_exec_ns, d);
   }
+}
 
-  // Self segments: an execution minus its nested Python children.
-  std::vector<std::vector<Interval>> segments(fns.size());
-  std::vector<std::vector<Interval>> by_class(5);
+// Busy intervals per function (self segments: an execution minus its
+// nested Python children) and per class (whole executions).
+struct Busy {
+  std::vector<std::vector<Interval>> by_function;
+  std::vector<std::vector<Interval>> by_class = std::vector<std::vector<Interval>>(5);
+};
+
+Busy BusyIntervals(const Executions& x) {
+  Busy busy;
+  busy.by_function.resize(x.fns.size());
   std::vector<size_t> python;
-  for (size_t i = 0; i < execs.size(); ++i) {
-    const Exec& e = execs[i];
+  for (size_t i = 0; i < x.execs.size(); ++i) {
+    const Exec& e = x.execs[i];
     if (e.end <= e.start) continue;
-    const FunctionClass cls = fns[e.fn].cls;
-    by_class[static_cast<int>(cls)].emplace_back(e.start, e.end);
+    const FunctionClass cls = x.fns[e.fn].cls;
+    busy.by_class[static_cast<int>(cls)].emplace_back(e.start, e.end);
     if (cls == FunctionClass::kPython) {
       python.push_back(i);
     } else {
-      segments[e.fn].emplace_back(e.start, e.end);
+      busy.by_function[e.fn].emplace_back(e.start, e.end);
     }
   }
   std::sort(python.begin(), python.end(), [&](size_t a, size_t b) {
-    const Exec &x = execs[a], &y = execs[b];
-    return std::tie(x.thread, x.start, y.end) < std::tie(y.thread, y.start, x.end);
+    const Exec &p = x.execs[a], &q = x.execs[b];
+    return std::tie(p.thread, p.start, q.end) < std::tie(q.thread, q.start, p.end);
   });
   for (size_t p = 0; p < python.size(); ++p) {
-    const Exec& parent = execs[python[p]];
+    const Exec& parent = x.execs[python[p]];
     std::vector<Interval> children;
     for (size_t q = p + 1; q < python.size(); ++q) {
-      const Exec& c = execs[python[q]];
+      const Exec& c = x.execs[python[q]];
       if (c.thread != parent.thread || c.start >= parent.end) break;
       const bool strictly_inside =
           c.end <= parent.end && (c.start > parent.start || c.end < parent.end);
@@ -208,26 +227,42 @@ BehaviorSummary SummarizeBehavior(const RankTrace& trace, uint64_t window_start_
     }
     std::vector<Interval> self =
         Subtract({{parent.start, parent.end}}, UnionOf(std::move(children)));
-    segments[parent.fn].insert(segments[parent.fn].end(), self.begin(), self.end());
+    busy.by_function[parent.fn].insert(busy.by_function[parent.fn].end(), self.begin(), self.end());
   }
+  return busy;
+}
 
-  // Higher-priority busy time per class, then beta (eq. 2).
+// Critical time and beta of each function (eq. 2): its busy time in T that
+// no function of a higher-priority class covers.
+void AssignCriticalTime(uint64_t t0, uint64_t t1, Busy busy, std::vector<FunctionSummary>& fns) {
   std::vector<Interval> higher;  // union of classes above the current one
   const double span = static_cast<double>(t1 - t0);
   for (int c = 1; c <= 4; ++c) {
     for (size_t i = 0; i < fns.size(); ++i) {
       if (static_cast<int>(fns[i].cls) != c) continue;
-      std::vector<Interval> mine = Clip(UnionOf(std::move(segments[i])), t0, t1);
+      std::vector<Interval> mine = Clip(UnionOf(std::move(busy.by_function[i])), t0, t1);
       fns[i].critical_ns = TotalLength(Subtract(mine, higher));
       fns[i].beta = static_cast<double>(fns[i].critical_ns) / span;
     }
-    std::vector<Interval> add = Clip(UnionOf(std::move(by_class[c])), t0, t1);
+    std::vector<Interval> add = Clip(UnionOf(std::move(busy.by_class[c])), t0, t1);
     add.insert(add.end(), higher.begin(), higher.end());
     higher = UnionOf(std::move(add));
   }
+}
+
+}  // namespace
+
+BehaviorSummary SummarizeBehavior(const RankTrace& trace, uint64_t window_start_ns,
+                                  uint64_t window_end_ns, const BehaviorOptions& options) {
+  BehaviorSummary out;
+  if (window_end_ns <= window_start_ns) return out;
+  ChoosePeriod(trace, window_start_ns, window_end_ns, options, &out);
+  Executions x = CollectExecutions(trace, window_end_ns, &out);
+  AddPace(out.t0_ns, out.t1_ns, x);
+  AssignCriticalTime(out.t0_ns, out.t1_ns, BusyIntervals(x), x.fns);
 
   // Functions that ran in T, the largest share first.
-  for (FunctionSummary& f : fns) {
+  for (FunctionSummary& f : x.fns) {
     if (f.executions > 0 || f.critical_ns > 0) out.functions.push_back(std::move(f));
   }
   std::sort(out.functions.begin(), out.functions.end(),

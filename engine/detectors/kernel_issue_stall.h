@@ -68,6 +68,7 @@ class KernelIssueStallDetector : public ViewDetector {
   };
   // job -> rank -> its synchronization rate in its first windows
   std::map<std::string, std::map<int32_t, SyncBaseline>> sync_base_;
+  class WindowPass;  // one window's judgement, step by step (kernel_issue_stall.cc)
 };
 
 }  // namespace xpu::engine

@@ -51,6 +51,7 @@ class SlowLinkDetector : public ViewDetector {
   // job -> communicator key -> baseline busbw
   std::map<std::string, std::map<std::string, Baseline>> baseline_;
   Streaks streaks_;  // per subject: consecutive windows slow (slow_link.persist_windows)
+  class WindowPass;  // one window's judgement, step by step (slow_link.cc)
 };
 
 }  // namespace xpu::engine

@@ -57,15 +57,8 @@ void AppendDouble(std::string* out, double d) {
   absl::StrAppendFormat(out, "%.6g", d);
 }
 
-}  // namespace
-
-absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks,
-                                           const ClockAlignment& align, const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return absl::InternalError(absl::StrCat("cannot open ", path));
-  FlowIndex flows;
-  flows.Build(ranks, align);
-  // Base time: the earliest aligned start of any op.
+// Base time: the earliest aligned start of any op (0 without ops).
+uint64_t BaseTime(const std::vector<RankDump>& ranks, const ClockAlignment& align) {
   uint64_t base = UINT64_MAX;
   for (const RankDump& d : ranks) {
     const int64_t off = align.OffsetFor(d.host);
@@ -74,117 +67,159 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks,
       if (ts < base) base = ts;
     }
   }
-  if (base == UINT64_MAX) base = 0;
+  return base == UINT64_MAX ? 0 : base;
+}
 
-  TraceStats st;
-  st.ranks = ranks.size();
-  std::string out;
-  bool failed = false;
-  uint64_t bytes = 0;
-  auto flush = [&](bool force) {
+// The trace file being written: events go to a buffer that is written out
+// in chunks of about 1 MiB.
+struct ChromeOut {
+  explicit ChromeOut(FILE* file) : f(file) {}
+  // Starts the next element of traceEvents.
+  void BeginEvent() {
+    if (!first) out += ",\n";
+    first = false;
+  }
+  void Flush(bool force) {
     if (!force && out.size() < (1 << 20)) return;
     if (std::fwrite(out.data(), 1, out.size(), f) != out.size()) failed = true;
     bytes += out.size();
     out.clear();
-  };
-  out =
+  }
+
+  FILE* f;
+  std::string out;
+  bool first = true;
+  bool failed = false;
+  uint64_t bytes = 0;
+};
+
+// Everything before the first event: units, base time and clock offsets.
+void AppendHeader(uint64_t base, const ClockAlignment& align, std::string* out) {
+  *out =
       "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"xpu timeline dump\",\"base_ns\":";
-  absl::StrAppend(&out, base, ",\"reference_rank\":", align.reference_rank,
+  absl::StrAppend(out, base, ",\"reference_rank\":", align.reference_rank,
                   ",\"clock_offsets_ns\":{");
   for (size_t i = 0; i < align.hosts.size(); ++i) {
-    if (i) out.push_back(',');
-    AppendJsonString(&out, align.hosts[i].host);
-    absl::StrAppend(&out, ":", align.hosts[i].offset_ns);
+    if (i) out->push_back(',');
+    AppendJsonString(out, align.hosts[i].host);
+    absl::StrAppend(out, ":", align.hosts[i].offset_ns);
   }
-  out += "}},\"traceEvents\":[\n";
-  bool first = true;
-  auto begin_event = [&]() {
-    if (!first) out += ",\n";
-    first = false;
-  };
+  *out += "}},\"traceEvents\":[\n";
+}
+
+// The rank's process name and sort index, and its threads' (tracks') names.
+void AppendRankMetadata(const RankDump& d, size_t ri, int32_t pid, const RankLayout& L,
+                        ChromeOut& o) {
+  o.BeginEvent();
+  absl::StrAppend(&o.out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
+                  ",\"tid\":0,\"args\":{\"name\":");
+  AppendJsonString(&o.out, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid,
+                                        d.exited ? ", exited" : "", ")"));
+  o.out += "}}";
+  o.BeginEvent();
+  absl::StrAppend(&o.out, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":", pid,
+                  ",\"tid\":0,\"args\":{\"sort_index\":", ri, "}}");
+  for (uint32_t t = 0; t < L.tracks.size(); ++t) {
+    o.BeginEvent();
+    absl::StrAppend(&o.out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid,
+                    ",\"tid\":", t + 1, ",\"args\":{\"name\":");
+    AppendJsonString(&o.out, L.tracks[t]);
+    o.out += "}}";
+  }
+}
+
+// An event's "args" members.
+void AppendArgs(const std::vector<Arg>& args, std::string* out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i) out->push_back(',');
+    absl::StrAppend(out, "\"", args[i].name, "\":");
+    switch (args[i].type) {
+      case Arg::kUint:
+        absl::StrAppend(out, args[i].u);
+        break;
+      case Arg::kInt:
+        absl::StrAppend(out, args[i].i);
+        break;
+      case Arg::kDouble:
+        AppendDouble(out, args[i].d);
+        break;
+      case Arg::kString:
+        AppendJsonString(out, args[i].s);
+        break;
+    }
+  }
+}
+
+// One complete ("X") or instant ("i") event of rank `ri`, and, for a group
+// collective, its flow event linking the members across ranks.
+void AppendSlice(size_t ri, int32_t pid, const RankLayout& L, const TrackSlice& s,
+                 const analysis::OpSig& sig, uint64_t base, const FlowIndex& flows,
+                 std::vector<Arg>& args, ChromeOut& o, TraceStats& st) {
+  const analysis::Op& op = *s.op;
+  const int64_t ts = static_cast<int64_t>(op.start_ns - base);
+  o.BeginEvent();
+  o.out += "{\"name\":";
+  AppendJsonString(&o.out, EventName(sig));
+  absl::StrAppend(&o.out, ",\"cat\":\"", KindName(sig.kind), "\",\"ph\":\"", s.instant ? "i" : "X",
+                  "\",\"ts\":");
+  AppendUs(&o.out, ts);
+  if (s.instant) {
+    o.out += ",\"s\":\"t\"";
+    ++st.instants;
+  } else {
+    o.out += ",\"dur\":";
+    AppendUs(&o.out, static_cast<int64_t>(op.dur_ns));
+    ++st.slices;
+  }
+  absl::StrAppend(&o.out, ",\"pid\":", pid, ",\"tid\":", s.track + 1, ",\"args\":{");
+  EventArgs(sig, op, &args, s.callsite_sig != 0 ? L.trace.Sig(s.callsite_sig) : nullptr);
+  AppendArgs(args, &o.out);
+  o.out += "}}";
+  if (!IsGroupCollective(op.kind)) return;
+  const uint64_t fid = CollectiveFlowId(sig.comm_id, op.seq);
+  const FlowIndex::Role role = flows.RoleOf(fid, ri, op.start_ns);
+  if (role == FlowIndex::kNone) return;
+  const char* ph = role == FlowIndex::kFirst ? "s" : role == FlowIndex::kLast ? "f" : "t";
+  o.BeginEvent();
+  absl::StrAppend(&o.out, "{\"name\":\"collective\",\"cat\":\"flow\",\"ph\":\"", ph,
+                  "\",\"id\":\"0x", absl::Hex(fid), "\",\"ts\":");
+  AppendUs(&o.out, ts);
+  absl::StrAppend(&o.out, ",\"pid\":", pid, ",\"tid\":", s.track + 1,
+                  role == FlowIndex::kFirst ? "" : ",\"bp\":\"e\"", "}");
+  ++st.flow_events;
+}
+
+}  // namespace
+
+absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks,
+                                           const ClockAlignment& align, const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return absl::InternalError(absl::StrCat("cannot open ", path));
+  FlowIndex flows;
+  flows.Build(ranks, align);
+  const uint64_t base = BaseTime(ranks, align);
+  TraceStats st;
+  st.ranks = ranks.size();
+  ChromeOut o(f);
+  AppendHeader(base, align, &o.out);
   std::vector<Arg> args;
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
     const RankDump& d = ranks[ri];
     const int32_t pid = DisplayPid(d, ri);
     RankLayout L = LayoutRank(d, align.OffsetFor(d.host));
-    begin_event();
-    absl::StrAppend(&out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
-                    ",\"tid\":0,\"args\":{\"name\":");
-    AppendJsonString(&out, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid,
-                                        d.exited ? ", exited" : "", ")"));
-    out += "}}";
-    begin_event();
-    absl::StrAppend(&out, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":", pid,
-                    ",\"tid\":0,\"args\":{\"sort_index\":", ri, "}}");
-    for (uint32_t t = 0; t < L.tracks.size(); ++t) {
-      begin_event();
-      absl::StrAppend(&out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid,
-                      ",\"tid\":", t + 1, ",\"args\":{\"name\":");
-      AppendJsonString(&out, L.tracks[t]);
-      out += "}}";
-    }
+    AppendRankMetadata(d, ri, pid, L, o);
     st.tracks += L.tracks.size();
     for (const TrackSlice& s : L.slices) {
-      const analysis::Op& op = *s.op;
-      const analysis::OpSig* sig = L.trace.Sig(op.sig_id);
+      const analysis::OpSig* sig = L.trace.Sig(s.op->sig_id);
       if (sig == nullptr) continue;
-      const int64_t ts = static_cast<int64_t>(op.start_ns - base);
-      begin_event();
-      out += "{\"name\":";
-      AppendJsonString(&out, EventName(*sig));
-      absl::StrAppend(&out, ",\"cat\":\"", KindName(sig->kind), "\",\"ph\":\"",
-                      s.instant ? "i" : "X", "\",\"ts\":");
-      AppendUs(&out, ts);
-      if (s.instant) {
-        out += ",\"s\":\"t\"";
-        ++st.instants;
-      } else {
-        out += ",\"dur\":";
-        AppendUs(&out, static_cast<int64_t>(op.dur_ns));
-        ++st.slices;
-      }
-      absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", s.track + 1, ",\"args\":{");
-      EventArgs(*sig, op, &args, s.callsite_sig != 0 ? L.trace.Sig(s.callsite_sig) : nullptr);
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (i) out.push_back(',');
-        absl::StrAppend(&out, "\"", args[i].name, "\":");
-        switch (args[i].type) {
-          case Arg::kUint:
-            absl::StrAppend(&out, args[i].u);
-            break;
-          case Arg::kInt:
-            absl::StrAppend(&out, args[i].i);
-            break;
-          case Arg::kDouble:
-            AppendDouble(&out, args[i].d);
-            break;
-          case Arg::kString:
-            AppendJsonString(&out, args[i].s);
-            break;
-        }
-      }
-      out += "}}";
-      if (IsGroupCollective(op.kind)) {
-        const uint64_t fid = CollectiveFlowId(sig->comm_id, op.seq);
-        const FlowIndex::Role role = flows.RoleOf(fid, ri, op.start_ns);
-        if (role != FlowIndex::kNone) {
-          const char* ph = role == FlowIndex::kFirst ? "s" : role == FlowIndex::kLast ? "f" : "t";
-          begin_event();
-          absl::StrAppend(&out, "{\"name\":\"collective\",\"cat\":\"flow\",\"ph\":\"", ph,
-                          "\",\"id\":\"0x", absl::Hex(fid), "\",\"ts\":");
-          AppendUs(&out, ts);
-          absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", s.track + 1,
-                          role == FlowIndex::kFirst ? "" : ",\"bp\":\"e\"", "}");
-          ++st.flow_events;
-        }
-      }
-      flush(false);
+      AppendSlice(ri, pid, L, s, *sig, base, flows, args, o, st);
+      o.Flush(false);
     }
   }
-  out += "\n]}\n";
-  flush(true);
-  st.bytes = bytes;
-  if (std::fclose(f) != 0 || failed)
+  o.out += "\n]}\n";
+  o.Flush(true);
+  st.bytes = o.bytes;
+  if (std::fclose(f) != 0 || o.failed)
     return absl::InternalError(absl::StrCat("cannot write ", path));
   return st;
 }

@@ -61,6 +61,163 @@ class FileOut {
   uint64_t bytes_ = 0;
 };
 
+// Writes Trace.packet records to a file in chunks of about 1 MiB. The
+// encoders are reused from packet to packet, so that a trace of millions of
+// events allocates little: callers fill `pkt` (with `body`, `sub` and `ann`
+// as scratch) and call Emit.
+class PacketWriter {
+ public:
+  explicit PacketWriter(const std::string& path) : out_(path) {}
+  bool ok() const { return out_.ok(); }
+  void Emit() {
+    top_.Clear();
+    top_.Message(tp::kTracePacket, pkt);
+    chunk_ += top_.data();
+    if (chunk_.size() > (1 << 20)) {
+      out_.Write(chunk_);
+      chunk_.clear();
+    }
+  }
+  // Writes what is left; false when the file could not be written.
+  bool Close() {
+    out_.Write(chunk_);
+    return out_.Close();
+  }
+  uint64_t bytes() const { return out_.bytes(); }
+
+  ProtoEncoder pkt, body, sub, ann;
+
+ private:
+  FileOut out_;
+  ProtoEncoder top_;
+  std::string chunk_;
+};
+
+// The rank's process track and its child tracks (streams, host threads).
+void WriteTracks(const RankDump& d, size_t ri, const RankLayout& L, PacketWriter& w) {
+  const uint64_t seq_id = ri + 1;
+  w.sub.Clear();
+  w.sub.Varint(td::kPid, static_cast<uint64_t>(DisplayPid(d, ri)));
+  w.sub.Bytes(td::kProcessName, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid,
+                                             d.exited ? ", exited" : "", ")"));
+  w.body.Clear();
+  w.body.Varint(td::kUuid, ProcessTrackUuid(ri));
+  w.body.Message(td::kProcess, w.sub);
+  w.pkt.Clear();
+  w.pkt.Varint(tp::kSequenceId, seq_id);
+  w.pkt.Message(tp::kTrackDescriptor, w.body);
+  w.Emit();
+  for (uint32_t t = 0; t < L.tracks.size(); ++t) {
+    w.body.Clear();
+    w.body.Varint(td::kUuid, ChildTrackUuid(ri, t));
+    w.body.Bytes(td::kName, L.tracks[t]);
+    w.body.Varint(td::kParentUuid, ProcessTrackUuid(ri));
+    w.pkt.Clear();
+    w.pkt.Varint(tp::kSequenceId, seq_id);
+    w.pkt.Message(tp::kTrackDescriptor, w.body);
+    w.Emit();
+  }
+}
+
+// The event's arguments as debug annotations of `w.body` (names interned).
+void AddAnnotations(const std::vector<Arg>& args, PacketWriter& w) {
+  for (const Arg& a : args) {
+    w.ann.Clear();
+    w.ann.Varint(da::kNameIid, static_cast<uint64_t>(ArgIndex(a.name) + 1));
+    switch (a.type) {
+      case Arg::kUint:
+        w.ann.Varint(da::kUint, a.u);
+        break;
+      case Arg::kInt:
+        w.ann.Int64(da::kInt, a.i);
+        break;
+      case Arg::kDouble:
+        w.ann.Double(da::kDouble, a.d);
+        break;
+      case Arg::kString:
+        w.ann.Bytes(da::kString, a.s);
+        break;
+    }
+    w.body.Message(te::kDebugAnnotations, w.ann);
+  }
+}
+
+// The interned event and argument names of the rank's sequence, in `w.pkt`
+// (written with the sequence's first event, which also resets its state).
+void AddInternedData(const RankLayout& L, PacketWriter& w) {
+  ProtoEncoder interned;
+  for (const auto& [id, os] : L.trace.sigs) {
+    w.sub.Clear();
+    w.sub.Varint(in::kIid, id);
+    w.sub.Bytes(in::kName, EventName(os));
+    interned.Message(in::kEventNames, w.sub);
+  }
+  const auto& names = ArgNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    w.sub.Clear();
+    w.sub.Varint(in::kIid, i + 1);
+    w.sub.Bytes(in::kName, names[i]);
+    interned.Message(in::kDebugAnnotationNames, w.sub);
+  }
+  w.pkt.Message(tp::kInternedData, interned);
+  w.pkt.Varint(tp::kSequenceFlags, tp::kSeqIncrementalStateCleared | tp::kSeqNeedsIncrementalState);
+}
+
+// One slice (begin and end events) or instant of rank `ri`; a group
+// collective carries its flow id so that its members are linked across
+// ranks.
+void WriteSlice(size_t ri, const RankLayout& L, const TrackSlice& s, const analysis::OpSig& sig,
+                const FlowIndex& flows, bool first_event, std::vector<Arg>& args, PacketWriter& w,
+                TraceStats& st) {
+  const analysis::Op& op = *s.op;
+  const uint64_t seq_id = ri + 1;
+  w.body.Clear();
+  w.body.Varint(te::kType, s.instant ? te::kInstant : te::kSliceBegin);
+  w.body.Varint(te::kTrackUuid, ChildTrackUuid(ri, s.track));
+  w.body.Varint(te::kNameIid, op.sig_id);
+  EventArgs(sig, op, &args, s.callsite_sig != 0 ? L.trace.Sig(s.callsite_sig) : nullptr);
+  AddAnnotations(args, w);
+  if (IsGroupCollective(op.kind)) {
+    const uint64_t fid = CollectiveFlowId(sig.comm_id, op.seq);
+    switch (flows.RoleOf(fid, ri, op.start_ns)) {
+      case FlowIndex::kNone:
+        break;
+      case FlowIndex::kLast:
+        w.body.Fixed64(te::kTerminatingFlowIds, fid);
+        ++st.flow_events;
+        break;
+      default:
+        w.body.Fixed64(te::kFlowIds, fid);
+        ++st.flow_events;
+        break;
+    }
+  }
+  w.pkt.Clear();
+  w.pkt.Varint(tp::kTimestamp, op.start_ns);
+  w.pkt.Varint(tp::kSequenceId, seq_id);
+  w.pkt.Message(tp::kTrackEvent, w.body);
+  if (first_event) {
+    AddInternedData(L, w);
+  } else {
+    w.pkt.Varint(tp::kSequenceFlags, tp::kSeqNeedsIncrementalState);
+  }
+  w.Emit();
+  if (s.instant) {
+    ++st.instants;
+    return;
+  }
+  ++st.slices;
+  w.body.Clear();
+  w.body.Varint(te::kType, te::kSliceEnd);
+  w.body.Varint(te::kTrackUuid, ChildTrackUuid(ri, s.track));
+  w.pkt.Clear();
+  w.pkt.Varint(tp::kTimestamp, op.end_ns());
+  w.pkt.Varint(tp::kSequenceId, seq_id);
+  w.pkt.Message(tp::kTrackEvent, w.body);
+  w.pkt.Varint(tp::kSequenceFlags, tp::kSeqNeedsIncrementalState);
+  w.Emit();
+}
+
 }  // namespace
 
 int32_t DisplayPid(const RankDump& d, size_t rank_index) {
@@ -70,145 +227,29 @@ int32_t DisplayPid(const RankDump& d, size_t rank_index) {
 absl::StatusOr<TraceStats> WritePerfettoTrace(const std::vector<RankDump>& ranks,
                                               const ClockAlignment& align,
                                               const std::string& path) {
-  FileOut out(path);
-  if (!out.ok()) return absl::InternalError(absl::StrCat("cannot open ", path));
+  PacketWriter w(path);
+  if (!w.ok()) return absl::InternalError(absl::StrCat("cannot open ", path));
   FlowIndex flows;
   flows.Build(ranks, align);
   TraceStats st;
   st.ranks = ranks.size();
-  ProtoEncoder pkt, body, sub, top, ann;
-  std::string chunk;
-  auto emit_packet = [&]() {
-    top.Clear();
-    top.Message(tp::kTracePacket, pkt);
-    chunk += top.data();
-    if (chunk.size() > (1 << 20)) {
-      out.Write(chunk);
-      chunk.clear();
-    }
-  };
   std::vector<Arg> args;
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
     const RankDump& d = ranks[ri];
-    const uint64_t seq_id = ri + 1;
     RankLayout L = LayoutRank(d, align.OffsetFor(d.host));
-
-    // Process track.
-    sub.Clear();
-    sub.Varint(td::kPid, static_cast<uint64_t>(DisplayPid(d, ri)));
-    sub.Bytes(td::kProcessName, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid,
-                                             d.exited ? ", exited" : "", ")"));
-    body.Clear();
-    body.Varint(td::kUuid, ProcessTrackUuid(ri));
-    body.Message(td::kProcess, sub);
-    pkt.Clear();
-    pkt.Varint(tp::kSequenceId, seq_id);
-    pkt.Message(tp::kTrackDescriptor, body);
-    emit_packet();
-    // Child tracks.
-    for (uint32_t t = 0; t < L.tracks.size(); ++t) {
-      body.Clear();
-      body.Varint(td::kUuid, ChildTrackUuid(ri, t));
-      body.Bytes(td::kName, L.tracks[t]);
-      body.Varint(td::kParentUuid, ProcessTrackUuid(ri));
-      pkt.Clear();
-      pkt.Varint(tp::kSequenceId, seq_id);
-      pkt.Message(tp::kTrackDescriptor, body);
-      emit_packet();
-    }
+    WriteTracks(d, ri, L, w);
     st.tracks += L.tracks.size();
-
     bool first_event = true;
     for (const TrackSlice& s : L.slices) {
-      const analysis::Op& op = *s.op;
-      const analysis::OpSig* sig = L.trace.Sig(op.sig_id);
+      const analysis::OpSig* sig = L.trace.Sig(s.op->sig_id);
       if (sig == nullptr) continue;  // cannot happen: ToRankTrace skips them
-      body.Clear();
-      body.Varint(te::kType, s.instant ? te::kInstant : te::kSliceBegin);
-      body.Varint(te::kTrackUuid, ChildTrackUuid(ri, s.track));
-      body.Varint(te::kNameIid, op.sig_id);
-      EventArgs(*sig, op, &args, s.callsite_sig != 0 ? L.trace.Sig(s.callsite_sig) : nullptr);
-      for (const Arg& a : args) {
-        ann.Clear();
-        ann.Varint(da::kNameIid, static_cast<uint64_t>(ArgIndex(a.name) + 1));
-        switch (a.type) {
-          case Arg::kUint:
-            ann.Varint(da::kUint, a.u);
-            break;
-          case Arg::kInt:
-            ann.Int64(da::kInt, a.i);
-            break;
-          case Arg::kDouble:
-            ann.Double(da::kDouble, a.d);
-            break;
-          case Arg::kString:
-            ann.Bytes(da::kString, a.s);
-            break;
-        }
-        body.Message(te::kDebugAnnotations, ann);
-      }
-      if (IsGroupCollective(op.kind)) {
-        const uint64_t fid = CollectiveFlowId(sig->comm_id, op.seq);
-        switch (flows.RoleOf(fid, ri, op.start_ns)) {
-          case FlowIndex::kNone:
-            break;
-          case FlowIndex::kLast:
-            body.Fixed64(te::kTerminatingFlowIds, fid);
-            ++st.flow_events;
-            break;
-          default:
-            body.Fixed64(te::kFlowIds, fid);
-            ++st.flow_events;
-            break;
-        }
-      }
-      pkt.Clear();
-      pkt.Varint(tp::kTimestamp, op.start_ns);
-      pkt.Varint(tp::kSequenceId, seq_id);
-      pkt.Message(tp::kTrackEvent, body);
-      if (first_event) {
-        // Interned names for the whole sequence, with the state reset.
-        ProtoEncoder interned;
-        for (const auto& [id, os] : L.trace.sigs) {
-          sub.Clear();
-          sub.Varint(in::kIid, id);
-          sub.Bytes(in::kName, EventName(os));
-          interned.Message(in::kEventNames, sub);
-        }
-        const auto& names = ArgNames();
-        for (size_t i = 0; i < names.size(); ++i) {
-          sub.Clear();
-          sub.Varint(in::kIid, i + 1);
-          sub.Bytes(in::kName, names[i]);
-          interned.Message(in::kDebugAnnotationNames, sub);
-        }
-        pkt.Message(tp::kInternedData, interned);
-        pkt.Varint(tp::kSequenceFlags,
-                   tp::kSeqIncrementalStateCleared | tp::kSeqNeedsIncrementalState);
-        first_event = false;
-      } else {
-        pkt.Varint(tp::kSequenceFlags, tp::kSeqNeedsIncrementalState);
-      }
-      emit_packet();
-      if (s.instant) {
-        ++st.instants;
-        continue;
-      }
-      ++st.slices;
-      body.Clear();
-      body.Varint(te::kType, te::kSliceEnd);
-      body.Varint(te::kTrackUuid, ChildTrackUuid(ri, s.track));
-      pkt.Clear();
-      pkt.Varint(tp::kTimestamp, op.end_ns());
-      pkt.Varint(tp::kSequenceId, seq_id);
-      pkt.Message(tp::kTrackEvent, body);
-      pkt.Varint(tp::kSequenceFlags, tp::kSeqNeedsIncrementalState);
-      emit_packet();
+      WriteSlice(ri, L, s, *sig, flows, first_event, args, w, st);
+      first_event = false;
     }
   }
-  out.Write(chunk);
-  st.bytes = out.bytes();
-  if (!out.Close()) return absl::InternalError(absl::StrCat("cannot write ", path));
+  const bool written = w.Close();
+  st.bytes = w.bytes();
+  if (!written) return absl::InternalError(absl::StrCat("cannot write ", path));
   return st;
 }
 

@@ -438,6 +438,63 @@ std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& r
   return out;
 }
 
+namespace {
+
+// `xpu report`: the job, its ranks and every diagnosis, active and resolved.
+// Three calls, each with its own context (a context serves one call): `ctx`
+// for the first. `fail` turns an engine error into the exit code.
+int RunReport(xpu::v1::Query::Stub& stub, grpc::ClientContext& ctx, const Flags& f,
+              const std::string& token, const std::function<int(const grpc::Status&)>& fail,
+              std::ostream& out) {
+  xpu::v1::DiagnosesRequest dreq;
+  dreq.set_job(f.job);
+  dreq.set_include_resolved(true);
+  xpu::v1::DiagnosesReply diags;
+  grpc::Status st = stub.Diagnoses(&ctx, dreq, &diags);
+  if (!st.ok()) return fail(st);
+  auto call_ctx = [&](grpc::ClientContext* c) {
+    c->set_deadline(std::chrono::system_clock::now() + kDeadline);
+    if (!token.empty()) c->AddMetadata(kTokenMetadataKey, token);
+  };
+  grpc::ClientContext jctx, rctx;
+  call_ctx(&jctx);
+  call_ctx(&rctx);
+  xpu::v1::JobsRequest jreq;
+  jreq.set_include_finished(true);
+  xpu::v1::JobsReply jobs;
+  if (st = stub.Jobs(&jctx, jreq, &jobs); !st.ok()) return fail(st);
+  xpu::v1::JobInfo info;
+  info.set_job(f.job);
+  info.set_state("unknown");
+  for (const auto& j : jobs.jobs()) {
+    if (j.job() == f.job) info = j;
+  }
+  xpu::v1::RanksRequest rreq;
+  rreq.set_job(f.job);
+  xpu::v1::RanksReply ranks;
+  st = stub.Ranks(&rctx, rreq, &ranks);
+  if (!st.ok() && st.error_code() != grpc::StatusCode::NOT_FOUND) return fail(st);
+  if (f.json) {
+    JsonWriter w;
+    w.BeginObject()
+        .Field("job", info.job())
+        .Field("job_name", info.job_name())
+        .Field("state", info.state())
+        .Field("ranks", info.ranks())
+        .Field("ranks_alive", info.ranks_alive())
+        .Field("records", info.records())
+        .BeginArray("diagnoses");
+    for (const auto& d : diags.diagnoses()) DiagnosisJson(w, d);
+    w.EndArray().EndObject();
+    out << w.str() << "\n";
+  } else {
+    out << ReportText(info, ranks, diags);
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int RunCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
            std::ostream& err) {
   // `hang` and `stacks` (hang_cli.cc), `timeline` (timeline_cli.cc) have
@@ -527,51 +584,7 @@ int RunCli(const std::vector<std::string>& args, const std::string& env_engine, 
     if (!st.ok()) return fail(st);
     out << (f.json ? DiagnosesJson(r) : DiagnosesTable(r));
   } else if (f.command == "report") {
-    // Three calls, each with its own context (a context serves one call).
-    xpu::v1::DiagnosesRequest dreq;
-    dreq.set_job(f.job);
-    dreq.set_include_resolved(true);
-    xpu::v1::DiagnosesReply diags;
-    grpc::Status st = stub->Diagnoses(&ctx, dreq, &diags);
-    if (!st.ok()) return fail(st);
-    auto call_ctx = [&](grpc::ClientContext* c) {
-      c->set_deadline(std::chrono::system_clock::now() + kDeadline);
-      if (!token.empty()) c->AddMetadata(kTokenMetadataKey, token);
-    };
-    grpc::ClientContext jctx, rctx;
-    call_ctx(&jctx);
-    call_ctx(&rctx);
-    xpu::v1::JobsRequest jreq;
-    jreq.set_include_finished(true);
-    xpu::v1::JobsReply jobs;
-    if (st = stub->Jobs(&jctx, jreq, &jobs); !st.ok()) return fail(st);
-    xpu::v1::JobInfo info;
-    info.set_job(f.job);
-    info.set_state("unknown");
-    for (const auto& j : jobs.jobs()) {
-      if (j.job() == f.job) info = j;
-    }
-    xpu::v1::RanksRequest rreq;
-    rreq.set_job(f.job);
-    xpu::v1::RanksReply ranks;
-    st = stub->Ranks(&rctx, rreq, &ranks);
-    if (!st.ok() && st.error_code() != grpc::StatusCode::NOT_FOUND) return fail(st);
-    if (f.json) {
-      JsonWriter w;
-      w.BeginObject()
-          .Field("job", info.job())
-          .Field("job_name", info.job_name())
-          .Field("state", info.state())
-          .Field("ranks", info.ranks())
-          .Field("ranks_alive", info.ranks_alive())
-          .Field("records", info.records())
-          .BeginArray("diagnoses");
-      for (const auto& d : diags.diagnoses()) DiagnosisJson(w, d);
-      w.EndArray().EndObject();
-      out << w.str() << "\n";
-    } else {
-      out << ReportText(info, ranks, diags);
-    }
+    return RunReport(*stub, ctx, f, token, fail, out);
   }
   return kExitOk;
 }
