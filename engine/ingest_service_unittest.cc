@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "common/rpc/token.h"
 #include "engine/engine.h"
 #include "engine/testing/fake_daemon.h"
 
@@ -146,7 +147,7 @@ TEST_F(IngestTest, TokenRequiredWhenConfigured) {
   EXPECT_EQ(query_->Status(&c1, xpu::v1::StatusRequest(), &status).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   grpc::ClientContext c2;
-  c2.AddMetadata(kTokenMetadataKey, "s3cret");
+  c2.AddMetadata(rpc::kTokenMetadataKey, "s3cret");
   EXPECT_TRUE(query_->Status(&c2, xpu::v1::StatusRequest(), &status).ok());
 }
 
