@@ -60,16 +60,16 @@ absl::Status WriteRunBaseline(sqlite3* db, const RunBaseline& run, int keep_runs
   {
     Stmt s(db, "INSERT OR REPLACE INTO baseline_runs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
     XPU_RETURN_IF_ERROR(s.Bind(1, run.job_name)
-                          .Bind(2, run.gpu_model)
-                          .Bind(3, run.job)
-                          .Bind(4, run.updated_ns)
-                          .Bind(5, run.windows)
-                          .Bind(6, run.steps)
-                          .Bind(7, run.step_median_s)
-                          .Bind(8, run.step_best_s)
-                          .Bind(9, run.void_inter)
-                          .Bind(10, run.void_minority)
-                          .Run());
+                            .Bind(2, run.gpu_model)
+                            .Bind(3, run.job)
+                            .Bind(4, run.updated_ns)
+                            .Bind(5, run.windows)
+                            .Bind(6, run.steps)
+                            .Bind(7, run.step_median_s)
+                            .Bind(8, run.step_best_s)
+                            .Bind(9, run.void_inter)
+                            .Bind(10, run.void_minority)
+                            .Run());
   }
   for (const char* table : kRunChildren) {
     std::string sql =
@@ -83,38 +83,38 @@ absl::Status WriteRunBaseline(sqlite3* db, const RunBaseline& run, int keep_runs
   for (const auto& [key, g] : run.gemm) {
     Stmt s(db, "INSERT INTO baseline_gemm VALUES (?1,?2,?3,?4,?5,?6,?7);");
     XPU_RETURN_IF_ERROR(s.Bind(1, run.job_name)
-                          .Bind(2, run.gpu_model)
-                          .Bind(3, run.job)
-                          .Bind(4, key)
-                          .Bind(5, g.dtype)
-                          .Bind(6, g.tflops)
-                          .Bind(7, g.count)
-                          .Run());
+                            .Bind(2, run.gpu_model)
+                            .Bind(3, run.job)
+                            .Bind(4, key)
+                            .Bind(5, g.dtype)
+                            .Bind(6, g.tflops)
+                            .Bind(7, g.count)
+                            .Run());
   }
   for (const auto& [shape, b] : run.busbw) {
     Stmt s(db, "INSERT INTO baseline_collective VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9);");
     XPU_RETURN_IF_ERROR(s.Bind(1, run.job_name)
-                          .Bind(2, run.gpu_model)
-                          .Bind(3, run.job)
-                          .Bind(4, shape.op)
-                          .Bind(5, shape.bytes)
-                          .Bind(6, shape.nranks)
-                          .Bind(7, shape.nodes)
-                          .Bind(8, b.busbw)
-                          .Bind(9, b.count)
-                          .Run());
+                            .Bind(2, run.gpu_model)
+                            .Bind(3, run.job)
+                            .Bind(4, shape.op)
+                            .Bind(5, shape.bytes)
+                            .Bind(6, shape.nranks)
+                            .Bind(7, shape.nodes)
+                            .Bind(8, b.busbw)
+                            .Bind(9, b.count)
+                            .Run());
   }
   for (const auto& [family, h] : run.issue_latency) {
     for (int b = 0; b < LatencyHistogram::kBuckets; ++b) {
       if (h.count(b) == 0) continue;  // zero means "no samples": not stored
       Stmt s(db, "INSERT INTO baseline_issue_latency VALUES (?1,?2,?3,?4,?5,?6);");
       XPU_RETURN_IF_ERROR(s.Bind(1, run.job_name)
-                            .Bind(2, run.gpu_model)
-                            .Bind(3, run.job)
-                            .Bind(4, family)
-                            .Bind(5, b)
-                            .Bind(6, h.count(b))
-                            .Run());
+                              .Bind(2, run.gpu_model)
+                              .Bind(3, run.job)
+                              .Bind(4, family)
+                              .Bind(5, b)
+                              .Bind(6, h.count(b))
+                              .Run());
     }
   }
   if (keep_runs > 0) {
@@ -183,32 +183,32 @@ absl::Status WriteCalibration(sqlite3* db, const CalibrationRows& rows) {
   for (const GemmCalibrationRow& g : rows.gemm) {
     Stmt s(db, "INSERT OR REPLACE INTO calibration_gemm VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
     XPU_RETURN_IF_ERROR(s.Bind(1, g.gpu_model)
-                          .Bind(2, g.host)
-                          .Bind(3, g.dtype)
-                          .Bind(4, g.tflops)
-                          .Bind(5, g.tflops_min)
-                          .Bind(6, g.m)
-                          .Bind(7, g.n)
-                          .Bind(8, g.k)
-                          .Bind(9, g.devices)
-                          .Bind(10, g.measured_ns)
-                          .Run());
+                            .Bind(2, g.host)
+                            .Bind(3, g.dtype)
+                            .Bind(4, g.tflops)
+                            .Bind(5, g.tflops_min)
+                            .Bind(6, g.m)
+                            .Bind(7, g.n)
+                            .Bind(8, g.k)
+                            .Bind(9, g.devices)
+                            .Bind(10, g.measured_ns)
+                            .Run());
   }
   for (const CollectiveCalibrationRow& c : rows.collectives) {
     Stmt s(
         db,
         "INSERT OR REPLACE INTO calibration_collective VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
     XPU_RETURN_IF_ERROR(s.Bind(1, c.gpu_model)
-                          .Bind(2, c.host)
-                          .Bind(3, c.shape.op)
-                          .Bind(4, c.shape.bytes)
-                          .Bind(5, c.shape.nranks)
-                          .Bind(6, c.shape.nodes)
-                          .Bind(7, c.time_us)
-                          .Bind(8, c.algbw)
-                          .Bind(9, c.busbw)
-                          .Bind(10, c.measured_ns)
-                          .Run());
+                            .Bind(2, c.host)
+                            .Bind(3, c.shape.op)
+                            .Bind(4, c.shape.bytes)
+                            .Bind(5, c.shape.nranks)
+                            .Bind(6, c.shape.nodes)
+                            .Bind(7, c.time_us)
+                            .Bind(8, c.algbw)
+                            .Bind(9, c.busbw)
+                            .Bind(10, c.measured_ns)
+                            .Run());
   }
   return absl::OkStatus();
 }

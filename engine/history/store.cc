@@ -121,13 +121,13 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   std::unique_ptr<Store> s(new Store());
   XPU_ASSIGN_OR_RETURN(s->write_db_, OpenDb(path));
   XPU_RETURN_IF_ERROR(Exec(s->write_db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
-  XPU_RETURN_IF_ERROR(Exec(s->write_db_,
-                           "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"));
+  XPU_RETURN_IF_ERROR(
+      Exec(s->write_db_, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"));
   XPU_ASSIGN_OR_RETURN(const int version, s->SchemaVersionOn(s->write_db_));
   if (version > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat("database ", path, " has schema version ", version,
-                                                      ", newer than this engine's ", kSchemaVersion,
-                                                      "; use a newer xpu-engine or another --db"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", path, " has schema version ", version, ", newer than this engine's ",
+        kSchemaVersion, "; use a newer xpu-engine or another --db"));
   }
   for (int step = version; step < kSchemaVersion; ++step) {
     std::string sql = absl::StrCat("BEGIN;", kMigrations[step], "DELETE FROM schema_version;",

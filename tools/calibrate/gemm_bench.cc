@@ -220,8 +220,8 @@ absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std:
                                                    "^3 (status ", static_cast<int>(hs), ")"));
     }
     call = [&] {
-      return Blas(l.lt_matmul(r.lt_, r.desc_, &alpha, a, r.layouts_[0], b, r.layouts_[1], &beta,
-                              c, r.layouts_[2], c, r.layouts_[3], &heuristic.algo, workspace,
+      return Blas(l.lt_matmul(r.lt_, r.desc_, &alpha, a, r.layouts_[0], b, r.layouts_[1], &beta, c,
+                              r.layouts_[2], c, r.layouts_[3], &heuristic.algo, workspace,
                               kWorkspaceBytes, r.stream_),
                   "cublasLtMatmul");
     };
