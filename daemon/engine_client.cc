@@ -9,13 +9,14 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/log_util.h"
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
 
 namespace xpu::daemon {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto logger = GetLogger("engine_client");
+  static auto logger = logging::GetLogger("engine_client");
   return logger;
 }
 

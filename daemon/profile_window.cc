@@ -9,41 +9,21 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/analysis/behavior_pattern.h"
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
 #include "daemon/collector.h"
-#include "daemon/log_util.h"
 #include "daemon/profile_capture.h"
-#include "engine/analysis/behavior_pattern.h"
-#include "xpu/formulas.h"
 
 namespace xpu::daemon {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto logger = GetLogger("profile");
+  static auto logger = logging::GetLogger("profile");
   return logger;
 }
 
-namespace an = xpu::engine::analysis;
-
-an::OpSig ToOpSig(const SignatureInfo& info) {
-  const xpu_signature_v1& s = info.sig;
-  an::OpSig o;
-  o.kind = s.kind;
-  o.dtype = s.dtype;
-  o.m = s.m;
-  o.n = s.n;
-  o.k = s.k;
-  o.batch = s.batch ? s.batch : 1;
-  o.name = info.name;
-  o.flops = xpu_sig_flops(&s);
-  o.bytes = xpu_sig_bytes(&s);
-  o.busbw_factor = xpu_busbw_factor(s.kind, s.comm_nranks);
-  o.comm_id = s.comm_id;
-  o.comm_rank = s.comm_rank;
-  o.comm_nranks = s.comm_nranks;
-  o.peer = s.peer;
-  return o;
-}
+namespace an = xpu::analysis;
 
 // One process of a command.
 struct Target {
@@ -59,7 +39,7 @@ struct Target {
   std::string reason;
   xpu_ring_profile_ctl_v1 ctl{};
   std::vector<xpu_record_v1> records;
-  std::map<uint32_t, SignatureInfo> sigs;
+  std::map<uint32_t, ring::SignatureInfo> sigs;
   uint64_t dropped = 0;
 };
 
@@ -123,7 +103,7 @@ std::string ProfileStatusReason(uint32_t status, int32_t detail) {
 
 xpu::v1::ProcessProfile SummarizeWindow(const xpu::v1::ProcessIdentity& identity,
                                         const std::vector<xpu_record_v1>& records,
-                                        const std::map<uint32_t, SignatureInfo>& sigs,
+                                        const std::map<uint32_t, ring::SignatureInfo>& sigs,
                                         const xpu_ring_profile_ctl_v1& ctl, size_t max_functions) {
   xpu::v1::ProcessProfile p;
   *p.mutable_identity() = identity;
@@ -134,22 +114,14 @@ xpu::v1::ProcessProfile SummarizeWindow(const xpu::v1::ProcessIdentity& identity
   an::RankTrace t;
   t.rank = identity.rank();
   t.host = identity.host();
-  for (const auto& [id, info] : sigs) t.sigs[id] = ToOpSig(info);
+  for (const auto& [id, info] : sigs) t.sigs[id] = an::OpSigFromAbi(info.sig, info.name);
   uint64_t window = 0;
   uint64_t last_end = 0;
   t.ops.reserve(records.size());
   for (const xpu_record_v1& r : records) {
     const an::OpSig* sig = t.Sig(r.sig_id);
     if (sig == nullptr) continue;
-    an::Op op;
-    op.sig_id = r.sig_id;
-    op.kind = sig->kind;
-    op.flags = r.flags;
-    op.stream = r.stream;
-    op.seq = r.seq;
-    op.start_ns = r.start_ns;
-    op.dur_ns = xpu_record_duration_ns(&r);
-    op.issue_latency_ns = r.issue_latency_ns;
+    const an::Op op = an::OpFromRecord(r, sig->kind);
     if (r.flags & XPU_REC_PROFILE_WINDOW) {
       ++window;
       last_end = std::max(last_end, op.end_ns());
@@ -306,7 +278,7 @@ void Advance(Target& t, ProcessState& s, bool late, bool stop) {
   } else {
     // Every signature read so far (thousands at most, unlike the records):
     // cheap under the lock.
-    for (const SignatureInfo& info : s.signatures) t.sigs[info.sig.commit] = info;
+    for (const ring::SignatureInfo& info : s.signatures) t.sigs[info.sig.commit] = info;
   }
 }
 

@@ -29,7 +29,7 @@ struct EngineOptions {
   // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.
   std::string alertmanager_url;
   std::string webhook_url;
-  std::string detector_config;       // thresholds file (engine/detectors/detector_config.h)
+  std::string detector_config;       // thresholds file (engine/window/detector_config.h)
   double resolve_after_windows = 1;  // a diagnosis absent this many windows is resolved
   bool help = false;
 };

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/logging/logging.h"
 #include "engine/engine.h"
 #include "spdlog/spdlog.h"
 
@@ -18,7 +19,7 @@ int main(int argc, char** argv) {
     std::fputs(xpu::engine::EngineUsage().c_str(), stdout);
     return 0;
   }
-  spdlog::set_level(spdlog::level::from_str(opts->log_level));
+  (void)xpu::logging::InitLogging({"xpu-engine", opts->log_level, /*file=*/""});  // stderr
 
   // Block the signals before any thread starts so that only the watcher
   // below receives them.

@@ -22,15 +22,16 @@
 #include <tuple>
 #include <vector>
 
-#include "daemon/ring_reader.h"
+#include "common/record/op_kind.h"
+#include "common/ring/ring_reader.h"
 #include "xpu/formulas.h"
 
 namespace {
 
-using xpu::daemon::RingReader;
-using xpu::daemon::RingReaderOptions;
-using xpu::daemon::RingRecord;
-using xpu::daemon::SignatureInfo;
+using xpu::ring::RingReader;
+using xpu::ring::RingReaderOptions;
+using xpu::ring::RingRecord;
+using xpu::ring::SignatureInfo;
 
 const char* kHelp =
     "xpu-ring-dump: print an XPUTimer ring file (header, counters, signatures, records).\n"
@@ -48,69 +49,6 @@ const char* kHelp =
     "\n"
     "The file is opened read-only; the daemon's read position is not touched. Records still\n"
     "in the ring (at most ring_capacity, the newest) are printed in ring order.\n";
-
-const char* KindName(uint32_t kind) {
-  switch (kind) {
-    case XPU_OP_KERNEL:
-      return "kernel";
-    case XPU_OP_GEMM:
-      return "gemm";
-    case XPU_OP_GRAPH_LAUNCH:
-      return "graph_launch";
-    case XPU_OP_MEMCPY:
-      return "memcpy";
-    case XPU_OP_ALLREDUCE:
-      return "allreduce";
-    case XPU_OP_ALLGATHER:
-      return "allgather";
-    case XPU_OP_REDUCESCATTER:
-      return "reducescatter";
-    case XPU_OP_BROADCAST:
-      return "broadcast";
-    case XPU_OP_REDUCE:
-      return "reduce";
-    case XPU_OP_ALLTOALL:
-      return "alltoall";
-    case XPU_OP_GATHER:
-      return "gather";
-    case XPU_OP_SCATTER:
-      return "scatter";
-    case XPU_OP_SEND:
-      return "send";
-    case XPU_OP_RECV:
-      return "recv";
-    case XPU_OP_SYNC_STREAM:
-      return "sync_stream";
-    case XPU_OP_SYNC_DEVICE:
-      return "sync_device";
-    case XPU_OP_SYNC_EVENT:
-      return "sync_event";
-    case XPU_OP_COMM_INIT:
-      return "comm_init";
-    case XPU_OP_COMM_DESTROY:
-      return "comm_destroy";
-    case XPU_OP_PY_GC:
-      return "py_gc";
-    case XPU_OP_PY_DATALOADER:
-      return "py_dataloader";
-    case XPU_OP_PY_SYNC:
-      return "py_sync";
-    case XPU_OP_PY_OPTIMIZER:
-      return "py_optimizer";
-    case XPU_OP_PY_CHECKPOINT:
-      return "py_checkpoint";
-    case XPU_OP_PY_API:
-      return "py_api";
-    case XPU_OP_STEP:
-      return "step";
-    case XPU_OP_ANNOTATION:
-      return "annotation";
-    case XPU_OP_PY_CALLSITE:
-      return "py_callsite";
-    default:
-      return "unknown";
-  }
-}
 
 const char* kCounterNames[] = {
     "dropped_full",        "sig_table_full",    "str_arena_full",  "event_pool_empty",
@@ -221,9 +159,9 @@ void PrintJson(RingReader& reader, const std::vector<SignatureInfo>& sigs,
         ",\"comm_id\":%" PRIu64
         ",\"comm_rank\":%d,\"comm_nranks\":%d,\"peer\":%d,\"device\":%d,\"flops\":%.0f,\"bytes\":"
         "%" PRIu64 "}\n",
-        g.commit, KindName(g.kind), g.kind, JsonEscape(s.name).c_str(), g.dtype, g.gemm_flags, g.m,
-        g.n, g.k, g.batch, g.count, g.comm_id, g.comm_rank, g.comm_nranks, g.peer, g.device,
-        xpu_sig_flops(&g), xpu_sig_bytes(&g));
+        g.commit, xpu::record::OpKindName(g.kind).c_str(), g.kind, JsonEscape(s.name).c_str(),
+        g.dtype, g.gemm_flags, g.m, g.n, g.k, g.batch, g.count, g.comm_id, g.comm_rank,
+        g.comm_nranks, g.peer, g.device, xpu_sig_flops(&g), xpu_sig_bytes(&g));
   }
   const CallsiteJoin join = JoinCallsites(reader, recs);
   for (size_t i = 0; i < recs.size(); ++i) {
@@ -234,7 +172,7 @@ void PrintJson(RingReader& reader, const std::vector<SignatureInfo>& sigs,
            "\"start_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
            ",\"issue_latency_ns\":%d,\"seq\":%u,\"stream\":%u,"
            "\"flags\":%u,\"timed\":%s,\"flops\":%.0f,\"bytes\":%" PRIu64 ",\"comm_id\":%" PRIu64,
-           r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
+           r.position, r.rec.sig_id, s ? xpu::record::OpKindName(s->sig.kind).c_str() : "unknown",
            s ? JsonEscape(s->name).c_str() : "", r.rec.start_ns, xpu_record_duration_ns(&r.rec),
            r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
            (r.rec.flags & XPU_REC_TIMED) ? "true" : "false", s ? xpu_sig_flops(&s->sig) : 0.0,
@@ -270,7 +208,7 @@ void PrintCsv(RingReader& reader, const std::vector<RingRecord>& recs) {
     const SignatureInfo* s = reader.signature(r.rec.sig_id);
     printf("%" PRIu64 ",%u,%s,%s,%" PRIu64 ",%" PRIu64 ",%d,%u,%u,%u,%d,%.0f,%" PRIu64 ",%" PRIu64
            "\n",
-           r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
+           r.position, r.rec.sig_id, s ? xpu::record::OpKindName(s->sig.kind).c_str() : "unknown",
            CsvEscape(s ? s->name : "").c_str(), r.rec.start_ns, xpu_record_duration_ns(&r.rec),
            r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
            (r.rec.flags & XPU_REC_TIMED) ? 1 : 0, s ? xpu_sig_flops(&s->sig) : 0.0,
@@ -311,7 +249,7 @@ void PrintText(const std::string& path, RingReader& reader, const std::vector<Si
   printf("signatures (%zu)\n", sigs.size());
   for (const auto& s : sigs) {
     const auto& g = s.sig;
-    printf("  #%u %-13s %s", g.commit, KindName(g.kind), s.name.c_str());
+    printf("  #%u %-13s %s", g.commit, xpu::record::OpKindName(g.kind).c_str(), s.name.c_str());
     if (g.kind == XPU_OP_GEMM)
       printf("  m=%u n=%u k=%u batch=%u dtype=%u flops=%.0f", g.m, g.n, g.k, g.batch, g.dtype,
              xpu_sig_flops(&g));

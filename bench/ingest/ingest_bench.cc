@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/batch_builder.h"
+#include "common/logging/logging.h"
 #include "engine/engine.h"
-#include "spdlog/spdlog.h"
+#include "engine/state/batch_builder.h"
 #include "xpu/v1/xpu.grpc.pb.h"
 
 namespace {
@@ -69,7 +69,7 @@ double CpuSeconds(pid_t pid) {
   o.metrics_addr = "off";
   o.db = "/tmp/xpu_ingest_bench_" + std::to_string(getpid()) + ".db";
   o.window_s = 1;
-  spdlog::set_level(spdlog::level::warn);
+  (void)xpu::logging::InitLogging({"ingest_bench-engine", "warn", /*file=*/""});
   auto e = xpu::engine::Engine::Start(o);
   int port = e.ok() ? (*e)->port() : 0;
   if (!e.ok()) std::fprintf(stderr, "engine: %s\n", std::string(e.status().message()).c_str());

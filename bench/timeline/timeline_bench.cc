@@ -20,15 +20,15 @@
 #include <string>
 #include <vector>
 
+#include "common/timeline/synthetic_job.h"
 #include "engine/engine.h"
-#include "engine/timeline/synthetic_job.h"
-#include "engine/timeline/testing/synthetic_daemon.h"
+#include "engine/testing/synthetic_daemon.h"
 #include "tools/xpu_cli/timeline_cli.h"
 
 namespace {
 
-using xpu::engine::timeline::SyntheticJob;
-using xpu::engine::timeline::testing::SyntheticDaemon;
+using xpu::engine::testing::SyntheticDaemon;
+using xpu::timeline::SyntheticJob;
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   job.job = "bench";
   job.ranks = ranks;
   job.ranks_per_host = per_daemon;
-  job.steps = xpu::engine::timeline::SyntheticStepsFor(job, static_cast<size_t>(ops));
+  job.steps = xpu::timeline::SyntheticStepsFor(job, static_cast<size_t>(ops));
   const int hosts = (ranks + per_daemon - 1) / per_daemon;
   for (int h = 0; h < hosts; ++h) job.host_offsets_ns.push_back((h % 7) * 250000 - 750000);
 
@@ -145,7 +145,7 @@ int main(int argc, char** argv) {
   const uint64_t json_bytes = FileSize(out + "/trace.json");
 
   std::printf("timeline_bench: %d ranks x %d ops (%d daemons x %d ranks), format %s\n", ranks,
-              static_cast<int>(xpu::engine::timeline::SyntheticOpsPerRank(job)), hosts, per_daemon,
+              static_cast<int>(xpu::timeline::SyntheticOpsPerRank(job)), hosts, per_daemon,
               format.c_str());
   std::printf("  exit code               %d\n", rc);
   std::printf("  setup (daemons connect) %.2f s\n", setup_s);
@@ -184,6 +184,6 @@ int main(int argc, char** argv) {
   // The smoke test checks that the dump ran and every rank answered.
   const bool complete =
       JsonField(manifest, "ranks_answered") == std::to_string(ranks) &&
-      ops_total == static_cast<uint64_t>(ranks) * xpu::engine::timeline::SyntheticOpsPerRank(job);
+      ops_total == static_cast<uint64_t>(ranks) * xpu::timeline::SyntheticOpsPerRank(job);
   return rc == 0 && complete ? 0 : 1;
 }

@@ -4,18 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging/logging.h"
 #include "engine/alerting/http_client.h"
 #include "engine/alerting/json_text.h"
-#include "spdlog/spdlog.h"
 
 namespace xpu::engine {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("alerting");
-    return l ? l : spdlog::default_logger()->clone("alerting");
-  }();
+  static auto log = logging::GetLogger("alerting");
   return log;
 }
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 
-#include "engine/detectors/detector_testing.h"
+#include "engine/testing/detector_testing.h"
 
 namespace xpu::engine {
 namespace {

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <map>
 
-#include "engine/detectors/detector_testing.h"
+#include "engine/testing/detector_testing.h"
 
 namespace xpu::engine {
 namespace {

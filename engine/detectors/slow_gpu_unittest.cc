@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "engine/detectors/detector_testing.h"
+#include "engine/testing/detector_testing.h"
 
 namespace xpu::engine {
 namespace {

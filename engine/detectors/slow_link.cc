@@ -8,9 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/analysis/collective.h"
-#include "engine/analysis/gemm.h"
-#include "engine/analysis/stats.h"
+#include "common/analysis/collective.h"
+#include "common/analysis/gemm.h"
+#include "common/analysis/stats.h"
 
 namespace xpu::engine {
 namespace {

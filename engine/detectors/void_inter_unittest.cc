@@ -5,7 +5,7 @@
 
 #include <map>
 
-#include "engine/detectors/detector_testing.h"
+#include "engine/testing/detector_testing.h"
 
 namespace xpu::engine {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/hang/cuda_gdb.h"
+#include "engine/hang/cuda_gdb_rings.h"
 #include "spdlog/spdlog.h"
 #include "xpu/record.h"
 

@@ -24,7 +24,6 @@ class ProfileService final : public xpu::v1::ProfileQuery::Service {
                       xpu::v1::ProfileResult* out) override;
 
  private:
-  grpc::Status CheckToken(grpc::ServerContext* ctx) const;
   ProfileMonitor& monitor_;
   const std::string token_;
 };

@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
-#include "engine/batch_builder.h"
 #include "engine/engine.h"
+#include "engine/state/batch_builder.h"
 #include "xpu/v1/xpu.grpc.pb.h"
 
 namespace xpu::engine::testing {

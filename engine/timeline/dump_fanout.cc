@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/wire/signature.h"
 
 namespace xpu::engine::timeline {
 namespace {
@@ -41,24 +42,7 @@ bool EngineRingBatch(const ProcessState& p, const xpu::v1::TimelineDumpRequest& 
     const SignatureInfo* s = p.sigs.Find(id);
     if (s == nullptr) continue;
     ++found;
-    xpu::v1::Signature* o = pb->add_signatures();
-    o->set_id(id);
-    o->set_kind(s->abi.kind);
-    o->set_dtype(s->abi.dtype);
-    o->set_gemm_flags(s->abi.gemm_flags);
-    o->set_name(s->name);
-    o->set_m(s->abi.m);
-    o->set_n(s->abi.n);
-    o->set_k(s->abi.k);
-    o->set_batch(s->abi.batch);
-    o->set_count(s->abi.count);
-    o->set_comm_id(s->abi.comm_id);
-    o->set_comm_rank(s->abi.comm_rank);
-    o->set_comm_nranks(s->abi.comm_nranks);
-    o->set_peer(s->abi.peer);
-    o->set_device(s->abi.device);
-    o->set_out_dtype(s->abi.out_dtype);
-    o->set_compute_type(s->abi.compute_type);
+    wire::SignatureToWire(id, s->abi, s->name, pb->add_signatures());
   }
   pb->set_records(std::move(packed));
   return true;

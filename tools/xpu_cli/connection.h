@@ -14,11 +14,14 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "common/rpc/token.h"
 
 namespace xpu::cli {
 
 inline constexpr char kDefaultEngineAddress[] = "127.0.0.1:7441";
-inline constexpr char kTokenMetadataKey[] = "x-xpu-token";  // as the engine expects
+// The metadata key of the shared token (common/rpc/token.h: one rule for
+// the engine and its clients).
+using ::xpu::rpc::kTokenMetadataKey;
 
 // The connection flags every subcommand accepts.
 struct ConnectionFlags {

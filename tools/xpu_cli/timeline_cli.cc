@@ -16,9 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/timeline/dump_outputs.h"
-#include "engine/timeline/rank_dump.h"
-#include "engine/timeline/summary.h"
+#include "common/timeline/dump_outputs.h"
+#include "common/timeline/rank_dump.h"
+#include "common/timeline/summary.h"
 #include "tools/xpu_cli/cli.h"
 #include "tools/xpu_cli/connection.h"
 #include "xpu/v1/xpu.grpc.pb.h"
@@ -26,7 +26,7 @@
 namespace xpu::cli {
 namespace {
 
-namespace tl = ::xpu::engine::timeline;
+namespace tl = ::xpu::timeline;
 
 const char kTimelineHelp[] = R"(xpu timeline: on-demand timelines from the daemons' history.
 
