@@ -8,9 +8,10 @@
 # localhost/xputimer-*), labelled with version, git revision and source.
 #
 # Builder: XPU_BUILDER=buildah|podman|docker (default: the first found, in
-# that order); XPU_BUILD_FLAGS are its global flags. On a host without
-# overlayfs, user namespaces or a working OCI runtime, buildah still builds
-# with STORAGE_DRIVER=vfs BUILDAH_ISOLATION=chroot (its own variables).
+# that order); XPU_BUILD_FLAGS are its global flags (e.g. "--storage-driver
+# vfs" on a file system without overlay support). On a host without user
+# namespaces or a working OCI runtime, buildah still runs the RUN steps with
+# BUILDAH_ISOLATION=chroot (its own variable).
 #
 # Base images come from docker/base-images.env (pin them by digest there).
 # --local-bases (or XPU_LOCAL_BASES=1; XPU_LOCAL_BASES=auto, the default,
