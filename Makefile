@@ -19,10 +19,12 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev libsqlite3-dev sqlite3 \
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-pytest \
   python3-pip prometheus prometheus-alertmanager clang \
-  yamllint python3-venv python3-yaml patchelf
+  yamllint python3-venv python3-yaml patchelf docker-compose
 # Only for `make images` and `make stack` (image builder, compose, a Debian
-# base made from Debian's packages where no registry is reachable).
-IMAGE_DEB_PACKAGES := buildah podman podman-compose runc mmdebstrap uidmap
+# base made from Debian's packages where no registry is reachable; the CNI
+# dnsname plugin resolves compose service names under podman).
+IMAGE_DEB_PACKAGES := buildah podman podman-compose runc mmdebstrap uidmap \
+  golang-github-containernetworking-plugin-dnsname
 
 PREFIX ?= /usr/local
 DESTDIR ?=

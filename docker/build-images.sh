@@ -9,9 +9,9 @@
 #
 # Builder: XPU_BUILDER=buildah|podman|docker (default: the first found, in
 # that order); XPU_BUILD_FLAGS are its global flags (e.g. "--storage-driver
-# vfs" on a file system without overlay support). On a host without user
-# namespaces or a working OCI runtime, buildah still runs the RUN steps with
-# BUILDAH_ISOLATION=chroot (its own variable).
+# vfs" on a file system without overlay support). buildah runs the RUN steps
+# with BUILDAH_ISOLATION=chroot unless set otherwise: it needs no OCI runtime,
+# cgroups or user namespaces, so it builds inside containers and VMs too.
 #
 # Base images come from docker/base-images.env (pin them by digest there).
 # --local-bases (or XPU_LOCAL_BASES=1; XPU_LOCAL_BASES=auto, the default,
@@ -64,6 +64,7 @@ if [ -z "$builder" ]; then
 fi
 [ -n "$builder" ] || { echo "build-images: no image builder (install buildah, podman or docker: make image-deps)" >&2; exit 1; }
 read -r -a flags <<<"${XPU_BUILD_FLAGS:-}"
+export BUILDAH_ISOLATION=${BUILDAH_ISOLATION:-chroot}
 
 build() {  # build DOCKERFILE TARGET TAG [--build-arg ...]
   local file=$1 target=$2 tag=$3

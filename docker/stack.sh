@@ -75,10 +75,23 @@ runtime() {
   fi
 }
 
+# Our images come from `make images`: say so rather than let compose try
+# to pull them from a registry that does not have them.
+need_images() {
+  local img
+  for img in "${XPU_ENGINE_IMAGE:-localhost/xputimer-engine:0.1.0}" "$@"; do
+    if ! runtime image inspect "$img" >/dev/null 2>&1; then
+      echo "stack: image $img not found: build it with 'make images'" >&2
+      exit 1
+    fi
+  done
+}
+
 cmd=${1:-up}
 shift || true
 case $cmd in
   up)
+    need_images
     token
     "${compose[@]}" -f compose.yaml up -d "$@"
     echo "stack: Grafana http://${XPU_BIND:-127.0.0.1}:${XPU_GRAFANA_PORT:-3000} (folder XPUTimer)," \
@@ -86,6 +99,7 @@ case $cmd in
          "engine gRPC :${XPU_ENGINE_PORT:-7441}, metrics :${XPU_METRICS_PORT:-9464}"
     ;;
   demo)
+    need_images "${XPU_DEMO_IMAGE:-localhost/xputimer-demo:0.1.0}"
     token
     "${compose[@]}" -f compose.yaml -f compose.demo.yaml up -d "$@"
     echo "stack: demo job started; its slow_gpu diagnosis appears in 'docker/stack.sh xpu diagnose --job xpu-demo'" \
@@ -106,6 +120,10 @@ case $cmd in
       "${compose[@]}" -f compose.yaml -f compose.demo.yaml down -v
     else
       "${compose[@]}" -f compose.yaml -f compose.demo.yaml down
+    fi
+    # podman-compose leaves the project's network behind.
+    if [ "${compose[0]}" = podman-compose ] && runtime network exists "${PROJECT}_default" 2>/dev/null; then
+      runtime network rm "${PROJECT}_default" >/dev/null
     fi
     ;;
   *)

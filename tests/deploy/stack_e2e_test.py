@@ -4,8 +4,9 @@ diagnosed, and the diagnosis reaches Alertmanager with its team.
 
 usage: stack_e2e_test.py BUILD_DIR host|containers
 
-containers  docker/stack.sh demo (compose.yaml + compose.demo.yaml) with
-            podman-compose or docker compose on free host ports, from the
+containers  `podman run` of the demo image (its own 8-rank demo), then
+            docker/stack.sh demo (compose.yaml + compose.demo.yaml) with
+            podman-compose on free host ports, from the
             images of `make images`; skipped, saying so, when a tool or an
             image is missing. Grafana runs only when its image is there.
 host        the same services as processes of this host, started from the
@@ -68,31 +69,37 @@ def check_alerts(am_url, prom_url, job, diagnose):
     def prom_alert():
         for a in http_json(prom_url + "/api/v1/alerts")["data"]["alerts"]:
             l = a["labels"]
-            if l.get("alertname") == "XPUTimerDiagnosisActive" and l.get("job") == job and a["state"] == "firing":
+            if (l.get("alertname") == "XPUTimerDiagnosisActive" and l.get("job") == job and
+                    l.get("kind") == "slow_gpu" and a["state"] == "firing"):
                 return a
         return None
     pa = wait_for(prom_alert, 90, "XPUTimerDiagnosisActive firing in Prometheus", 1)
-    check(pa["labels"].get("team") == "operations" and pa["labels"].get("kind") == "slow_gpu",
-          "Prometheus alert labels %s" % pa["labels"])
+    check(pa["labels"].get("team") == "operations", "Prometheus alert labels %s" % pa["labels"])
     log("Prometheus: up{job=xpu-engine} 1; XPUTimerDiagnosisActive firing (team %s, kind %s)" % (
         pa["labels"]["team"], pa["labels"]["kind"]))
 
     # Alertmanager marks an alert inhibited when its group is processed
     # (after group_wait).
-    seen = []
+    seen = {}
 
     def inhibited():
+        src = None
         for a in http_json(am_url + "/api/v2/alerts?inhibited=true"):
             l = a["labels"]
-            if l.get("alertname") == "XPUTimerDiagnosisActive" and l.get("job") == job:
-                seen[:] = [a["status"]]
-                if a["status"]["state"] == "suppressed" and a["status"]["inhibitedBy"]:
-                    return a
+            if l.get("job") == job and l.get("kind") == "slow_gpu":
+                seen[l["alertname"]] = a["status"]
+                if l["alertname"] == "xpu_slow_gpu":
+                    src = a
+                elif (l["alertname"] == "XPUTimerDiagnosisActive" and a["status"]["state"] == "suppressed" and
+                      a["status"]["inhibitedBy"]):
+                    return a, src
         return None
     try:
-        ia = wait_for(inhibited, 90, "XPUTimerDiagnosisActive to be inhibited in Alertmanager", 1)
+        ia, src = wait_for(inhibited, 90, "XPUTimerDiagnosisActive to be inhibited in Alertmanager", 1)
     except Failure:
         raise Failure("Prometheus's copy not inhibited: %s" % (seen or "never received"))
+    check(src and src["fingerprint"] in ia["status"]["inhibitedBy"], "inhibited by %s, not by xpu_slow_gpu %s" % (
+        ia["status"]["inhibitedBy"], src and src["fingerprint"]))
     log("Alertmanager: XPUTimerDiagnosisActive %s, inhibited by the engine's alert" % ia["status"]["state"])
 
     d = wait_for(diagnose, 30, "slow_gpu in xpu diagnose", 1)
@@ -164,7 +171,7 @@ def host_mode():
 
         job = "stack-demo-%d" % os.getpid()
         env = {k: v for k, v in os.environ.items() if not k.startswith("XPU_") and k != "LD_PRELOAD"}
-        env.update(XPU_ENGINE="127.0.0.1:%d" % port, XPU_TOKEN_FILE=token, XPU_DEMO_SECONDS="150",
+        env.update(XPU_ENGINE="127.0.0.1:%d" % port, XPU_TOKEN_FILE=token, XPU_DEMO_SECONDS="300",
                    XPU_DEMO_JOB=job, XPU_DEMO_SLOW_RANK=str(SLOW_RANK))
         procs.spawn("demo-job", [os.path.join(tree, "share/xputimer/demo/xpu-demo-job")], env=env)
         cli = os.path.join(tree, "bin", "xpu")
@@ -227,6 +234,11 @@ def containers_mode():
         if subprocess.run(["podman", "image", "exists", img]).returncode != 0:
             skip("image %s (%s) not built or pulled: run `make images` first" % (img, name))
     gargs, rargs = podman_settings(images["engine"])
+    # The demo image alone: tools/demo.sh on its install tree, as user demo.
+    r = run(["podman"] + gargs + ["run", "--rm"] + rargs + [images["demo"]], check_rc=False, timeout=300)
+    check(r.returncode == 0 and "==> done: ran on the GPU-less test runtime" in r.stdout,
+          "podman run %s (rc %d):\n%s" % (images["demo"], r.returncode, r.stdout[-3000:]))
+    log("podman run %s: %s" % (images["demo"], [l for l in r.stdout.splitlines() if l.startswith("==> done")][0]))
     services = ["xpu-engine", "prometheus", "alertmanager", "demo-job"]
     grafana = subprocess.run(["podman", "image", "exists", env_files["GRAFANA_IMAGE"]]).returncode == 0
     if grafana:
@@ -238,7 +250,7 @@ def containers_mode():
     ports = {k: free_port() for k in ("XPU_ENGINE_PORT", "XPU_METRICS_PORT", "XPU_PROMETHEUS_PORT",
                                       "XPU_ALERTMANAGER_PORT", "XPU_GRAFANA_PORT")}
     env = dict(os.environ, XPU_STACK_PROJECT=project, XPU_COMPOSE="podman-compose", XPU_WINDOW_S=WINDOW_S,
-               XPU_DEMO_SECONDS="240", XPU_DEMO_JOB=project, XPU_DEMO_SLOW_RANK=str(SLOW_RANK),
+               XPU_DEMO_SECONDS="400", XPU_DEMO_JOB=project, XPU_DEMO_SLOW_RANK=str(SLOW_RANK),
                XPU_PODMAN_ARGS=" ".join(gargs), XPU_PODMAN_RUN_ARGS=" ".join(rargs),
                **{k: str(v) for k, v in ports.items()})
     stack = os.path.join(DOCKER, "stack.sh")
@@ -268,8 +280,10 @@ def containers_mode():
             check(len(dash) >= 3, "Grafana lists %s" % dash)
             log("Grafana lists %s" % [d["title"] for d in dash])
     except Failure:
-        r = run([stack, "logs"], env=env, check_rc=False, timeout=120)
-        print(r.stdout[-6000:])
+        for svc in services:
+            r = run(["podman"] + gargs + ["logs", "--tail", "30", "%s_%s_1" % (project, svc)], check_rc=False,
+                    timeout=60)
+            print("----- %s -----\n%s" % (svc, "\n".join(l for l in r.stdout.splitlines() if " step " not in l)))
         raise
     finally:
         r = run([stack, "down", "-v"], env=env, check_rc=False, timeout=300)
