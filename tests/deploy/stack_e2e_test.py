@@ -83,7 +83,7 @@ def check_alerts(am_url, prom_url, job, diagnose):
     seen = {}
 
     def inhibited():
-        src = None
+        src = copy = None
         for a in http_json(am_url + "/api/v2/alerts?inhibited=true"):
             l = a["labels"]
             if l.get("job") == job and l.get("kind") == "slow_gpu":
@@ -92,8 +92,8 @@ def check_alerts(am_url, prom_url, job, diagnose):
                     src = a
                 elif (l["alertname"] == "XPUTimerDiagnosisActive" and a["status"]["state"] == "suppressed" and
                       a["status"]["inhibitedBy"]):
-                    return a, src
-        return None
+                    copy = a
+        return (copy, src) if copy else None
     try:
         ia, src = wait_for(inhibited, 90, "XPUTimerDiagnosisActive to be inhibited in Alertmanager", 1)
     except Failure:
