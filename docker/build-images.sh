@@ -2,7 +2,7 @@
 # docker/build-images.sh — builds the XPUTimer images from docker/Dockerfile
 # (`make images` runs it from the repository root).
 #
-#   docker/build-images.sh [--only engine,node,demo] [--local-bases] [--standins]
+#   docker/build-images.sh [--only engine,node,demo] [--local-bases] [--standins] [--no-cache]
 #
 # Images: $XPU_IMAGE_REPO-{engine,node,demo}:<version> (default
 # localhost/xputimer-*), labelled with version, git revision and source.
@@ -33,12 +33,14 @@ LOCAL=$DOCKER/.local-bases
 only=engine,node,demo
 local_bases=${XPU_LOCAL_BASES:-auto}
 standins=0
+nocache=()
 while [ $# -gt 0 ]; do
   case $1 in
     --only) only=$2; shift 2 ;;
     --local-bases) local_bases=1; shift ;;
     --registry-bases) local_bases=0; shift ;;
     --standins) standins=1; shift ;;
+    --no-cache) nocache=(--no-cache); shift ;;
     -h | --help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "build-images: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -70,9 +72,9 @@ build() {  # build DOCKERFILE TARGET TAG [--build-arg ...]
   local file=$1 target=$2 tag=$3
   shift 3
   case $builder in
-    buildah) buildah "${flags[@]}" bud --layers -f "$file" --target "$target" -t "$tag" "$@" . ;;
-    podman) podman "${flags[@]}" build --layers -f "$file" --target "$target" -t "$tag" "$@" . ;;
-    docker) DOCKER_BUILDKIT=1 docker build "${flags[@]}" -f "$file" --target "$target" -t "$tag" "$@" . ;;
+    buildah) buildah "${flags[@]}" bud --layers "${nocache[@]}" -f "$file" --target "$target" -t "$tag" "$@" . ;;
+    podman) podman "${flags[@]}" build --layers "${nocache[@]}" -f "$file" --target "$target" -t "$tag" "$@" . ;;
+    docker) DOCKER_BUILDKIT=1 docker build "${flags[@]}" "${nocache[@]}" -f "$file" --target "$target" -t "$tag" "$@" . ;;
     *) echo "build-images: unknown builder $builder" >&2; return 1 ;;
   esac
 }
