@@ -1,60 +1,33 @@
 #include <cstdio>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "common/json/json.h"
 #include "engine/timeline/trace_model.h"
 #include "engine/timeline/trace_writer.h"
 
 namespace xpu::engine::timeline {
 namespace {
 
-void AppendJsonString(std::string* out, const std::string& s) {
-  out->push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out->append("\\\"");
-        break;
-      case '\\':
-        out->append("\\\\");
-        break;
-      case '\n':
-        out->append("\\n");
-        break;
-      case '\t':
-        out->append("\\t");
-        break;
-      case '\r':
-        out->append("\\r");
-        break;
-      default:
-        if (c < 0x20) {
-          absl::StrAppendFormat(out, "\\u%04x", c);
-        } else {
-          out->push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out->push_back('"');
-}
+using ::xpu::json::Json;
 
-// Nanoseconds as microseconds with three decimals, exactly.
-void AppendUs(std::string* out, int64_t ns) {
-  if (ns < 0) {
-    out->push_back('-');
-    ns = -ns;
-  }
-  absl::StrAppendFormat(out, "%d.%03d", ns / 1000, ns % 1000);
-}
+// Nanoseconds as the microseconds Chrome traces count in.
+double Us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
-void AppendDouble(std::string* out, double d) {
-  if (!(d == d) || d == std::numeric_limits<double>::infinity() ||
-      d == -std::numeric_limits<double>::infinity()) {
-    out->append("null");
-    return;
+// One trace event (or the header) as a line of the file.
+void AppendEvent(std::string* out, const Json& e) { out->append(::xpu::json::Dump(e)); }
+
+Json ArgValue(const Arg& a) {
+  switch (a.type) {
+    case Arg::kUint:
+      return a.u;
+    case Arg::kInt:
+      return a.i;
+    case Arg::kDouble:
+      return a.d;  // NaN and infinities become null
+    case Arg::kString:
+      return a.s;
   }
-  absl::StrAppendFormat(out, "%.6g", d);
+  return nullptr;
 }
 
 }  // namespace
@@ -87,41 +60,46 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks,
     bytes += out.size();
     out.clear();
   };
-  out =
-      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"xpu timeline dump\",\"base_ns\":";
-  absl::StrAppend(&out, base, ",\"reference_rank\":", align.reference_rank,
-                  ",\"clock_offsets_ns\":{");
-  for (size_t i = 0; i < align.hosts.size(); ++i) {
-    if (i) out.push_back(',');
-    AppendJsonString(&out, align.hosts[i].host);
-    absl::StrAppend(&out, ":", align.hosts[i].offset_ns);
-  }
-  out += "}},\"traceEvents\":[\n";
+  // The header and the opening of traceEvents by hand (the events stream
+  // after it, one nlohmann object each, so that memory stays flat).
+  Json offsets = Json::object();
+  for (const HostOffset& h : align.hosts) offsets[h.host] = h.offset_ns;
+  Json other = {{"generator", "xpu timeline dump"},
+                {"base_ns", base},
+                {"reference_rank", align.reference_rank},
+                {"clock_offsets_ns", std::move(offsets)}};
+  out = "{\"displayTimeUnit\":\"ns\",\"otherData\":";
+  AppendEvent(&out, other);
+  out += ",\"traceEvents\":[\n";
   bool first = true;
-  auto begin_event = [&]() {
+  auto emit = [&](const Json& e) {
     if (!first) out += ",\n";
     first = false;
+    AppendEvent(&out, e);
   };
   std::vector<Arg> args;
   for (size_t ri = 0; ri < ranks.size(); ++ri) {
     const RankDump& d = ranks[ri];
     const int32_t pid = DisplayPid(d, ri);
     RankLayout L = LayoutRank(d, align.OffsetFor(d.host));
-    begin_event();
-    absl::StrAppend(&out, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
-                    ",\"tid\":0,\"args\":{\"name\":");
-    AppendJsonString(&out, absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid,
-                                        d.exited ? ", exited" : "", ")"));
-    out += "}}";
-    begin_event();
-    absl::StrAppend(&out, "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":", pid,
-                    ",\"tid\":0,\"args\":{\"sort_index\":", ri, "}}");
+    emit({{"name", "process_name"},
+          {"ph", "M"},
+          {"pid", pid},
+          {"tid", 0},
+          {"args",
+           {{"name", absl::StrCat(d.Label(), " (", d.host, " pid ", d.pid,
+                                  d.exited ? ", exited" : "", ")")}}}});
+    emit({{"name", "process_sort_index"},
+          {"ph", "M"},
+          {"pid", pid},
+          {"tid", 0},
+          {"args", {{"sort_index", ri}}}});
     for (uint32_t t = 0; t < L.tracks.size(); ++t) {
-      begin_event();
-      absl::StrAppend(&out, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid,
-                      ",\"tid\":", t + 1, ",\"args\":{\"name\":");
-      AppendJsonString(&out, L.tracks[t]);
-      out += "}}";
+      emit({{"name", "thread_name"},
+            {"ph", "M"},
+            {"pid", pid},
+            {"tid", t + 1},
+            {"args", {{"name", L.tracks[t]}}}});
     }
     st.tracks += L.tracks.size();
     for (const TrackSlice& s : L.slices) {
@@ -129,52 +107,38 @@ absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks,
       const analysis::OpSig* sig = L.trace.Sig(op.sig_id);
       if (sig == nullptr) continue;
       const int64_t ts = static_cast<int64_t>(op.start_ns - base);
-      begin_event();
-      out += "{\"name\":";
-      AppendJsonString(&out, EventName(*sig));
-      absl::StrAppend(&out, ",\"cat\":\"", KindName(sig->kind), "\",\"ph\":\"",
-                      s.instant ? "i" : "X", "\",\"ts\":");
-      AppendUs(&out, ts);
+      Json e = {{"name", EventName(*sig)},
+                {"cat", KindName(sig->kind)},
+                {"ph", s.instant ? "i" : "X"},
+                {"ts", Us(ts)}};
       if (s.instant) {
-        out += ",\"s\":\"t\"";
+        e["s"] = "t";
         ++st.instants;
       } else {
-        out += ",\"dur\":";
-        AppendUs(&out, static_cast<int64_t>(op.dur_ns));
+        e["dur"] = Us(static_cast<int64_t>(op.dur_ns));
         ++st.slices;
       }
-      absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", s.track + 1, ",\"args\":{");
+      e["pid"] = pid;
+      e["tid"] = s.track + 1;
       EventArgs(*sig, op, &args, s.callsite_sig != 0 ? L.trace.Sig(s.callsite_sig) : nullptr);
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (i) out.push_back(',');
-        absl::StrAppend(&out, "\"", args[i].name, "\":");
-        switch (args[i].type) {
-          case Arg::kUint:
-            absl::StrAppend(&out, args[i].u);
-            break;
-          case Arg::kInt:
-            absl::StrAppend(&out, args[i].i);
-            break;
-          case Arg::kDouble:
-            AppendDouble(&out, args[i].d);
-            break;
-          case Arg::kString:
-            AppendJsonString(&out, args[i].s);
-            break;
-        }
-      }
-      out += "}}";
+      Json a = Json::object();
+      for (const Arg& arg : args) a[arg.name] = ArgValue(arg);
+      e["args"] = std::move(a);
+      emit(e);
       if (IsGroupCollective(op.kind)) {
         const uint64_t fid = CollectiveFlowId(sig->comm_id, op.seq);
         const FlowIndex::Role role = flows.RoleOf(fid, ri, op.start_ns);
         if (role != FlowIndex::kNone) {
           const char* ph = role == FlowIndex::kFirst ? "s" : role == FlowIndex::kLast ? "f" : "t";
-          begin_event();
-          absl::StrAppend(&out, "{\"name\":\"collective\",\"cat\":\"flow\",\"ph\":\"", ph,
-                          "\",\"id\":\"0x", absl::Hex(fid), "\",\"ts\":");
-          AppendUs(&out, ts);
-          absl::StrAppend(&out, ",\"pid\":", pid, ",\"tid\":", s.track + 1,
-                          role == FlowIndex::kFirst ? "" : ",\"bp\":\"e\"", "}");
+          Json flow = {{"name", "collective"},
+                       {"cat", "flow"},
+                       {"ph", ph},
+                       {"id", absl::StrCat("0x", absl::Hex(fid))},
+                       {"ts", Us(ts)},
+                       {"pid", pid},
+                       {"tid", s.track + 1}};
+          if (role != FlowIndex::kFirst) flow["bp"] = "e";
+          emit(flow);
           ++st.flow_events;
         }
       }
