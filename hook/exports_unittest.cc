@@ -122,9 +122,14 @@ VersionScript ParseMap(const std::string& text) {
 }
 
 std::string MapPath() {
-  // This file sits next to the map in the source tree.
+#ifdef XPU_HOOK_MAP_FILE
+  return XPU_HOOK_MAP_FILE;  // absolute, from the build
+#else
+  // This file sits next to the map in the source tree (__FILE__ is relative
+  // to the build directory under Ninja, hence the definition above).
   std::string here = __FILE__;
   return here.substr(0, here.rfind('/') + 1) + "libxpu_hook.map";
+#endif
 }
 
 bool MatchesGlob(const VersionScript& vs, const std::string& name) {
