@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/log_util.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon {
 namespace {

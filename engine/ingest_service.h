@@ -32,7 +32,7 @@
 #include "absl/status/statusor.h"
 #include "engine/metrics.h"
 #include "engine/registry.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine {
 

@@ -22,7 +22,7 @@
 #include "engine/batch_decoder.h"
 #include "engine/collective_table.h"
 #include "xpu/record.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::engine {
 

@@ -16,7 +16,7 @@
 #include "engine/registry.h"
 #include "engine/store.h"
 #include "engine/timeline/dump_fanout.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::engine {
 

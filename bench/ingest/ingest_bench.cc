@@ -29,7 +29,9 @@
 #include "engine/batch_builder.h"
 #include "engine/engine.h"
 #include "spdlog/spdlog.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace {
 

@@ -18,7 +18,7 @@
 #include "engine/testing/fake_daemon.h"
 #include "tests/scenarios/synthetic_job.h"
 #include "xpu/formulas.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/history.grpc.pb.h"
 
 namespace xpu::scenarios {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "tools/calibrate/report.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/history.pb.h"
 
 namespace xpu::calibrate {
 

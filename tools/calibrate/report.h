@@ -9,7 +9,7 @@
 #include <string>
 
 #include "common/json/json.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/history.pb.h"
 
 namespace xpu::calibrate {
 

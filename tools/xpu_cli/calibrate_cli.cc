@@ -38,7 +38,7 @@
 #include "tools/calibrate/report.h"
 #include "tools/xpu_cli/cli.h"
 #include "tools/xpu_cli/command.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/history.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {

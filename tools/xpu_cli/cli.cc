@@ -14,7 +14,7 @@
 #include "common/json/json.h"
 #include "tools/xpu_cli/command.h"
 #include "tools/xpu_cli/connection.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/query.pb.h"
 
 namespace xpu::cli {
 

@@ -25,7 +25,7 @@
 #include "common/json/json.h"
 #include "tools/xpu_cli/cli.h"
 #include "tools/xpu_cli/command.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/hang.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {

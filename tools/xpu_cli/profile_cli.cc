@@ -27,7 +27,7 @@
 #include "tools/xpu_cli/cli.h"
 #include "tools/xpu_cli/command.h"
 #include "xpu/ring.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/profile.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {

@@ -23,7 +23,7 @@
 #include "engine/timeline/summary.h"
 #include "tools/xpu_cli/cli.h"
 #include "tools/xpu_cli/command.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {

@@ -25,7 +25,8 @@
 #include "engine/batch_builder.h"
 #include "engine/timeline/synthetic_job.h"
 #include "xpu/record.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine::timeline::testing {
 
