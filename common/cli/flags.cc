@@ -139,7 +139,7 @@ std::string CommandChain(const CLI::App& app) {
 // continue a "program: " prefix.
 std::string Lowercased(std::string s) {
   if (s.size() > 1 && std::isupper(static_cast<unsigned char>(s[0])) &&
-      std::islower(static_cast<unsigned char>(s[1]))) {
+      !std::isupper(static_cast<unsigned char>(s[1]))) {
     s[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(s[0])));
   }
   return s;
