@@ -12,9 +12,14 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev libsqlite3-dev sqlite3 \
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-pytest \
-  python3-pip prometheus prometheus-alertmanager clang
+  python3-pip prometheus prometheus-alertmanager clang \
+  libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev openssl libprotoc-dev
 
-.PHONY: all deps configure build test demo clean bundle
+# ccache, when installed, for the sanitizer builds too.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+.PHONY: all deps configure build test demo clean bundle asan tsan
 
 all: build
 
@@ -38,5 +43,12 @@ demo: build
 bundle: build
 	tools/make_bundle.sh $(BUILD) .bundle
 
+# Unit tests under sanitizers (CMakePresets.json: build-asan/, build-tsan/;
+# end-to-end tests, benchmarks and Python are left out there).
+asan tsan: deps
+	cmake --preset $@ $(LAUNCHER) $(CMAKE_FLAGS)
+	cmake --build --preset $@ -j$(JOBS)
+	ctest --preset $@ -j$(JOBS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan
