@@ -19,7 +19,8 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev libsqlite3-dev sqlite3 \
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-pytest \
   python3-pip prometheus prometheus-alertmanager clang \
-  yamllint python3-venv python3-yaml patchelf docker-compose
+  yamllint python3-venv python3-yaml patchelf docker-compose \
+  libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev openssl libprotoc-dev
 # Only for `make images` and `make stack` (image builder, compose, a Debian
 # base made from Debian's packages where no registry is reachable; the CNI
 # dnsname plugin resolves compose service names under podman).
@@ -31,7 +32,11 @@ DESTDIR ?=
 STRIP ?= 0
 
 .PHONY: all deps configure build test demo clean bundle install install-only install-demo \
-  images image-deps stack stack-down deploy-check deploy-tools
+  images image-deps stack stack-down deploy-check deploy-tools asan tsan
+
+# ccache, when installed, for the sanitizer builds too.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 all: build
 
@@ -93,5 +98,12 @@ deploy-check: build
 deploy-tools:
 	tests/deploy/setup_tools.sh $(BUILD)/deploy-venv
 
+# Unit tests under sanitizers (CMakePresets.json: build-asan/, build-tsan/;
+# end-to-end tests, benchmarks and Python are left out there).
+asan tsan: deps
+	cmake --preset $@ $(LAUNCHER) $(CMAKE_FLAGS)
+	cmake --build --preset $@ -j$(JOBS)
+	ctest --preset $@ -j$(JOBS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan

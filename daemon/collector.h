@@ -20,7 +20,8 @@
 #include "common/ring/ring_reader.h"
 #include "daemon/process_table.h"
 #include "daemon/profile_window.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon {
 namespace {

@@ -34,8 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/collector.h"
-#include "xpu/v1/xpu.grpc.pb.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 

@@ -9,13 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "common/cli/flags.h"
 #include "common/logging/logging.h"
 #include "daemon/daemon.h"
 #include "daemon/options.h"
-
-#ifndef XPU_VERSION
-#define XPU_VERSION "0.1.0"
-#endif
 
 namespace {
 
@@ -71,10 +68,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options->version) {
-    printf("xpu-daemon %s\n", XPU_VERSION);
+    printf("%s\n", xpu::flags::VersionLine("xpu-daemon").c_str());
     return 0;
   }
-  auto config = MakeDaemonConfig(*options, XPU_VERSION);
+  auto config = MakeDaemonConfig(*options, xpu::flags::Version());
   if (!config.ok()) {
     fprintf(stderr, "xpu-daemon: %s\n", std::string(config.status().message()).c_str());
     return 2;

@@ -24,7 +24,7 @@
 #include "common/ring/ring_reader.h"
 #include "daemon/aggregator.h"
 #include "daemon/profile_capture.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::daemon {
 

@@ -39,7 +39,8 @@
 
 #include "common/ring/ring_reader.h"
 #include "xpu/ring.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/cli/flags.h"
 #include "common/logging/logging.h"
 #include "engine/alerting/http_client.h"
 #include "engine/detectors/rank_liveness.h"
@@ -75,6 +76,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     if (url.empty()) continue;
     if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
   }
+  absl::StatusOr<HttpAuth> alertmanager_auth = ReadHttpAuth(
+      o.alertmanager_basic_auth_file, o.alertmanager_bearer_token_file, "Alertmanager");
+  if (!alertmanager_auth.ok()) return alertmanager_auth.status();
+  absl::StatusOr<HttpAuth> webhook_auth =
+      ReadHttpAuth(o.webhook_basic_auth_file, o.webhook_bearer_token_file, "webhook");
+  if (!webhook_auth.ok()) return webhook_auth.status();
+  if ((!alertmanager_auth->empty() && o.alertmanager_url.empty()) ||
+      (!webhook_auth->empty() && o.webhook_url.empty())) {
+    return absl::InvalidArgumentError(
+        "credentials given for a receiver without its URL (--alertmanager-url, --webhook-url)");
+  }
   std::unique_ptr<Engine> e(new Engine(o, std::move(clock)));
   const uint64_t start_ns = e->registry_.Now();
   e->engine_id_ = MakeEngineId(start_ns);
@@ -120,6 +132,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     AlertNotifierOptions no;
     no.alertmanager_url = o.alertmanager_url;
     no.webhook_url = o.webhook_url;
+    no.alertmanager_auth = *alertmanager_auth;
+    no.webhook_auth = *webhook_auth;
+    no.ca_file = o.alert_tls_ca;
     no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
     e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
   }
@@ -130,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
 
   e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, token, e->engine_id_);
   e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(), token,
-                                             e->engine_id_, kEngineVersion, start_ns);
+                                             e->engine_id_, flags::Version(), start_ns);
   e->query_->SetCommandSender(
       [ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
         return ingest->SendCommand(id, std::move(c));

@@ -46,8 +46,6 @@ class Server;
 
 namespace xpu::engine {
 
-inline constexpr char kEngineVersion[] = "0.1.0";
-
 class Engine {
  public:
   // Validates the options (security rules included), opens the store, loads

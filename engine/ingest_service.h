@@ -33,7 +33,7 @@
 #include "engine/metrics.h"
 #include "engine/state/command.h"
 #include "engine/state/registry.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine {
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/cli/flags.h"
 #include "common/logging/logging.h"
 #include "engine/engine.h"
 #include "spdlog/spdlog.h"
@@ -17,6 +18,10 @@ int main(int argc, char** argv) {
   }
   if (opts->help) {
     std::fputs(xpu::engine::EngineUsage().c_str(), stdout);
+    return 0;
+  }
+  if (opts->version) {
+    std::printf("%s\n", xpu::flags::VersionLine("xpu-engine").c_str());
     return 0;
   }
   (void)xpu::logging::InitLogging({"xpu-engine", opts->log_level, /*file=*/""});  // stderr

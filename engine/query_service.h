@@ -16,7 +16,7 @@
 #include "engine/metrics.h"
 #include "engine/state/registry.h"
 #include "engine/timeline/dump_fanout.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::engine {
 

@@ -10,26 +10,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/base/status_macros.h"
+#include "common/json/json.h"
 #include "common/timeline/summary.h"
 
 namespace xpu::timeline {
 namespace {
 
+using ::xpu::json::Json;
+
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-std::string Q(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') o.push_back('\\');
-    if (c < 0x20) {
-      o += ' ';
-      continue;
-    }
-    o.push_back(static_cast<char>(c));
-  }
-  return o + "\"";
 }
 
 absl::Status WriteText(const std::string& path, const std::string& text) {
@@ -40,10 +30,12 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-std::string StatsJson(const TraceStats& s) {
-  return absl::StrCat("{\"tracks\":", s.tracks, ",\"slices\":", s.slices,
-                      ",\"instants\":", s.instants, ",\"flow_events\":", s.flow_events,
-                      ",\"bytes\":", s.bytes, "}");
+Json StatsJson(const TraceStats& s) {
+  return {{"tracks", s.tracks},
+          {"slices", s.slices},
+          {"instants", s.instants},
+          {"flow_events", s.flow_events},
+          {"bytes", s.bytes}};
 }
 
 }  // namespace
@@ -109,39 +101,46 @@ absl::StatusOr<DumpOutputs> WriteDumpOutputs(const std::string& dir,
   }
   o.flame_s = Since(t0);
 
-  std::string m = absl::StrCat("{\"job\":", Q(ctx.job), ",\"ranks_requested\":[",
-                               absl::StrJoin(ctx.ranks_requested, ","), "],\"last_n\":", ctx.last_n,
-                               ",\"since_ns\":", ctx.since_ns, ",\"ranks_total\":", ctx.ranks_total,
-                               ",\"ranks_answered\":", ctx.ranks_answered, ",\"missing\":[");
-  for (size_t i = 0; i < ctx.missing.size(); ++i)
-    absl::StrAppend(&m, i ? "," : "", Q(ctx.missing[i]));
-  m += "],\"from_engine\":[";
-  for (size_t i = 0; i < ctx.from_engine.size(); ++i)
-    absl::StrAppend(&m, i ? "," : "", Q(ctx.from_engine[i]));
-  m += "],\"truncated_daemons\":[";
-  for (size_t i = 0; i < ctx.truncated_daemons.size(); ++i)
-    absl::StrAppend(&m, i ? "," : "", Q(ctx.truncated_daemons[i]));
-  m += "],\"processes\":[";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const RankDump& d = ranks[i];
-    absl::StrAppend(&m, i ? "," : "", "{\"rank\":", d.rank, ",\"host\":", Q(d.host),
-                    ",\"pid\":", d.pid, ",\"exited\":", d.exited ? "true" : "false",
-                    ",\"records\":", d.size(), ",\"signatures\":", d.sigs.size(), "}");
+  Json processes = Json::array();
+  for (const RankDump& d : ranks) {
+    processes.push_back({{"rank", d.rank},
+                         {"host", d.host},
+                         {"pid", d.pid},
+                         {"exited", d.exited},
+                         {"records", d.size()},
+                         {"signatures", d.sigs.size()}});
   }
-  absl::StrAppend(&m, "],\"ops\":", o.ops, ",\"packed_bytes\":", o.packed_bytes,
-                  ",\"clock\":", ClockJson(o.clock),
-                  ",\"files\":{\"perfetto\":", Q(o.perfetto_path), ",\"json\":", Q(o.json_path),
-                  ",\"folded\":", Q(o.folded_path), ",\"svg\":", Q(o.svg_path), "}");
-  if (perfetto) absl::StrAppend(&m, ",\"perfetto\":", StatsJson(o.perfetto));
-  if (json) absl::StrAppend(&m, ",\"json\":", StatsJson(o.json));
-  absl::StrAppend(&m, ",\"callsites\":{\"samples\":", o.callsites.samples,
-                  ",\"linked_exact\":", o.callsites.linked_exact,
-                  ",\"linked_nearby\":", o.callsites.linked_nearby,
-                  ",\"unlinked\":", o.callsites.unlinked, "},\"seconds\":{\"fetch\":", ctx.fetch_s,
-                  ",\"align\":", o.align_s, ",\"perfetto\":", o.perfetto_s, ",\"json\":", o.json_s,
-                  ",\"flamegraph\":", o.flame_s, "}}\n");
+  Json m = {{"job", ctx.job},
+            {"ranks_requested", ctx.ranks_requested},
+            {"last_n", ctx.last_n},
+            {"since_ns", ctx.since_ns},
+            {"ranks_total", ctx.ranks_total},
+            {"ranks_answered", ctx.ranks_answered},
+            {"missing", ctx.missing},
+            {"from_engine", ctx.from_engine},
+            {"truncated_daemons", ctx.truncated_daemons},
+            {"processes", std::move(processes)},
+            {"ops", o.ops},
+            {"packed_bytes", o.packed_bytes},
+            {"clock", ClockJson(o.clock)},
+            {"files",
+             {{"perfetto", o.perfetto_path},
+              {"json", o.json_path},
+              {"folded", o.folded_path},
+              {"svg", o.svg_path}}}};
+  if (perfetto) m["perfetto"] = StatsJson(o.perfetto);
+  if (json) m["json"] = StatsJson(o.json);
+  m["callsites"] = {{"samples", o.callsites.samples},
+                    {"linked_exact", o.callsites.linked_exact},
+                    {"linked_nearby", o.callsites.linked_nearby},
+                    {"unlinked", o.callsites.unlinked}};
+  m["seconds"] = {{"fetch", ctx.fetch_s},
+                  {"align", o.align_s},
+                  {"perfetto", o.perfetto_s},
+                  {"json", o.json_s},
+                  {"flamegraph", o.flame_s}};
   o.manifest_path = dir + "/dump.json";
-  XPU_RETURN_IF_ERROR(WriteText(o.manifest_path, m));
+  XPU_RETURN_IF_ERROR(WriteText(o.manifest_path, ::xpu::json::Dump(m) + "\n"));
   return o;
 }
 

@@ -23,7 +23,7 @@
 #include "absl/status/statusor.h"
 #include "common/analysis/trace.h"
 #include "xpu/record.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::timeline {
 

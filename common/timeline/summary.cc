@@ -11,31 +11,15 @@
 #include "common/analysis/stats.h"
 #include "common/analysis/steps.h"
 #include "common/analysis/void_time.h"
+#include "common/json/json.h"
 #include "common/record/op_kind.h"
 #include "common/timeline/trace_model.h"
 
 namespace xpu::timeline {
 namespace {
 
-std::string Json(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c < 0x20) {
-      absl::StrAppendFormat(&out, "\\u%04x", c);
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out + "\"";
-}
-
-std::string Num(double d) {
-  if (!(d == d)) return "0";
-  return absl::StrFormat("%.6g", d);
-}
+// Six significant digits (the figures are estimates); NaN as 0.
+double Num(double d) { return d == d ? json::Significant(d, 6) : 0.0; }
 
 }  // namespace
 
@@ -153,57 +137,72 @@ TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignme
   return out;
 }
 
-std::string ClockJson(const ClockAlignment& a) {
-  std::string o = absl::StrCat("{\"reference_rank\":", a.reference_rank,
-                               ",\"reference_host\":", Json(a.reference_host),
-                               ",\"instances\":", a.instances, ",\"hosts\":[");
-  for (size_t i = 0; i < a.hosts.size(); ++i) {
-    const HostOffset& h = a.hosts[i];
-    if (i) o += ",";
-    absl::StrAppend(&o, "{\"host\":", Json(h.host), ",\"offset_ns\":", h.offset_ns,
-                    ",\"samples\":", h.samples, ",\"spread_ns\":", Num(h.spread_ns),
-                    ",\"aligned\":", h.aligned ? "true" : "false", ",\"via\":", Json(h.via), "}");
+json::Json ClockJson(const ClockAlignment& a) {
+  json::Json hosts = json::Json::array();
+  for (const HostOffset& h : a.hosts) {
+    hosts.push_back({{"host", h.host},
+                     {"offset_ns", h.offset_ns},
+                     {"samples", h.samples},
+                     {"spread_ns", Num(h.spread_ns)},
+                     {"aligned", h.aligned},
+                     {"via", h.via}});
   }
-  return o + "]}";
+  return {{"reference_rank", a.reference_rank},
+          {"reference_host", a.reference_host},
+          {"instances", a.instances},
+          {"hosts", std::move(hosts)}};
 }
 
 std::string SummaryJson(const TimelineSummary& s) {
-  std::string o =
-      absl::StrCat("{\"job\":", Json(s.job), ",\"window_start_ns\":", s.window_start_ns,
-                   ",\"window_end_ns\":", s.window_end_ns, ",\"ops\":", s.ops, ",\"top\":[");
-  for (size_t i = 0; i < s.top.size(); ++i) {
-    const SignatureTime& t = s.top[i];
-    if (i) o += ",";
-    absl::StrAppend(&o, "{\"kind\":", Json(t.kind), ",\"name\":", Json(t.name),
-                    ",\"count\":", t.count, ",\"total_s\":", Num(t.total_s),
-                    ",\"share\":", Num(t.share), ",\"ranks\":", t.ranks, "}");
+  json::Json top = json::Json::array();
+  for (const SignatureTime& t : s.top) {
+    top.push_back({{"kind", t.kind},
+                   {"name", t.name},
+                   {"count", t.count},
+                   {"total_s", Num(t.total_s)},
+                   {"share", Num(t.share)},
+                   {"ranks", t.ranks}});
   }
-  o += "],\"ranks\":[";
-  for (size_t i = 0; i < s.ranks.size(); ++i) {
-    const RankSummary& r = s.ranks[i];
-    if (i) o += ",";
-    absl::StrAppend(
-        &o, "{\"rank\":", r.rank, ",\"host\":", Json(r.host),
-        ",\"exited\":", r.exited ? "true" : "false", ",\"ops\":", r.ops,
-        ",\"step_source\":", Json(r.step_source), ",\"steps\":", r.steps,
-        ",\"step_mean_ms\":", Num(r.step_mean_ms), ",\"step_p50_ms\":", Num(r.step_p50_ms),
-        ",\"step_max_ms\":", Num(r.step_max_ms), ",\"compute_s\":", Num(r.compute_s),
-        ",\"comm_s\":", Num(r.comm_s), ",\"copy_s\":", Num(r.copy_s), ",\"host_s\":", Num(r.host_s),
-        ",\"sync_s\":", Num(r.sync_s), ",\"v_inter\":", Num(r.v_inter),
-        ",\"v_minority\":", Num(r.v_minority), ",\"gemm_tflops\":", Num(r.gemm_tflops),
-        ",\"issue_compute_p50_us\":", Num(r.issue_compute_p50_us),
-        ",\"issue_comm_p50_us\":", Num(r.issue_comm_p50_us), "}");
+  json::Json ranks = json::Json::array();
+  for (const RankSummary& r : s.ranks) {
+    ranks.push_back({{"rank", r.rank},
+                     {"host", r.host},
+                     {"exited", r.exited},
+                     {"ops", r.ops},
+                     {"step_source", r.step_source},
+                     {"steps", r.steps},
+                     {"step_mean_ms", Num(r.step_mean_ms)},
+                     {"step_p50_ms", Num(r.step_p50_ms)},
+                     {"step_max_ms", Num(r.step_max_ms)},
+                     {"compute_s", Num(r.compute_s)},
+                     {"comm_s", Num(r.comm_s)},
+                     {"copy_s", Num(r.copy_s)},
+                     {"host_s", Num(r.host_s)},
+                     {"sync_s", Num(r.sync_s)},
+                     {"v_inter", Num(r.v_inter)},
+                     {"v_minority", Num(r.v_minority)},
+                     {"gemm_tflops", Num(r.gemm_tflops)},
+                     {"issue_compute_p50_us", Num(r.issue_compute_p50_us)},
+                     {"issue_comm_p50_us", Num(r.issue_comm_p50_us)}});
   }
-  o += "],\"communicators\":[";
-  for (size_t i = 0; i < s.comms.size(); ++i) {
-    const CommSummary& c = s.comms[i];
-    if (i) o += ",";
-    absl::StrAppend(&o, "{\"op\":", Json(c.op), ",\"comm_id\":", c.comm_id,
-                    ",\"nranks\":", c.nranks, ",\"bytes\":", c.bytes, ",\"count\":", c.count,
-                    ",\"busbw_GBps\":", Num(c.busbw_GBps), "}");
+  json::Json comms = json::Json::array();
+  for (const CommSummary& c : s.comms) {
+    comms.push_back({{"op", c.op},
+                     {"comm_id", c.comm_id},
+                     {"nranks", c.nranks},
+                     {"bytes", c.bytes},
+                     {"count", c.count},
+                     {"busbw_gbps", Num(c.busbw_GBps)}});
   }
-  absl::StrAppend(&o, "],\"clock\":", ClockJson(s.clock), "}\n");
-  return o;
+  json::Json o = {{"job", s.job},
+                  {"window_start_ns", s.window_start_ns},
+                  {"window_end_ns", s.window_end_ns},
+                  {"ops", s.ops},
+                  {"top", std::move(top)},
+                  {"ranks", std::move(ranks)},
+                  {"communicators", std::move(comms)},
+                  {"clock", ClockJson(s.clock)}};
+  return json::Dump(o) + "\n";
 }
 
 std::string SummaryText(const TimelineSummary& s) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json/json.h"
 #include "common/timeline/clock_align.h"
 #include "common/timeline/rank_dump.h"
 
@@ -63,7 +64,7 @@ TimelineSummary Summarize(const std::vector<RankDump>& ranks, const ClockAlignme
 std::string SummaryText(const TimelineSummary& s);
 std::string SummaryJson(const TimelineSummary& s);
 // Clock offsets as a JSON object (also used by dump.json).
-std::string ClockJson(const ClockAlignment& a);
+json::Json ClockJson(const ClockAlignment& a);
 
 }  // namespace xpu::timeline
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::timeline {
 

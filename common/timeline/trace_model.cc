@@ -60,8 +60,8 @@ std::string EventName(const analysis::OpSig& s) {
 const std::vector<std::string>& ArgNames() {
   static const auto* names = new std::vector<std::string>{
       "seq",        "stream",           "m",     "n",      "k",         "batch",   "dtype",
-      "gflop",      "tflops",           "bytes", "nranks", "comm_rank", "comm_id", "algbw_GBps",
-      "busbw_GBps", "issue_latency_us", "timed", "peer",   "callsite"};
+      "gflop",      "tflops",           "bytes", "nranks", "comm_rank", "comm_id", "algbw_gbps",
+      "busbw_gbps", "issue_latency_us", "timed", "peer",   "callsite"};
   return *names;
 }
 
@@ -97,8 +97,8 @@ void EventArgs(const analysis::OpSig& s, const analysis::Op& op, std::vector<Arg
     u("comm_id", s.comm_id);
     if (s.peer >= 0) i("peer", s.peer);
     if (op.timed() && secs > 0) {
-      d("algbw_GBps", s.bytes / secs * 1e-9);
-      d("busbw_GBps", s.bytes * s.busbw_factor / secs * 1e-9);
+      d("algbw_gbps", s.bytes / secs * 1e-9);
+      d("busbw_gbps", s.bytes * s.busbw_factor / secs * 1e-9);
     }
   }
   if (op.issue_valid()) d("issue_latency_us", op.issue_latency_ns * 1e-3);

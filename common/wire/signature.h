@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "xpu/record.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::wire {
 

@@ -25,7 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 

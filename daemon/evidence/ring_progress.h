@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::ring {
 class RingReader;

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "engine/history/baselines.h"
 #include "engine/history/store.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/history.grpc.pb.h"
 
 namespace xpu::engine::history {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "engine/profile/profile_monitor.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/profile.grpc.pb.h"
 
 namespace xpu::engine::profile {
 

@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "xpu/record.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::engine {
 

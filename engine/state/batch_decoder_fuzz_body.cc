@@ -5,7 +5,8 @@
 #include <cstring>
 
 #include "engine/state/batch_decoder.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::engine {
 namespace {

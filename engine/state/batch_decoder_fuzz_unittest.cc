@@ -6,7 +6,8 @@
 #include <random>
 
 #include "engine/state/batch_decoder_fuzz_body.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::engine {
 namespace {

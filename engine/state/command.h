@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::engine {
 

@@ -23,7 +23,7 @@
 #include "engine/state/batch_decoder.h"
 #include "engine/state/collective_table.h"
 #include "xpu/record.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::engine {
 

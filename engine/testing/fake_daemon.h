@@ -14,7 +14,8 @@
 
 #include "engine/engine.h"
 #include "engine/state/batch_builder.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine::testing {
 

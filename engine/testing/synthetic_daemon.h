@@ -25,7 +25,8 @@
 #include "common/timeline/synthetic_job.h"
 #include "engine/state/batch_builder.h"
 #include "xpu/record.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine::testing {
 

@@ -30,7 +30,8 @@
 #include "absl/status/status.h"
 #include "engine/state/command.h"
 #include "engine/state/registry.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/ingest.pb.h"
+#include "xpu/v1/query.pb.h"
 
 namespace xpu::engine::timeline {
 

@@ -48,7 +48,7 @@ TEST(DetectorConfigTest, EngineRefusesBadConfigAndUrlsAtStart) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(std::string(e.status().message()).find("no_such.key"), std::string::npos) << e.status();
   o = testing::TestOptions();
-  o.alertmanager_url = "https://am:9093";
+  o.alertmanager_url = "ftp://am:9093";  // not http(s)
   EXPECT_FALSE(Engine::Start(o).ok());
   o = testing::TestOptions();
   o.detector_config = testing::TempPath("good.conf");

@@ -14,7 +14,9 @@
 #include "engine/engine.h"
 #include "engine/testing/fake_daemon.h"
 #include "tests/scenarios/synthetic_job.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/history.grpc.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::scenarios {
 namespace {

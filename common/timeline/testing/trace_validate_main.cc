@@ -4,60 +4,52 @@
 #include <cstdio>
 #include <string>
 
+#include "common/cli/flags.h"
+#include "common/json/json.h"
 #include "common/timeline/testing/trace_validator.h"
 
 using xpu::timeline::testing::ValidatedTrace;
-
-static std::string Quote(const std::string& s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') o.push_back('\\');
-    if (c < 0x20) continue;
-    o.push_back(static_cast<char>(c));
-  }
-  return o + "\"";
-}
+using xpu::json::Json;
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::string(argv[1]) != "--perfetto" && std::string(argv[1]) != "--json")) {
-    std::fprintf(stderr, "usage: xpu-trace-validate --perfetto|--json FILE\n");
+  CLI::App app(
+      "xpu-trace-validate: checks a trace written by `xpu timeline dump` and prints "
+      "what it holds as JSON.");
+  xpu::flags::Configure(app, "xpu-trace-validate");
+  std::string perfetto, chrome;
+  auto* p = app.add_option("--perfetto", perfetto, "Perfetto trace to validate")->type_name("FILE");
+  auto* j =
+      app.add_option("--json", chrome, "Chrome trace-event JSON to validate")->type_name("FILE");
+  p->excludes(j);
+  app.footer("Exit codes: 0 valid, 1 not valid, 64 usage.");
+  if (int rc = xpu::flags::ParseMain(app, argc, argv, 64); rc >= 0) return rc;
+  if (perfetto.empty() == chrome.empty()) {
+    std::fputs("xpu-trace-validate: give --perfetto FILE or --json FILE\n", stderr);
     return 64;
   }
-  const bool perfetto = std::string(argv[1]) == "--perfetto";
-  ValidatedTrace v = perfetto ? xpu::timeline::testing::ValidatePerfettoFile(argv[2])
-                              : xpu::timeline::testing::ValidateChromeJsonFile(argv[2]);
-  std::string o = "{\"ok\":" + std::string(v.ok() ? "true" : "false") + ",\"errors\":[";
-  for (size_t i = 0; i < v.errors.size() && i < 20; ++i) o += (i ? "," : "") + Quote(v.errors[i]);
-  o += "],\"packets\":" + std::to_string(v.packets) +
-       ",\"processes\":" + std::to_string(v.processes) + ",\"tracks\":" + std::to_string(v.tracks) +
-       ",\"slices\":" + std::to_string(v.slices) + ",\"instants\":" + std::to_string(v.instants) +
-       ",\"flows\":" + std::to_string(v.flows) +
-       ",\"min_ts\":" + std::to_string(v.min_ts == UINT64_MAX ? 0 : v.min_ts) +
-       ",\"max_ts\":" + std::to_string(v.max_ts) + ",\"process_names\":{";
-  bool first = true;
-  for (const auto& [pid, name] : v.process_names) {
-    o += (first ? "" : ",") + Quote(std::to_string(pid)) + ":" + Quote(name);
-    first = false;
-  }
-  o += "},\"events_by_pid\":{";
-  first = true;
-  for (const auto& [pid, n] : v.events_by_pid) {
-    o += (first ? "" : ",") + Quote(std::to_string(pid)) + ":" + std::to_string(n);
-    first = false;
-  }
-  o += "},\"names\":{";
-  first = true;
-  for (const auto& [name, n] : v.slices_by_name) {
-    o += (first ? "" : ",") + Quote(name) + ":" + std::to_string(n);
-    first = false;
-  }
-  o += "},\"callsites\":{";
-  first = true;
-  for (const auto& [key, n] : v.callsites) {
-    o += (first ? "" : ",") + Quote(key) + ":" + std::to_string(n);
-    first = false;
-  }
-  o += "}}\n";
-  std::fputs(o.c_str(), stdout);
+  ValidatedTrace v = !perfetto.empty()
+                         ? xpu::timeline::testing::ValidatePerfettoFile(perfetto)
+                         : xpu::timeline::testing::ValidateChromeJsonFile(chrome);
+  Json errors = Json::array();
+  for (size_t i = 0; i < v.errors.size() && i < 20; ++i) errors.push_back(v.errors[i]);
+  Json process_names = Json::object();
+  for (const auto& [pid, name] : v.process_names) process_names[std::to_string(pid)] = name;
+  Json events_by_pid = Json::object();
+  for (const auto& [pid, n] : v.events_by_pid) events_by_pid[std::to_string(pid)] = n;
+  Json o = {{"ok", v.ok()},
+            {"errors", std::move(errors)},
+            {"packets", v.packets},
+            {"processes", v.processes},
+            {"tracks", v.tracks},
+            {"slices", v.slices},
+            {"instants", v.instants},
+            {"flows", v.flows},
+            {"min_ts", v.min_ts == UINT64_MAX ? 0 : v.min_ts},
+            {"max_ts", v.max_ts},
+            {"process_names", std::move(process_names)},
+            {"events_by_pid", std::move(events_by_pid)},
+            {"names", v.slices_by_name},
+            {"callsites", v.callsites}};
+  std::fputs((xpu::json::Dump(o) + "\n").c_str(), stdout);
   return v.ok() ? 0 : 1;
 }
