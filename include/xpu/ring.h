@@ -81,6 +81,8 @@ enum xpu_counter {
   XPU_CNT_PLUGIN_EVENTS = 13, /* events received from the NCCL profiler plugin */
   XPU_CNT_PY_EVENTS = 14,     /* host events from the Python side */
   XPU_CNT_INTERNAL = 15,      /* any other internal failure */
+  XPU_CNT_RING_NOT_SEALED = 16,   /* the memfd could not be sealed against shrinking */
+  XPU_CNT_RING_FILE_REFUSED = 17, /* XPU_RING_DIR not private: a sealed memfd was used */
   XPU_CNT_MAX = 32
 };
 
