@@ -72,8 +72,9 @@ Authorizer::Authorizer(AuthorizerOptions options, const LocalIdentityServer* loc
 
 Caller Authorizer::IdentifyToken(std::string_view token, const grpc::ServerContext* ctx) const {
   if (!token.empty()) {
-    if (local_ != nullptr && token.rfind(rpc::kLocalTokenPrefix, 0) == 0) {
-      if (std::optional<LocalGrant> g = local_->Lookup(token, now_())) {
+    const LocalIdentityServer* local = local_.load();
+    if (local != nullptr && token.rfind(rpc::kLocalTokenPrefix, 0) == 0) {
+      if (std::optional<LocalGrant> g = local->Lookup(token, now_())) {
         Caller c;
         c.uid = g->uid;
         c.name = absl::StrCat("uid ", g->uid);

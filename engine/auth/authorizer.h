@@ -22,6 +22,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -52,6 +53,9 @@ class Authorizer {
 
   Authorizer(AuthorizerOptions options, const LocalIdentityServer* local, OwnerOf owner_of,
              Now now);
+  // The identity socket starts once the engine knows its port, after the
+  // services exist: set once, before or while calls arrive.
+  void SetLocalIdentity(const LocalIdentityServer* local) { local_.store(local); }
 
   // The caller of a gRPC call (metadata token, then certificate).
   Caller Identify(const grpc::ServerContext& ctx) const;
@@ -72,7 +76,7 @@ class Authorizer {
 
  private:
   const AuthorizerOptions options_;
-  const LocalIdentityServer* const local_;  // may be null
+  std::atomic<const LocalIdentityServer*> local_;  // may be null
   const OwnerOf owner_of_;
   const Now now_;
 };
