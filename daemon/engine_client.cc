@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
+#include "common/rpc/local_identity.h"
 #include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon {
@@ -382,7 +383,16 @@ bool EngineClient::Handshake(Stream* stream) {
   hello->set_host(options_.host);
   hello->set_pid(static_cast<uint32_t>(getpid()));
   hello->set_version(options_.version);
-  hello->set_token(options_.token);
+  if (!options_.token.empty()) {
+    hello->set_token(options_.token);
+  } else if (absl::StatusOr<std::string> local = rpc::FetchLocalIdentity(
+                 options_.target,
+                 static_cast<int>(std::min<uint64_t>(options_.ack_timeout_ms, 2000)));
+             local.ok()) {
+    // An engine on this host names our uid itself (its identity socket); a
+    // new token for every connection, since a restarted engine knows none.
+    hello->set_token(*local);
+  }
   if (!stream->Write(hello_msg)) return false;
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, std::chrono::milliseconds(options_.ack_timeout_ms),
