@@ -155,7 +155,7 @@ TEST_F(IngestTest, TokenRequiredWhenConfigured) {
 // Query, HangQuery, ProfileQuery and History share one token check
 // (common/rpc/token.h): no token or a wrong one (also one that is a prefix
 // of the right one) is UNAUTHENTICATED on every service; the right one gets
-// through to the service's own answer.
+// through to the service's own answer (here: no such job).
 TEST_F(IngestTest, EveryQueryServiceChecksTheSameToken) {
   EngineOptions o = TestOptions();
   o.token_file = testing::TempPath("token");
@@ -206,13 +206,12 @@ TEST_F(IngestTest, EveryQueryServiceChecksTheSameToken) {
   xpu::v1::HangRequest hreq;
   hreq.set_job("job1");
   xpu::v1::HangReply hrep;
-  EXPECT_TRUE(hang->Get(&c2, hreq, &hrep).ok());  // found: false, no hang seen
-  EXPECT_FALSE(hrep.found());
+  // The service's own answer: no such job.
+  EXPECT_EQ(hang->Get(&c2, hreq, &hrep).error_code(), grpc::StatusCode::NOT_FOUND);
   xpu::v1::ProfileRequest preq;
   preq.set_job("job1");
   xpu::v1::ProfileResult prep;
-  EXPECT_TRUE(profile->Latest(&c3, preq, &prep).ok());
-  EXPECT_FALSE(prep.found());
+  EXPECT_EQ(profile->Latest(&c3, preq, &prep).error_code(), grpc::StatusCode::NOT_FOUND);
   xpu::v1::CalibrationsReply crep;
   EXPECT_TRUE(history->Calibrations(&c4, xpu::v1::CalibrationsRequest(), &crep).ok());
 }

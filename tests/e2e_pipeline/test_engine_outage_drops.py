@@ -13,7 +13,7 @@ usage: test_engine_outage_drops.py PATHS_JSON
 import os
 import signal
 
-from pipeline_harness import (RingDump, check, check_hook_accounting, engine_ranks, log, metric,
+from pipeline_harness import (RingDump, check, check_hook_accounting, engine_ranks, log, metric_sum,
                               run_test, wait_for, wait_ranks_alive)
 
 NPROC = 8
@@ -83,7 +83,7 @@ def body(pipe):
                                                          rank_drops - hook_drops))
 
     def metric_settled():
-        v = metric(pipe.metrics(engine2), "xpu_records_dropped_total", job=job.job)
+        v = metric_sum(pipe.metrics(engine2), "xpu_records_dropped_total", job=job.job)
         return v == rank_drops
 
     wait_for(metric_settled, 15, "xpu_records_dropped_total{job} == %d" % rank_drops)
