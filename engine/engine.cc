@@ -60,6 +60,20 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const
   return grpc::SslServerCredentials(ssl);
 }
 
+bool AnyToken(const EngineOptions& o) {
+  return !o.token_file.empty() || !o.read_token_file.empty() || !o.act_token_file.empty() ||
+         !o.admin_token_file.empty() || !o.ingest_token_file.empty();
+}
+
+IngestLimits LimitsFrom(const EngineOptions& o) {
+  IngestLimits limits;
+  limits.max_jobs = o.max_jobs;
+  limits.max_ranks_per_job = o.max_ranks_per_job;
+  limits.max_processes_per_stream = o.max_processes_per_stream;
+  limits.max_job_buffer_bytes = o.max_job_buffer_mb << 20;
+  return limits;
+}
+
 absl::StatusOr<int64_t> GroupId(const std::string& name, const char* flag) {
   if (name.empty()) return -1;
   std::vector<char> buf(16384);
@@ -118,6 +132,30 @@ JobSeed SeedFromStore(history::Store* store, const std::string& job) {
 
 }  // namespace
 
+absl::Status Engine::OpenStore(const EngineOptions& o) {
+  history::StoreOptions so;
+  XPU_ASSIGN_OR_RETURN(so.file_gid, GroupId(o.db_group, "--db-group"));
+  so.file_mode = so.file_gid >= 0 ? 0640 : 0600;
+  so.max_db_bytes = o.db_max_mb << 20;
+  so.max_pending_rows = o.db_retry_rows;
+  XPU_ASSIGN_OR_RETURN(store_, history::Store::Open(o.db, so));
+  XPU_ASSIGN_OR_RETURN(const std::vector<JobSummary> jobs, store_->LoadJobs());
+  for (const JobSummary& j : jobs) registry_.AddHistoricalJob(j);
+  registry_.SetJobSeeder(
+      [store = store_.get()](const std::string& job) { return SeedFromStore(store, job); });
+  metrics_.SetRefresh([store = store_.get(), m = &metrics_] {
+    const history::StoreStatus st = store->Status();
+    m->SetStore(st.degraded, st.write_failures, st.rows_pending, st.rows_dropped);
+  });
+  metrics_.SetHealthCheck([store = store_.get()] {
+    const history::StoreStatus st = store->Status();
+    if (!st.degraded) return std::string("ok");
+    return absl::StrCat("degraded: history writes failing (", st.error, "); ", st.rows_pending,
+                        " rows waiting, ", st.rows_dropped, " dropped");
+  });
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
   XPU_RETURN_IF_ERROR(ValidateSecurity(o));
   // Slowdown-detector thresholds and notification URLs are checked before
@@ -146,26 +184,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   e->engine_id_ = MakeEngineId(start_ns);
 
   XPU_RETURN_IF_ERROR(e->SetUpAccess(o));
-  history::StoreOptions so;
-  XPU_ASSIGN_OR_RETURN(so.file_gid, GroupId(o.db_group, "--db-group"));
-  so.file_mode = so.file_gid >= 0 ? 0640 : 0600;
-  so.max_db_bytes = o.db_max_mb << 20;
-  so.max_pending_rows = o.db_retry_rows;
-  XPU_ASSIGN_OR_RETURN(e->store_, history::Store::Open(o.db, so));
-  XPU_ASSIGN_OR_RETURN(const std::vector<JobSummary> jobs, e->store_->LoadJobs());
-  for (const JobSummary& j : jobs) e->registry_.AddHistoricalJob(j);
-  e->registry_.SetJobSeeder(
-      [store = e->store_.get()](const std::string& job) { return SeedFromStore(store, job); });
-  e->metrics_.SetRefresh([store = e->store_.get(), m = &e->metrics_] {
-    const history::StoreStatus st = store->Status();
-    m->SetStore(st.degraded, st.write_failures, st.rows_pending, st.rows_dropped);
-  });
-  e->metrics_.SetHealthCheck([store = e->store_.get()] {
-    const history::StoreStatus st = store->Status();
-    if (!st.degraded) return std::string("ok");
-    return absl::StrCat("degraded: history writes failing (", st.error, "); ", st.rows_pending,
-                        " rows waiting, ", st.rows_dropped, " dropped");
-  });
+  XPU_RETURN_IF_ERROR(e->OpenStore(o));
 
   e->detectors_.push_back(std::make_unique<RankLivenessDetector>(e->registry_.silent_after_ns()));
   // Hang diagnosis (engine/hang/): its findings enter the window tick.
@@ -215,13 +234,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     XPU_RETURN_IF_ERROR(e->metrics_.Serve(o.metrics_addr));
   }
 
-  IngestLimits limits;
-  limits.max_jobs = o.max_jobs;
-  limits.max_ranks_per_job = o.max_ranks_per_job;
-  limits.max_processes_per_stream = o.max_processes_per_stream;
-  limits.max_job_buffer_bytes = o.max_job_buffer_mb << 20;
   e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, *e->authorizer_,
-                                               e->engine_id_, e->store_.get(), limits);
+                                               e->engine_id_, e->store_.get(), LimitsFrom(o));
   e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(),
                                              *e->authorizer_, e->engine_id_, flags::Version(),
                                              start_ns);
@@ -257,10 +271,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
               o.listen, e->port_, e->metrics_.port(), o.db);
   Log()->info("access: local identity {}, tokens {}, client certificates {}",
               e->identity_ ? "@" + e->identity_->name() : std::string("off"),
-              o.token_file.empty() && o.read_token_file.empty() && o.act_token_file.empty() &&
-                      o.admin_token_file.empty() && o.ingest_token_file.empty()
-                  ? "none"
-                  : "configured",
+              AnyToken(o) ? "configured" : "none",
               o.tls_client_ca.empty() ? "not required" : "required");
   return e;
 }

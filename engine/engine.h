@@ -84,6 +84,9 @@ class Engine {
   // follows once the port is known (StartIdentity).
   absl::Status SetUpAccess(const EngineOptions& o);
   absl::Status StartIdentity(const EngineOptions& o);
+  // The history database (modes, page limit, retry buffer), the jobs it
+  // holds, and /healthz and the metrics that tell of its writes.
+  absl::Status OpenStore(const EngineOptions& o);
 
   EngineOptions options_;
   std::string engine_id_;

@@ -26,11 +26,12 @@ for t in $targets; do
     status=1
     continue
   fi
+  bin=$(realpath "$bin")
   corpus="$build/corpus/$t"
   mkdir -p "$corpus"
   log="$build/$t.log"
   echo "fuzz: $t for ${seconds}s (log $log)"
-  if ! (cd "$build" && "$(realpath "$bin")" -max_total_time="$seconds" -print_final_stats=1 \
+  if ! (cd "$build" && "$bin" -max_total_time="$seconds" -print_final_stats=1 \
         "corpus/$t" >"$t.log" 2>&1); then
     echo "fuzz: $t FAILED; see $log" >&2
     status=1
