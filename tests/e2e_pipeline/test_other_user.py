@@ -183,7 +183,7 @@ def run(pipe, name, uid, gid):
     check(job.wait() == 0, "root's job failed")
     rings = job.rings()
     check_hook_accounting(job, rings)
-    check_engine_matches_rings(pipe, engine.addr, job.job, rings)
+    check_engine_matches_rings(pipe, engine.addr, job, rings)
     # Root still acts on its own job.
     pipe.cli(engine.addr, "ranks", "--job", job.job)
     shutil.rmtree(home, ignore_errors=True)
