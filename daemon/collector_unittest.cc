@@ -139,6 +139,7 @@ TEST(CollectorTest, DisconnectDrainsThenExitsOnceAndIsRetained) {
   // History stays queryable until retention ends.
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   cmd.set_job("job");
   xpu::v1::CommandReply reply;
   c.HandleCommand(cmd, &reply);
@@ -182,6 +183,7 @@ TEST(CollectorTest, HistoryCommandFiltersByJobRanksLastNAndSince) {
     xpu::v1::Command cmd;
     cmd.set_command_id(5);
     cmd.set_kind("history");
+    cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
     cmd.set_job("job");
     for (int r : ranks) cmd.add_ranks(r);
     cmd.set_last_n(last_n);
@@ -210,6 +212,7 @@ TEST(CollectorTest, HistoryCommandFiltersByJobRanksLastNAndSince) {
   EXPECT_EQ(since.processes(0).records().size() / 32, 5u);
   xpu::v1::Command bad;
   bad.set_kind("flamegraph");
+  bad.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   c.HandleCommand(bad, &reply);
   EXPECT_FALSE(reply.ok());
@@ -229,6 +232,7 @@ TEST(CollectorTest, HistoryReplyIsBoundedAndSaysSo) {
   c.DrainOnce(1);
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   c.HandleCommand(cmd, &reply);
   size_t n = 0;

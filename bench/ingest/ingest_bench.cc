@@ -111,6 +111,13 @@ void RunStream(int port, int stream_id, const Args& a, std::atomic<bool>& stop, 
     res->error = "hello not accepted";
     return;
   }
+  // The engine acknowledges every batch: read them as a daemon does, or its
+  // writes stall on flow control.
+  std::thread acks([&stream] {
+    xpu::v1::EngineMessage m;
+    while (stream->Read(&m)) {
+    }
+  });
   // One message per rank; signatures only in the first round.
   std::vector<xpu::v1::DaemonMessage> first(a.ranks), rest(a.ranks);
   std::vector<std::vector<size_t>> coll_offsets(a.ranks);
@@ -167,6 +174,7 @@ void RunStream(int port, int stream_id, const Args& a, std::atomic<bool>& stop, 
     first_round = false;
   }
   stream->WritesDone();
+  acks.join();
   grpc::Status st = stream->Finish();
   if (!st.ok()) {
     res->ok = false;
