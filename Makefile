@@ -7,6 +7,7 @@
 #   make images         engine, node and demo images (buildah, podman or docker)
 #   make stack          engine + Prometheus + Alertmanager + Grafana (compose)
 #   make deploy-check   the deployment kit's checks (part of make test)
+#   make fuzz [FUZZ_SECONDS=600]  every libFuzzer target (clang) for that long each
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SYS_PYTHON ?= /usr/bin/python3
@@ -32,7 +33,7 @@ DESTDIR ?=
 STRIP ?= 0
 
 .PHONY: all deps configure build test demo clean bundle install install-only install-demo \
-  images image-deps stack stack-down deploy-check deploy-tools asan tsan
+  images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz
 
 # ccache, when installed, for the sanitizer builds too.
 CCACHE := $(shell command -v ccache 2>/dev/null)
@@ -105,5 +106,13 @@ asan tsan: deps
 	cmake --build --preset $@ -j$(JOBS)
 	ctest --preset $@ -j$(JOBS)
 
+# Every fuzz target of untrusted input (ring readers of the daemon and of the
+# Python module, the engine's batch decoder) under libFuzzer with ASan/UBSan,
+# FUZZ_SECONDS each (build-fuzz/, corpora kept in build-fuzz/corpus/). The
+# fast form of each runs in make test (ctest -L fuzz and *_fuzz_unittest).
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	tools/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -84,21 +84,60 @@ JobState::JobState(std::string job, std::string job_name, size_t ring_capacity, 
       last_seen_ns_(now_ns),
       window_start_ns_(now_ns) {}
 
+std::string_view LossReasonName(int reason) {
+  static constexpr std::string_view kNames[kLossReasons] = {
+      "ring_full",      "ring_corrupt",  "ring_lapped",     "ring_abandoned",
+      "ring_resync",    "daemon_restart", "daemon_buffer", "engine_rejected",
+      "undefined_signature"};
+  return reason >= 0 && reason < kLossReasons ? kNames[reason] : "unknown";
+}
+
+std::string JobState::ProcessKey(const xpu::v1::ProcessIdentity& id) {
+  return id.rank() >= 0 ? absl::StrCat("rank:", id.rank())
+                        : absl::StrCat("pid:", id.pid(), "@", id.host());
+}
+
+void JobState::SetSeed(JobSeed seed) {
+  seed_ = std::move(seed);
+  if (owner_uid_ < 0) owner_uid_ = seed_.owner_uid;
+}
+
+uint64_t JobState::Dropped() const {
+  uint64_t total = 0;
+  for (const auto& [k, p] : processes_) total = std::max(total, total + p->dropped);
+  return total;
+}
+
 ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
                                            const std::string& daemon_id, uint64_t now_ns) {
-  std::string key = id.rank() >= 0 ? absl::StrCat("rank:", id.rank())
-                                   : absl::StrCat("pid:", id.pid(), "@", id.host());
+  const std::string key = ProcessKey(id);
   auto& slot = processes_[key];
   if (!slot) {
     slot = std::make_unique<ProcessState>(key, ring_capacity_);
     slot->first_seen_ns = now_ns;
     slot->identity = id;
+    if (owner_uid_ < 0) owner_uid_ = id.uid();
+    // The same process, recorded before this engine restarted: its counts
+    // go on, and records it had already are not taken twice.
+    auto seed = seed_.ranks.find(key);
+    if (seed != seed_.ranks.end()) {
+      const RankSeed& r = seed->second;
+      if (r.pid == id.pid() && r.host == id.host() && r.start_ticks == id.start_time_ticks()) {
+        slot->records = r.records;
+        slot->next_position = r.next_position;
+        slot->unknown_sig = r.undefined_signature;
+        records_ += r.records;
+      }
+      seed_.ranks.erase(seed);
+    }
   } else if (slot->identity.pid() != id.pid() || slot->identity.host() != id.host()) {
-    // Restarted rank: signature ids belong to the old process.
+    // Restarted rank: signature ids and ring positions belong to the old
+    // process.
     slot->sigs.Clear();
     slot->window_gemm.clear();
     slot->identity = id;
     slot->liveness = Liveness::kAlive;
+    slot->next_position = 0;
   }
   // The hook publishes the GPU model after its first traced op, so it often
   // arrives in a later batch than the identity; once known it stays (an
@@ -160,10 +199,21 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
 void JobState::ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, uint64_t now_ns) {
   if (pb.has_counters()) {
     p.counters = pb.counters();
-    uint64_t hook_dropped =
-        p.counters.hook_size() > XPU_CNT_DROPPED_FULL ? p.counters.hook(XPU_CNT_DROPPED_FULL) : 0;
-    p.dropped = hook_dropped + p.counters.records_lapped() + p.counters.records_dropped_daemon();
+    const xpu::v1::ProcessCounters& c = p.counters;
+    p.lost[kLossRingFull] = c.hook_size() > XPU_CNT_DROPPED_FULL ? c.hook(XPU_CNT_DROPPED_FULL) : 0;
+    p.lost[kLossRingCorrupt] = c.records_corrupt();
+    p.lost[kLossRingLapped] = c.records_lapped();
+    p.lost[kLossRingAbandoned] = c.records_abandoned();
+    p.lost[kLossRingResync] = c.records_resync();
+    p.lost[kLossDaemonRestart] = c.records_restart();
+    p.lost[kLossDaemonBuffer] = c.records_dropped_daemon();
+    p.lost[kLossEngineRejected] = c.records_rejected();
   }
+  p.lost[kLossUndefinedSignature] = p.unknown_sig;
+  // Counts from other processes: a sum that could wrap saturates instead.
+  uint64_t total = 0;
+  for (uint64_t v : p.lost) total = total + v < total ? UINT64_MAX : total + v;
+  p.dropped = total;
   for (const auto& w : pb.windows()) {
     p.daemon_windows.push_back(w);
     if (p.daemon_windows.size() > kMaxDaemonWindows) p.daemon_windows.pop_front();

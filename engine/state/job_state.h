@@ -10,6 +10,7 @@
 #ifndef XPU_ENGINE_STATE_JOB_STATE_H_
 #define XPU_ENGINE_STATE_JOB_STATE_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -56,6 +57,25 @@ struct KindCounts {
   void Merge(const KindCounts& o);
 };
 
+// Why a record a rank's hook wrote never reached the engine's analysis
+// (RankInfo.lost, xpu_records_dropped_total{reason}; docs/reliability.md):
+// in the hook (ring full), in the ring (corrupt, lapped, abandoned, skipped
+// by a resync), in the daemon (lost to its restart, shed from its buffer),
+// in the engine (refused, naming a signature never defined).
+enum LossReason {
+  kLossRingFull = 0,
+  kLossRingCorrupt,
+  kLossRingLapped,
+  kLossRingAbandoned,
+  kLossRingResync,
+  kLossDaemonRestart,
+  kLossDaemonBuffer,
+  kLossEngineRejected,
+  kLossUndefinedSignature,
+  kLossReasons
+};
+std::string_view LossReasonName(int reason);
+
 struct GemmAccum {
   uint64_t count = 0;
   uint64_t total_ns = 0;
@@ -77,7 +97,13 @@ struct ProcessState {
   uint64_t last_record_ns = 0;     // host clock: latest record end
   uint64_t records = 0;
   uint64_t unknown_sig = 0;
-  uint64_t dropped = 0;  // hook + daemon drops (cumulative, reported)
+  uint64_t dropped = 0;  // every loss of lost[] (cumulative, saturating)
+  std::array<uint64_t, kLossReasons> lost{};           // by LossReason
+  std::array<uint64_t, kLossReasons> lost_reported{};  // what the metrics have seen
+  // Ring position of the next record not yet received: a record sent again
+  // (daemon reconnect or restart) below it is dropped as a duplicate.
+  uint64_t next_position = 0;
+  uint64_t duplicates = 0;
   xpu::v1::ProcessCounters counters;
   std::deque<xpu::v1::WindowSummary> daemon_windows;  // bounded
   // Current window.
@@ -115,6 +141,22 @@ struct WindowSummaryRow {
   std::vector<CollectiveWindowRow> collectives;
 };
 
+// What a restarted engine knows of a rank from its history (store): the
+// record count and position it had recorded durably, for the same process
+// (pid, host, start time) only.
+struct RankSeed {
+  int32_t pid = 0;
+  std::string host;
+  uint64_t start_ticks = 0;
+  uint64_t records = 0;
+  uint64_t next_position = 0;
+  uint64_t undefined_signature = 0;
+};
+struct JobSeed {
+  int64_t owner_uid = -1;
+  std::map<std::string, RankSeed> ranks;  // by ProcessState::key
+};
+
 class JobState {
  public:
   JobState(std::string job, std::string job_name, size_t ring_capacity, uint64_t now_ns);
@@ -130,6 +172,19 @@ class JobState {
   // Applies decoded records of one process (sig ids already validated).
   void ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, uint64_t now_ns);
   void ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, uint64_t now_ns);
+  // The key of the process an identity belongs to ("rank:N" or "pid:P@H").
+  static std::string ProcessKey(const xpu::v1::ProcessIdentity& id);
+  // History of this job from before a restart (applied as processes appear).
+  void SetSeed(JobSeed seed);
+  // uid of the job's processes (the first one seen); -1 until known.
+  int64_t owner_uid() const { return owner_uid_; }
+  // Bytes of recent-record rings held by the job's processes.
+  uint64_t ring_bytes() const {
+    return static_cast<uint64_t>(processes_.size()) * ring_capacity_ * sizeof(xpu_record_v1);
+  }
+  uint64_t ring_bytes_per_process() const { return ring_capacity_ * sizeof(xpu_record_v1); }
+  // Every loss of the job's processes (saturating).
+  uint64_t Dropped() const;
   // Registers the communicator of a newly defined collective signature.
   void NoteSignature(const ProcessState& p, const SignatureInfo& s);
   // Closes the current window and returns its summary; resets accumulators.
@@ -161,6 +216,8 @@ class JobState {
   uint64_t last_seen_ns_;
   uint64_t window_start_ns_;
   uint64_t records_ = 0;
+  int64_t owner_uid_ = -1;
+  JobSeed seed_;
   std::map<std::string, std::unique_ptr<ProcessState>> processes_;
   CollectiveTable collectives_;
   std::map<uint64_t, Communicator> comms_;
