@@ -66,7 +66,9 @@ absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable&
   out->resize(base + n);
   // One bulk copy, then compact in place: unknown ids are rare, so this is
   // one memcpy and one pass.
-  std::memcpy(out->data() + base, blob.data(), n * sizeof(xpu_record_v1));
+  if (n > 0) {  // memcpy's pointers must be valid even for zero bytes
+    std::memcpy(out->data() + base, blob.data(), n * sizeof(xpu_record_v1));
+  }
   xpu_record_v1* w = out->data() + base;
   const xpu_record_v1* r = w;
   const xpu_record_v1* end = w + n;
