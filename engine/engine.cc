@@ -238,6 +238,9 @@ std::vector<Diagnosis> Engine::TickWindow() {
       row = job->CloseWindow(now);
       for (auto& d : detectors_) d->OnWindow(*job, sink);
       if (recorder_) recorder_->OnWindow(*job, sink.out, now);
+      // The window's records were read: give their memory back.
+      if (views_) views_->Release(job->job());
+      job->TrimRings();
       summary = Summarize(*job);
       size_t by_state[3] = {0, 0, 0};
       for (const auto& [key, p] : job->processes()) {
