@@ -11,6 +11,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -106,6 +107,43 @@ std::string FindEngineBinary() {
     if (access(p.c_str(), X_OK) == 0) return std::filesystem::weakly_canonical(p, ec).string();
   }
   return "";
+}
+
+std::string FindCliBinary() {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const std::filesystem::path dir = self.parent_path();
+  for (const std::filesystem::path& p : {dir / "xpu", dir / ".." / "xpu_cli" / "xpu"}) {
+    if (access(p.c_str(), X_OK) == 0) return std::filesystem::weakly_canonical(p, ec).string();
+  }
+  return "";
+}
+
+TimedRun RunTimed(const std::vector<std::string>& argv) {
+  TimedRun r;
+  if (argv.empty()) return r;
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid < 0) return r;
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    if (null >= 0) {
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
 }
 
 absl::StatusOr<std::unique_ptr<EngineProcess>> EngineProcess::Start(

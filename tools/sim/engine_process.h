@@ -61,6 +61,17 @@ class EngineProcess {
 // The xpu-engine next to this program (the installed bin/ directory, or the
 // build tree's engine/ folder); "" when none is found.
 std::string FindEngineBinary();
+// The `xpu` CLI next to this program (or in the build tree's tools/xpu_cli
+// folder); "" when none is found.
+std::string FindCliBinary();
+// Runs `argv` (argv[0] a path) with stdout and stderr sent to /dev/null and
+// waits for it. Returns the wall-clock seconds and the exit status (-1 when it
+// could not run or was killed).
+struct TimedRun {
+  double wall_s = 0;
+  int exit_status = -1;
+};
+TimedRun RunTimed(const std::vector<std::string>& argv);
 // Parses "0-3,8" into CPU numbers.
 absl::StatusOr<std::vector<int>> ParseCpuList(const std::string& s);
 // Raises RLIMIT_NOFILE to its hard limit (many streams need many sockets).

@@ -91,6 +91,9 @@ class Simulation {
   void PrintProgress(int w, const WindowStats& s);
   SimReport Report();
   json::Json EngineJson();
+  // Times `xpu status` and `xpu diagnose --job J` against the engine while
+  // it holds the whole job (the answers a person waits for).
+  void TimeQueries();
 
   const SimOptions o_;
   ClusterModel model_;
@@ -114,6 +117,7 @@ class Simulation {
   double engine_cpu_end_ = 0;
   ProcessUsage usage_end_;
   uint64_t rss_baseline_ = 0;
+  json::Json queries_;
 };
 
 absl::Status Simulation::StartEngine() {
@@ -361,6 +365,7 @@ absl::StatusOr<SimReport> Simulation::Run() {
   // The last window is analysed at the next boundary.
   SleepUntilNs(t0_ + static_cast<uint64_t>(o_.windows) * window_ns_ + window_ns_ / 2);
   PollDiagnoses();
+  TimeQueries();
   if (engine_) {
     usage_end_ = engine_->Usage();
     engine_cpu_end_ = usage_end_.cpu_s;
@@ -369,6 +374,32 @@ absl::StatusOr<SimReport> Simulation::Run() {
   SimReport r = Report();
   if (engine_) engine_->Stop(20, o_.keep_engine_dir);
   return r;
+}
+
+void Simulation::TimeQueries() {
+  const std::string cli = FindCliBinary();
+  if (cli.empty()) {
+    queries_ = "no xpu CLI next to xpu-sim";
+    return;
+  }
+  std::vector<std::string> common = {"--engine", target_};
+  if (!o_.token_file.empty()) {
+    common.push_back("--token-file");
+    common.push_back(o_.token_file);
+  }
+  const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
+      {"status", {"status"}},
+      {"diagnose", {"diagnose", "--job", o_.model.job}},
+      {"diagnose_all", {"diagnose", "--all", "--job", o_.model.job}}};
+  queries_ = json::Json::object();
+  for (const auto& [name, words] : commands) {
+    std::vector<std::string> argv = {cli};
+    argv.insert(argv.end(), words.begin(), words.end());
+    argv.insert(argv.end(), common.begin(), common.end());
+    const TimedRun t = RunTimed(argv);
+    queries_[name + "_s"] = json::Fixed(t.wall_s, 3);
+    queries_[name + "_exit"] = t.exit_status;
+  }
 }
 
 json::Json Simulation::EngineJson() {
@@ -445,6 +476,7 @@ SimReport Simulation::Report() {
     out["hang"] = hj;
   }
   out["engine"] = EngineJson();
+  out["queries"] = queries_;
   json::Json faults = json::Json::array();
   for (const FaultOutcome& o : j.faults) faults.push_back(OutcomeJson(o));
   out["faults"] = faults;
