@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engine/state/batch_builder.h"
 #include "engine/state/job_state.h"
 #include "xpu/formulas.h"
@@ -129,6 +131,34 @@ TEST(RecordRingTest, KeepsNewestInOrder) {
   ASSERT_EQ(l2.size(), 4u);
   EXPECT_EQ(l2.front().seq, 9u);
   EXPECT_EQ(l2.back().seq, 12u);
+}
+
+TEST(RecordRingTest, GrowsAsUsedAndTrimKeepsTheNewest) {
+  RecordRing ring(65536);
+  EXPECT_EQ(ring.allocated(), 0u);
+  std::vector<xpu_record_v1> recs;
+  for (uint32_t i = 0; i < 400; ++i) recs.push_back(MakeRecord(1, i, 1, i));
+  // Window after window of 400 records with 512 kept in between: the buffer
+  // settles within one growth step (1.5x) of the 512 + 400 it needs.
+  size_t most = 0;
+  for (int w = 0; w < 6; ++w) {
+    ring.Append(recs.data(), recs.size());
+    most = std::max(most, ring.allocated());
+    ring.Trim(512);
+    EXPECT_LE(ring.held(), 512u);
+    const auto last = ring.Last(1);
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_EQ(last[0].seq, 399u);
+  }
+  EXPECT_GE(most, 912u);
+  EXPECT_LE(most, 912u * 3 / 2);
+  // A burst is given back down to what is kept.
+  for (int i = 0; i < 20; ++i) ring.Append(recs.data(), recs.size());
+  EXPECT_GT(ring.allocated(), 4096u);
+  ring.Trim(512);
+  EXPECT_EQ(ring.allocated(), 512u);
+  EXPECT_EQ(ring.held(), 512u);
+  EXPECT_EQ(ring.Last(512).back().seq, 399u);
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ void RecordRing::Append(const xpu_record_v1* r, size_t n) {
     held_ = 0;
   }
   if (held_ + n > buf_.size() && buf_.size() < capacity_) {
-    Resize(std::min(capacity_, std::max({held_ + n, 2 * buf_.size(), size_t{64}})));
+    // 1.5x: amortized appends without overshooting much over a window's need.
+    Resize(std::min(capacity_, std::max({held_ + n, buf_.size() + buf_.size() / 2, size_t{64}})));
   }
   const size_t cap = buf_.size();
   size_t pos = static_cast<size_t>(written_ % cap);
@@ -57,8 +58,15 @@ void RecordRing::Append(const xpu_record_v1* r, size_t n) {
 }
 
 void RecordRing::Trim(size_t keep) {
-  if (buf_.size() <= 2 * std::max<size_t>(keep, 32)) return;
-  Resize(std::min(keep, capacity_));
+  keep = std::min(keep, capacity_);
+  if (buf_.size() > 2 * std::max<size_t>(keep, 32)) {
+    Resize(keep);
+    return;
+  }
+  // The buffer stays (the next window fills it again), the records beyond
+  // the newest `keep` are let go: a window of n records then needs keep + n
+  // slots, not the whole previous buffer plus n (which would double it).
+  held_ = std::min(held_, keep);
 }
 
 std::vector<xpu_record_v1> RecordRing::Last(size_t n) const {

@@ -34,7 +34,7 @@ std::string_view LivenessName(Liveness l);
 using ::xpu::record::OpKindName;
 
 // Bounded ring of the most recent records of one process. Memory is taken
-// as records come (doubling, up to `capacity` records) and given back by
+// as records come (growing by half, up to `capacity` records) and given back by
 // Trim() once a window's records were read, so that an idle or finished
 // rank holds only its newest few hundred records, not `capacity`.
 class RecordRing {
@@ -47,8 +47,8 @@ class RecordRing {
   size_t capacity() const { return capacity_; }  // most records ever kept
   size_t held() const { return held_; }          // records kept now
   size_t allocated() const { return buf_.size(); }
-  // Keeps the newest `keep` records; frees the memory beyond them when the
-  // buffer is more than twice that.
+  // Keeps the newest `keep` records (held() <= keep after it); frees the
+  // memory beyond them when the buffer is more than twice that.
   void Trim(size_t keep);
 
  private:
