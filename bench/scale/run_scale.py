@@ -91,10 +91,15 @@ def row(r):
     if r["run"] == "healthy":
         diag = "none" if not r["diagnoses"] else ", ".join(d["kind"] for d in r["diagnoses"])
     else:
-        diag = ", ".join("%s %s %s: %s s (%s w)" % (f["expected_kind"], f["expected_ranks"],
-                                                   f["expected_team"], f.get("seconds_to_diagnosis", "-"),
-                                                   f.get("windows_to_diagnosis", "-"))
-                         for f in r["faults"])
+        diag = ", ".join(
+            "%s %s %s: %s" % (f["expected_kind"], f["expected_ranks"], f["expected_team"],
+                              "%s s (%s w)" % (f["seconds_to_diagnosis"], f["windows_to_diagnosis"])
+                              if f["found"] else "not found")
+            for f in r["faults"])
+        others = [d["kind"] + " " + d["ranks"] for d in r["diagnoses"]
+                  if d["kind"] not in [f["expected_kind"] for f in r["faults"]]]
+        if others:
+            diag += "; also " + ", ".join(others)
     return "| %d | %s | %s | %s | %s | %.1f | %s | %s | %s | %s | %s / %s |" % (
         r["ranks"], r["run"], r["hosts"], e.get("cpu_us_per_rank_window", "-"),
         e.get("cores_for_real_time", "-"), e.get("rss_per_rank_bytes", 0) / 1024.0,
@@ -135,9 +140,15 @@ def main():
     ap.add_argument("--docs", default="", help="replace the table in this markdown file")
     ap.add_argument("--section", default="main",
                     help="which table of --docs: the one between <!-- scale-table:SECTION:begin/end -->")
+    ap.add_argument("--from-jsonl", default="",
+                    help="make the table from the runs of an earlier scale.jsonl, run nothing")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     results = []
+    if a.from_jsonl:
+        with open(a.from_jsonl) as f:
+            results = [json.loads(l) for l in f if l.startswith("{")]
+        a.ranks = ""
     for n in [int(x) for x in a.ranks.split(",") if x]:
         for fault in [x for x in a.faults.split(",") if x]:
             if fault != "healthy" and fault not in FAULT_AT:
@@ -148,8 +159,12 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     cmd = "bench/scale/run_scale.py " + " ".join(
         x for x in sys.argv[1:] if x not in ("--docs", a.docs, "--section", a.section))
-    table = "%s\n%s\n\nMachine: %s; %s; made by `%s`.\n" % (
-        HEADER, "\n".join(row(r) for r in results), machine(), stamp, cmd)
+    made = "made by `%s`" % cmd
+    if a.from_jsonl:
+        made = "runs: %s" % "; ".join("`%s`" % r.get("command", "?") for r in results)
+        stamp = "table of earlier runs"
+    table = "%s\n%s\n\nMachine: %s; %s; %s.\n" % (
+        HEADER, "\n".join(row(r) for r in results), machine(), stamp, made)
     with open(os.path.join(a.out, "scale.md"), "w") as f:
         f.write(table)
     print(table)
