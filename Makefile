@@ -33,7 +33,7 @@ DESTDIR ?=
 STRIP ?= 0
 
 .PHONY: all deps configure build test demo clean bundle install install-only install-demo \
-  images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz
+  images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz scale scale-100k
 
 # ccache, when installed, for the sanitizer builds too.
 CCACHE := $(shell command -v ccache 2>/dev/null)
@@ -113,6 +113,20 @@ asan tsan: deps
 FUZZ_SECONDS ?= 600
 fuzz: deps
 	tools/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
+
+# The engine at scale (docs/scale.md): xpu-sim at 1k and 10k ranks (healthy,
+# a slow GPU, a rank stuck in Python) and the localization at a million ranks;
+# scale-100k is the 100k-rank run (about 10 GB of memory, 4+ free cores). Each
+# writes its table into docs/scale.md; the 256-rank form runs in make test.
+SCALE_OUT ?= $(BUILD)/scale
+scale: build
+	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 1000,10000 \
+	  --out $(SCALE_OUT) --docs docs/scale.md --section 1k-10k
+	$(BUILD)/bench/localize/localize_bench --workers 1000000
+
+scale-100k: build
+	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 100000 --window-s 30 \
+	  --windows 4 --out $(SCALE_OUT)-100k --docs docs/scale.md --section 100k
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -305,10 +305,19 @@ void Engine::Wait() {
 }
 
 void Engine::WindowLoop() {
-  const auto period = std::chrono::milliseconds(static_cast<int64_t>(options_.window_s * 1000));
+  // Windows end at multiples of the period since the Unix epoch, whatever
+  // the start time or the length of a tick: every engine (and xpu-sim,
+  // docs/scale.md) knows where a window ends, and a slow tick does not shift
+  // the windows after it.
+  const int64_t period_ms = std::max<int64_t>(1, static_cast<int64_t>(options_.window_s * 1000));
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
-    if (cv_.wait_for(l, period, [&] { return stopping_; })) break;
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const std::chrono::system_clock::time_point next{
+        std::chrono::milliseconds((now_ms / period_ms + 1) * period_ms)};
+    if (cv_.wait_until(l, next, [&] { return stopping_; })) break;
     l.unlock();
     TickWindow();
     l.lock();
@@ -331,6 +340,9 @@ std::vector<Diagnosis> Engine::TickWindow() {
       row = job->CloseWindow(now);
       for (auto& d : detectors_) d->OnWindow(*job, sink);
       if (recorder_) recorder_->OnWindow(*job, sink.out, now);
+      // The window's records were read: give their memory back.
+      if (views_) views_->Release(job->job());
+      job->TrimRings();
       summary = Summarize(*job);
       size_t by_state[3] = {0, 0, 0};
       for (const auto& [key, p] : job->processes()) {

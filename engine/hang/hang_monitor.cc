@@ -24,7 +24,6 @@ std::shared_ptr<spdlog::logger> Log() {
   return log;
 }
 
-constexpr size_t kOpenScanRecords = 8192;
 // No batch about a process for this long: its daemon stopped reporting it.
 constexpr uint64_t kUnreportedNs = 10ull * 1000000000ull;
 
@@ -49,18 +48,11 @@ struct ProcessSnapshot {
   std::vector<OpenInterval> open;
 };
 
+// The host intervals the process opened and has not closed (kept by
+// JobState::ApplyRecords as records arrive, however old they are).
 std::vector<OpenInterval> OpenIntervals(const ProcessState& p) {
-  std::map<uint32_t, uint64_t> open;  // sig_id -> start
-  for (const xpu_record_v1& r : p.ring.Last(kOpenScanRecords)) {
-    if ((r.flags & XPU_REC_HOST) == 0) continue;
-    if (r.flags & XPU_REC_BEGIN) {
-      open[r.sig_id] = r.start_ns;
-    } else if (r.flags & XPU_REC_END) {
-      open.erase(r.sig_id);
-    }
-  }
   std::vector<OpenInterval> out;
-  for (const auto& [sig_id, start] : open) {
+  for (const auto& [sig_id, start] : p.open_host) {
     const SignatureInfo* s = p.sigs.Find(sig_id);
     if (s == nullptr) continue;
     out.push_back(OpenInterval{s->abi.kind, s->name, start});

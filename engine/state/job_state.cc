@@ -10,7 +10,10 @@
 namespace xpu::engine {
 namespace {
 constexpr size_t kMaxWindows = 64;
-constexpr size_t kMaxDaemonWindows = 16;
+// The daemons' own window summaries are kept for reference only (no
+// analysis reads them yet): the newest two per process.
+constexpr size_t kMaxDaemonWindows = 2;
+constexpr size_t kMaxOpenHostIntervals = 256;
 }  // namespace
 
 std::string_view LivenessName(Liveness l) {
@@ -25,25 +28,52 @@ std::string_view LivenessName(Liveness l) {
   return "unknown";
 }
 
+void RecordRing::Resize(size_t slots) {
+  std::vector<xpu_record_v1> next(slots);
+  const size_t keep = std::min(held_, slots);
+  const size_t old = buf_.size();
+  for (uint64_t p = written_ - keep; p < written_; ++p) next[p % slots] = buf_[p % old];
+  buf_.swap(next);
+  held_ = keep;
+}
+
 void RecordRing::Append(const xpu_record_v1* r, size_t n) {
-  const size_t cap = buf_.size();
-  if (n > cap) {  // only the newest `cap` survive anyway
-    r += n - cap;
-    written_ += n - cap;
-    n = cap;
+  if (n >= capacity_) {  // only the newest `capacity_` survive anyway
+    r += n - capacity_;
+    written_ += n - capacity_;
+    n = capacity_;
+    held_ = 0;
   }
+  if (held_ + n > buf_.size() && buf_.size() < capacity_) {
+    // 1.5x: amortized appends without overshooting much over a window's need.
+    Resize(std::min(capacity_, std::max({held_ + n, buf_.size() + buf_.size() / 2, size_t{64}})));
+  }
+  const size_t cap = buf_.size();
   size_t pos = static_cast<size_t>(written_ % cap);
   size_t first = std::min(n, cap - pos);
   std::memcpy(buf_.data() + pos, r, first * sizeof(*r));
   std::memcpy(buf_.data(), r + first, (n - first) * sizeof(*r));
   written_ += n;
+  held_ = std::min(cap, held_ + n);
+}
+
+void RecordRing::Trim(size_t keep) {
+  keep = std::min(keep, capacity_);
+  if (buf_.size() > 2 * std::max<size_t>(keep, 32)) {
+    Resize(keep);
+    return;
+  }
+  // The buffer stays (the next window fills it again), the records beyond
+  // the newest `keep` are let go: a window of n records then needs keep + n
+  // slots, not the whole previous buffer plus n (which would double it).
+  held_ = std::min(held_, keep);
 }
 
 std::vector<xpu_record_v1> RecordRing::Last(size_t n) const {
-  const size_t cap = buf_.size();
-  n = static_cast<size_t>(std::min<uint64_t>({n, written_, cap}));
+  n = std::min(n, held_);
   std::vector<xpu_record_v1> out;
   out.reserve(n);
+  const size_t cap = buf_.size();
   for (uint64_t i = written_ - n; i < written_; ++i) out.push_back(buf_[i % cap]);
   return out;
 }
@@ -135,6 +165,7 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
     // process.
     slot->sigs.Clear();
     slot->window_gemm.clear();
+    slot->open_host.clear();
     slot->identity = id;
     slot->liveness = Liveness::kAlive;
     slot->next_position = 0;
@@ -179,6 +210,14 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
     p.window_kinds.Add(kind);
     const uint64_t dur = xpu_record_duration_ns(&rec);
     last_end = std::max(last_end, rec.start_ns + dur);
+    if ((rec.flags & XPU_REC_HOST) && (rec.flags & (XPU_REC_BEGIN | XPU_REC_END))) {
+      if (rec.flags & XPU_REC_BEGIN) {
+        if (p.open_host.size() < kMaxOpenHostIntervals || p.open_host.count(rec.sig_id))
+          p.open_host[rec.sig_id] = rec.start_ns;
+      } else {
+        p.open_host.erase(rec.sig_id);
+      }
+    }
     if (!(rec.flags & XPU_REC_TIMED)) {
       if (s->collective) collectives_.Add(*s, rank, rec);
       continue;
@@ -266,6 +305,10 @@ void JobState::UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns) {
     p->liveness =
         now_ns > last && now_ns - last > silent_after_ns ? Liveness::kSilent : Liveness::kAlive;
   }
+}
+
+void JobState::TrimRings(size_t keep) {
+  for (auto& [key, p] : processes_) p->ring.Trim(keep);
 }
 
 size_t JobState::Alive() const {

@@ -34,20 +34,35 @@ std::string_view LivenessName(Liveness l);
 // "allreduce", "gemm", ..., "op<N>" when unknown.
 using ::xpu::record::OpKindName;
 
-// Bounded ring of the most recent records of one process.
+// Bounded ring of the most recent records of one process. Memory is taken
+// as records come (growing by half, up to `capacity` records) and given back by
+// Trim() once a window's records were read, so that an idle or finished
+// rank holds only its newest few hundred records, not `capacity`.
 class RecordRing {
  public:
-  explicit RecordRing(size_t capacity) : buf_(capacity ? capacity : 1) {}
+  explicit RecordRing(size_t capacity) : capacity_(capacity ? capacity : 1) {}
   void Append(const xpu_record_v1* r, size_t n);
   // Up to n most recent records, oldest first.
   std::vector<xpu_record_v1> Last(size_t n) const;
   uint64_t written() const { return written_; }
-  size_t capacity() const { return buf_.size(); }
+  size_t capacity() const { return capacity_; }  // most records ever kept
+  size_t held() const { return held_; }          // records kept now
+  size_t allocated() const { return buf_.size(); }
+  // Keeps the newest `keep` records (held() <= keep after it); frees the
+  // memory beyond them when the buffer is more than twice that.
+  void Trim(size_t keep);
 
  private:
-  std::vector<xpu_record_v1> buf_;
+  void Resize(size_t slots);  // keeps the newest min(held_, slots) records
+  std::vector<xpu_record_v1> buf_;  // slot of position p: p % buf_.size()
+  size_t capacity_;
+  size_t held_ = 0;
   uint64_t written_ = 0;
 };
+
+// Records a ring keeps between windows (ProcessState::ring after
+// JobState::TrimRings): for `xpu ranks`, the timeline fallback.
+inline constexpr size_t kRingTailRecords = 512;
 
 // Record counts by op family within a window ("step-less": no step
 // boundaries are needed to compute them).
@@ -105,7 +120,10 @@ struct ProcessState {
   uint64_t next_position = 0;
   uint64_t duplicates = 0;
   xpu::v1::ProcessCounters counters;
-  std::deque<xpu::v1::WindowSummary> daemon_windows;  // bounded
+  std::deque<xpu::v1::WindowSummary> daemon_windows;  // the newest few
+  // Host intervals opened (XPU_REC_BEGIN) and not closed yet, by signature:
+  // their start (hang diagnosis: a checkpoint save is not a hang). Bounded.
+  std::map<uint32_t, uint64_t> open_host;
   // Current window.
   uint64_t window_records = 0;
   KindCounts window_kinds;
@@ -191,6 +209,9 @@ class JobState {
   WindowSummaryRow CloseWindow(uint64_t now_ns);
   // Marks silent / alive; returns nothing, the registry reads the result.
   void UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns);
+  // Gives back the rings' memory beyond their newest `keep` records (after
+  // the window's analyses read them).
+  void TrimRings(size_t keep = kRingTailRecords);
 
   const std::map<std::string, std::unique_ptr<ProcessState>>& processes() const {
     return processes_;

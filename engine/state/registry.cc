@@ -148,6 +148,14 @@ JobSummary Summarize(const JobState& job) {
   return s;
 }
 
+bool Registry::CachedSummary(const std::string& job, JobSummary* out) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = summaries_.find(job);
+  if (it == summaries_.end()) return false;
+  *out = it->second;
+  return true;
+}
+
 std::vector<JobSummary> Registry::JobSummaries(bool include_finished) const {
   std::vector<std::shared_ptr<JobState>> jobs;
   std::map<std::string, JobSummary> history;
@@ -159,10 +167,14 @@ std::vector<JobSummary> Registry::JobSummaries(bool include_finished) const {
   std::vector<JobSummary> out;
   for (const auto& j : jobs) {
     JobSummary s;
-    {
-      std::lock_guard<std::mutex> jl(j->mu());
+    std::unique_lock<std::mutex> jl(j->mu(), std::try_to_lock);
+    if (jl.owns_lock()) {
+      s = Summarize(*j);
+    } else if (!CachedSummary(j->job(), &s)) {
+      jl.lock();  // never summarized yet: wait for the job
       s = Summarize(*j);
     }
+    if (jl.owns_lock()) jl.unlock();
     history.erase(s.job);
     if (!include_finished && s.state == "finished") continue;
     out.push_back(std::move(s));
@@ -191,8 +203,14 @@ void Registry::UpdateLiveness() {
     for (const auto& [k, j] : jobs_) jobs.push_back(j);
   }
   for (const auto& j : jobs) {
-    std::lock_guard<std::mutex> jl(j->mu());
-    j->UpdateLiveness(now, silent_after_ns_);
+    JobSummary s;
+    {
+      std::lock_guard<std::mutex> jl(j->mu());
+      j->UpdateLiveness(now, silent_after_ns_);
+      s = Summarize(*j);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    summaries_[s.job] = std::move(s);
   }
 }
 
@@ -208,6 +226,7 @@ std::vector<std::string> Registry::RetireFinishedJobs(uint64_t retain_ns) {
     }
     if (s.state == "finished" && now > s.last_seen_ns && now - s.last_seen_ns > retain_ns) {
       history_[s.job] = s;
+      summaries_.erase(s.job);
       retired.push_back(s.job);
       it = jobs_.erase(it);
     } else {

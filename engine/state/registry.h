@@ -89,7 +89,9 @@ class Registry {
   void AddHistoricalJob(const JobSummary& s);
   // Live jobs plus (when include_finished) historical ones, sorted by
   // first_seen, newest last. Without include_finished, finished jobs are left
-  // out.
+  // out. Never waits for a job's window analysis (which holds the job for
+  // seconds at 100k ranks): a job busy now is answered with its summary of
+  // the latest UpdateLiveness, i.e. the start of that analysis.
   std::vector<JobSummary> JobSummaries(bool include_finished) const;
 
   // Applies the liveness rules at Now().
@@ -107,6 +109,8 @@ class Registry {
   std::map<std::string, DaemonState> daemons_;
   std::map<std::string, JobSummary> history_;
   std::function<JobSeed(const std::string& job)> seeder_;
+  std::map<std::string, JobSummary> summaries_;  // live jobs at the latest UpdateLiveness
+  bool CachedSummary(const std::string& job, JobSummary* out) const;
 };
 
 JobSummary Summarize(const JobState& job);  // caller holds job.mu()
