@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Per-op cost of the hook on one GPU under PyTorch (bench/perop/perop_bench.py):
+# added CPU ns per op (tiny elementwise kernel, small bf16 GEMM, small NCCL
+# all-reduce on a world-size-1 group), added GPU ns per op, and the step-time
+# overhead of the launch-bound benchmark GPT with a 95 % confidence interval;
+# no hook / XPU_TIMING=off / sampled / all, interleaved round by round.
+#
+#   BUNDLE=.bundle [BUNDLE_BEFORE=.bundle-before] tests/gpu/run_perop_check.sh [ROUNDS]
+#
+# With BUNDLE_BEFORE every mode runs for both bundles in the same run (labels
+# `before` and `after`), against one shared no-hook baseline, so that one run
+# gives both columns. Needs one GPU, PyTorch with CUDA and NCCL; ends within
+# ~8 minutes (rounds stop after PEROP_BUDGET_S seconds, default 300).
+# Results: $OUT (default ./perop-results): perop.txt (the tables), perop.json
+# (every round's figures), logs/, machine.txt.
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+RES=${OUT:-$PWD/perop-results}
+mkdir -p "$RES"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+PY=${PY:-python3}
+if ! "$PY" -c 'import torch' 2>/dev/null && [ -x /opt/torch/.venv/bin/python ]; then
+  PY=/opt/torch/.venv/bin/python
+fi
+ROUNDS=${1:-40}
+args=(--bundle "after=${BUNDLE:-.bundle}")
+[ -n "${BUNDLE_BEFORE:-}" ] && args=(--bundle "before=$BUNDLE_BEFORE" "${args[@]}")
+{
+  date -u +%FT%TZ
+  nvidia-smi -L 2>&1
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
+  "$PY" -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())'
+  nproc
+  for b in "${BUNDLE_BEFORE:-}" "${BUNDLE:-.bundle}"; do
+    [ -n "$b" ] && md5sum "$b/lib/libxpu_hook.so" "$b/lib/libnccl-profiler-xpu.so" 2>&1
+  done
+  git -C "$REPO" log -1 --format='scripts from %h %s' 2>/dev/null
+} > "$RES/machine.txt"
+cat "$RES/machine.txt"
+timeout 500 "$PY" "$REPO/bench/perop/perop_bench.py" "${args[@]}" --rounds "$ROUNDS" \
+  --budget-s "${PEROP_BUDGET_S:-300}" --gpt "${PEROP_GPT:-launch}" --out "$RES" ${PEROP_ARGS:-}
+rc=$?
+echo "perop_bench exit $rc"
+exit $rc
