@@ -116,7 +116,8 @@ const char* kCounterNames[] = {
     "dropped_full",        "sig_table_full",    "str_arena_full",  "event_pool_empty",
     "pending_full",        "cuda_error",        "symbol_missing",  "reentrant",
     "capture_skipped",     "launches_untraced", "records_written", "sampled",
-    "daemon_connect_fail", "plugin_events",     "py_events",       "internal"};
+    "daemon_connect_fail", "plugin_events",     "py_events",       "internal",
+    "hold_timeout",        "uncovered"};
 
 // Names are sanitised to printable ASCII by the reader; escape for JSON/CSV.
 std::string JsonEscape(const std::string& s) {

@@ -376,8 +376,21 @@ def worker(args):
     except Exception as e:  # reported to the parent, which leaves this config out
         reply({"ready": False, "error": "%s: %s" % (type(e).__name__, e)})
         return 1
+    micro = None
+    if args.microbench_lib:
+        import ctypes
+        try:
+            micro = ctypes.CDLL(args.microbench_lib).xpu_launch_microbench
+            micro.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        except OSError as e:
+            print("microbench not loaded: %s" % e, file=sys.stderr)
+    all_cpus = os.sched_getaffinity(0)
     for line in sys.stdin:
         cmd = json.loads(line)
+        # The measuring thread runs on one fixed CPU in every worker (threads
+        # created earlier, like the hook's, keep their own affinity).
+        if args.pin_cpu >= 0:
+            os.sched_setaffinity(0, {args.pin_cpu})
         try:
             if cmd["cmd"] == "quit":
                 reply({"bye": True, "counters": ring.counters()})
@@ -390,8 +403,21 @@ def worker(args):
                 reply({op: measure_op(be, ring, be.ops[op], cmd) for op in cmd["ops"]})
             elif cmd["cmd"] == "gpt":
                 reply(measure_gpt(be, ring, cmd["steps"]))
+            elif cmd["cmd"] == "micro":
+                if micro is None:
+                    reply({"error": "no microbench"})
+                else:
+                    import ctypes
+                    out = ctypes.create_string_buffer(4096)
+                    ring.drain()
+                    rc = micro(cmd["batches"], cmd["batch"], out, len(out))
+                    ring.drain()
+                    reply(json.loads(out.value.decode()) if rc == 0 else {"error": "microbench rc %d" % rc})
         except Exception as e:
             reply({"error": "%s: %s" % (type(e).__name__, e)})
+        finally:
+            if args.pin_cpu >= 0:
+                os.sched_setaffinity(0, all_cpus)
     return 0
 
 
@@ -480,11 +506,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=24)
     ap.add_argument("--budget-s", type=float, default=360, help="start no new round after this many seconds")
     ap.add_argument("--batch", type=int, default=256, help="ops per timed batch")
-    ap.add_argument("--cpu-batches", type=int, default=8)
+    ap.add_argument("--cpu-batches", type=int, default=16)
     ap.add_argument("--gpu-batches", type=int, default=3)
     ap.add_argument("--gemm", type=int, default=256, help="M=N=K of the small GEMM")
     ap.add_argument("--elems", type=int, default=1024, help="elements of the elementwise op")
     ap.add_argument("--ar-elems", type=int, default=1024, help="fp32 elements of the all-reduce")
+    ap.add_argument("--microbench-lib", default="",
+                    help="liblaunch_microbench.so (launch_microbench.cu): C-level launch loops in every round")
+    ap.add_argument("--micro-batches", type=int, default=100)
+    ap.add_argument("--pin-cpu", type=int, default=-2,
+                    help="CPU the measuring thread runs on (default: the last allowed one; -1: no pinning)")
     ap.add_argument("--gpt", default="launch", help="GPT shape of bench/gpt/train_gpt.py, or none")
     ap.add_argument("--gpt-steps", type=int, default=6)
     ap.add_argument("--backend", choices=("torch", "fake"), default="torch")
@@ -495,6 +526,8 @@ def main():
     ap.add_argument("--out", default="perop-results")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.pin_cpu == -2:
+        args.pin_cpu = max(os.sched_getaffinity(0))
     if args.worker:
         return worker(args)
 
@@ -520,13 +553,15 @@ def main():
     for k in [k for k in base_env if k.startswith("XPU_")]:
         base_env.pop(k)
     base_env.update({"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                     "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1", "CUDA_VISIBLE_DEVICES":
+                     "NVSHMEM_DISABLE_NVLS": "1", "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": "0",
+                     "CUDA_VISIBLE_DEVICES":
                      os.environ.get("CUDA_VISIBLE_DEVICES", "0")})
     if args.backend == "fake":
         base_env.update({"XPU_FAKE_KERNEL_NS": "0", "XPU_FAKE_TFLOPS": "1e9", "XPU_FAKE_NET_GBPS": "1e9"})
     argv = [sys.executable, os.path.abspath(__file__), "--worker", "--backend", args.backend,
             "--fake-lib-dir", args.fake_lib_dir, "--device", args.device, "--gemm", str(args.gemm), "--elems", str(args.elems),
-            "--ar-elems", str(args.ar_elems)]
+            "--ar-elems", str(args.ar_elems), "--pin-cpu", str(args.pin_cpu),
+            "--microbench-lib", os.path.abspath(args.microbench_lib) if args.microbench_lib else ""]
     workers = []
     for name, hook, mode in configs:
         env = dict(base_env)
@@ -582,6 +617,17 @@ def main():
                     print("round %d %s: %s" % (r, w.name, a["error"]), file=sys.stderr)
                 continue
             res.setdefault(w.name, {})["perop"] = a
+        if args.microbench_lib:
+            rng.shuffle(order)
+            for w in order:
+                if not w.alive:
+                    continue
+                w.send({"cmd": "micro", "batches": args.micro_batches, "batch": args.batch})
+                a = w.recv(120)
+                if a is not None and "error" not in a:
+                    res.setdefault(w.name, {})["micro"] = a
+                elif a is not None:
+                    print("round %d %s: %s" % (r, w.name, a["error"]), file=sys.stderr)
         if do_gpt:
             rng.shuffle(order)
             for w in order:
@@ -675,6 +721,38 @@ def summarize(args, configs, ops, rounds, do_gpt):
                          % (name, statistics.median(cpu), cpu_added, cpu_mean,
                             fmt(statistics.median(gpu) if gpu else None), gpu_added,
                             fmt(statistics.median(rec) if rec else None, "%.2f"), loss))
+    micro_loops = []
+    for rd in rounds:
+        for name in names:
+            for loop in rd.get(name, {}).get("micro", {}):
+                if loop not in micro_loops:
+                    micro_loops.append(loop)
+    if micro_loops:
+        lines.append("")
+        lines.append("C-level launch loops (launch_microbench.cu, %d-call batches, min of %d batches per round): "
+                     "ns per call" % (args.batch, args.micro_batches))
+        for loop in micro_loops:
+            lines.append("  %s  (%s)" % (loop, {"kernel": "empty kernel <<<>>>, untraced",
+                                                "gemm": "cublasGemmEx bf16 64^3, traced",
+                                                "allreduce": "ncclAllReduce 4 KiB, 1 rank, traced"}.get(loop, loop)))
+            lines.append("    %-16s %10s %26s %16s" % ("config", "ns/call", "added ns [p25,p75]", "mean +- CI"))
+            for name in names:
+                v, d = [], []
+                for rd in rounds:
+                    me = rd.get(name, {}).get("micro", {}).get(loop)
+                    base = rd.get("none", {}).get("micro", {}).get(loop)
+                    if not me:
+                        continue
+                    v.append(me["min_ns"])
+                    if base and name != "none":
+                        d.append(me["min_ns"] - base["min_ns"])
+                if not v:
+                    continue
+                sd = stats(d)
+                lines.append("    %-16s %10.1f %26s %16s"
+                             % (name, statistics.median(v),
+                                "%+.1f [%+.1f, %+.1f]" % (sd["median"], sd["p25"], sd["p75"]) if sd else "-",
+                                "%+.1f +- %.1f" % (sd["mean"], sd["ci95"]) if sd else "-"))
     if do_gpt:
         lines.append("")
         lines.append("GPT (%s shape, DDP world 1): median step per round; overhead = per-round ratio to `none`"

@@ -208,11 +208,13 @@ bool InitRuntime(const Config& config, pid_t pid, std::string* error) {
   if (!rt->ring.Create(layout, id, config.ring_dir, error)) return false;
   rt->sigs.Init(&rt->ring);
   rt->sampler.Init(config.sig_capacity);
-  rt->pending.Init(config.pending_max);
+  rt->lanes.Init();  // failure: every traced op gets a host-side record
+  rt->marker_ns = uint64_t{config.marker_us} * 1000;
   rt->stream_seq.reset(new std::atomic<uint32_t>[kMaxStreams]);
   for (uint32_t i = 0; i < kMaxStreams; ++i) rt->stream_seq[i].store(0, std::memory_order_relaxed);
   rt->clock.Init(&rt->cuda, uint64_t{config.clock_recal_s} * 1000000000ull);
   rt->pool.Init(&rt->cuda, config.event_pool);
+  rt->holds.Init(&rt->cuda, config.timing_hold, uint64_t{config.hold_timeout_us} * 1000);
   rt->worker.Init(rt);
   rt->daemon.Init(&rt->ring, config);
   if (!config.enable) rt->ring.SetProducerState(XPU_PRODUCER_DISABLED);

@@ -81,6 +81,8 @@ enum xpu_counter {
   XPU_CNT_PLUGIN_EVENTS = 13, /* events received from the NCCL profiler plugin */
   XPU_CNT_PY_EVENTS = 14,     /* host events from the Python side */
   XPU_CNT_INTERNAL = 15,      /* any other internal failure */
+  XPU_CNT_HOLD_TIMEOUT = 16,  /* stream holds released by the timeout (docs/timing-policy.md) */
+  XPU_CNT_UNCOVERED = 17,     /* ops retired without observed completion (XPU_REC_UNTRACKED) */
   XPU_CNT_MAX = 32
 };
 
