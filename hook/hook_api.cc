@@ -37,6 +37,10 @@ XPU_EXPORT int xpu_hook_api_version(void) {
   return XPU_HOOK_API_VERSION;
 }
 
+// Called by the Python package with the GIL held (ctypes.PyDLL), at import:
+// validates and turns on the GIL-free Python call-site walk (py_callsite.h).
+XPU_EXPORT int xpu_py_frames_selftest(void) { return PyFramesSelfTest(); }
+
 XPU_EXPORT int xpu_is_enabled(void) { return HostActive() ? 1 : 0; }
 
 XPU_EXPORT int xpu_set_enabled(int enabled) {

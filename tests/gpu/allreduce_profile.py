@@ -21,14 +21,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--sizes-mib", default="", help="comma-separated sizes (default 8,64,256)")
     args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes_mib.split(",") if x] or SIZES_MIB
     rank = int(os.environ["RANK"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     n = dist.get_world_size()
     results = []
-    for mib in SIZES_MIB:
+    for mib in sizes:
         x = torch.ones(mib * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
         for _ in range(5):
             dist.all_reduce(x)

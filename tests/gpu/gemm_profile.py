@@ -30,11 +30,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--shapes", default="",
+                    help="comma-separated MxKxN (default: the built-in list)")
     args = ap.parse_args()
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s] or SHAPES
     torch.manual_seed(0)
     dev = torch.device("cuda")
     results = []
-    for (m, k, n) in SHAPES:
+    for (m, k, n) in shapes:
         a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
         b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
         for _ in range(5):  # warm-up outside the profiler (cuBLAS heuristics, handles)

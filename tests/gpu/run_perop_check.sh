@@ -9,8 +9,9 @@
 #
 # With BUNDLE_BEFORE every mode runs for both bundles in the same run (labels
 # `before` and `after`), against one shared no-hook baseline, so that one run
-# gives both columns. Needs one GPU, PyTorch with CUDA and NCCL; ends within
-# ~8 minutes (rounds stop after PEROP_BUDGET_S seconds, default 300).
+# gives both columns. Needs one GPU, PyTorch with CUDA and NCCL, and nvcc for
+# the C-level launch loops; ends within ~7 minutes (rounds stop after
+# PEROP_BUDGET_S seconds, default 330; a hard limit of 560 s).
 # Results: $OUT (default ./perop-results): perop.txt (the tables), perop.json
 # (every round's figures), logs/, machine.txt.
 set -u
@@ -23,7 +24,7 @@ PY=${PY:-python3}
 if ! "$PY" -c 'import torch' 2>/dev/null && [ -x /opt/torch/.venv/bin/python ]; then
   PY=/opt/torch/.venv/bin/python
 fi
-ROUNDS=${1:-40}
+ROUNDS=${1:-400}
 args=(--bundle "after=${BUNDLE:-.bundle}")
 [ -n "${BUNDLE_BEFORE:-}" ] && args=(--bundle "before=$BUNDLE_BEFORE" "${args[@]}")
 {
@@ -38,8 +39,19 @@ args=(--bundle "after=${BUNDLE:-.bundle}")
   git -C "$REPO" log -1 --format='scripts from %h %s' 2>/dev/null
 } > "$RES/machine.txt"
 cat "$RES/machine.txt"
-timeout 500 "$PY" "$REPO/bench/perop/perop_bench.py" "${args[@]}" --rounds "$ROUNDS" \
-  --budget-s "${PEROP_BUDGET_S:-300}" --gpt "${PEROP_GPT:-launch}" --out "$RES" ${PEROP_ARGS:-}
+# The C-level launch loops (launch_microbench.cu), built here with nvcc
+# against the shared runtime; left out when no nvcc is found.
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+MICRO=/tmp/xpu-perop-build/liblaunch_microbench.so
+mkdir -p "$(dirname "$MICRO")"
+if [ -x "$NVCC" ] && "$NVCC" -O2 -shared -Xcompiler -fPIC -cudart shared -o "$MICRO" \
+     "$REPO/bench/perop/launch_microbench.cu" -ldl > "$RES/nvcc.log" 2>&1; then
+  args+=(--microbench-lib "$MICRO")
+else
+  echo "no launch microbench (nvcc: $NVCC; see nvcc.log)"
+fi
+timeout 560 "$PY" "$REPO/bench/perop/perop_bench.py" "${args[@]}" --rounds "$ROUNDS" \
+  --budget-s "${PEROP_BUDGET_S:-330}" --gpt "${PEROP_GPT:-launch}" --out "$RES" ${PEROP_ARGS:-}
 rc=$?
 echo "perop_bench exit $rc"
 exit $rc
