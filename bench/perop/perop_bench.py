@@ -513,7 +513,7 @@ def main():
     ap.add_argument("--ar-elems", type=int, default=1024, help="fp32 elements of the all-reduce")
     ap.add_argument("--microbench-lib", default="",
                     help="liblaunch_microbench.so (launch_microbench.cu): C-level launch loops in every round")
-    ap.add_argument("--micro-batches", type=int, default=100)
+    ap.add_argument("--micro-batches", type=int, default=40)
     ap.add_argument("--pin-cpu", type=int, default=-2,
                     help="CPU the measuring thread runs on (default: the last allowed one; -1: no pinning)")
     ap.add_argument("--gpt", default="launch", help="GPT shape of bench/gpt/train_gpt.py, or none")
@@ -639,6 +639,8 @@ def main():
                     res.setdefault(w.name, {})["gpt"] = a
         rounds.append(res)
         print("round %d done (%.0f s)" % (r + 1, time.monotonic() - t_start), flush=True)
+        # Tables so far: a run cut short by an outer time limit keeps its rounds.
+        write_results(args, configs, ops, rounds, do_gpt, info, {})
     final = {}
     for w in workers:
         w.send({"cmd": "quit"})
@@ -659,14 +661,18 @@ def main():
     if os.path.isdir(ring_root):
         os.rmdir(ring_root)
 
+    print(write_results(args, configs, ops, rounds, do_gpt, info, final))
+    return 0
+
+
+def write_results(args, configs, ops, rounds, do_gpt, info, final):
     report = summarize(args, configs, ops, rounds, do_gpt)
-    print(report)
     with open(os.path.join(args.out, "perop.txt"), "w") as f:
         f.write(report + "\n")
     with open(os.path.join(args.out, "perop.json"), "w") as f:
         json.dump({"args": vars(args), "configs": [c[0] for c in configs], "workers": info,
                    "rounds": rounds, "final_counters": final}, f)
-    return 0
+    return report
 
 
 def fmt(x, spec="%.0f"):

@@ -84,6 +84,8 @@ bool ResolveNow(PyApi* a) {
   Sym(&a->is_finalizing, "Py_IsFinalizing");  // 3.13+
   if (a->is_finalizing == nullptr) Sym(&a->is_finalizing, "_Py_IsFinalizing");
   a->code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+  a->str_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+  a->bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
   a->py_runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
   return a->Complete();
 }
@@ -481,7 +483,10 @@ int PyFramesSelfTest() {
   if (!PyLayoutMatchesDebugOffsets(l, api->py_runtime)) return 0;
   void* tstate = api->thread_state_unchecked();
   if (tstate == nullptr || tstate != api->gilstate_this_thread()) return 0;
-  // Both walks over the current stack must agree frame by frame: code
+  // First without trusting the layout: every pointer read through a
+  // non-faulting read, every object's type checked.
+  if (!ProbeRawFrames(l, tstate, kMaxPyStackDepth, api->str_type, api->bytes_type)) return 0;
+  // Then both walks over the current stack must agree frame by frame: code
   // object, line, and the name each side builds.
   const bool error_before = api->err_occurred() != nullptr;
   Frame ref[kMaxPyStackDepth];

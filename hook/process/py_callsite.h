@@ -89,6 +89,8 @@ struct PyApi {
   const char* (*get_version)() = nullptr;  // Py_GetVersion
   int (*is_finalizing)() = nullptr;        // Py_IsFinalizing (3.13) / _Py_IsFinalizing
   const void* code_type = nullptr;         // &PyCode_Type
+  const void* str_type = nullptr;          // &PyUnicode_Type
+  const void* bytes_type = nullptr;        // &PyBytes_Type
   const void* py_runtime = nullptr;        // &_PyRuntime (3.13: _Py_DebugOffsets first)
 
   // Every required pointer is set (eval_get_frame may stand in for

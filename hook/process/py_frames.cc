@@ -2,6 +2,11 @@
 // thread's live Python objects only; no CPython call, no allocation.
 #include "hook/process/py_frames.h"
 
+#include <fcntl.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 
 namespace xpu::hook {
@@ -251,6 +256,78 @@ uint32_t WalkRawFrames(const PyLayout& l, const void* tstate, uint32_t depth, Ra
     frame = LoadPtr(frame, l.fr_back);
   }
   return n;
+}
+
+namespace {
+
+// Reads `n` bytes at `addr` of this process without faulting: a bad address
+// fails the system call (EFAULT) instead. process_vm_readv first; where a
+// seccomp policy forbids it, through a pipe (write() from an unreadable
+// address fails with EFAULT too).
+bool SafeRead(const void* addr, void* out, size_t n) {
+  if (addr == nullptr || n > 4096) return false;
+  struct iovec local = {out, n};
+  struct iovec remote = {const_cast<void*>(addr), n};
+  const ssize_t r = process_vm_readv(getpid(), &local, 1, &remote, 1, 0);
+  if (r == static_cast<ssize_t>(n)) return true;
+  if (r >= 0 || errno == EFAULT) return false;
+  static int fds[2] = {-1, -1};
+  if (fds[0] < 0 && pipe2(fds, O_CLOEXEC) != 0) return false;
+  if (write(fds[1], addr, n) != static_cast<ssize_t>(n)) return false;
+  return read(fds[0], out, n) == static_cast<ssize_t>(n);
+}
+
+bool SafePtr(const void* base, uint32_t off, const void** out) {
+  return SafeRead(static_cast<const char*>(base) + off, out, sizeof(*out));
+}
+
+bool IsType(const void* obj, uint32_t ob_type, const void* type) {
+  const void* t = nullptr;
+  return obj != nullptr && SafePtr(obj, ob_type, &t) && t == type;
+}
+
+}  // namespace
+
+bool ProbeRawFrames(const PyLayout& l, const void* tstate, uint32_t depth, const void* str_type,
+                    const void* bytes_type) {
+  if (tstate == nullptr || l.code_type == nullptr || str_type == nullptr ||
+      bytes_type == nullptr) {
+    return false;
+  }
+  const void* frame = nullptr;
+  if (!SafePtr(tstate, l.ts_frame, &frame)) return false;
+  if (l.cframe_current >= 0 && frame != nullptr &&
+      !SafePtr(frame, static_cast<uint32_t>(l.cframe_current), &frame)) {
+    return false;
+  }
+  uint32_t n = 0;
+  for (uint32_t visited = 0; frame != nullptr && n < depth && visited < kMaxWalk; ++visited) {
+    int8_t owner = 0;
+    if (l.fr_owner >= 0 &&
+        !SafeRead(static_cast<const char*>(frame) + l.fr_owner, &owner, sizeof(owner))) {
+      return false;
+    }
+    if (!(l.minor >= 12 && owner == kFrameOwnedByCStack)) {
+      const void* code = nullptr;
+      if (!SafePtr(frame, l.fr_code, &code) || !IsType(code, l.ob_type, l.code_type)) {
+        return false;
+      }
+      const void *name = nullptr, *file = nullptr, *table = nullptr;
+      const uint32_t name_off =
+          l.co_qualname >= 0 ? static_cast<uint32_t>(l.co_qualname) : l.co_name;
+      int64_t table_len = -1;
+      if (!SafePtr(code, name_off, &name) || !IsType(name, l.ob_type, str_type) ||
+          !SafePtr(code, l.co_filename, &file) || !IsType(file, l.ob_type, str_type) ||
+          !SafePtr(code, l.co_linetable, &table) || !IsType(table, l.ob_type, bytes_type) ||
+          !SafeRead(static_cast<const char*>(table) + l.b_size, &table_len, sizeof(table_len)) ||
+          table_len < 0 || table_len > (int64_t{1} << 24)) {
+        return false;
+      }
+      ++n;
+    }
+    if (!SafePtr(frame, l.fr_back, &frame)) return false;
+  }
+  return n > 0;
 }
 
 int RawFrameLine(const PyLayout& l, const RawFrame& f) {

@@ -82,6 +82,15 @@ struct RawFrame {
 // C-stack shim frames. Returns how many were read.
 uint32_t WalkRawFrames(const PyLayout& l, const void* tstate, uint32_t depth, RawFrame* out);
 
+// Before the layout is trusted: walks like WalkRawFrames but reads every
+// word through process_vm_readv (a bad pointer fails the read instead of
+// faulting) and checks that each frame's code object is a code object, its
+// name and file name str objects, its line table a bytes object of sane size
+// (`str_type`, `bytes_type`: &PyUnicode_Type, &PyBytes_Type). True when the
+// chain and every object on it look right. System calls: self-test only.
+bool ProbeRawFrames(const PyLayout& l, const void* tstate, uint32_t depth, const void* str_type,
+                    const void* bytes_type);
+
 // Source line of a frame (PyCode_Addr2Line on the frame's code line table).
 int RawFrameLine(const PyLayout& l, const RawFrame& f);
 

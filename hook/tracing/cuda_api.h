@@ -7,10 +7,10 @@
 // over the runtime's wrappers: same handles (a cudaEvent_t is a CUevent, a
 // cudaStream_t a CUstream, with the same special values), one layer less per
 // call. The driver needs the context current on the calling thread; a thread
-// that has not made a runtime call yet has none (CUDA_ERROR_INVALID_CONTEXT),
-// and the runtime function, which makes the primary context current, is then
-// the fallback. The driver pointers are optional: absent (tests, an old
-// driver), the runtime functions are used.
+// that has not made a runtime call yet has none, and on any driver error the
+// runtime function (which makes the primary context current, and has the
+// final word) is called instead. The driver pointers are optional: absent
+// (tests, an old driver), the runtime functions are used.
 //
 // Thread-safety: immutable after ResolveCudaApi; published by the runtime with
 // a release store before the launch path reads it.
@@ -66,9 +66,7 @@ struct CudaApi {
   cudaError_t Record(cudaEvent_t event, const void* stream) const {
     cudaStream_t s = const_cast<cudaStream_t>(static_cast<const CUstream_st*>(stream));
     if (CuEventRecordFn f = cu_event_record.load(std::memory_order_relaxed)) {
-      const CUresult r = f(reinterpret_cast<CUevent>(event), s);
-      if (r == CUDA_SUCCESS) return cudaSuccess;
-      if (r != CUDA_ERROR_INVALID_CONTEXT) return cudaErrorUnknown;
+      if (f(reinterpret_cast<CUevent>(event), s) == CUDA_SUCCESS) return cudaSuccess;
     }
     return event_record(event, s);
   }
@@ -78,7 +76,6 @@ struct CudaApi {
       const CUresult r = f(reinterpret_cast<CUevent>(event));
       if (r == CUDA_SUCCESS) return cudaSuccess;
       if (r == CUDA_ERROR_NOT_READY) return cudaErrorNotReady;
-      if (r != CUDA_ERROR_INVALID_CONTEXT) return cudaErrorUnknown;
     }
     return event_query(event);
   }
@@ -89,9 +86,7 @@ struct CudaApi {
     cudaStream_t s = const_cast<cudaStream_t>(static_cast<const CUstream_st*>(stream));
     if (CuIsCapturingFn f = cu_stream_is_capturing.load(std::memory_order_relaxed)) {
       CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-      const CUresult r = f(s, &st);
-      if (r == CUDA_SUCCESS) return st != CU_STREAM_CAPTURE_STATUS_NONE;
-      if (r != CUDA_ERROR_INVALID_CONTEXT) return true;
+      if (f(s, &st) == CUDA_SUCCESS) return st != CU_STREAM_CAPTURE_STATUS_NONE;
     }
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     return stream_is_capturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone;
