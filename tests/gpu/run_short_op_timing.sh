@@ -11,10 +11,10 @@
 #                         hold, collectives by the NCCL profiler plugin
 #   after:sampled-nohold  XPU_TIMING_HOLD=0: the plain event pair
 #   after:all             XPU_TIMING=all: events and holds for collectives too
-#   before:sampled, before:all   the same with BUNDLE_BEFORE, when given
+#   before:sampled        the same with BUNDLE_BEFORE, when given
 # A timed occurrence every 4th call (XPU_SAMPLE_FIRST=0, XPU_SAMPLE_EVERY=4),
-# so that timed ops sit among untimed ones as in a job. Ends within ~4
-# minutes. Results: $OUT (default ./short-op-results): short_op_timing.txt,
+# so that timed ops sit among untimed ones as in a job. Ends within ~2
+# minutes on one GPU, ~3 with collectives. Results: $OUT (default ./short-op-results): short_op_timing.txt,
 # one JSON per configuration, logs.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -35,7 +35,7 @@ SUMMARY=$RES/short_op_timing.txt
 
 configs=("after:sampled:${BUNDLE:-.bundle}" "after:sampled-nohold:${BUNDLE:-.bundle}" "after:all:${BUNDLE:-.bundle}")
 if [ -n "${BUNDLE_BEFORE:-}" ]; then
-  configs+=("before:sampled:$BUNDLE_BEFORE" "before:all:$BUNDLE_BEFORE")
+  configs+=("before:sampled:$BUNDLE_BEFORE")
 fi
 for c in "${configs[@]}"; do
   label=${c%%:*}; rest=${c#*:}; mode=${rest%%:*}; bundle=$(cd "${rest#*:}" && pwd)
@@ -45,7 +45,7 @@ for c in "${configs[@]}"; do
         XPU_DAEMON=off XPU_RING_DIR="$d/rings" XPU_RING_CAPACITY=262144
         XPU_SAMPLE_FIRST=0 XPU_SAMPLE_EVERY=4)
   echo "=== $tag ($(date +%T))"
-  env "${envs[@]}" timeout 150 "$PY" "$HERE/gemm_profile.py" --out "$d" --iters 100 --shapes "$SHAPES" \
+  env "${envs[@]}" timeout 150 "$PY" "$HERE/gemm_profile.py" --out "$d" --iters 80 --shapes "$SHAPES" \
     > "$d/gemm.log" 2>&1 || echo "gemm run $tag failed: $(tail -3 "$d/gemm.log")"
   if [ "$NGPU" -ge 2 ] && [ "$mode" != sampled-nohold ]; then
     env "${envs[@]}" timeout 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 \
