@@ -1,6 +1,12 @@
 # Thin wrapper over CMake. The two commands the README promises:
 #   make demo   install what is missing, build, run the main job
 #   make test   install what is missing, build, run every test
+# Deployment (docs/deploy.md):
+#   make install [PREFIX=/usr/local] [DESTDIR=]  binaries, hook, plugin, Python
+#               files, systemd units, dashboards, Prometheus/Alertmanager files
+#   make images         engine, node and demo images (buildah, podman or docker)
+#   make stack          engine + Prometheus + Alertmanager + Grafana (compose)
+#   make deploy-check   the deployment kit's checks (part of make test)
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SYS_PYTHON ?= /usr/bin/python3
@@ -12,9 +18,25 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libspdlog-dev libfmt-dev prometheus-cpp-dev libsqlite3-dev sqlite3 \
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-pytest \
-  python3-pip prometheus prometheus-alertmanager clang
+  python3-pip prometheus prometheus-alertmanager clang \
+  yamllint python3-venv python3-yaml patchelf docker-compose \
+  libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev openssl libprotoc-dev
+# Only for `make images` and `make stack` (image builder, compose, a Debian
+# base made from Debian's packages where no registry is reachable; the CNI
+# dnsname plugin resolves compose service names under podman).
+IMAGE_DEB_PACKAGES := buildah podman podman-compose runc mmdebstrap uidmap \
+  golang-github-containernetworking-plugin-dnsname
 
-.PHONY: all deps configure build test demo clean bundle
+PREFIX ?= /usr/local
+DESTDIR ?=
+STRIP ?= 0
+
+.PHONY: all deps configure build test demo clean bundle install install-only install-demo \
+  images image-deps stack stack-down deploy-check deploy-tools asan tsan
+
+# ccache, when installed, for the sanitizer builds too.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+LAUNCHER := $(if $(CCACHE),-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 all: build
 
@@ -38,5 +60,50 @@ demo: build
 bundle: build
 	tools/make_bundle.sh $(BUILD) .bundle
 
+# `install` builds first; `install-only` installs an existing build (the image
+# build runs it after compiling the target xpu_installed only).
+install: build
+	$(MAKE) --no-print-directory install-only
+
+install-only:
+	@test -f $(BUILD)/CMakeCache.txt || { echo "install: no build in $(BUILD) (run make build)" >&2; exit 2; }
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)" $(if $(filter 1,$(STRIP)),--strip,)
+
+# The GPU-less test runtime and the demo scripts on top of an installed tree
+# (the demo image only; never part of a production install).
+install-demo:
+	docker/demo/install-demo.sh $(BUILD) "$(DESTDIR)$(PREFIX)"
+
+image-deps:
+	@tools/install_deps.sh $(IMAGE_DEB_PACKAGES)
+
+# Builds the images (docker/build-images.sh --help: builder, bases, tags).
+images: image-deps
+	docker/build-images.sh
+
+stack: image-deps
+	docker/stack.sh up
+
+stack-down:
+	docker/stack.sh down
+
+# The kit's checks: units, Prometheus/Alertmanager files, Dockerfile steps,
+# compose file, Kubernetes manifests, Grafana provisioning, install + demo job.
+deploy-check: build
+	cd $(BUILD) && ctest -L deploy --output-on-failure
+
+# Python validators for the Kubernetes manifests (kubernetes-validate carries
+# the Kubernetes OpenAPI schemas), in a venv of the build directory; the
+# ctest fixture deploy_tools runs this too.
+deploy-tools:
+	tests/deploy/setup_tools.sh $(BUILD)/deploy-venv
+
+# Unit tests under sanitizers (CMakePresets.json: build-asan/, build-tsan/;
+# end-to-end tests, benchmarks and Python are left out there).
+asan tsan: deps
+	cmake --preset $@ $(LAUNCHER) $(CMAKE_FLAGS)
+	cmake --build --preset $@ -j$(JOBS)
+	ctest --preset $@ -j$(JOBS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) build-asan build-tsan

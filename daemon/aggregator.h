@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "xpu/record.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::daemon {
 

@@ -5,15 +5,15 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging/logging.h"
 #include "daemon/evidence/evidence_collector.h"
 #include "daemon/evidence/ring_progress.h"
-#include "daemon/log_util.h"
 
 namespace xpu::daemon {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto logger = GetLogger("collector");
+  static auto logger = logging::GetLogger("collector");
   return logger;
 }
 
@@ -30,10 +30,10 @@ Collector::Collector(const CollectorOptions& options)
       table_(options.table),
       profiles_(std::make_unique<ProfileRunner>(this, options.profile)) {}
 
-absl::StatusOr<uint64_t> Collector::AddRing(std::unique_ptr<RingReader> reader,
+absl::StatusOr<uint64_t> Collector::AddRing(std::unique_ptr<ring::RingReader> reader,
                                             const PeerInfo& peer, uint64_t now_ns) {
   std::lock_guard<std::mutex> lock(mu_);
-  const RingIdentity id = reader->identity();
+  const ring::RingIdentity id = reader->identity();
   auto key = table_.Add(std::move(reader), peer, now_ns);
   if (key.ok()) {
     Log()->info("registered process key={} job={} rank={} pid={} peer_pid={} uid={}", *key, id.job,
@@ -54,15 +54,15 @@ void Collector::MarkDisconnected(uint64_t key, uint64_t now_ns) {
 
 void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
   if (s.reader == nullptr || s.exited) return;
-  RingReader& reader = *s.reader;
+  ring::RingReader& reader = *s.reader;
   const uint64_t bad_before = reader.counters().records_corrupt + reader.counters().records_lapped +
                               reader.counters().records_abandoned;
   scratch_records_.clear();
   reader.Poll(now_ns, options_.max_records_per_poll, &scratch_records_);
   scratch_sigs_.clear();
   reader.PollSignatures(&scratch_sigs_);
-  for (SignatureInfo& sig : scratch_sigs_) s.signatures.push_back(std::move(sig));
-  for (const RingRecord& r : scratch_records_) {
+  for (ring::SignatureInfo& sig : scratch_sigs_) s.signatures.push_back(std::move(sig));
+  for (const ring::RingRecord& r : scratch_records_) {
     if (s.profile != nullptr) s.profile->Add(r.rec);
     if (r.rec.flags & XPU_REC_PROFILE_WINDOW) {
       // Kernel activity of a profiling window: summarized on the node
@@ -72,7 +72,7 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
       continue;
     }
     s.history.Push(r);
-    const SignatureInfo* sig = reader.signature(r.rec.sig_id);
+    const ring::SignatureInfo* sig = reader.signature(r.rec.sig_id);
     s.aggregator.Add(r.rec, sig != nullptr ? &sig->sig : nullptr);
     if (options_.collect_for_engine) {
       if (s.pending_records.empty()) s.pending_first_position = r.position;
@@ -127,7 +127,7 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
   if (finish) {
     s.exited = true;
     s.exited_at_ns = now_ns;
-    const RingReaderCounters& c = reader.counters();
+    const ring::RingReaderCounters& c = reader.counters();
     Log()->info("process key={} job={} rank={} exited: read={} corrupt={} lapped={} abandoned={}",
                 s.key, s.identity.job, s.identity.rank, c.records_read, c.records_corrupt,
                 c.records_lapped, c.records_abandoned);
@@ -295,7 +295,7 @@ void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandR
     xpu::v1::ProcessBatch* pb = reply->add_processes();
     pb->set_process_key(s.key);
     FillIdentity(s, pb->mutable_identity());
-    for (const SignatureInfo& sig : s.signatures) FillSignature(sig, pb->add_signatures());
+    for (const ring::SignatureInfo& sig : s.signatures) FillSignature(sig, pb->add_signatures());
     FillCounters(s, pb->mutable_counters());
     pb->set_exited(s.exited);
     uint64_t want = command.last_n() == 0 ? ~0ull : command.last_n();
@@ -305,12 +305,12 @@ void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandR
       truncated = truncated || s.history.size() > 0;
       return;
     }
-    std::vector<RingRecord> recs = s.history.Snapshot(want, command.since_ns());
+    std::vector<ring::RingRecord> recs = s.history.Snapshot(want, command.since_ns());
     if (clipped && recs.size() == want) truncated = true;
     budget -= recs.size();
     std::string packed;
     packed.reserve(recs.size() * sizeof(xpu_record_v1));
-    for (const RingRecord& r : recs) AppendPacked(r.rec, &packed);
+    for (const ring::RingRecord& r : recs) AppendPacked(r.rec, &packed);
     if (!recs.empty()) pb->set_first_position(recs.front().position);
     pb->set_records(std::move(packed));
   });
@@ -325,7 +325,7 @@ CollectorStats Collector::stats() {
     ++st.processes;
     if (!s.exited) ++st.processes_live;
     if (s.reader == nullptr) return;
-    const RingReaderCounters& c = s.reader->counters();
+    const ring::RingReaderCounters& c = s.reader->counters();
     st.records_read += c.records_read;
     st.records_corrupt += c.records_corrupt;
     st.records_lapped += c.records_lapped;

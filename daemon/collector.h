@@ -16,11 +16,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "daemon/log_util.h"
+#include "common/logging/logging.h"
+#include "common/ring/ring_reader.h"
 #include "daemon/process_table.h"
 #include "daemon/profile_window.h"
-#include "daemon/ring_reader.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 
@@ -88,7 +89,7 @@ class Collector : public CommandHandler, public StateProvider {
   explicit Collector(const CollectorOptions& options);
 
   // Registers a ring received from the hook. `now_ns` is CLOCK_MONOTONIC.
-  absl::StatusOr<uint64_t> AddRing(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
+  absl::StatusOr<uint64_t> AddRing(std::unique_ptr<ring::RingReader> reader, const PeerInfo& peer,
                                    uint64_t now_ns);
   // The hook's connection closed: drain what is left, then mark it exited.
   void MarkDisconnected(uint64_t key, uint64_t now_ns);
@@ -127,10 +128,10 @@ class Collector : public CommandHandler, public StateProvider {
   std::mutex mu_;
   ProcessTable table_;  // guarded by mu_
   uint64_t records_dropped_pending_ = 0;
-  std::vector<RingRecord> scratch_records_;
-  std::vector<SignatureInfo> scratch_sigs_;
-  RateLimiter bad_limiter_{10, 10000000000ull};  // per-record losses are logged sparingly
-  uint64_t records_profile_unclaimed_ = 0;       // guarded by mu_
+  std::vector<ring::RingRecord> scratch_records_;
+  std::vector<ring::SignatureInfo> scratch_sigs_;
+  logging::RateLimiter bad_limiter_{10, 10000000000ull};  // per-record losses are logged sparingly
+  uint64_t records_profile_unclaimed_ = 0;                // guarded by mu_
   // Last member: destroyed (its threads joined) while the rest still exists.
   std::unique_ptr<ProfileRunner> profiles_;
 };

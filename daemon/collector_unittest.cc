@@ -6,13 +6,13 @@
 
 #include <cstring>
 
-#include "daemon/test_ring_writer.h"
+#include "common/ring/testing/test_ring_writer.h"
 
 namespace xpu::daemon {
 namespace {
 
-using testing::TestRingConfig;
-using testing::TestRingWriter;
+using ring::testing::TestRingConfig;
+using ring::testing::TestRingWriter;
 
 constexpr uint64_t kSec = 1000000000ull;
 
@@ -32,9 +32,10 @@ Proc AddProc(Collector& c, const std::string& job, int rank, int32_t pid = 100,
   Proc p;
   p.ring = TestRingWriter::Create(cfg);
   p.sig = p.ring->AddSignature(XPU_OP_KERNEL, "k-" + job);
-  RingReaderOptions ro;
+  ring::RingReaderOptions ro;
   ro.abandon_grace_ns = 0;
-  p.key = c.AddRing(std::move(RingReader::FromFd(p.ring->fd(), ro).value()), PeerInfo{}, 0).value();
+  p.key = c.AddRing(std::move(ring::RingReader::FromFd(p.ring->fd(), ro).value()), PeerInfo{}, 0)
+              .value();
   return p;
 }
 
@@ -74,11 +75,12 @@ TEST(CollectorTest, TwoJobsOnOneNodeStaySeparate) {
   dup.job = "job-a";
   dup.pid = 100;
   auto ring = TestRingWriter::Create(dup);
-  EXPECT_EQ(c.AddRing(std::move(RingReader::FromFd(ring->fd(), RingReaderOptions{}).value()),
-                      PeerInfo{}, 0)
-                .status()
-                .code(),
-            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      c.AddRing(std::move(ring::RingReader::FromFd(ring->fd(), ring::RingReaderOptions{}).value()),
+                PeerInfo{}, 0)
+          .status()
+          .code(),
+      absl::StatusCode::kAlreadyExists);
 }
 
 TEST(CollectorTest, BatchesCarryDeltasAndSplitLargeRecordRuns) {
@@ -153,10 +155,10 @@ TEST(CollectorTest, DisconnectedRingThatNeverDrainsTimesOut) {
   Collector c(o);
   TestRingConfig cfg;
   auto ring = TestRingWriter::Create(cfg);
-  RingReaderOptions ro;
+  ring::RingReaderOptions ro;
   ro.abandon_grace_ns = 100 * kSec;  // the stuck slot is never skipped in time
   const uint64_t key =
-      c.AddRing(std::move(RingReader::FromFd(ring->fd(), ro).value()), PeerInfo{}, 0).value();
+      c.AddRing(std::move(ring::RingReader::FromFd(ring->fd(), ro).value()), PeerInfo{}, 0).value();
   ring->ReserveWithoutCommit();
   c.MarkDisconnected(key, 1 * kSec);
   c.DrainOnce(2 * kSec);
@@ -247,7 +249,8 @@ TEST(CollectorTest, VanishedPidIsDetectedThroughProc) {
   waitpid(child, &status, 0);  // reaped: /proc/<child> is gone
   PeerInfo peer;
   peer.pid = child;
-  c.AddRing(std::move(RingReader::FromFd(ring->fd(), RingReaderOptions{}).value()), peer, 0)
+  c.AddRing(std::move(ring::RingReader::FromFd(ring->fd(), ring::RingReaderOptions{}).value()),
+            peer, 0)
       .value();
   PeerInfo self;
   self.pid = getpid();
@@ -256,7 +259,8 @@ TEST(CollectorTest, VanishedPidIsDetectedThroughProc) {
   TestRingConfig cfg2;
   cfg2.pid = 5;
   auto ring2 = TestRingWriter::Create(cfg2);
-  c.AddRing(std::move(RingReader::FromFd(ring2->fd(), RingReaderOptions{}).value()), self, 0)
+  c.AddRing(std::move(ring::RingReader::FromFd(ring2->fd(), ring::RingReaderOptions{}).value()),
+            self, 0)
       .value();
   c.DrainOnce(1);
   EXPECT_EQ(c.stats().processes_live, 1u);  // only the live one
@@ -264,7 +268,7 @@ TEST(CollectorTest, VanishedPidIsDetectedThroughProc) {
 
 TEST(HistoryBufferTest, KeepsTheNewestInOrder) {
   HistoryBuffer h(4);
-  for (uint64_t i = 0; i < 10; ++i) h.Push(RingRecord{i, Rec(1, i)});
+  for (uint64_t i = 0; i < 10; ++i) h.Push(ring::RingRecord{i, Rec(1, i)});
   EXPECT_EQ(h.size(), 4u);
   auto all = h.Snapshot(0, 0);
   ASSERT_EQ(all.size(), 4u);

@@ -5,13 +5,14 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/log_util.h"
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
 
 namespace xpu::daemon {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto logger = GetLogger("daemon");
+  static auto logger = logging::GetLogger("daemon");
   return logger;
 }
 

@@ -7,18 +7,18 @@
 
 #include <cstdlib>
 
-#include "daemon/log_util.h"
+#include "common/logging/logging.h"
+#include "common/ring/testing/test_ring_writer.h"
 #include "daemon/test_fakes.h"
-#include "daemon/test_ring_writer.h"
 
 namespace xpu::daemon {
 namespace {
 
+using ring::testing::TestRingConfig;
+using ring::testing::TestRingWriter;
 using testing::FakeEngine;
 using testing::FakeHook;
 using testing::FakeIngest;
-using testing::TestRingConfig;
-using testing::TestRingWriter;
 using testing::WaitFor;
 
 class DaemonTest : public ::testing::Test {

@@ -9,13 +9,15 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/log_util.h"
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto logger = GetLogger("engine_client");
+  static auto logger = logging::GetLogger("engine_client");
   return logger;
 }
 
@@ -244,44 +246,7 @@ bool EngineClient::RunConnection() {
     acked_ = accepted_ = broken_ = false;
   }
   auto stream = stub->Stream(&ctx);
-  std::thread reader([&] {
-    xpu::v1::EngineMessage msg;
-    while (stream->Read(&msg)) {
-      if (msg.has_ack()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        acked_ = true;
-        accepted_ = msg.ack().accepted();
-        if (!accepted_) Log()->error("engine refused this daemon: {}", msg.ack().reason());
-      } else if (msg.has_command()) {
-        // Long commands answer later (the reply joins the queue then); the
-        // reader goes straight back to the stream.
-        if (handler_ != nullptr &&
-            handler_->HandleCommandAsync(msg.command(), [this](xpu::v1::CommandReply r) {
-              std::lock_guard<std::mutex> lock(mu_);
-              ++stats_.commands;
-              replies_.push_back(std::move(r));
-              cv_.notify_all();
-            })) {
-          continue;
-        }
-        xpu::v1::CommandReply reply;
-        reply.set_command_id(msg.command().command_id());
-        if (handler_ != nullptr) {
-          handler_->HandleCommand(msg.command(), &reply);
-        } else {
-          reply.set_ok(false);
-          reply.set_error("no command handler");
-        }
-        std::lock_guard<std::mutex> lock(mu_);
-        ++stats_.commands;
-        replies_.push_back(std::move(reply));
-      }
-      cv_.notify_all();
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    broken_ = true;
-    cv_.notify_all();
-  });
+  std::thread reader([&] { ReadStream(stream.get()); });
 
   bool handshook = false;
   auto finish = [&]() {
@@ -296,7 +261,55 @@ bool EngineClient::RunConnection() {
     }
     return handshook;
   };
+  if (!Handshake(stream.get())) return finish();
+  handshook = true;
+  Log()->info("connected to engine {}", options_.target);
+  if (!Resync(stream.get())) return finish();
+  SendUntilBroken(stream.get());
+  return finish();
+}
 
+void EngineClient::QueueReply(xpu::v1::CommandReply reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.commands;
+  replies_.push_back(std::move(reply));
+  cv_.notify_all();
+}
+
+void EngineClient::ReadStream(Stream* stream) {
+  xpu::v1::EngineMessage msg;
+  while (stream->Read(&msg)) {
+    if (msg.has_ack()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      acked_ = true;
+      accepted_ = msg.ack().accepted();
+      if (!accepted_) Log()->error("engine refused this daemon: {}", msg.ack().reason());
+    } else if (msg.has_command()) {
+      // Long commands answer later (the reply joins the queue then); the
+      // reader goes straight back to the stream.
+      if (handler_ != nullptr &&
+          handler_->HandleCommandAsync(
+              msg.command(), [this](xpu::v1::CommandReply r) { QueueReply(std::move(r)); })) {
+        continue;
+      }
+      xpu::v1::CommandReply reply;
+      reply.set_command_id(msg.command().command_id());
+      if (handler_ != nullptr) {
+        handler_->HandleCommand(msg.command(), &reply);
+      } else {
+        reply.set_ok(false);
+        reply.set_error("no command handler");
+      }
+      QueueReply(std::move(reply));
+    }
+    cv_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  broken_ = true;
+  cv_.notify_all();
+}
+
+bool EngineClient::Handshake(Stream* stream) {
   xpu::v1::DaemonMessage hello_msg;
   auto* hello = hello_msg.mutable_hello();
   hello->set_protocol_version(1);
@@ -305,33 +318,29 @@ bool EngineClient::RunConnection() {
   hello->set_pid(static_cast<uint32_t>(getpid()));
   hello->set_version(options_.version);
   hello->set_token(options_.token);
-  if (!stream->Write(hello_msg)) return finish();
+  if (!stream->Write(hello_msg)) return false;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(options_.ack_timeout_ms),
+               [this] { return acked_ || broken_ || !running_; });
+  if (!acked_ || !accepted_ || !running_) return false;
+  ++stats_.connects;
+  stats_.connected = true;
+  return true;
+}
+
+bool EngineClient::Resync(Stream* stream) {
+  if (state_ == nullptr) return true;
+  xpu::v1::DaemonMessage resync;
+  for (auto& pb : state_->FullState()) *resync.mutable_batch()->add_processes() = std::move(pb);
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(options_.ack_timeout_ms),
-                 [this] { return acked_ || broken_ || !running_; });
-    if (!acked_ || !accepted_ || !running_) {
-      lock.unlock();
-      return finish();
-    }
-    handshook = true;
-    ++stats_.connects;
-    stats_.connected = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    resync.mutable_batch()->set_batch_seq(0);
+    PrepareForSend(resync.mutable_batch());
   }
-  Log()->info("connected to engine {}", options_.target);
+  return stream->Write(resync);
+}
 
-  // The engine may have restarted: identity and full signature tables first.
-  if (state_ != nullptr) {
-    xpu::v1::DaemonMessage resync;
-    for (auto& pb : state_->FullState()) *resync.mutable_batch()->add_processes() = std::move(pb);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      resync.mutable_batch()->set_batch_seq(0);
-      PrepareForSend(resync.mutable_batch());
-    }
-    if (!stream->Write(resync)) return finish();
-  }
-
+void EngineClient::SendUntilBroken(Stream* stream) {
   auto last_write = std::chrono::steady_clock::now();
   for (;;) {
     xpu::v1::DaemonMessage out;
@@ -367,7 +376,6 @@ bool EngineClient::RunConnection() {
       ++stats_.batches_sent;
     }
   }
-  return finish();
 }
 
 }  // namespace xpu::daemon

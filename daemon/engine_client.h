@@ -34,8 +34,7 @@
 
 #include "absl/status/statusor.h"
 #include "daemon/collector.h"
-#include "xpu/v1/xpu.grpc.pb.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 
@@ -94,8 +93,20 @@ class EngineClient {
   EngineClient(const EngineClientOptions& options, std::shared_ptr<grpc::ChannelCredentials> creds,
                CommandHandler* handler, StateProvider* state);
   void Run();
+  using Stream = grpc::ClientReaderWriter<xpu::v1::DaemonMessage, xpu::v1::EngineMessage>;
   // One connection's lifetime; returns true if the handshake succeeded.
   bool RunConnection();
+  // Steps of a connection. ReadStream runs on its own thread until the
+  // stream breaks: acks, and commands whose replies it queues.
+  void ReadStream(Stream* stream);
+  void QueueReply(xpu::v1::CommandReply reply);  // takes mu_, wakes the sender
+  // Hello, then waits for the engine's ack; true when accepted.
+  bool Handshake(Stream* stream);
+  // Identity and full signature tables (the engine may have restarted);
+  // false when the write failed.
+  bool Resync(Stream* stream);
+  // Replies, batches and heartbeats until the stream breaks or Stop.
+  void SendUntilBroken(Stream* stream);
   // Drops the oldest batches' records until the queue fits. Needs mu_.
   void EnforceBudgetLocked();
   void PrepareForSend(xpu::v1::Batch* batch);  // needs mu_

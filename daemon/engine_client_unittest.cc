@@ -9,18 +9,19 @@
 #include <mutex>
 #include <thread>
 
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
+#include "common/ring/testing/test_ring_writer.h"
 #include "daemon/collector.h"
-#include "daemon/log_util.h"
 #include "daemon/test_fakes.h"
-#include "daemon/test_ring_writer.h"
 
 namespace xpu::daemon {
 namespace {
 
+using ring::testing::TestRingConfig;
+using ring::testing::TestRingWriter;
 using testing::FakeEngine;
 using testing::FakeIngest;
-using testing::TestRingConfig;
-using testing::TestRingWriter;
 using testing::WaitFor;
 
 EngineClientOptions ClientOptions(int port) {
@@ -46,7 +47,7 @@ struct Node {
     ring = TestRingWriter::Create(cfg);
     sig_a = ring->AddSignature(XPU_OP_GEMM, "gemm");
     sig_b = ring->AddSignature(XPU_OP_ALLREDUCE, "allreduce");
-    auto reader = RingReader::FromFd(ring->fd(), RingReaderOptions{});
+    auto reader = ring::RingReader::FromFd(ring->fd(), ring::RingReaderOptions{});
     key = collector->AddRing(std::move(*reader), PeerInfo{}, MonotonicNs()).value();
   }
   // Writes n records, drains and returns the batches built from them.

@@ -6,7 +6,7 @@
 
 namespace xpu::daemon {
 
-std::string ReadGpuModel(const RingReader& reader) {
+std::string ReadGpuModel(const ring::RingReader& reader) {
   constexpr size_t kEnd =
       offsetof(xpu_ring_header_v1, gpu_model) + sizeof(xpu_ring_header_v1::gpu_model);
   xpu_ring_header_v1 h;
@@ -15,7 +15,7 @@ std::string ReadGpuModel(const RingReader& reader) {
   // every byte written before it.
   std::atomic_thread_fence(std::memory_order_acquire);
   if (!reader.CopyHeaderPage(&h, kEnd) || h.gpu_model[0] == 0) return "";
-  return SanitizeName(h.gpu_model, strnlen(h.gpu_model, sizeof(h.gpu_model)));
+  return ring::SanitizeName(h.gpu_model, strnlen(h.gpu_model, sizeof(h.gpu_model)));
 }
 
 }  // namespace xpu::daemon

@@ -13,12 +13,12 @@
 
 #include <string>
 
-#include "daemon/ring_reader.h"
+#include "common/ring/ring_reader.h"
 
 namespace xpu::daemon {
 
 // Empty while the hook has not published it (or the mapping faulted).
-std::string ReadGpuModel(const RingReader& reader);
+std::string ReadGpuModel(const ring::RingReader& reader);
 
 }  // namespace xpu::daemon
 

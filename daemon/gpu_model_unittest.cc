@@ -7,18 +7,18 @@
 
 #include <cstring>
 
-#include "daemon/test_ring_writer.h"
+#include "common/ring/testing/test_ring_writer.h"
 
 namespace xpu::daemon {
 namespace {
 
-using testing::TestRingConfig;
-using testing::TestRingWriter;
+using ring::testing::TestRingConfig;
+using ring::testing::TestRingWriter;
 
-std::unique_ptr<RingReader> ReaderOf(TestRingWriter& w) {
-  RingReaderOptions o;
+std::unique_ptr<ring::RingReader> ReaderOf(TestRingWriter& w) {
+  ring::RingReaderOptions o;
   o.read_only = true;
-  auto r = RingReader::FromFd(w.fd(), o);
+  auto r = ring::RingReader::FromFd(w.fd(), o);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? std::move(*r) : nullptr;
 }

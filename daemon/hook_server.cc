@@ -10,14 +10,15 @@
 #include <cstring>
 #include <vector>
 
-#include "daemon/log_util.h"
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
 #include "xpu/transport.h"
 
 namespace xpu::daemon {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto logger = GetLogger("hook_server");
+  static auto logger = logging::GetLogger("hook_server");
   return logger;
 }
 
@@ -193,7 +194,7 @@ bool HookServer::HandleHello(Connection& c) {
   if (static_cast<uint64_t>(st.st_size) != hello.ring_file_size) {
     return reject(XPU_HELLO_BAD_RING, "ring_file_size does not match the fd");
   }
-  auto reader = RingReader::FromFd(fds[0], options_.ring);
+  auto reader = ring::RingReader::FromFd(fds[0], options_.ring);
   if (!reader.ok()) {
     Log()->warn("ring of pid {}: {}", c.peer.pid, reader.status().ToString());
     return reject(XPU_HELLO_BAD_RING, "ring validation failed");

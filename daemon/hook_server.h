@@ -21,9 +21,9 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "common/logging/logging.h"
+#include "common/ring/ring_reader.h"
 #include "daemon/collector.h"
-#include "daemon/log_util.h"
-#include "daemon/ring_reader.h"
 #include "daemon/socket_path.h"
 
 namespace xpu::daemon {
@@ -35,7 +35,7 @@ struct HookServerOptions {
   size_t max_connections = 4096;
   // A connection that has not sent its hello by then is closed.
   uint64_t hello_timeout_ns = 10ull * 1000000000ull;
-  RingReaderOptions ring;
+  ring::RingReaderOptions ring;
 };
 
 struct HookServerStats {
@@ -78,8 +78,8 @@ class HookServer {
   int wake_pipe_[2] = {-1, -1};
   std::thread thread_;
   std::atomic<bool> running_{false};
-  std::vector<std::unique_ptr<Connection>> conns_;  // owned by the thread
-  RateLimiter warn_limiter_{20, 10000000000ull};    // a local peer must not flood the log
+  std::vector<std::unique_ptr<Connection>> conns_;         // owned by the thread
+  logging::RateLimiter warn_limiter_{20, 10000000000ull};  // a local peer must not flood the log
   struct AtomicStats {
     std::atomic<uint64_t> accepted{0}, registered{0}, denied_uid{0}, bad_hello{0}, bad_ring{0},
         busy{0}, disconnected{0}, ctl_messages{0}, hello_timeouts{0};

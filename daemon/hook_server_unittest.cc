@@ -12,17 +12,18 @@
 #include <functional>
 #include <thread>
 
-#include "daemon/log_util.h"
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
+#include "common/ring/testing/test_ring_writer.h"
 #include "daemon/test_fakes.h"
-#include "daemon/test_ring_writer.h"
 #include "xpu/transport.h"
 
 namespace xpu::daemon {
 namespace {
 
+using ring::testing::TestRingConfig;
+using ring::testing::TestRingWriter;
 using testing::FakeHook;
-using testing::TestRingConfig;
-using testing::TestRingWriter;
 using testing::WaitFor;
 
 int CountOpenFds() {

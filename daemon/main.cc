@@ -2,8 +2,6 @@
 // xpu_daemon_lib (see daemon.h).
 #include <fcntl.h>
 #include <signal.h>
-#include <spdlog/sinks/basic_file_sink.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,13 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "common/cli/flags.h"
+#include "common/logging/logging.h"
 #include "daemon/daemon.h"
-#include "daemon/log_util.h"
 #include "daemon/options.h"
-
-#ifndef XPU_VERSION
-#define XPU_VERSION "0.1.0"
-#endif
 
 namespace {
 
@@ -73,10 +68,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (options->version) {
-    printf("xpu-daemon %s\n", XPU_VERSION);
+    printf("%s\n", xpu::flags::VersionLine("xpu-daemon").c_str());
     return 0;
   }
-  auto config = MakeDaemonConfig(*options, XPU_VERSION);
+  auto config = MakeDaemonConfig(*options, xpu::flags::Version());
   if (!config.ok()) {
     fprintf(stderr, "xpu-daemon: %s\n", std::string(config.status().message()).c_str());
     return 2;
@@ -92,18 +87,10 @@ int main(int argc, char** argv) {
   std::string log_file = options->log_file;
   if (log_file.empty() && !options->foreground)
     log_file = Dir(config->hook.socket.path) + "/daemon.log";
-  spdlog::sink_ptr sink;
-  if (!log_file.empty()) {
-    mkdir(Dir(log_file).c_str(), 0700);
-    try {
-      sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_file);
-    } catch (const spdlog::spdlog_ex&) {
-      sink = nullptr;  // fall back to stderr
-    }
+  if (absl::Status st = xpu::logging::InitLogging({"xpu-daemon", options->log_level, log_file});
+      !st.ok()) {
+    xpu::logging::GetLogger("daemon")->warn("{}; logging to stderr", std::string(st.message()));
   }
-  if (!sink) sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  spdlog::set_default_logger(std::make_shared<spdlog::logger>("xpu-daemon", sink));
-  SetLogLevel(spdlog::level::from_str(options->log_level));
   if (!options->foreground && ready_fd >= 0) {
     const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (devnull >= 0) dup2(devnull, STDERR_FILENO);
@@ -122,7 +109,7 @@ int main(int argc, char** argv) {
   Daemon daemon(*config);
   absl::Status s = daemon.Start();
   if (!s.ok()) {
-    GetLogger("daemon")->error("cannot start: {}", s.ToString());
+    xpu::logging::GetLogger("daemon")->error("cannot start: {}", s.ToString());
     if (options->foreground) fprintf(stderr, "xpu-daemon: %s\n", s.ToString().c_str());
     ReportReady(ready_fd, false);
     return 1;
@@ -132,10 +119,10 @@ int main(int argc, char** argv) {
     int sig = 0;
     if (sigwait(&sigs, &sig) != 0) continue;
     if (sig == SIGHUP) {
-      GetLogger("daemon")->info("SIGHUP ignored (flags are read at start)");
+      xpu::logging::GetLogger("daemon")->info("SIGHUP ignored (flags are read at start)");
       continue;
     }
-    GetLogger("daemon")->info("signal {}: shutting down", sig);
+    xpu::logging::GetLogger("daemon")->info("signal {}: shutting down", sig);
     break;
   }
   daemon.Stop();

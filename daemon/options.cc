@@ -2,190 +2,133 @@
 
 #include <cstdlib>
 #include <fstream>
-#include <functional>
 #include <sstream>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/cli/flags.h"
 
 namespace xpu::daemon {
 namespace {
 
-struct Flag {
-  const char* name;
-  const char* arg;  // nullptr for booleans
-  const char* help;
-  std::function<absl::Status(DaemonOptions&, const std::string&)> set;
-  std::function<std::string(const DaemonOptions&)> get_default;
-};
+// Every flag of xpu-daemon, bound to `o`.
+void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
+  app.add_option("--socket", o->socket,
+                 "Unix socket the hook connects to. Default: $XPU_DAEMON_SOCKET, else "
+                 "$XDG_RUNTIME_DIR/xpu/daemon.sock, else /run/xpu/daemon.sock (root), else "
+                 "/tmp/xpu-<uid>/daemon.sock.")
+      ->type_name("PATH");
+  app.add_option("--engine", o->engine, "Engine address (gRPC Ingest service).")
+      ->type_name("HOST:PORT");
+  app.add_flag("--no-engine", o->no_engine,
+               "Do not connect to an engine: only drain rings and keep history.");
+  app.add_option("--token-file", o->token_file, "File holding the engine token (else $XPU_TOKEN).")
+      ->type_name("PATH");
+  app.add_option("--tls-ca", o->tls_ca,
+                 "PEM CA bundle: use TLS and verify the engine's certificate.")
+      ->type_name("PATH");
+  auto* tls_cert = app.add_option("--tls-cert", o->tls_cert,
+                                  "PEM client certificate (TLS client authentication; with "
+                                  "--tls-key).")
+                       ->type_name("PATH");
+  auto* tls_key =
+      app.add_option("--tls-key", o->tls_key, "PEM client private key (with --tls-cert).")
+          ->type_name("PATH");
+  tls_cert->needs(tls_key);
+  tls_key->needs(tls_cert);
+  app.add_flag("--insecure", o->insecure,
+               "Allow plaintext to a non-loopback engine (loopback is always allowed).");
+  app.add_option("--history-records", o->history_records,
+                 "Records of history kept per process (preallocated, 32 bytes each).")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option("--retain-exited-s", o->retain_exited_s,
+                 "Seconds an exited process (and its history) is kept.")
+      ->type_name("S")
+      ->transform(flags::UnsignedAtLeast(0));
+  app.add_option("--window-s", o->window_s, "Aggregation window in seconds.")
+      ->type_name("S")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option("--flush-ms", o->flush_ms, "Interval between batches sent to the engine.")
+      ->type_name("MS")
+      ->transform(flags::UnsignedAtLeast(10));
+  app.add_option("--buffer-mb", o->buffer_mb,
+                 "Batches buffered while the engine is unreachable; beyond it the oldest records "
+                 "drop.")
+      ->type_name("MB")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option("--drain-ms", o->drain_ms, "Interval between ring drains when idle.")
+      ->type_name("MS")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option("--abandon-grace-ms", o->abandon_grace_ms,
+                 "An uncommitted slot the producer has passed is skipped after this long.")
+      ->type_name("MS")
+      ->transform(flags::UnsignedAtLeast(0));
+  app.add_option("--max-processes", o->max_processes, "Most rings registered at once.")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option("--max-ring-mb", o->max_ring_mb, "Largest ring file accepted.")
+      ->type_name("MB")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_flag("--allow-any-uid", o->allow_any_uid,
+               "Accept hooks of other users (always the case when running as root).");
+  app.add_option("--daemon-id", o->daemon_id,
+                 "Identity sent to the engine. Default: host:pid:start_ns.")
+      ->type_name("ID");
+  app.add_option("--log-level", o->log_level, "trace, debug, info, warn, error, critical or off.")
+      ->type_name("LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--log-file", o->log_file,
+                 "Log to this file instead of stderr (default when detached: <socket "
+                 "dir>/daemon.log).")
+      ->type_name("PATH");
+  app.add_flag("--foreground", o->foreground,
+               "Stay in the foreground. Without it the daemon detaches once its socket is ready.");
+}
 
-std::function<absl::Status(DaemonOptions&, const std::string&)> Str(
-    std::string DaemonOptions::*field) {
-  return [field](DaemonOptions& o, const std::string& v) {
-    o.*field = v;
-    return absl::OkStatus();
-  };
-}
-std::function<absl::Status(DaemonOptions&, const std::string&)> Num(uint64_t DaemonOptions::*field,
-                                                                    uint64_t min,
-                                                                    const char* name) {
-  return [field, min, name](DaemonOptions& o, const std::string& v) {
-    uint64_t n;
-    if (!absl::SimpleAtoi(v, &n) || n < min) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--", name, " needs an integer >= ", min, ", got '", v, "'"));
-    }
-    o.*field = n;
-    return absl::OkStatus();
-  };
-}
-std::function<absl::Status(DaemonOptions&, const std::string&)> Bool(bool DaemonOptions::*field) {
-  return [field](DaemonOptions& o, const std::string&) {
-    o.*field = true;
-    return absl::OkStatus();
-  };
-}
-std::function<std::string(const DaemonOptions&)> ShowStr(std::string DaemonOptions::*field) {
-  return [field](const DaemonOptions& o) { return o.*field; };
-}
-std::function<std::string(const DaemonOptions&)> ShowNum(uint64_t DaemonOptions::*field) {
-  return [field](const DaemonOptions& o) { return std::to_string(o.*field); };
-}
-
-const std::vector<Flag>& Flags() {
-  static const std::vector<Flag> flags = {
-      {"socket", "PATH",
-       "Unix socket the hook connects to. Default: $XPU_DAEMON_SOCKET, else "
-       "$XDG_RUNTIME_DIR/xpu/daemon.sock, "
-       "else /run/xpu/daemon.sock (root), else /tmp/xpu-<uid>/daemon.sock.",
-       Str(&DaemonOptions::socket), nullptr},
-      {"engine", "HOST:PORT", "Engine address (gRPC Ingest service).", Str(&DaemonOptions::engine),
-       ShowStr(&DaemonOptions::engine)},
-      {"no-engine", nullptr, "Do not connect to an engine: only drain rings and keep history.",
-       Bool(&DaemonOptions::no_engine), nullptr},
-      {"token-file", "PATH", "File holding the engine token (else $XPU_TOKEN).",
-       Str(&DaemonOptions::token_file), nullptr},
-      {"tls-ca", "PATH", "PEM CA bundle: use TLS and verify the engine's certificate.",
-       Str(&DaemonOptions::tls_ca), nullptr},
-      {"tls-cert", "PATH", "PEM client certificate (TLS client authentication; with --tls-key).",
-       Str(&DaemonOptions::tls_cert), nullptr},
-      {"tls-key", "PATH", "PEM client private key (with --tls-cert).", Str(&DaemonOptions::tls_key),
-       nullptr},
-      {"insecure", nullptr,
-       "Allow plaintext to a non-loopback engine (loopback is always allowed).",
-       Bool(&DaemonOptions::insecure), nullptr},
-      {"history-records", "N", "Records of history kept per process (preallocated, 32 bytes each).",
-       Num(&DaemonOptions::history_records, 1, "history-records"),
-       ShowNum(&DaemonOptions::history_records)},
-      {"retain-exited-s", "S", "Seconds an exited process (and its history) is kept.",
-       Num(&DaemonOptions::retain_exited_s, 0, "retain-exited-s"),
-       ShowNum(&DaemonOptions::retain_exited_s)},
-      {"window-s", "S", "Aggregation window in seconds.",
-       Num(&DaemonOptions::window_s, 1, "window-s"), ShowNum(&DaemonOptions::window_s)},
-      {"flush-ms", "MS", "Interval between batches sent to the engine.",
-       Num(&DaemonOptions::flush_ms, 10, "flush-ms"), ShowNum(&DaemonOptions::flush_ms)},
-      {"buffer-mb", "MB",
-       "Batches buffered while the engine is unreachable; beyond it the oldest records drop.",
-       Num(&DaemonOptions::buffer_mb, 1, "buffer-mb"), ShowNum(&DaemonOptions::buffer_mb)},
-      {"drain-ms", "MS", "Interval between ring drains when idle.",
-       Num(&DaemonOptions::drain_ms, 1, "drain-ms"), ShowNum(&DaemonOptions::drain_ms)},
-      {"abandon-grace-ms", "MS",
-       "An uncommitted slot the producer has passed is skipped after this long.",
-       Num(&DaemonOptions::abandon_grace_ms, 0, "abandon-grace-ms"),
-       ShowNum(&DaemonOptions::abandon_grace_ms)},
-      {"max-processes", "N", "Most rings registered at once.",
-       Num(&DaemonOptions::max_processes, 1, "max-processes"),
-       ShowNum(&DaemonOptions::max_processes)},
-      {"max-ring-mb", "MB", "Largest ring file accepted.",
-       Num(&DaemonOptions::max_ring_mb, 1, "max-ring-mb"), ShowNum(&DaemonOptions::max_ring_mb)},
-      {"allow-any-uid", nullptr,
-       "Accept hooks of other users (always the case when running as root).",
-       Bool(&DaemonOptions::allow_any_uid), nullptr},
-      {"daemon-id", "ID", "Identity sent to the engine. Default: host:pid:start_ns.",
-       Str(&DaemonOptions::daemon_id), nullptr},
-      {"log-level", "LEVEL", "trace, debug, info, warn, error, critical or off.",
-       Str(&DaemonOptions::log_level), ShowStr(&DaemonOptions::log_level)},
-      {"log-file", "PATH",
-       "Log to this file instead of stderr (default when detached: <socket dir>/daemon.log).",
-       Str(&DaemonOptions::log_file), nullptr},
-      {"foreground", nullptr,
-       "Stay in the foreground. Without it the daemon detaches once its socket is ready.",
-       Bool(&DaemonOptions::foreground), nullptr},
-      {"help", nullptr, "Show this help.", Bool(&DaemonOptions::help), nullptr},
-      {"version", nullptr, "Print the version.", Bool(&DaemonOptions::version), nullptr},
-  };
-  return flags;
+void ConfigureDaemonApp(CLI::App& app, DaemonOptions* o) {
+  flags::Configure(app, "xpu-daemon");
+  app.description(
+      "xpu-daemon: drains the XPUTimer rings of the training processes on this node, keeps\n"
+      "their recent history, aggregates per-op windows and streams everything to the engine.\n"
+      "\n"
+      "  xpu-daemon --socket PATH --engine HOST:PORT [flags]   (what the hook's auto-start runs)\n"
+      "  xpu-daemon --foreground --no-engine                    (standalone: drain + history "
+      "only)\n");
+  app.footer(
+      "Signals: SIGTERM/SIGINT shut down cleanly (rings are drained one last time and\n"
+      "pending batches get a short chance to reach the engine).");
+  AddDaemonFlags(app, o);
 }
 
 }  // namespace
 
 absl::StatusOr<DaemonOptions> ParseDaemonOptions(const std::vector<std::string>& args) {
   DaemonOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    if (a.rfind("--", 0) != 0)
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", a, "'"));
-    a = a.substr(2);
-    std::string value;
-    bool has_value = false;
-    const size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    const Flag* flag = nullptr;
-    for (const Flag& f : Flags()) {
-      if (a == f.name) flag = &f;
-    }
-    if (flag == nullptr)
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", a, " (see --help)"));
-    if (flag->arg == nullptr) {
-      if (has_value) return absl::InvalidArgumentError(absl::StrCat("--", a, " takes no value"));
-    } else if (!has_value) {
-      if (i + 1 >= args.size())
-        return absl::InvalidArgumentError(absl::StrCat("--", a, " needs ", flag->arg));
-      value = args[++i];
-    }
-    absl::Status s = flag->set(o, value);
-    if (!s.ok()) return s;
-  }
-  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
-  bool level_ok = false;
-  for (const char* l : kLevels) level_ok |= o.log_level == l;
-  if (!level_ok)
-    return absl::InvalidArgumentError(absl::StrCat("bad --log-level '", o.log_level, "'"));
-  if (o.tls_cert.empty() != o.tls_key.empty()) {
-    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  CLI::App app;
+  ConfigureDaemonApp(app, &o);
+  const flags::ParseResult r = flags::Parse(app, args);
+  switch (r.outcome) {
+    case flags::Outcome::kRun:
+      break;
+    case flags::Outcome::kHelp:
+      o.help = true;
+      break;
+    case flags::Outcome::kVersion:
+      o.version = true;
+      break;
+    case flags::Outcome::kError:
+      return absl::InvalidArgumentError(
+          absl::StripSuffix(absl::StripPrefix(r.text, "xpu-daemon: "), "\n"));
   }
   return o;
 }
 
 std::string DaemonHelpText() {
-  std::string out =
-      "xpu-daemon: drains the XPUTimer rings of the training processes on this node, keeps\n"
-      "their recent history, aggregates per-op windows and streams everything to the engine.\n"
-      "\n"
-      "Usage:\n"
-      "  xpu-daemon --socket PATH --engine HOST:PORT [flags]   (what the hook's auto-start runs)\n"
-      "  xpu-daemon --foreground --no-engine                    (standalone: drain + history "
-      "only)\n"
-      "\n"
-      "Flags:\n";
-  const DaemonOptions defaults;
-  for (const Flag& f : Flags()) {
-    std::string head = absl::StrCat("  --", f.name, f.arg ? absl::StrCat(" ", f.arg) : "");
-    if (head.size() < 28) head.resize(28, ' ');
-    absl::StrAppend(&out, head, " ", f.help);
-    if (f.get_default) absl::StrAppend(&out, " [", f.get_default(defaults), "]");
-    absl::StrAppend(&out, "\n");
-  }
-  absl::StrAppend(
-      &out,
-      "\nSignals: SIGTERM/SIGINT shut down cleanly (rings are drained one last time and\n"
-      "pending batches get a short chance to reach the engine).\n");
-  return out;
+  CLI::App app;
+  DaemonOptions defaults;
+  ConfigureDaemonApp(app, &defaults);
+  return app.help();
 }
 
 absl::StatusOr<std::string> ResolveToken(const DaemonOptions& options) {

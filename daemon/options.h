@@ -1,7 +1,8 @@
 // options.h — command-line flags of xpu-daemon.
 //
-// A small parser (--flag value and --flag=value) so that every flag, its
-// default and its help text live in one table, and parsing is unit-tested.
+// Parsed with the project's flag conventions (common/cli/flags.h: --flag
+// value and --flag=value, --help, --version); every flag, its default and its
+// help text are declared in one place, and parsing is unit-tested.
 #ifndef XPU_DAEMON_OPTIONS_H_
 #define XPU_DAEMON_OPTIONS_H_
 

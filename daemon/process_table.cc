@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/wire/signature.h"
 #include "daemon/evidence/ring_progress.h"
 #include "daemon/gpu_model.h"
 
@@ -15,19 +16,19 @@ namespace xpu::daemon {
 
 HistoryBuffer::HistoryBuffer(size_t capacity) : records_(capacity == 0 ? 1 : capacity) {}
 
-void HistoryBuffer::Push(const RingRecord& r) {
+void HistoryBuffer::Push(const ring::RingRecord& r) {
   records_[head_] = r;
   head_ = (head_ + 1) % records_.size();
   if (size_ < records_.size()) ++size_;
 }
 
-std::vector<RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t since_ns) const {
-  std::vector<RingRecord> out;
+std::vector<ring::RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t since_ns) const {
+  std::vector<ring::RingRecord> out;
   const size_t cap = records_.size();
   const size_t oldest = (head_ + cap - size_) % cap;
   // Walk newest to oldest so that last_n bounds the work.
   for (size_t i = 0; i < size_; ++i) {
-    const RingRecord& r = records_[(oldest + size_ - 1 - i) % cap];
+    const ring::RingRecord& r = records_[(oldest + size_ - 1 - i) % cap];
     if (r.rec.start_ns < since_ns) continue;
     out.push_back(r);
     if (last_n != 0 && out.size() >= last_n) break;
@@ -36,7 +37,7 @@ std::vector<RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t since_
   return out;
 }
 
-ProcessState::ProcessState(uint64_t k, std::unique_ptr<RingReader> r, const PeerInfo& p,
+ProcessState::ProcessState(uint64_t k, std::unique_ptr<ring::RingReader> r, const PeerInfo& p,
                            size_t history_records, uint64_t window_ns)
     : key(k),
       identity(r->identity()),
@@ -52,8 +53,8 @@ ProcessTable::NaturalKey ProcessTable::KeyOf(const ProcessState& s) {
                     s.identity.start_time_ticks);
 }
 
-absl::StatusOr<uint64_t> ProcessTable::Add(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
-                                           uint64_t now_ns) {
+absl::StatusOr<uint64_t> ProcessTable::Add(std::unique_ptr<ring::RingReader> reader,
+                                           const PeerInfo& peer, uint64_t now_ns) {
   const NaturalKey natural(reader->identity().job, peer.pid > 0 ? peer.pid : reader->identity().pid,
                            reader->identity().start_time_ticks);
   size_t live = 0;
@@ -109,7 +110,7 @@ size_t ProcessTable::RemoveExited(uint64_t now_ns, uint64_t retain_ns) {
 }
 
 void FillIdentity(const ProcessState& s, xpu::v1::ProcessIdentity* out) {
-  const RingIdentity& id = s.identity;
+  const ring::RingIdentity& id = s.identity;
   out->set_job(id.job);
   out->set_job_name(id.job_name);
   out->set_host(id.host);
@@ -128,32 +129,15 @@ void FillIdentity(const ProcessState& s, xpu::v1::ProcessIdentity* out) {
   if (s.reader != nullptr) out->set_gpu_model(ReadGpuModel(*s.reader));
 }
 
-void FillSignature(const SignatureInfo& info, xpu::v1::Signature* out) {
-  const xpu_signature_v1& s = info.sig;
-  out->set_id(s.commit);
-  out->set_kind(s.kind);
-  out->set_dtype(s.dtype);
-  out->set_gemm_flags(s.gemm_flags);
-  out->set_name(info.name);
-  out->set_m(s.m);
-  out->set_n(s.n);
-  out->set_k(s.k);
-  out->set_batch(s.batch);
-  out->set_count(s.count);
-  out->set_comm_id(s.comm_id);
-  out->set_comm_rank(s.comm_rank);
-  out->set_comm_nranks(s.comm_nranks);
-  out->set_peer(s.peer);
-  out->set_device(s.device);
-  out->set_out_dtype(s.out_dtype);
-  out->set_compute_type(s.compute_type);
+void FillSignature(const ring::SignatureInfo& info, xpu::v1::Signature* out) {
+  wire::SignatureToWire(info.sig.commit, info.sig, info.name, out);
 }
 
 void FillCounters(const ProcessState& s, xpu::v1::ProcessCounters* out) {
   if (s.reader == nullptr) return;
-  const RingLiveState live = s.reader->ReadLiveState();
+  const ring::RingLiveState live = s.reader->ReadLiveState();
   for (int i = 0; i < XPU_CNT_MAX; ++i) out->add_hook(live.counters[i]);
-  const RingReaderCounters& c = s.reader->counters();
+  const ring::RingReaderCounters& c = s.reader->counters();
   out->set_records_read(c.records_read);
   // The wire has no separate field for slots a crashed producer never
   // committed; they are lost records that failed validation, so they are

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/ring/ring_reader.h"
 #include "daemon/aggregator.h"
 #include "daemon/profile_capture.h"
-#include "daemon/ring_reader.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::daemon {
 
@@ -32,15 +32,15 @@ namespace xpu::daemon {
 class HistoryBuffer {
  public:
   explicit HistoryBuffer(size_t capacity);
-  void Push(const RingRecord& r);
+  void Push(const ring::RingRecord& r);
   size_t size() const { return size_; }
   size_t capacity() const { return records_.size(); }
   // Records with start_ns >= since_ns, the newest `last_n` of them (0 = all),
   // in ring order.
-  std::vector<RingRecord> Snapshot(uint64_t last_n, uint64_t since_ns) const;
+  std::vector<ring::RingRecord> Snapshot(uint64_t last_n, uint64_t since_ns) const;
 
  private:
-  std::vector<RingRecord> records_;
+  std::vector<ring::RingRecord> records_;
   size_t head_ = 0;  // next slot to write
   size_t size_ = 0;
 };
@@ -53,17 +53,17 @@ struct PeerInfo {
 };
 
 struct ProcessState {
-  ProcessState(uint64_t key, std::unique_ptr<RingReader> reader, const PeerInfo& peer,
+  ProcessState(uint64_t key, std::unique_ptr<ring::RingReader> reader, const PeerInfo& peer,
                size_t history_records, uint64_t window_ns);
 
   const uint64_t key;
-  const RingIdentity identity;
+  const ring::RingIdentity identity;
   const PeerInfo peer;
-  std::unique_ptr<RingReader> reader;  // null once retired
+  std::unique_ptr<ring::RingReader> reader;  // null once retired
   HistoryBuffer history;
   Aggregator aggregator;
-  std::vector<SignatureInfo> signatures;  // in the order they were read
-  size_t signatures_sent = 0;             // prefix already handed to the engine
+  std::vector<ring::SignatureInfo> signatures;  // in the order they were read
+  size_t signatures_sent = 0;                   // prefix already handed to the engine
   // Pending for the engine since the last batch.
   std::string pending_records;  // packed xpu_record_v1, commit zeroed
   uint64_t pending_first_position = 0;
@@ -94,7 +94,7 @@ class ProcessTable {
   // Registers a ring. A live entry with the same (job, pid, start time) that
   // is still connected makes this fail (AlreadyExists); one that is draining
   // or exited is retired and replaced (the hook reconnected with its ring).
-  absl::StatusOr<uint64_t> Add(std::unique_ptr<RingReader> reader, const PeerInfo& peer,
+  absl::StatusOr<uint64_t> Add(std::unique_ptr<ring::RingReader> reader, const PeerInfo& peer,
                                uint64_t now_ns);
   ProcessState* Find(uint64_t key);
   void ForEach(const std::function<void(ProcessState&)>& fn);
@@ -112,7 +112,8 @@ class ProcessTable {
 
 // Fills the wire identity of a process.
 void FillIdentity(const ProcessState& s, xpu::v1::ProcessIdentity* out);
-void FillSignature(const SignatureInfo& s, xpu::v1::Signature* out);
+// The wire form of a signature read from the ring (common/wire/signature.h).
+void FillSignature(const ring::SignatureInfo& s, xpu::v1::Signature* out);
 void FillCounters(const ProcessState& s, xpu::v1::ProcessCounters* out);
 
 // starttime (field 22) of /proc/<pid>/stat, or 0 when the process is gone.

@@ -9,41 +9,21 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/analysis/behavior_pattern.h"
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
 #include "daemon/collector.h"
-#include "daemon/log_util.h"
 #include "daemon/profile_capture.h"
-#include "engine/analysis/behavior_pattern.h"
-#include "xpu/formulas.h"
 
 namespace xpu::daemon {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto logger = GetLogger("profile");
+  static auto logger = logging::GetLogger("profile");
   return logger;
 }
 
-namespace an = xpu::engine::analysis;
-
-an::OpSig ToOpSig(const SignatureInfo& info) {
-  const xpu_signature_v1& s = info.sig;
-  an::OpSig o;
-  o.kind = s.kind;
-  o.dtype = s.dtype;
-  o.m = s.m;
-  o.n = s.n;
-  o.k = s.k;
-  o.batch = s.batch ? s.batch : 1;
-  o.name = info.name;
-  o.flops = xpu_sig_flops(&s);
-  o.bytes = xpu_sig_bytes(&s);
-  o.busbw_factor = xpu_busbw_factor(s.kind, s.comm_nranks);
-  o.comm_id = s.comm_id;
-  o.comm_rank = s.comm_rank;
-  o.comm_nranks = s.comm_nranks;
-  o.peer = s.peer;
-  return o;
-}
+namespace an = xpu::analysis;
 
 // One process of a command.
 struct Target {
@@ -59,7 +39,7 @@ struct Target {
   std::string reason;
   xpu_ring_profile_ctl_v1 ctl{};
   std::vector<xpu_record_v1> records;
-  std::map<uint32_t, SignatureInfo> sigs;
+  std::map<uint32_t, ring::SignatureInfo> sigs;
   uint64_t dropped = 0;
 };
 
@@ -123,7 +103,7 @@ std::string ProfileStatusReason(uint32_t status, int32_t detail) {
 
 xpu::v1::ProcessProfile SummarizeWindow(const xpu::v1::ProcessIdentity& identity,
                                         const std::vector<xpu_record_v1>& records,
-                                        const std::map<uint32_t, SignatureInfo>& sigs,
+                                        const std::map<uint32_t, ring::SignatureInfo>& sigs,
                                         const xpu_ring_profile_ctl_v1& ctl, size_t max_functions) {
   xpu::v1::ProcessProfile p;
   *p.mutable_identity() = identity;
@@ -134,22 +114,14 @@ xpu::v1::ProcessProfile SummarizeWindow(const xpu::v1::ProcessIdentity& identity
   an::RankTrace t;
   t.rank = identity.rank();
   t.host = identity.host();
-  for (const auto& [id, info] : sigs) t.sigs[id] = ToOpSig(info);
+  for (const auto& [id, info] : sigs) t.sigs[id] = an::OpSigFromAbi(info.sig, info.name);
   uint64_t window = 0;
   uint64_t last_end = 0;
   t.ops.reserve(records.size());
   for (const xpu_record_v1& r : records) {
     const an::OpSig* sig = t.Sig(r.sig_id);
     if (sig == nullptr) continue;
-    an::Op op;
-    op.sig_id = r.sig_id;
-    op.kind = sig->kind;
-    op.flags = r.flags;
-    op.stream = r.stream;
-    op.seq = r.seq;
-    op.start_ns = r.start_ns;
-    op.dur_ns = xpu_record_duration_ns(&r);
-    op.issue_latency_ns = r.issue_latency_ns;
+    const an::Op op = an::OpFromRecord(r, sig->kind);
     if (r.flags & XPU_REC_PROFILE_WINDOW) {
       ++window;
       last_end = std::max(last_end, op.end_ns());
@@ -226,6 +198,108 @@ void ProfileRunner::Stop() {
   }
 }
 
+namespace {
+
+// Claims the process's ring for a window of `duration_ms` and writes the
+// request into it; a process that cannot take one is final at once, with
+// the reason. Runs under the collector's lock.
+Target RequestWindow(ProcessState& s, uint32_t duration_ms, uint32_t max_records,
+                     size_t capture_limit) {
+  Target t;
+  t.key = s.key;
+  FillIdentity(s, &t.identity);
+  xpu_ring_profile_ctl_v1 ctl{};
+  if (!s.reader->ReadProfileControl(&ctl)) {
+    t.final = true;
+    t.status = "failed";
+    t.reason = "the ring's header page is unreadable";
+  } else if (ctl.hook_magic != XPU_RING_PROFILE_MAGIC) {
+    t.final = true;
+    t.status = "unsupported";
+    t.reason = "the hook in this process has no profiling windows (older version)";
+  } else if (s.profile != nullptr) {
+    t.final = true;
+    t.status = "failed";
+    t.reason = "another profiling window is running in this process";
+  } else {
+    t.req_id = std::max(ctl.req_id, static_cast<uint32_t>(ctl.ack >> 32)) + 1;
+    if (t.req_id == 0) t.req_id = 1;
+    t.capture = std::make_shared<ProfileCapture>(capture_limit);
+    s.profile = t.capture;
+    if (!s.reader->WriteProfileRequest(t.req_id, duration_ms, max_records, RealtimeNs())) {
+      s.profile.reset();
+      t.final = true;
+      t.status = "failed";
+      t.reason = "cannot write the request into the ring (read-only or lost mapping)";
+    }
+  }
+  return t;
+}
+
+// One look at a target's process while the window runs: the hook's status,
+// and whether the drain has read every record the hook wrote before its
+// final status. The target becomes final once it has (its records are taken
+// from the capture), or when the process exited, the wait is over (`late`)
+// or the daemon stops. Runs under the collector's lock.
+void Advance(Target& t, ProcessState& s, bool late, bool stop) {
+  if (s.exited || s.reader == nullptr) {
+    t.final = true;
+    t.status = "exited";
+    t.reason = "the process exited during the window";
+    s.profile.reset();
+    return;
+  }
+  xpu_ring_profile_ctl_v1 ctl{};
+  if (!t.hook_final && s.reader->ReadProfileControl(&ctl) &&
+      static_cast<uint32_t>(ctl.ack >> 32) == t.req_id) {
+    t.last_status = static_cast<uint32_t>(ctl.ack & 0xffffffffu);
+    if (t.last_status >= XPU_PROFILE_DONE) {
+      t.hook_final = true;
+      t.ctl = ctl;
+      t.write_index = s.reader->ReadLiveState().write_index;
+    }
+  }
+  // Every record the hook wrote before its final status has been read.
+  const bool caught_up =
+      t.hook_final && (s.reader->cursor() >= t.write_index || s.reader->faulted());
+  if (!caught_up && !late && !stop) return;
+  t.final = true;
+  if (t.capture != nullptr) {
+    t.records = std::move(t.capture->records);
+    t.dropped = t.capture->dropped;
+  }
+  s.profile.reset();
+  if (!caught_up) {
+    t.status = "timeout";
+    t.reason = stop ? "daemon stopping" : ProfileStatusReason(t.last_status, 0);
+  } else if (t.last_status != XPU_PROFILE_DONE) {
+    t.status = ProfileStatusName(t.last_status);
+    t.reason = ProfileStatusReason(t.last_status, t.ctl.detail);
+  } else {
+    // Every signature read so far (thousands at most, unlike the records):
+    // cheap under the lock.
+    for (const ring::SignatureInfo& info : s.signatures) t.sigs[info.sig.commit] = info;
+  }
+}
+
+// The reply's entry for one target: the window's behaviour summary, or the
+// status and reason it has none.
+void Summarize(const Target& t, size_t max_functions, xpu::v1::ProcessProfile* p) {
+  if (t.status.empty()) {
+    *p = SummarizeWindow(t.identity, t.records, t.sigs, t.ctl, max_functions);
+  } else {
+    *p->mutable_identity() = t.identity;
+    p->set_status(t.status);
+    p->set_reason(t.reason);
+    p->set_window_start_ns(t.ctl.window_start_ns);
+    p->set_window_end_ns(t.ctl.window_end_ns);
+    p->set_hook_flags(t.ctl.flags);
+  }
+  p->set_kernels_dropped(t.ctl.dropped + t.dropped);
+}
+
+}  // namespace
+
 void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
@@ -245,36 +319,8 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
     if (s.reader == nullptr || s.exited || s.disconnected) return;
     if (!command.job().empty() && s.identity.job != command.job()) return;
     if (!ranks.empty() && !ranks.count(s.identity.rank)) return;
-    Target t;
-    t.key = s.key;
-    FillIdentity(s, &t.identity);
-    xpu_ring_profile_ctl_v1 ctl{};
-    if (!s.reader->ReadProfileControl(&ctl)) {
-      t.final = true;
-      t.status = "failed";
-      t.reason = "the ring's header page is unreadable";
-    } else if (ctl.hook_magic != XPU_RING_PROFILE_MAGIC) {
-      t.final = true;
-      t.status = "unsupported";
-      t.reason = "the hook in this process has no profiling windows (older version)";
-    } else if (s.profile != nullptr) {
-      t.final = true;
-      t.status = "failed";
-      t.reason = "another profiling window is running in this process";
-    } else {
-      t.req_id = std::max(ctl.req_id, static_cast<uint32_t>(ctl.ack >> 32)) + 1;
-      if (t.req_id == 0) t.req_id = 1;
-      t.capture = std::make_shared<ProfileCapture>(options_.max_records_per_process);
-      s.profile = t.capture;
-      if (!s.reader->WriteProfileRequest(t.req_id, duration_ms, command.profile_max_records(),
-                                         RealtimeNs())) {
-        s.profile.reset();
-        t.final = true;
-        t.status = "failed";
-        t.reason = "cannot write the request into the ring (read-only or lost mapping)";
-      }
-    }
-    targets.push_back(std::move(t));
+    targets.push_back(RequestWindow(s, duration_ms, command.profile_max_records(),
+                                    options_.max_records_per_process));
   });
   Log()->info("profile command {}: job {} window {} ms, {} processes", command.command_id(),
               command.job(), duration_ms, targets.size());
@@ -295,45 +341,7 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
       for (Target& t : targets) {
         if (t.final || t.key != s.key) continue;
         seen.insert(s.key);
-        if (s.exited || s.reader == nullptr) {
-          t.final = true;
-          t.status = "exited";
-          t.reason = "the process exited during the window";
-          s.profile.reset();
-          continue;
-        }
-        xpu_ring_profile_ctl_v1 ctl{};
-        if (!t.hook_final && s.reader->ReadProfileControl(&ctl) &&
-            static_cast<uint32_t>(ctl.ack >> 32) == t.req_id) {
-          t.last_status = static_cast<uint32_t>(ctl.ack & 0xffffffffu);
-          if (t.last_status >= XPU_PROFILE_DONE) {
-            t.hook_final = true;
-            t.ctl = ctl;
-            t.write_index = s.reader->ReadLiveState().write_index;
-          }
-        }
-        // Every record the hook wrote before its final status has been read.
-        const bool caught_up =
-            t.hook_final && (s.reader->cursor() >= t.write_index || s.reader->faulted());
-        if (caught_up || late || stop) {
-          t.final = true;
-          if (t.capture != nullptr) {
-            t.records = std::move(t.capture->records);
-            t.dropped = t.capture->dropped;
-          }
-          s.profile.reset();
-          if (!caught_up) {
-            t.status = "timeout";
-            t.reason = stop ? "daemon stopping" : ProfileStatusReason(t.last_status, 0);
-          } else if (t.last_status != XPU_PROFILE_DONE) {
-            t.status = ProfileStatusName(t.last_status);
-            t.reason = ProfileStatusReason(t.last_status, t.ctl.detail);
-          } else {
-            // Every signature read so far (thousands at most, unlike the
-            // records): cheap under the lock.
-            for (const SignatureInfo& info : s.signatures) t.sigs[info.sig.commit] = info;
-          }
-        }
+        Advance(t, s, late, stop);
       }
     });
     for (Target& t : targets) {
@@ -352,19 +360,9 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   reply.set_host(host);
-  for (Target& t : targets) {
+  for (const Target& t : targets) {
     xpu::v1::ProcessProfile* p = reply.add_processes();
-    if (t.status.empty()) {
-      *p = SummarizeWindow(t.identity, t.records, t.sigs, t.ctl, options_.max_functions);
-    } else {
-      *p->mutable_identity() = t.identity;
-      p->set_status(t.status);
-      p->set_reason(t.reason);
-      p->set_window_start_ns(t.ctl.window_start_ns);
-      p->set_window_end_ns(t.ctl.window_end_ns);
-      p->set_hook_flags(t.ctl.flags);
-    }
-    p->set_kernels_dropped(t.ctl.dropped + t.dropped);
+    Summarize(t, options_.max_functions, p);
     Log()->info("profile command {}: rank {} pid {}: {}{}{} ({} kernel records, {} functions)",
                 command.command_id(), t.identity.rank(), t.identity.pid(), p->status(),
                 p->reason().empty() ? "" : ": ", p->reason(), p->kernel_records(),

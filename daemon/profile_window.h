@@ -11,7 +11,7 @@
 //      at that moment (every window record is then in the capture), and
 //      take the records out;
 //   3. summarize each process's window into the behaviour pattern of every
-//      function on its critical path (engine/analysis/behavior_pattern.h,
+//      function on its critical path (common/analysis/behavior_pattern.h,
 //      PerfTracker §4.2) and answer with a ProfileReply that carries only
 //      those summaries. The kernel records themselves never leave the node:
 //      the collector keeps them out of the history, the window aggregates
@@ -37,9 +37,10 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/ring_reader.h"
+#include "common/ring/ring_reader.h"
 #include "xpu/ring.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 
@@ -62,7 +63,7 @@ std::string ProfileStatusReason(uint32_t status, int32_t detail);
 // `sigs` are the process's signatures by id.
 xpu::v1::ProcessProfile SummarizeWindow(const xpu::v1::ProcessIdentity& identity,
                                         const std::vector<xpu_record_v1>& records,
-                                        const std::map<uint32_t, SignatureInfo>& sigs,
+                                        const std::map<uint32_t, ring::SignatureInfo>& sigs,
                                         const xpu_ring_profile_ctl_v1& ctl, size_t max_functions);
 
 class ProfileRunner {

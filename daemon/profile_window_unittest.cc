@@ -11,15 +11,16 @@
 #include <future>
 #include <thread>
 
+#include "common/base/clock.h"
+#include "common/logging/logging.h"
+#include "common/ring/testing/test_ring_writer.h"
 #include "daemon/collector.h"
-#include "daemon/log_util.h"
-#include "daemon/test_ring_writer.h"
 
 namespace xpu::daemon {
 namespace {
 
-using testing::TestRingConfig;
-using testing::TestRingWriter;
+using ring::testing::TestRingConfig;
+using ring::testing::TestRingWriter;
 
 enum class HookMode { kRunsWindow, kOtherClient, kSilent, kNoWindows };
 
@@ -113,9 +114,9 @@ class ProfileWindowTest : public ::testing::Test {
     cfg.rank = rank;
     cfg.pid = 500 + rank;
     rings_.push_back(TestRingWriter::Create(cfg));
-    RingReaderOptions ro;
+    ring::RingReaderOptions ro;
     collector_
-        ->AddRing(std::move(RingReader::FromFd(rings_.back()->fd(), ro).value()), PeerInfo{},
+        ->AddRing(std::move(ring::RingReader::FromFd(rings_.back()->fd(), ro).value()), PeerInfo{},
                   MonotonicNs())
         .value();
     return rings_.back().get();

@@ -21,7 +21,7 @@
 
 #include "xpu/record.h"
 #include "xpu/transport.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon::testing {
 

@@ -5,22 +5,21 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/cli/flags.h"
+#include "common/logging/logging.h"
 #include "engine/alerting/http_client.h"
-#include "engine/detectors/differential_localization.h"
 #include "engine/detectors/rank_liveness.h"
 #include "engine/detectors/slowdown_detectors.h"
 #include "engine/hang/hang_detector.h"
 #include "engine/history/history.h"
-#include "spdlog/spdlog.h"
+#include "engine/profile/differential_localization.h"
 
 namespace xpu::engine {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("engine");
-    return l ? l : spdlog::default_logger()->clone("engine");
-  }();
+  static auto log = logging::GetLogger("engine");
   return log;
 }
 
@@ -41,36 +40,60 @@ Engine::Engine(const EngineOptions& o, Clock clock)
       registry_(std::move(clock), static_cast<uint64_t>(o.silent_after_s * 1e9),
                 static_cast<size_t>(o.ring_records)) {}
 
+namespace {
+
+// The gRPC server's credentials: TLS from the files given (client
+// certificates required and verified when a client CA is given), else
+// insecure.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const EngineOptions& o) {
+  if (o.tls_cert.empty()) return grpc::InsecureServerCredentials();
+  XPU_ASSIGN_OR_RETURN(const std::string cert, ReadSecretFile(o.tls_cert, "TLS certificate"));
+  XPU_ASSIGN_OR_RETURN(const std::string key, ReadSecretFile(o.tls_key, "TLS key"));
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({key, cert});
+  if (!o.tls_client_ca.empty()) {
+    XPU_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadSecretFile(o.tls_client_ca, "TLS client CA"));
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
-  if (absl::Status st = ValidateSecurity(o); !st.ok()) return st;
+  XPU_RETURN_IF_ERROR(ValidateSecurity(o));
   std::string token;
   if (!o.token_file.empty()) {
-    absl::StatusOr<std::string> t = ReadSecretFile(o.token_file, "token file");
-    if (!t.ok()) return t.status();
-    token = *t;
+    XPU_ASSIGN_OR_RETURN(token, ReadSecretFile(o.token_file, "token file"));
   }
   // Slowdown-detector thresholds and notification URLs are checked before
   // anything starts, so that a bad flag is a plain error.
   auto config = std::make_shared<DetectorConfig>();
   if (!o.detector_config.empty()) {
-    absl::StatusOr<DetectorConfig> c = DetectorConfig::Load(o.detector_config);
-    if (!c.ok()) return c.status();
-    *config = std::move(*c);
+    XPU_ASSIGN_OR_RETURN(*config, DetectorConfig::Load(o.detector_config));
   }
   for (const std::string& url : {o.alertmanager_url, o.webhook_url}) {
     if (url.empty()) continue;
     if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
   }
+  absl::StatusOr<HttpAuth> alertmanager_auth = ReadHttpAuth(
+      o.alertmanager_basic_auth_file, o.alertmanager_bearer_token_file, "Alertmanager");
+  if (!alertmanager_auth.ok()) return alertmanager_auth.status();
+  absl::StatusOr<HttpAuth> webhook_auth =
+      ReadHttpAuth(o.webhook_basic_auth_file, o.webhook_bearer_token_file, "webhook");
+  if (!webhook_auth.ok()) return webhook_auth.status();
+  if ((!alertmanager_auth->empty() && o.alertmanager_url.empty()) ||
+      (!webhook_auth->empty() && o.webhook_url.empty())) {
+    return absl::InvalidArgumentError(
+        "credentials given for a receiver without its URL (--alertmanager-url, --webhook-url)");
+  }
   std::unique_ptr<Engine> e(new Engine(o, std::move(clock)));
   const uint64_t start_ns = e->registry_.Now();
   e->engine_id_ = MakeEngineId(start_ns);
 
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(o.db);
-  if (!store.ok()) return store.status();
-  e->store_ = std::move(*store);
-  absl::StatusOr<std::vector<JobSummary>> history = e->store_->LoadJobs();
-  if (!history.ok()) return history.status();
-  for (const JobSummary& j : *history) e->registry_.AddHistoricalJob(j);
+  XPU_ASSIGN_OR_RETURN(e->store_, history::Store::Open(o.db));
+  XPU_ASSIGN_OR_RETURN(const std::vector<JobSummary> jobs, e->store_->LoadJobs());
+  for (const JobSummary& j : jobs) e->registry_.AddHistoricalJob(j);
 
   e->detectors_.push_back(std::make_unique<RankLivenessDetector>(e->registry_.silent_after_ns()));
   // Hang diagnosis (engine/hang/): its findings enter the window tick.
@@ -89,7 +112,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
         return p->SendCommand(id, std::move(c));
       },
       profile::ProfileMonitorOptionsFromEnv());
-  e->detectors_.push_back(std::make_unique<DifferentialLocalizationDetector>(e->profile_.get()));
+  e->detectors_.push_back(
+      std::make_unique<profile::DifferentialLocalizationDetector>(e->profile_.get()));
   // History across runs (engine/history/): detectors read previous runs and
   // calibrations through the cache; the recorder stores healthy windows.
   e->history_ = std::make_shared<history::HistoryCache>(
@@ -108,39 +132,25 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     AlertNotifierOptions no;
     no.alertmanager_url = o.alertmanager_url;
     no.webhook_url = o.webhook_url;
+    no.alertmanager_auth = *alertmanager_auth;
+    no.webhook_auth = *webhook_auth;
+    no.ca_file = o.alert_tls_ca;
     no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
     e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
   }
 
   if (o.metrics_addr != "off" && !o.metrics_addr.empty()) {
-    if (absl::Status st = e->metrics_.Serve(o.metrics_addr); !st.ok()) return st;
+    XPU_RETURN_IF_ERROR(e->metrics_.Serve(o.metrics_addr));
   }
 
   e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, token, e->engine_id_);
   e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(), token,
-                                             e->engine_id_, kEngineVersion, start_ns);
+                                             e->engine_id_, flags::Version(), start_ns);
   e->query_->SetCommandSender(
       [ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
         return ingest->SendCommand(id, std::move(c));
       });
-  std::shared_ptr<grpc::ServerCredentials> creds;
-  if (!o.tls_cert.empty()) {
-    absl::StatusOr<std::string> cert = ReadSecretFile(o.tls_cert, "TLS certificate");
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadSecretFile(o.tls_key, "TLS key");
-    if (!key.ok()) return key.status();
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({*key, *cert});
-    if (!o.tls_client_ca.empty()) {
-      absl::StatusOr<std::string> ca = ReadSecretFile(o.tls_client_ca, "TLS client CA");
-      if (!ca.ok()) return ca.status();
-      ssl.pem_root_certs = *ca;
-      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-    }
-    creds = grpc::SslServerCredentials(ssl);
-  } else {
-    creds = grpc::InsecureServerCredentials();
-  }
+  XPU_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> creds, ServerCredentials(o));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen, creds, &e->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_bytes));
@@ -213,7 +223,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
     VectorSink sink;
     WindowSummaryRow row;
     JobSummary summary;
-    std::vector<RankRow> ranks;
+    std::vector<history::RankRow> ranks;
     {
       std::lock_guard<std::mutex> l(job->mu());
       row = job->CloseWindow(now);
@@ -227,7 +237,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
         metrics_.SetRankLastRecordAge(
             job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
             now > last ? (now - last) * 1e-9 : 0);
-        RankRow r;
+        history::RankRow r;
         r.job = job->job();
         r.key = key;
         r.rank = p->identity.rank();
@@ -258,7 +268,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
     }
     ops = std::move(now_ops);
     store_->EnqueueJob(summary);
-    for (const RankRow& r : ranks) store_->EnqueueRank(r);
+    for (const history::RankRow& r : ranks) store_->EnqueueRank(r);
     if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
     for (Diagnosis& d : sink.out) all.push_back(std::move(d));
     ticked.insert(job->job());
@@ -291,8 +301,8 @@ std::vector<Diagnosis> Engine::TickWindow() {
   TrackerUpdate update = tracker_->Update(&all, ticked, alive, now);
   for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);
   for (const ResolvedDiagnosis& r : update.resolved) {
-    store_->EnqueueDiagnosisResolution(
-        DiagnosisResolution{r.diagnosis.job, r.diagnosis.kind, r.diagnosis.subject, r.resolved_ns});
+    store_->EnqueueDiagnosisResolution(history::DiagnosisResolution{
+        r.diagnosis.job, r.diagnosis.kind, r.diagnosis.subject, r.resolved_ns});
   }
   diagnosis_metrics_->Apply(update, alive);
   if (notifier_) notifier_->Publish(update, now);

@@ -23,30 +23,28 @@
 #include "engine/alerting/alert_notifier.h"
 #include "engine/alerting/diagnosis_metrics.h"
 #include "engine/alerting/diagnosis_tracker.h"
-#include "engine/detector.h"
 #include "engine/detectors/figures_exporter.h"
-#include "engine/detectors/window_view.h"
 #include "engine/engine_options.h"
 #include "engine/hang/hang_monitor.h"
 #include "engine/hang/hang_service.h"
 #include "engine/history/baseline_recorder.h"
 #include "engine/history/history.h"
 #include "engine/history/history_service.h"
+#include "engine/history/store.h"
 #include "engine/ingest_service.h"
 #include "engine/metrics.h"
 #include "engine/profile/profile_monitor.h"
 #include "engine/profile/profile_service.h"
 #include "engine/query_service.h"
-#include "engine/registry.h"
-#include "engine/store.h"
+#include "engine/state/registry.h"
+#include "engine/window/detector.h"
+#include "engine/window/window_view.h"
 
 namespace grpc {
 class Server;
 }
 
 namespace xpu::engine {
-
-inline constexpr char kEngineVersion[] = "0.1.0";
 
 class Engine {
  public:
@@ -61,7 +59,7 @@ class Engine {
   const std::string& engine_id() const { return engine_id_; }
   Registry& registry() { return registry_; }
   Metrics& metrics() { return metrics_; }
-  Store& store() { return *store_; }
+  history::Store& store() { return *store_; }
   // Diagnosis delivery (Alertmanager / webhook); null when neither is set.
   AlertNotifier* notifier() { return notifier_.get(); }
 
@@ -83,7 +81,7 @@ class Engine {
   std::string engine_id_;
   Registry registry_;
   Metrics metrics_;
-  std::unique_ptr<Store> store_;
+  std::unique_ptr<history::Store> store_;
   std::unique_ptr<hang::HangMonitor> hang_;  // before detectors_: HangDetector points into it
   std::unique_ptr<hang::HangService> hang_service_;
   // Before detectors_: DifferentialLocalizationDetector points into it.

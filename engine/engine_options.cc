@@ -5,109 +5,131 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/cli/flags.h"
 
 namespace xpu::engine {
 
+namespace {
+
+// Every flag of xpu-engine, bound to `o`.
+void AddEngineFlags(CLI::App& app, EngineOptions* o) {
+  app.add_option("--listen", o->listen,
+                 "gRPC address for daemons and the CLI. A non-loopback address requires TLS or "
+                 "--token-file.")
+      ->type_name("ADDR");
+  app.add_option("--metrics-addr", o->metrics_addr,
+                 "Prometheus /metrics and /healthz; \"off\" disables the endpoint")
+      ->type_name("ADDR");
+  app.add_option("--db", o->db, "SQLite history (WAL mode)")->type_name("PATH");
+  app.add_option("--token-file", o->token_file,
+                 "shared token that daemons (DaemonHello.token) and the CLI (x-xpu-token "
+                 "metadata) must present")
+      ->type_name("PATH");
+  app.add_option("--tls-cert", o->tls_cert, "server certificate (PEM); needs --tls-key")
+      ->type_name("PATH");
+  app.add_option("--tls-key", o->tls_key, "server private key (PEM)")->type_name("PATH");
+  app.add_option("--tls-client-ca", o->tls_client_ca,
+                 "require client certificates signed by this CA (needs TLS)")
+      ->type_name("PATH");
+  app.add_option("--silent-after-s", o->silent_after_s,
+                 "a rank or daemon silent this long is marked silent")
+      ->type_name("S")
+      ->check(flags::PositiveNumber());
+  app.add_option("--window-s", o->window_s,
+                 "analysis window: liveness, detectors, summaries, metrics refresh")
+      ->type_name("S")
+      ->check(flags::PositiveNumber());
+  app.add_option_function<double>(
+         "--max-receive-mb",
+         [o](double mb) { o->max_receive_bytes = static_cast<uint64_t>(mb * 1048576.0); },
+         "largest accepted gRPC message (below 2048)")
+      ->type_name("MB")
+      ->default_str(std::to_string(o->max_receive_bytes >> 20))
+      ->check(flags::PositiveNumberUpTo(2047));
+  app.add_option("--ring-records", o->ring_records, "recent records kept in memory per rank")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
+      ->type_name("LEVEL");
+
+  const std::string kAlerting = "Diagnoses out of the engine (docs/operations.md)";
+  app.add_option("--alertmanager-url", o->alertmanager_url,
+                 "post diagnoses to Prometheus Alertmanager (http:// or https://host:port)")
+      ->type_name("URL")
+      ->group(kAlerting);
+  app.add_option("--alertmanager-basic-auth-file", o->alertmanager_basic_auth_file,
+                 "file holding USER:PASSWORD for Alertmanager (HTTP basic auth)")
+      ->type_name("PATH")
+      ->group(kAlerting);
+  app.add_option("--alertmanager-bearer-token-file", o->alertmanager_bearer_token_file,
+                 "file holding a bearer token for Alertmanager (Authorization: Bearer)")
+      ->type_name("PATH")
+      ->group(kAlerting);
+  app.add_option("--webhook-url", o->webhook_url,
+                 "post diagnosis changes as JSON to this URL (http:// or https://)")
+      ->type_name("URL")
+      ->group(kAlerting);
+  app.add_option("--webhook-basic-auth-file", o->webhook_basic_auth_file,
+                 "file holding USER:PASSWORD for the webhook (HTTP basic auth)")
+      ->type_name("PATH")
+      ->group(kAlerting);
+  app.add_option("--webhook-bearer-token-file", o->webhook_bearer_token_file,
+                 "file holding a bearer token for the webhook (Authorization: Bearer)")
+      ->type_name("PATH")
+      ->group(kAlerting);
+  app.add_option("--alert-tls-ca", o->alert_tls_ca,
+                 "CA bundle (PEM) that verifies https:// receivers; default: the system's")
+      ->type_name("PATH")
+      ->group(kAlerting);
+
+  app.add_option("--detector-config", o->detector_config,
+                 "detector thresholds (key = value; docs/diagnosis-catalogue.md)")
+      ->type_name("PATH");
+  app.add_option("--resolve-after-windows", o->resolve_after_windows,
+                 "windows without a report before a diagnosis resolves")
+      ->type_name("N")
+      ->check(flags::PositiveNumber());
+}
+
+void ConfigureEngineApp(CLI::App& app, EngineOptions* o) {
+  flags::Configure(app, "xpu-engine");
+  app.description(
+      "xpu-engine: central ingest, diagnosis and history for XPUTimer.\n"
+      "Daemons stream records to it over gRPC; the xpu CLI queries it.");
+  app.footer("Signals: SIGTERM/SIGINT shut down cleanly.");
+  AddEngineFlags(app, o);
+}
+
+}  // namespace
+
 std::string EngineUsage() {
-  return R"(xpu-engine: central ingest, diagnosis and history for XPUTimer.
-
-Usage: xpu-engine [flags]
-
-  --listen=ADDR          gRPC address for daemons and the CLI (default 127.0.0.1:7441).
-                         A non-loopback address requires TLS or --token-file.
-  --metrics-addr=ADDR    Prometheus /metrics and /healthz (default 127.0.0.1:9464; "off" disables)
-  --db=PATH              SQLite history (default ./xpu-engine.db; WAL mode)
-  --token-file=PATH      shared token daemons (DaemonHello.token) and the CLI
-                         (x-xpu-token metadata) must present
-  --tls-cert=PATH        server certificate (PEM); needs --tls-key
-  --tls-key=PATH         server private key (PEM)
-  --tls-client-ca=PATH   require client certificates signed by this CA (needs TLS)
-  --silent-after-s=S     a rank or daemon silent this long is marked silent (default 30)
-  --window-s=S           analysis window: liveness, detectors, summaries (default 10)
-  --max-receive-mb=MB    largest accepted gRPC message (default 64)
-  --ring-records=N       recent records kept in memory per rank (default 65536)
-  --log-level=LEVEL      trace, debug, info, warn, error (default info)
-  --alertmanager-url=URL post diagnoses to Prometheus Alertmanager (http://host:port)
-  --webhook-url=URL      post diagnosis changes as JSON to this URL
-  --detector-config=PATH detector thresholds (key = value; docs/diagnosis-catalogue.md)
-  --resolve-after-windows=N  windows without a report before a diagnosis resolves (default 1)
-  --help                 this text
-)";
+  CLI::App app;
+  EngineOptions defaults;
+  ConfigureEngineApp(app, &defaults);
+  return app.help();
 }
 
 absl::StatusOr<EngineOptions> ParseEngineFlags(const std::vector<std::string>& args) {
   EngineOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    if (a == "--help" || a == "-h") {
+  CLI::App app;
+  ConfigureEngineApp(app, &o);
+  const flags::ParseResult r = flags::Parse(app, args);
+  switch (r.outcome) {
+    case flags::Outcome::kRun:
+      break;
+    case flags::Outcome::kHelp:
       o.help = true;
-      continue;
-    }
-    if (!absl::StartsWith(a, "--")) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", a, "'"));
-    }
-    std::string name, value;
-    size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      name = a.substr(2, eq - 2);
-      value = a.substr(eq + 1);
-    } else {
-      name = a.substr(2);
-      if (i + 1 >= args.size())
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
-      value = args[++i];
-    }
-    auto number = [&](double* out) -> absl::Status {
-      if (!absl::SimpleAtod(value, out) || *out <= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, ": '", value, "' is not a positive number"));
-      }
-      return absl::OkStatus();
-    };
-    double d = 0;
-    if (name == "listen") {
-      o.listen = value;
-    } else if (name == "metrics-addr") {
-      o.metrics_addr = value;
-    } else if (name == "db") {
-      o.db = value;
-    } else if (name == "token-file") {
-      o.token_file = value;
-    } else if (name == "tls-cert") {
-      o.tls_cert = value;
-    } else if (name == "tls-key") {
-      o.tls_key = value;
-    } else if (name == "tls-client-ca") {
-      o.tls_client_ca = value;
-    } else if (name == "log-level") {
-      o.log_level = value;
-    } else if (name == "alertmanager-url") {
-      o.alertmanager_url = value;
-    } else if (name == "webhook-url") {
-      o.webhook_url = value;
-    } else if (name == "detector-config") {
-      o.detector_config = value;
-    } else if (name == "resolve-after-windows") {
-      if (auto st = number(&d); !st.ok()) return st;
-      o.resolve_after_windows = d;
-    } else if (name == "silent-after-s") {
-      if (auto st = number(&d); !st.ok()) return st;
-      o.silent_after_s = d;
-    } else if (name == "window-s") {
-      if (auto st = number(&d); !st.ok()) return st;
-      o.window_s = d;
-    } else if (name == "max-receive-mb") {
-      if (auto st = number(&d); !st.ok()) return st;
-      if (d > 2047) return absl::InvalidArgumentError("--max-receive-mb must be below 2048");
-      o.max_receive_bytes = static_cast<uint64_t>(d * 1048576.0);
-    } else if (name == "ring-records") {
-      if (auto st = number(&d); !st.ok()) return st;
-      o.ring_records = static_cast<uint64_t>(d);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
+      break;
+    case flags::Outcome::kVersion:
+      o.version = true;
+      break;
+    case flags::Outcome::kError:
+      // Without the "xpu-engine: " prefix and the newline: the caller adds
+      // its own.
+      return absl::InvalidArgumentError(
+          absl::StripSuffix(absl::StripPrefix(r.text, "xpu-engine: "), "\n"));
   }
   return o;
 }

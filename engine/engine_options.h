@@ -29,13 +29,24 @@ struct EngineOptions {
   // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.
   std::string alertmanager_url;
   std::string webhook_url;
-  std::string detector_config;       // thresholds file (engine/detectors/detector_config.h)
+  // Credentials for them (engine/alerting/http_client.h), each read from a
+  // file at start: "USER:PASSWORD" for HTTP basic auth, or a bearer token.
+  // At most one of the two per target.
+  std::string alertmanager_basic_auth_file;
+  std::string alertmanager_bearer_token_file;
+  std::string webhook_basic_auth_file;
+  std::string webhook_bearer_token_file;
+  std::string alert_tls_ca;          // CA bundle for https:// receivers ("" = system roots)
+  std::string detector_config;       // thresholds file (engine/window/detector_config.h)
   double resolve_after_windows = 1;  // a diagnosis absent this many windows is resolved
-  bool help = false;
+  bool help = false;                 // --help was given (EngineUsage() is the text)
+  bool version = false;              // --version was given
 };
 
-// Parses --flag=value and --flag value forms. Unknown flags are errors.
+// Parses --flag=value and --flag value forms (common/cli/flags.h). Unknown
+// flags and bad values are errors.
 absl::StatusOr<EngineOptions> ParseEngineFlags(const std::vector<std::string>& args);
+// The --help text: every flag, its meaning and its default.
 std::string EngineUsage();
 
 // True for 127.0.0.0/8, ::1, localhost and unix: sockets.

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "engine/engine.h"
+#include "engine/testing/fake_daemon.h"
+
 namespace xpu::engine {
 namespace {
 
@@ -55,6 +60,51 @@ TEST(EngineOptionsTest, SecurityRules) {
   EngineOptions ca;
   ca.tls_client_ca = "ca.pem";
   EXPECT_FALSE(ValidateSecurity(ca).ok()) << "client CA without TLS";
+}
+
+TEST(EngineOptionsTest, VersionHelpAndAlertFlags) {
+  auto v = ParseEngineFlags({"--version"});
+  ASSERT_TRUE(v.ok()) << v.status();  // it used to be "--version needs a value"
+  EXPECT_TRUE(v->version);
+  const std::string help = EngineUsage();
+  for (const char* f :
+       {"--listen", "--db", "--window-s", "--alertmanager-url", "--alertmanager-basic-auth-file",
+        "--webhook-bearer-token-file", "--alert-tls-ca", "--version", "--help"}) {
+    EXPECT_NE(help.find(f), std::string::npos) << f;
+  }
+  EXPECT_NE(help.find("[127.0.0.1:7441]"), std::string::npos) << help;
+  auto o = ParseEngineFlags({"--alertmanager-url=https://am:9093",
+                             "--alertmanager-bearer-token-file", "/etc/xpu/am-token",
+                             "--webhook-url", "https://hooks/xpu", "--webhook-basic-auth-file",
+                             "/etc/xpu/hook-auth", "--alert-tls-ca", "/etc/xpu/ca.pem"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->alertmanager_url, "https://am:9093");
+  EXPECT_EQ(o->alertmanager_bearer_token_file, "/etc/xpu/am-token");
+  EXPECT_EQ(o->webhook_basic_auth_file, "/etc/xpu/hook-auth");
+  EXPECT_EQ(o->alert_tls_ca, "/etc/xpu/ca.pem");
+}
+
+TEST(EngineOptionsTest, AlertCredentialsAreCheckedAtStart) {
+  const std::string basic = testing::TempPath("am-auth"), bearer = testing::TempPath("am-token");
+  std::ofstream(basic) << "user:pass\n";
+  std::ofstream(bearer) << "token\n";
+  EngineOptions both = testing::TestOptions();
+  both.alertmanager_url = "https://127.0.0.1:9";
+  both.alertmanager_basic_auth_file = basic;
+  both.alertmanager_bearer_token_file = bearer;
+  EXPECT_FALSE(Engine::Start(both).ok()) << "basic and bearer for one receiver";
+  EngineOptions no_url = testing::TestOptions();
+  no_url.webhook_bearer_token_file = bearer;
+  EXPECT_FALSE(Engine::Start(no_url).ok()) << "credentials without a URL";
+  EngineOptions missing = testing::TestOptions();
+  missing.webhook_url = "https://127.0.0.1:9/xpu";
+  missing.webhook_basic_auth_file = testing::TempPath("no-such-file");
+  EXPECT_FALSE(Engine::Start(missing).ok()) << "unreadable credentials";
+  EngineOptions ok = testing::TestOptions();
+  ok.alertmanager_url = "https://127.0.0.1:9";
+  ok.alertmanager_basic_auth_file = basic;
+  auto e = Engine::Start(ok);
+  EXPECT_TRUE(e.ok()) << e.status();
 }
 
 }  // namespace

@@ -4,34 +4,17 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "engine/batch_decoder.h"
-#include "spdlog/spdlog.h"
+#include "common/logging/logging.h"
+#include "common/rpc/token.h"
+#include "engine/state/batch_decoder.h"
 
 namespace xpu::engine {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("ingest");
-    return l ? l : spdlog::default_logger()->clone("ingest");
-  }();
+  static auto log = logging::GetLogger("ingest");
   return log;
 }
-
-// Lets one message through per second; used on per-record/per-batch paths.
-class RateLimit {
- public:
-  bool Allow() {
-    int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count();
-    int64_t last = last_ms_.load(std::memory_order_relaxed);
-    return now - last >= 1000 && last_ms_.compare_exchange_strong(last, now);
-  }
-
- private:
-  std::atomic<int64_t> last_ms_{-1000000};
-};
 
 // Read() returns false both for a clean half-close and for a call that gRPC
 // failed (oversized message, transport error, client cancel). The sync API
@@ -46,16 +29,11 @@ bool StreamWasCancelled(grpc::ServerContext* ctx) {
   return true;
 }
 
-RateLimit g_unknown_sig_log;
-RateLimit g_reject_log;
+// One warning per second on per-batch paths.
+logging::RateLimiter g_unknown_sig_log(1, 1000000000ull);
+logging::RateLimiter g_reject_log(1, 1000000000ull);
 
 }  // namespace
-
-bool TokensEqual(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i % (b.empty() ? 1 : b.size())];
-  return diff == 0 && !b.empty();
-}
 
 struct IngestService::Session {
   std::string daemon_id;
@@ -100,7 +78,7 @@ grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream
                         absl::StrCat("unsupported protocol_version ", hello->protocol_version(),
                                      "; this engine speaks protocol_version ", kProtocolVersion));
   }
-  if (!token_.empty() && !TokensEqual(hello->token(), token_)) {
+  if (!token_.empty() && !rpc::TokensEqual(hello->token(), token_)) {
     metrics_.AddRejected("token");
     if (g_reject_log.Allow()) Log()->warn("daemon at {} presented a wrong token", ctx->peer());
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,

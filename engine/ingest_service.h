@@ -31,12 +31,11 @@
 
 #include "absl/status/statusor.h"
 #include "engine/metrics.h"
-#include "engine/registry.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "engine/state/command.h"
+#include "engine/state/registry.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine {
-
-using CommandFuture = std::future<absl::StatusOr<xpu::v1::CommandReply>>;
 
 class IngestService final : public xpu::v1::Ingest::Service {
  public:
@@ -75,9 +74,6 @@ class IngestService final : public xpu::v1::Ingest::Service {
   std::mutex sessions_mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
 };
-
-// Constant-time comparison of secrets.
-bool TokensEqual(const std::string& a, const std::string& b);
 
 }  // namespace xpu::engine
 

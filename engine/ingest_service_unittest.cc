@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "common/rpc/token.h"
 #include "engine/engine.h"
 #include "engine/testing/fake_daemon.h"
 
@@ -146,8 +147,72 @@ TEST_F(IngestTest, TokenRequiredWhenConfigured) {
   EXPECT_EQ(query_->Status(&c1, xpu::v1::StatusRequest(), &status).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   grpc::ClientContext c2;
-  c2.AddMetadata(kTokenMetadataKey, "s3cret");
+  c2.AddMetadata(rpc::kTokenMetadataKey, "s3cret");
   EXPECT_TRUE(query_->Status(&c2, xpu::v1::StatusRequest(), &status).ok());
+}
+
+// Query, HangQuery, ProfileQuery and History share one token check
+// (common/rpc/token.h): no token or a wrong one (also one that is a prefix
+// of the right one) is UNAUTHENTICATED on every service; the right one gets
+// through to the service's own answer.
+TEST_F(IngestTest, EveryQueryServiceChecksTheSameToken) {
+  EngineOptions o = TestOptions();
+  o.token_file = testing::TempPath("token");
+  std::ofstream(o.token_file) << "s3cret\n";
+  StartEngine(o);
+  auto ch = grpc::CreateChannel("127.0.0.1:" + std::to_string(engine_->port()),
+                                grpc::InsecureChannelCredentials());
+  auto hang = xpu::v1::HangQuery::NewStub(ch);
+  auto profile = xpu::v1::ProfileQuery::NewStub(ch);
+  auto history = xpu::v1::History::NewStub(ch);
+  for (const char* token : {"", "wrong", "s3cre", "s3cret!"}) {
+    auto call = [&](auto&& rpc) {
+      grpc::ClientContext c;
+      if (*token != '\0') c.AddMetadata(rpc::kTokenMetadataKey, token);
+      return rpc(&c).error_code();
+    };
+    xpu::v1::StatusReply status;
+    EXPECT_EQ(call([&](grpc::ClientContext* c) {
+                return query_->Status(c, xpu::v1::StatusRequest(), &status);
+              }),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << token;
+    xpu::v1::HangRequest hreq;
+    hreq.set_job("job1");
+    xpu::v1::HangReply hrep;
+    EXPECT_EQ(call([&](grpc::ClientContext* c) { return hang->Get(c, hreq, &hrep); }),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << token;
+    xpu::v1::ProfileRequest preq;
+    preq.set_job("job1");
+    xpu::v1::ProfileResult prep;
+    EXPECT_EQ(call([&](grpc::ClientContext* c) { return profile->Latest(c, preq, &prep); }),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << token;
+    xpu::v1::CalibrationsReply crep;
+    EXPECT_EQ(call([&](grpc::ClientContext* c) {
+                return history->Calibrations(c, xpu::v1::CalibrationsRequest(), &crep);
+              }),
+              grpc::StatusCode::UNAUTHENTICATED)
+        << token;
+  }
+  grpc::ClientContext c1, c2, c3, c4;
+  for (grpc::ClientContext* c : {&c1, &c2, &c3, &c4})
+    c->AddMetadata(rpc::kTokenMetadataKey, "s3cret");
+  xpu::v1::StatusReply status;
+  EXPECT_TRUE(query_->Status(&c1, xpu::v1::StatusRequest(), &status).ok());
+  xpu::v1::HangRequest hreq;
+  hreq.set_job("job1");
+  xpu::v1::HangReply hrep;
+  EXPECT_TRUE(hang->Get(&c2, hreq, &hrep).ok());  // found: false, no hang seen
+  EXPECT_FALSE(hrep.found());
+  xpu::v1::ProfileRequest preq;
+  preq.set_job("job1");
+  xpu::v1::ProfileResult prep;
+  EXPECT_TRUE(profile->Latest(&c3, preq, &prep).ok());
+  EXPECT_FALSE(prep.found());
+  xpu::v1::CalibrationsReply crep;
+  EXPECT_TRUE(history->Calibrations(&c4, xpu::v1::CalibrationsRequest(), &crep).ok());
 }
 
 TEST_F(IngestTest, OversizedMessageIsRejectedAndCounted) {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "common/cli/flags.h"
+#include "common/logging/logging.h"
 #include "engine/engine.h"
 #include "spdlog/spdlog.h"
 
@@ -18,7 +20,11 @@ int main(int argc, char** argv) {
     std::fputs(xpu::engine::EngineUsage().c_str(), stdout);
     return 0;
   }
-  spdlog::set_level(spdlog::level::from_str(opts->log_level));
+  if (opts->version) {
+    std::printf("%s\n", xpu::flags::VersionLine("xpu-engine").c_str());
+    return 0;
+  }
+  (void)xpu::logging::InitLogging({"xpu-engine", opts->log_level, /*file=*/""});  // stderr
 
   // Block the signals before any thread starts so that only the watcher
   // below receives them.

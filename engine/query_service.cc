@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/ingest_service.h"
+#include "common/rpc/token.h"
 
 namespace xpu::engine {
 namespace {
@@ -22,8 +22,9 @@ void FillJob(const JobSummary& s, xpu::v1::JobInfo* j) {
 
 }  // namespace
 
-QueryService::QueryService(Registry& registry, Metrics& metrics, Store* store, std::string token,
-                           std::string engine_id, std::string version, uint64_t start_ns)
+QueryService::QueryService(Registry& registry, Metrics& metrics, history::Store* store,
+                           std::string token, std::string engine_id, std::string version,
+                           uint64_t start_ns)
     : registry_(registry),
       metrics_(metrics),
       store_(store),
@@ -32,20 +33,9 @@ QueryService::QueryService(Registry& registry, Metrics& metrics, Store* store, s
       version_(std::move(version)),
       start_ns_(start_ns) {}
 
-grpc::Status QueryService::CheckToken(grpc::ServerContext* ctx) const {
-  if (token_.empty()) return grpc::Status::OK;
-  const auto& md = ctx->client_metadata();
-  auto it = md.find(kTokenMetadataKey);
-  if (it == md.end() || !TokensEqual(std::string(it->second.data(), it->second.size()), token_)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "this engine requires a token (xpu --token-file)");
-  }
-  return grpc::Status::OK;
-}
-
 grpc::Status QueryService::Status(grpc::ServerContext* ctx, const xpu::v1::StatusRequest*,
                                   xpu::v1::StatusReply* reply) {
-  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   const uint64_t now = registry_.Now();
   reply->set_engine_id(engine_id_);
   reply->set_version(version_);
@@ -72,7 +62,7 @@ grpc::Status QueryService::Status(grpc::ServerContext* ctx, const xpu::v1::Statu
 
 grpc::Status QueryService::Jobs(grpc::ServerContext* ctx, const xpu::v1::JobsRequest* req,
                                 xpu::v1::JobsReply* reply) {
-  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   for (const JobSummary& s : registry_.JobSummaries(req->include_finished())) {
     FillJob(s, reply->add_jobs());
   }
@@ -81,7 +71,7 @@ grpc::Status QueryService::Jobs(grpc::ServerContext* ctx, const xpu::v1::JobsReq
 
 grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksRequest* req,
                                  xpu::v1::RanksReply* reply) {
-  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   reply->set_job(req->job());
   std::shared_ptr<JobState> job = registry_.FindJob(req->job());
   if (job) {
@@ -103,10 +93,10 @@ grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksR
     return grpc::Status::OK;
   }
   if (store_ != nullptr) {
-    absl::StatusOr<std::vector<RankRow>> rows = store_->LoadRanks(req->job());
+    absl::StatusOr<std::vector<history::RankRow>> rows = store_->LoadRanks(req->job());
     if (!rows.ok())
       return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rows.status().message()));
-    for (const RankRow& row : *rows) {
+    for (const history::RankRow& row : *rows) {
       xpu::v1::RankInfo* r = reply->add_ranks();
       r->set_rank(row.rank);
       r->set_host(row.host);
@@ -126,7 +116,7 @@ grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksR
 grpc::Status QueryService::TimelineDump(grpc::ServerContext* ctx,
                                         const xpu::v1::TimelineDumpRequest* req,
                                         grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) {
-  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   if (!send_)
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no command channel to the daemons");
   if (req->job().empty())
@@ -143,25 +133,25 @@ grpc::Status QueryService::TimelineDump(grpc::ServerContext* ctx,
 
 grpc::Status QueryService::Diagnoses(grpc::ServerContext* ctx, const xpu::v1::DiagnosesRequest* req,
                                      xpu::v1::DiagnosesReply* reply) {
-  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   reply->set_job(req->job());
   if (store_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no history store");
   // What the window thread enqueued must be visible to this query.
   store_->Flush().IgnoreError();
   absl::StatusOr<std::vector<Diagnosis>> ds = store_->LoadDiagnoses(req->job());
   if (!ds.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(ds.status().message()));
-  absl::StatusOr<std::vector<DiagnosisResolution>> res =
+  absl::StatusOr<std::vector<history::DiagnosisResolution>> res =
       store_->LoadDiagnosisResolutions(req->job());
   if (!res.ok())
     return grpc::Status(grpc::StatusCode::INTERNAL, std::string(res.status().message()));
   if (ds->empty() && !registry_.FindJob(req->job())) {
-    absl::StatusOr<std::vector<RankRow>> ranks = store_->LoadRanks(req->job());
+    absl::StatusOr<std::vector<history::RankRow>> ranks = store_->LoadRanks(req->job());
     if (!ranks.ok() || ranks->empty()) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", req->job(), "'"));
     }
   }
   std::map<std::pair<std::string, std::string>, uint64_t> resolved;
-  for (const DiagnosisResolution& r : *res) resolved[{r.kind, r.subject}] = r.resolved_ns;
+  for (const history::DiagnosisResolution& r : *res) resolved[{r.kind, r.subject}] = r.resolved_ns;
   for (const Diagnosis& d : *ds) {
     auto it = resolved.find({d.kind, d.subject});
     const bool active = it == resolved.end();

@@ -12,19 +12,17 @@
 #include <functional>
 #include <string>
 
+#include "engine/history/store.h"
 #include "engine/metrics.h"
-#include "engine/registry.h"
-#include "engine/store.h"
+#include "engine/state/registry.h"
 #include "engine/timeline/dump_fanout.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::engine {
 
-inline constexpr char kTokenMetadataKey[] = "x-xpu-token";
-
 class QueryService final : public xpu::v1::Query::Service {
  public:
-  QueryService(Registry& registry, Metrics& metrics, Store* store, std::string token,
+  QueryService(Registry& registry, Metrics& metrics, history::Store* store, std::string token,
                std::string engine_id, std::string version, uint64_t start_ns);
 
   grpc::Status Status(grpc::ServerContext* ctx, const xpu::v1::StatusRequest* req,
@@ -40,15 +38,13 @@ class QueryService final : public xpu::v1::Query::Service {
   grpc::Status TimelineDump(grpc::ServerContext* ctx, const xpu::v1::TimelineDumpRequest* req,
                             grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) override;
   // How TimelineDump reaches the daemons; set once by the engine before serving.
-  void SetCommandSender(timeline::CommandSender send) { send_ = std::move(send); }
+  void SetCommandSender(CommandSender send) { send_ = std::move(send); }
 
  private:
-  grpc::Status CheckToken(grpc::ServerContext* ctx) const;
-
   Registry& registry_;
   Metrics& metrics_;
-  Store* store_;                  // may be null
-  timeline::CommandSender send_;  // empty: TimelineDump answers UNAVAILABLE
+  history::Store* store_;  // may be null
+  CommandSender send_;     // empty: TimelineDump answers UNAVAILABLE
   const std::string token_;
   const std::string engine_id_;
   const std::string version_;

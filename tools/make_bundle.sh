@@ -30,8 +30,8 @@ PY312_BUILD=${BUNDLE_PY312_BUILD:-build-py312}
 command -v patchelf >/dev/null || tools/install_deps.sh patchelf
 rm -rf "$OUT"; mkdir -p "$OUT/bin" "$OUT/lib"
 bins=()
-for b in daemon/xpu-daemon engine/xpu-engine tools/xpu_cli/xpu daemon/xpu-ring-dump tools/xpu \
-         tools/calibrate/xpu-calibrate engine/timeline/xpu-trace-validate; do
+for b in daemon/xpu-daemon engine/xpu-engine tools/xpu_cli/xpu tools/xpu-ring-dump \
+         tools/calibrate/xpu-calibrate common/timeline/xpu-trace-validate; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
 for b in "${bins[@]}"; do cp "$b" "$OUT/bin/"; done

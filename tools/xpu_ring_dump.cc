@@ -22,95 +22,18 @@
 #include <tuple>
 #include <vector>
 
-#include "daemon/ring_reader.h"
+#include "common/cli/flags.h"
+#include "common/json/json.h"
+#include "common/record/op_kind.h"
+#include "common/ring/ring_reader.h"
 #include "xpu/formulas.h"
 
 namespace {
 
-using xpu::daemon::RingReader;
-using xpu::daemon::RingReaderOptions;
-using xpu::daemon::RingRecord;
-using xpu::daemon::SignatureInfo;
-
-const char* kHelp =
-    "xpu-ring-dump: print an XPUTimer ring file (header, counters, signatures, records).\n"
-    "\n"
-    "Usage: xpu-ring-dump [--json | --csv] [--no-records] [--limit N] RING_FILE\n"
-    "\n"
-    "  RING_FILE     a ring file (e.g. under $XPU_RING_DIR) or /proc/<pid>/fd/<n> of a live "
-    "process\n"
-    "  --json        one JSON object per line: header, signatures, records (sig fields resolved,\n"
-    "                duration_ns, flops, bytes)\n"
-    "  --csv         one CSV line per record, with a header row\n"
-    "  --no-records  header, counters and signatures only\n"
-    "  --limit N     print at most the newest N records\n"
-    "  --help        this text\n"
-    "\n"
-    "The file is opened read-only; the daemon's read position is not touched. Records still\n"
-    "in the ring (at most ring_capacity, the newest) are printed in ring order.\n";
-
-const char* KindName(uint32_t kind) {
-  switch (kind) {
-    case XPU_OP_KERNEL:
-      return "kernel";
-    case XPU_OP_GEMM:
-      return "gemm";
-    case XPU_OP_GRAPH_LAUNCH:
-      return "graph_launch";
-    case XPU_OP_MEMCPY:
-      return "memcpy";
-    case XPU_OP_ALLREDUCE:
-      return "allreduce";
-    case XPU_OP_ALLGATHER:
-      return "allgather";
-    case XPU_OP_REDUCESCATTER:
-      return "reducescatter";
-    case XPU_OP_BROADCAST:
-      return "broadcast";
-    case XPU_OP_REDUCE:
-      return "reduce";
-    case XPU_OP_ALLTOALL:
-      return "alltoall";
-    case XPU_OP_GATHER:
-      return "gather";
-    case XPU_OP_SCATTER:
-      return "scatter";
-    case XPU_OP_SEND:
-      return "send";
-    case XPU_OP_RECV:
-      return "recv";
-    case XPU_OP_SYNC_STREAM:
-      return "sync_stream";
-    case XPU_OP_SYNC_DEVICE:
-      return "sync_device";
-    case XPU_OP_SYNC_EVENT:
-      return "sync_event";
-    case XPU_OP_COMM_INIT:
-      return "comm_init";
-    case XPU_OP_COMM_DESTROY:
-      return "comm_destroy";
-    case XPU_OP_PY_GC:
-      return "py_gc";
-    case XPU_OP_PY_DATALOADER:
-      return "py_dataloader";
-    case XPU_OP_PY_SYNC:
-      return "py_sync";
-    case XPU_OP_PY_OPTIMIZER:
-      return "py_optimizer";
-    case XPU_OP_PY_CHECKPOINT:
-      return "py_checkpoint";
-    case XPU_OP_PY_API:
-      return "py_api";
-    case XPU_OP_STEP:
-      return "step";
-    case XPU_OP_ANNOTATION:
-      return "annotation";
-    case XPU_OP_PY_CALLSITE:
-      return "py_callsite";
-    default:
-      return "unknown";
-  }
-}
+using xpu::ring::RingReader;
+using xpu::ring::RingReaderOptions;
+using xpu::ring::RingRecord;
+using xpu::ring::SignatureInfo;
 
 const char* kCounterNames[] = {
     "dropped_full",        "sig_table_full",    "str_arena_full",  "event_pool_empty",
@@ -119,15 +42,11 @@ const char* kCounterNames[] = {
     "daemon_connect_fail", "plugin_events",     "py_events",       "internal",
     "hold_timeout",        "uncovered"};
 
-// Names are sanitised to printable ASCII by the reader; escape for JSON/CSV.
-std::string JsonEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
+// Names are sanitised to printable ASCII by the reader; quoted for CSV.
+using xpu::json::Json;
+
+void PrintLine(const Json& j) { std::printf("%s\n", xpu::json::Dump(j).c_str()); }
+
 std::string CsvEscape(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
@@ -178,153 +97,140 @@ CallsiteJoin JoinCallsites(const RingReader& reader, const std::vector<RingRecor
 }
 
 struct Args {
-  enum { kText, kJson, kCsv } format = kText;
-  bool records = true;
+  bool json = false, csv = false;
+  bool no_records = false;
   uint64_t limit = 0;
   std::string path;
 };
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Args args;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      fputs(kHelp, stdout);
-      return 0;
-    } else if (a == "--json") {
-      args.format = Args::kJson;
-    } else if (a == "--csv") {
-      args.format = Args::kCsv;
-    } else if (a == "--no-records") {
-      args.records = false;
-    } else if (a == "--limit" && i + 1 < argc) {
-      args.limit = strtoull(argv[++i], nullptr, 10);
-    } else if (a.rfind("--limit=", 0) == 0) {
-      args.limit = strtoull(a.c_str() + 8, nullptr, 10);
-    } else if (!a.empty() && a[0] != '-' && args.path.empty()) {
-      args.path = a;
-    } else {
-      fprintf(stderr, "xpu-ring-dump: bad argument '%s' (see --help)\n", a.c_str());
-      return 2;
-    }
-  }
-  if (args.path.empty()) {
-    fputs(kHelp, stderr);
-    return 2;
-  }
-  RingReaderOptions ro;
-  ro.read_only = true;
-  ro.abandon_grace_ns = 0;  // a snapshot: uncommitted slots are skipped at once
-  auto reader_or = RingReader::FromPath(args.path, ro);
-  if (!reader_or.ok()) {
-    fprintf(stderr, "xpu-ring-dump: %s: %s\n", args.path.c_str(),
-            reader_or.status().ToString().c_str());
-    return 1;
-  }
-  RingReader& reader = **reader_or;
-  std::vector<SignatureInfo> sigs;
-  reader.PollSignatures(&sigs);
-  std::vector<RingRecord> recs;
-  if (args.records) {
-    reader.Poll(0, ~size_t{0}, &recs);
-    reader.PollSignatures(&sigs);  // signatures read on demand for records
-    if (args.limit != 0 && recs.size() > args.limit)
-      recs.erase(recs.begin(), recs.end() - args.limit);
-  }
+// --json: the header, then one line per signature and per record.
+void PrintJson(RingReader& reader, const std::vector<SignatureInfo>& sigs,
+               const std::vector<RingRecord>& recs) {
   const auto& id = reader.identity();
   const auto& L = reader.layout();
   const auto live = reader.ReadLiveState();
   const auto& rc = reader.counters();
+  Json counters = Json::object();
+  for (size_t i = 0; i < sizeof(kCounterNames) / sizeof(kCounterNames[0]); ++i) {
+    counters[kCounterNames[i]] = live.counters[i];
+  }
+  const Json header = {{"type", "header"},
+                       {"job", id.job},
+                       {"job_name", id.job_name},
+                       {"host", id.host},
+                       {"pid", id.pid},
+                       {"rank", id.rank},
+                       {"local_rank", id.local_rank},
+                       {"world_size", id.world_size},
+                       {"local_world_size", id.local_world_size},
+                       {"device", id.device},
+                       {"created_ns", id.created_ns},
+                       {"start_time_ticks", id.start_time_ticks},
+                       {"ring_capacity", L.ring_capacity},
+                       {"sig_capacity", L.sig_capacity},
+                       {"str_capacity", L.str_capacity},
+                       {"file_size", L.file_size},
+                       {"write_index", live.write_index},
+                       {"read_index", live.read_index},
+                       {"heartbeat_ns", live.heartbeat_ns},
+                       {"producer_state", live.producer_state},
+                       {"timing_policy", live.timing_policy},
+                       {"counters", std::move(counters)},
+                       {"reader",
+                        {{"records", rc.records_read},
+                         {"corrupt", rc.records_corrupt},
+                         {"lapped", rc.records_lapped},
+                         {"uncommitted", rc.records_abandoned},
+                         {"signatures", rc.signatures_read},
+                         {"signatures_corrupt", rc.signatures_corrupt}}}};
+  PrintLine(header);
+  for (const auto& s : sigs) {
+    const auto& g = s.sig;
+    PrintLine({{"type", "signature"},
+               {"id", g.commit},
+               {"kind", xpu::record::OpKindName(g.kind)},
+               {"kind_id", g.kind},
+               {"name", s.name},
+               {"dtype", g.dtype},
+               {"gemm_flags", g.gemm_flags},
+               {"m", g.m},
+               {"n", g.n},
+               {"k", g.k},
+               {"batch", g.batch},
+               {"count", g.count},
+               {"comm_id", g.comm_id},
+               {"comm_rank", g.comm_rank},
+               {"comm_nranks", g.comm_nranks},
+               {"peer", g.peer},
+               {"device", g.device},
+               {"flops", xpu::json::Count(xpu_sig_flops(&g))},
+               {"bytes", xpu_sig_bytes(&g)}});
+  }
+  const CallsiteJoin join = JoinCallsites(reader, recs);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const RingRecord& r = recs[i];
+    const SignatureInfo* s = reader.signature(r.rec.sig_id);
+    Json line = {{"type", "record"},
+                 {"position", r.position},
+                 {"sig_id", r.rec.sig_id},
+                 {"kind", s ? xpu::record::OpKindName(s->sig.kind) : "unknown"},
+                 {"name", s ? s->name : ""},
+                 {"start_ns", r.rec.start_ns},
+                 {"duration_ns", xpu_record_duration_ns(&r.rec)},
+                 {"issue_latency_ns", r.rec.issue_latency_ns},
+                 {"seq", r.rec.seq},
+                 {"stream", r.rec.stream},
+                 {"flags", r.rec.flags},
+                 {"timed", (r.rec.flags & XPU_REC_TIMED) != 0},
+                 {"flops", xpu::json::Count(s ? xpu_sig_flops(&s->sig) : 0.0)},
+                 {"bytes", s ? xpu_sig_bytes(&s->sig) : 0},
+                 {"comm_id", s ? s->sig.comm_id : 0}};
+    const uint32_t launch_sig = xpu_callsite_launch_sig_id(&r.rec);
+    if (s != nullptr && s->sig.kind == XPU_OP_PY_CALLSITE && launch_sig != 0) {
+      auto it = join.launch_of_link.find(i);
+      line["launch"] = {
+          {"sig_id", launch_sig},
+          {"seq", r.rec.seq},
+          {"stream", r.rec.stream},
+          {"position",
+           it != join.launch_of_link.end() ? Json(recs[it->second].position) : Json(nullptr)}};
+    }
+    if (auto it = join.link_of_launch.find(i); it != join.link_of_launch.end()) {
+      const uint32_t stack = recs[it->second].rec.sig_id;
+      const SignatureInfo* cs = reader.signature(stack);
+      line["callsite_sig_id"] = stack;
+      line["callsite"] = cs ? cs->name : "";
+    }
+    PrintLine(line);
+  }
+}
 
-  if (args.format == Args::kJson) {
-    printf(
-        "{\"type\":\"header\",\"job\":\"%s\",\"job_name\":\"%s\",\"host\":\"%s\",\"pid\":%d,"
-        "\"rank\":%d,"
-        "\"local_rank\":%d,\"world_size\":%d,\"local_world_size\":%d,\"device\":%d,\"created_ns\":"
-        "%" PRIu64 ",\"start_time_ticks\":%" PRIu64
-        ",\"ring_capacity\":%u,\"sig_capacity\":%u,\"str_capacity\":%" PRIu64
-        ",\"file_size\":%" PRIu64 ",\"write_index\":%" PRIu64 ",\"read_index\":%" PRIu64
-        ",\"heartbeat_ns\":%" PRIu64 ",\"producer_state\":%u,\"timing_policy\":%u,\"counters\":{",
-        JsonEscape(id.job).c_str(), JsonEscape(id.job_name).c_str(), JsonEscape(id.host).c_str(),
-        id.pid, id.rank, id.local_rank, id.world_size, id.local_world_size, id.device,
-        id.created_ns, id.start_time_ticks, L.ring_capacity, L.sig_capacity, L.str_capacity,
-        L.file_size, live.write_index, live.read_index, live.heartbeat_ns, live.producer_state,
-        live.timing_policy);
-    for (size_t i = 0; i < sizeof(kCounterNames) / sizeof(kCounterNames[0]); ++i) {
-      printf("%s\"%s\":%" PRIu64, i ? "," : "", kCounterNames[i], live.counters[i]);
-    }
-    printf("},\"reader\":{\"records\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"lapped\":%" PRIu64
-           ",\"uncommitted\":%" PRIu64 ",\"signatures\":%" PRIu64 ",\"signatures_corrupt\":%" PRIu64
-           "}}\n",
-           rc.records_read, rc.records_corrupt, rc.records_lapped, rc.records_abandoned,
-           rc.signatures_read, rc.signatures_corrupt);
-    for (const auto& s : sigs) {
-      const auto& g = s.sig;
-      printf(
-          "{\"type\":\"signature\",\"id\":%u,\"kind\":\"%s\",\"kind_id\":%u,\"name\":\"%s\","
-          "\"dtype\":%u,"
-          "\"gemm_flags\":%u,\"m\":%u,\"n\":%u,\"k\":%u,\"batch\":%u,\"count\":%" PRIu64
-          ",\"comm_id\":%" PRIu64
-          ",\"comm_rank\":%d,\"comm_nranks\":%d,\"peer\":%d,\"device\":%d,\"flops\":%.0f,\"bytes\":"
-          "%" PRIu64 "}\n",
-          g.commit, KindName(g.kind), g.kind, JsonEscape(s.name).c_str(), g.dtype, g.gemm_flags,
-          g.m, g.n, g.k, g.batch, g.count, g.comm_id, g.comm_rank, g.comm_nranks, g.peer, g.device,
-          xpu_sig_flops(&g), xpu_sig_bytes(&g));
-    }
-    const CallsiteJoin join = JoinCallsites(reader, recs);
-    for (size_t i = 0; i < recs.size(); ++i) {
-      const RingRecord& r = recs[i];
-      const SignatureInfo* s = reader.signature(r.rec.sig_id);
-      printf("{\"type\":\"record\",\"position\":%" PRIu64
-             ",\"sig_id\":%u,\"kind\":\"%s\",\"name\":\"%s\","
-             "\"start_ns\":%" PRIu64 ",\"duration_ns\":%" PRIu64
-             ",\"issue_latency_ns\":%d,\"seq\":%u,\"stream\":%u,"
-             "\"flags\":%u,\"timed\":%s,\"flops\":%.0f,\"bytes\":%" PRIu64 ",\"comm_id\":%" PRIu64,
-             r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
-             s ? JsonEscape(s->name).c_str() : "", r.rec.start_ns, xpu_record_duration_ns(&r.rec),
-             r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
-             (r.rec.flags & XPU_REC_TIMED) ? "true" : "false", s ? xpu_sig_flops(&s->sig) : 0.0,
-             s ? xpu_sig_bytes(&s->sig) : 0, s ? s->sig.comm_id : 0);
-      const uint32_t launch_sig = xpu_callsite_launch_sig_id(&r.rec);
-      if (s != nullptr && s->sig.kind == XPU_OP_PY_CALLSITE && launch_sig != 0) {
-        printf(",\"launch\":{\"sig_id\":%u,\"seq\":%u,\"stream\":%u,\"position\":", launch_sig,
-               r.rec.seq, r.rec.stream);
-        auto it = join.launch_of_link.find(i);
-        if (it != join.launch_of_link.end()) {
-          printf("%" PRIu64 "}", recs[it->second].position);
-        } else {
-          printf("null}");
-        }
-      }
-      if (auto it = join.link_of_launch.find(i); it != join.link_of_launch.end()) {
-        const uint32_t stack = recs[it->second].rec.sig_id;
-        const SignatureInfo* cs = reader.signature(stack);
-        printf(",\"callsite_sig_id\":%u,\"callsite\":\"%s\"", stack,
-               cs ? JsonEscape(cs->name).c_str() : "");
-      }
-      printf("}\n");
-    }
-    return 0;
+// --csv: one line per record, with a header row.
+void PrintCsv(RingReader& reader, const std::vector<RingRecord>& recs) {
+  printf(
+      "position,sig_id,kind,name,start_ns,duration_ns,issue_latency_ns,seq,stream,flags,timed,"
+      "flops,bytes,"
+      "comm_id\n");
+  for (const auto& r : recs) {
+    const SignatureInfo* s = reader.signature(r.rec.sig_id);
+    printf("%" PRIu64 ",%u,%s,%s,%" PRIu64 ",%" PRIu64 ",%d,%u,%u,%u,%d,%.0f,%" PRIu64 ",%" PRIu64
+           "\n",
+           r.position, r.rec.sig_id, s ? xpu::record::OpKindName(s->sig.kind).c_str() : "unknown",
+           CsvEscape(s ? s->name : "").c_str(), r.rec.start_ns, xpu_record_duration_ns(&r.rec),
+           r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
+           (r.rec.flags & XPU_REC_TIMED) ? 1 : 0, s ? xpu_sig_flops(&s->sig) : 0.0,
+           s ? xpu_sig_bytes(&s->sig) : 0, s ? s->sig.comm_id : 0);
   }
-  if (args.format == Args::kCsv) {
-    printf(
-        "position,sig_id,kind,name,start_ns,duration_ns,issue_latency_ns,seq,stream,flags,timed,"
-        "flops,bytes,"
-        "comm_id\n");
-    for (const auto& r : recs) {
-      const SignatureInfo* s = reader.signature(r.rec.sig_id);
-      printf("%" PRIu64 ",%u,%s,%s,%" PRIu64 ",%" PRIu64 ",%d,%u,%u,%u,%d,%.0f,%" PRIu64 ",%" PRIu64
-             "\n",
-             r.position, r.rec.sig_id, s ? KindName(s->sig.kind) : "unknown",
-             CsvEscape(s ? s->name : "").c_str(), r.rec.start_ns, xpu_record_duration_ns(&r.rec),
-             r.rec.issue_latency_ns, r.rec.seq, r.rec.stream, r.rec.flags,
-             (r.rec.flags & XPU_REC_TIMED) ? 1 : 0, s ? xpu_sig_flops(&s->sig) : 0.0,
-             s ? xpu_sig_bytes(&s->sig) : 0, s ? s->sig.comm_id : 0);
-    }
-    return 0;
-  }
+}
+
+// The readable form: header, counters, signatures and (unless --no-records)
+// the records.
+void PrintText(const Args& args, RingReader& reader, const std::vector<SignatureInfo>& sigs,
+               const std::vector<RingRecord>& recs) {
+  const auto& id = reader.identity();
+  const auto& L = reader.layout();
+  const auto live = reader.ReadLiveState();
+  const auto& rc = reader.counters();
   printf("ring %s\n", args.path.c_str());
   printf(
       "  job=%s job_name=%s host=%s pid=%d rank=%d local_rank=%d world=%d local_world=%d "
@@ -349,7 +255,7 @@ int main(int argc, char** argv) {
   printf("signatures (%zu)\n", sigs.size());
   for (const auto& s : sigs) {
     const auto& g = s.sig;
-    printf("  #%u %-13s %s", g.commit, KindName(g.kind), s.name.c_str());
+    printf("  #%u %-13s %s", g.commit, xpu::record::OpKindName(g.kind).c_str(), s.name.c_str());
     if (g.kind == XPU_OP_GEMM)
       printf("  m=%u n=%u k=%u batch=%u dtype=%u flops=%.0f", g.m, g.n, g.k, g.batch, g.dtype,
              xpu_sig_flops(&g));
@@ -359,7 +265,7 @@ int main(int argc, char** argv) {
     }
     printf("\n");
   }
-  if (args.records) {
+  if (!args.no_records) {
     printf("records (%zu)\n", recs.size());
     const CallsiteJoin join = JoinCallsites(reader, recs);
     for (size_t i = 0; i < recs.size(); ++i) {
@@ -378,6 +284,57 @@ int main(int argc, char** argv) {
       }
       printf("\n");
     }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app(
+      "xpu-ring-dump: print an XPUTimer ring file (header, counters, signatures, records).");
+  xpu::flags::Configure(app, "xpu-ring-dump");
+  Args args;
+  app.add_option("RING_FILE", args.path,
+                 "a ring file (e.g. under $XPU_RING_DIR) or /proc/<pid>/fd/<n> of a live process")
+      ->required();
+  auto* json_flag = app.add_flag("--json", args.json,
+                                 "one JSON object per line: header, signatures, records (sig "
+                                 "fields resolved, duration_ns, flops, bytes)");
+  auto* csv_flag = app.add_flag("--csv", args.csv, "one CSV line per record, with a header row");
+  json_flag->excludes(csv_flag);
+  app.add_flag("--no-records", args.no_records, "header, counters and signatures only");
+  app.add_option("--limit", args.limit, "print at most the newest N records (0: all)")
+      ->type_name("N")
+      ->transform(xpu::flags::UnsignedAtLeast(0));
+  app.footer(
+      "The file is opened read-only; the daemon's read position is not touched. Records still "
+      "in the ring (at most ring_capacity, the newest) are printed in ring order.");
+  if (int rc = xpu::flags::ParseMain(app, argc, argv, 2); rc >= 0) return rc;
+  RingReaderOptions ro;
+  ro.read_only = true;
+  ro.abandon_grace_ns = 0;  // a snapshot: uncommitted slots are skipped at once
+  auto reader_or = RingReader::FromPath(args.path, ro);
+  if (!reader_or.ok()) {
+    fprintf(stderr, "xpu-ring-dump: %s: %s\n", args.path.c_str(),
+            reader_or.status().ToString().c_str());
+    return 1;
+  }
+  RingReader& reader = **reader_or;
+  std::vector<SignatureInfo> sigs;
+  reader.PollSignatures(&sigs);
+  std::vector<RingRecord> recs;
+  if (!args.no_records) {
+    reader.Poll(0, ~size_t{0}, &recs);
+    reader.PollSignatures(&sigs);  // signatures read on demand for records
+    if (args.limit != 0 && recs.size() > args.limit)
+      recs.erase(recs.begin(), recs.end() - args.limit);
+  }
+  if (args.json) {
+    PrintJson(reader, sigs, recs);
+  } else if (args.csv) {
+    PrintCsv(reader, recs);
+  } else {
+    PrintText(args, reader, sigs, recs);
   }
   return 0;
 }

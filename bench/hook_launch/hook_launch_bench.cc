@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cli/flags.h"
 #include "xpu_fake.h"
 
 namespace {
@@ -194,29 +195,24 @@ int main(int argc, char** argv) {
   int iters = 200000, repeats = 3;
   bool child = false;
   std::string hook = XPU_HOOK_SO, lib_dir = XPU_FAKE_LIB_DIR, only;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--child") {
-      child = true;
-    } else if (a == "--iters" && i + 1 < argc) {
-      iters = atoi(argv[++i]);
-    } else if (a == "--repeats" && i + 1 < argc) {
-      repeats = std::max(1, atoi(argv[++i]));
-    } else if (a == "--hook" && i + 1 < argc) {
-      hook = argv[++i];
-    } else if (a == "--fake-lib-dir" && i + 1 < argc) {
-      lib_dir = argv[++i];
-    } else if (a == "--only" && i + 1 < argc) {
-      only = argv[++i];
-    } else {
-      fprintf(stderr,
-              "usage: hook_launch_bench [--iters N] [--repeats R] [--hook PATH] "
-              "[--fake-lib-dir DIR]\n"
-              "       hook_launch_bench --child [--iters N] [--only API]  (one loop, e.g. "
-              "under callgrind: bench/hook_launch/callgrind_launch.sh)\n");
-      return 1;
-    }
-  }
+  CLI::App app(
+      "hook_launch_bench: CPU cost per intercepted call, hook vs no hook, against the GPU-less "
+      "test runtime. Prints figures; never asserts speed.");
+  xpu::flags::Configure(app, "hook_launch_bench");
+  app.add_option("--iters", iters, "calls per API and run")
+      ->type_name("N")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  app.add_option("--repeats", repeats, "runs per configuration (the best is kept)")
+      ->type_name("R")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  app.add_option("--hook", hook, "libxpu_hook.so to preload")->type_name("PATH");
+  app.add_option("--fake-lib-dir", lib_dir, "the GPU-less runtime's libraries")->type_name("DIR");
+  app.add_flag("--child", child)->group("");  // the measuring child process
+  app.add_option("--only", only,
+                 "with --child: run this API's loop only (e.g. under callgrind, "
+                 "bench/hook_launch/callgrind_launch.py)")
+      ->type_name("API");
+  if (int rc = xpu::flags::ParseMain(app, argc, argv, 1); rc >= 0) return rc;
   iters = std::max(iters, kBatch);
   if (child) return Child(iters, only);
 

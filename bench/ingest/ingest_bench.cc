@@ -25,10 +25,13 @@
 #include <thread>
 #include <vector>
 
-#include "engine/batch_builder.h"
+#include "common/cli/flags.h"
+#include "common/logging/logging.h"
 #include "engine/engine.h"
-#include "spdlog/spdlog.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "engine/state/batch_builder.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace {
 
@@ -69,7 +72,7 @@ double CpuSeconds(pid_t pid) {
   o.metrics_addr = "off";
   o.db = "/tmp/xpu_ingest_bench_" + std::to_string(getpid()) + ".db";
   o.window_s = 1;
-  spdlog::set_level(spdlog::level::warn);
+  (void)xpu::logging::InitLogging({"ingest_bench-engine", "warn", /*file=*/""});
   auto e = xpu::engine::Engine::Start(o);
   int port = e.ok() ? (*e)->port() : 0;
   if (!e.ok()) std::fprintf(stderr, "engine: %s\n", std::string(e.status().message()).c_str());
@@ -174,27 +177,23 @@ void RunStream(int port, int stream_id, const Args& a, std::atomic<bool>& stop, 
 
 int main(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string f = argv[i];
-    auto next = [&]() -> const char* { return i + 1 < argc ? argv[++i] : "0"; };
-    if (f == "--seconds")
-      a.seconds = std::atof(next());
-    else if (f == "--streams")
-      a.streams = std::atoi(next());
-    else if (f == "--ranks")
-      a.ranks = std::atoi(next());
-    else if (f == "--records")
-      a.records = std::atoi(next());
-    else {
-      std::fprintf(stderr,
-                   "usage: ingest_bench [--seconds S] [--streams N] [--ranks R] [--records N]\n");
-      return 64;
-    }
-  }
-  if (a.seconds <= 0 || a.streams <= 0 || a.ranks <= 0 || a.records <= 0) {
-    std::fprintf(stderr, "ingest_bench: all values must be positive\n");
-    return 64;
-  }
+  CLI::App app(
+      "ingest_bench: records per second (and per engine CPU core) through the engine's ingest "
+      "path over real gRPC. Prints figures; never asserts speed.");
+  xpu::flags::Configure(app, "ingest_bench");
+  app.add_option("--seconds", a.seconds, "how long to load the engine")
+      ->type_name("S")
+      ->check(xpu::flags::PositiveNumber());
+  app.add_option("--streams", a.streams, "daemon streams")
+      ->type_name("N")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  app.add_option("--ranks", a.ranks, "ranks per stream")
+      ->type_name("R")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  app.add_option("--records", a.records, "records per batch")
+      ->type_name("N")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  if (int rc = xpu::flags::ParseMain(app, argc, argv, 64); rc >= 0) return rc;
   int port_pipe[2], control_pipe[2];
   if (pipe(port_pipe) != 0 || pipe(control_pipe) != 0) return 1;
   pid_t child = fork();

@@ -2,7 +2,7 @@
 // process, gRPC on an ephemeral port), synthetic daemons speaking the real
 // Ingest.Stream protocol (one stream each, ranks_per_daemon ranks per
 // daemon, like one daemon per node) and the real CLI code path
-// (RunTimelineCli: Query.TimelineDump, raw files, clock alignment, Perfetto
+// (RunCli: Query.TimelineDump, raw files, clock alignment, Perfetto
 // trace, flame graph, manifest). Prints figures; never asserts speed.
 //
 //   timeline_bench [--ranks 1024] [--ops 1000] [--ranks-per-daemon 8]
@@ -20,15 +20,17 @@
 #include <string>
 #include <vector>
 
+#include "common/cli/flags.h"
+#include "common/json/json.h"
+#include "common/timeline/synthetic_job.h"
 #include "engine/engine.h"
-#include "engine/timeline/synthetic_job.h"
-#include "engine/timeline/testing/synthetic_daemon.h"
-#include "tools/xpu_cli/timeline_cli.h"
+#include "engine/testing/synthetic_daemon.h"
+#include "tools/xpu_cli/cli.h"
 
 namespace {
 
-using xpu::engine::timeline::SyntheticJob;
-using xpu::engine::timeline::testing::SyntheticDaemon;
+using xpu::engine::testing::SyntheticDaemon;
+using xpu::timeline::SyntheticJob;
 
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -46,13 +48,9 @@ std::string Read(const std::string& p) {
   return ss.str();
 }
 
-// The number after "key": in a flat JSON text (our own manifest).
-std::string JsonField(const std::string& text, const std::string& key) {
-  size_t p = text.find("\"" + key + "\":");
-  if (p == std::string::npos) return "?";
-  p += key.size() + 3;
-  size_t e = text.find_first_of(",}", p);
-  return text.substr(p, e - p);
+// A number of the manifest as text ("?" when absent).
+std::string Field(const xpu::json::Json& j, const char* key) {
+  return j.is_object() && j.contains(key) ? xpu::json::Dump(j[key]) : "?";
 }
 
 }  // namespace
@@ -61,28 +59,23 @@ int main(int argc, char** argv) {
   int ranks = 1024, ops = 1000, per_daemon = 8;
   std::string format = "perfetto", out;
   bool keep = false;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--ranks")
-      ranks = std::atoi(next().c_str());
-    else if (a == "--ops")
-      ops = std::atoi(next().c_str());
-    else if (a == "--ranks-per-daemon")
-      per_daemon = std::atoi(next().c_str());
-    else if (a == "--format")
-      format = next();
-    else if (a == "--out")
-      out = next();
-    else if (a == "--keep")
-      keep = true;
-    else {
-      std::cerr << "usage: timeline_bench [--ranks N] [--ops N] [--ranks-per-daemon N] [--format "
-                   "F] [--out DIR] [--keep]\n";
-      return 64;
-    }
-  }
-  if (ranks <= 0 || ops <= 0 || per_daemon <= 0) return 64;
+  CLI::App app(
+      "timeline_bench: `xpu timeline dump` of a synthetic job through the real engine, gRPC "
+      "streams and CLI code path. Prints figures; never asserts speed.");
+  xpu::flags::Configure(app, "timeline_bench");
+  app.add_option("--ranks", ranks, "ranks of the synthetic job")
+      ->type_name("N")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  app.add_option("--ops", ops, "ops per rank (about)")
+      ->type_name("N")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  app.add_option("--ranks-per-daemon", per_daemon, "ranks per synthetic daemon (node)")
+      ->type_name("N")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  app.add_option("--format", format, "perfetto, json, both or auto")->type_name("FORMAT");
+  app.add_option("--out", out, "dump directory (default: a temporary one)")->type_name("DIR");
+  app.add_flag("--keep", keep, "keep the temporary directory");
+  if (int rc = xpu::flags::ParseMain(app, argc, argv, 64); rc >= 0) return rc;
   std::string tmp =
       (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp") + std::string("/xpu_tl_bench_XXXXXX");
   if (mkdtemp(tmp.data()) == nullptr) return 1;
@@ -102,7 +95,7 @@ int main(int argc, char** argv) {
   job.job = "bench";
   job.ranks = ranks;
   job.ranks_per_host = per_daemon;
-  job.steps = xpu::engine::timeline::SyntheticStepsFor(job, static_cast<size_t>(ops));
+  job.steps = xpu::timeline::SyntheticStepsFor(job, static_cast<size_t>(ops));
   const int hosts = (ranks + per_daemon - 1) / per_daemon;
   for (int h = 0; h < hosts; ++h) job.host_offsets_ns.push_back((h % 7) * 250000 - 750000);
 
@@ -132,34 +125,32 @@ int main(int argc, char** argv) {
   std::ostringstream cli_out, cli_err;
   t0 = std::chrono::steady_clock::now();
   const int rc =
-      xpu::cli::RunTimelineCli({"timeline", "dump", "--job", job.job, "--out", out, "--format",
-                                format, "--deadline-s", "120"},
-                               "127.0.0.1:" + std::to_string((*engine)->port()), cli_out, cli_err);
+      xpu::cli::RunCli({"timeline", "dump", "--job", job.job, "--out", out, "--format", format,
+                        "--deadline-s", "120"},
+                       "127.0.0.1:" + std::to_string((*engine)->port()), cli_out, cli_err);
   const double dump_s = Since(t0);
-  const std::string manifest = Read(out + "/dump.json");
-  const size_t sec_at = manifest.find("\"seconds\":");
-  const std::string seconds = sec_at == std::string::npos ? "" : manifest.substr(sec_at);
-  const uint64_t ops_total = std::strtoull(JsonField(manifest, "ops").c_str(), nullptr, 10);
-  const uint64_t packed = std::strtoull(JsonField(manifest, "packed_bytes").c_str(), nullptr, 10);
+  const xpu::json::Json manifest =
+      xpu::json::Json::parse(Read(out + "/dump.json"), nullptr, /*allow_exceptions=*/false);
+  const xpu::json::Json seconds =
+      manifest.is_object() ? manifest.value("seconds", xpu::json::Json()) : xpu::json::Json();
+  const uint64_t ops_total = manifest.is_object() ? manifest.value("ops", uint64_t{0}) : 0;
+  const uint64_t packed = manifest.is_object() ? manifest.value("packed_bytes", uint64_t{0}) : 0;
   const uint64_t trace_bytes = FileSize(out + "/trace.perfetto-trace");
   const uint64_t json_bytes = FileSize(out + "/trace.json");
 
   std::printf("timeline_bench: %d ranks x %d ops (%d daemons x %d ranks), format %s\n", ranks,
-              static_cast<int>(xpu::engine::timeline::SyntheticOpsPerRank(job)), hosts, per_daemon,
+              static_cast<int>(xpu::timeline::SyntheticOpsPerRank(job)), hosts, per_daemon,
               format.c_str());
   std::printf("  exit code               %d\n", rc);
   std::printf("  setup (daemons connect) %.2f s\n", setup_s);
   std::printf("  dump + merge, total     %.2f s\n", dump_s);
-  std::printf("    fetch (fan-out, transfer, raw files) %s s\n",
-              JsonField(seconds, "fetch").c_str());
-  std::printf("    clock alignment                      %s s\n",
-              JsonField(seconds, "align").c_str());
+  std::printf("    fetch (fan-out, transfer, raw files) %s s\n", Field(seconds, "fetch").c_str());
+  std::printf("    clock alignment                      %s s\n", Field(seconds, "align").c_str());
   std::printf("    perfetto trace                       %s s\n",
-              JsonField(seconds, "perfetto").c_str());
-  std::printf("    chrome json                          %s s\n",
-              JsonField(seconds, "json").c_str());
+              Field(seconds, "perfetto").c_str());
+  std::printf("    chrome json                          %s s\n", Field(seconds, "json").c_str());
   std::printf("    flame graph                          %s s\n",
-              JsonField(seconds, "flamegraph").c_str());
+              Field(seconds, "flamegraph").c_str());
   std::printf("  ops                     %llu\n", static_cast<unsigned long long>(ops_total));
   std::printf("  bytes/op before convert %.1f (%llu bytes packed)\n",
               ops_total ? double(packed) / ops_total : 0.0,
@@ -172,8 +163,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(json_bytes),
                 ops_total ? double(json_bytes) / ops_total : 0.0);
   }
-  std::printf("  ranks answered          %s/%s\n", JsonField(manifest, "ranks_answered").c_str(),
-              JsonField(manifest, "ranks_total").c_str());
+  std::printf("  ranks answered          %s/%s\n", Field(manifest, "ranks_answered").c_str(),
+              Field(manifest, "ranks_total").c_str());
   if (rc != 0) std::fprintf(stderr, "%s", cli_err.str().c_str());
   daemons.clear();
   (*engine)->Shutdown();
@@ -183,7 +174,7 @@ int main(int argc, char** argv) {
   }
   // The smoke test checks that the dump ran and every rank answered.
   const bool complete =
-      JsonField(manifest, "ranks_answered") == std::to_string(ranks) &&
-      ops_total == static_cast<uint64_t>(ranks) * xpu::engine::timeline::SyntheticOpsPerRank(job);
+      Field(manifest, "ranks_answered") == std::to_string(ranks) &&
+      ops_total == static_cast<uint64_t>(ranks) * xpu::timeline::SyntheticOpsPerRank(job);
   return rc == 0 && complete ? 0 : 1;
 }

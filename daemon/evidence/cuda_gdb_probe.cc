@@ -4,12 +4,10 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "engine/hang/cuda_gdb.h"
+#include "common/cuda_gdb/cuda_gdb.h"
 
 namespace xpu::daemon {
 namespace {
-
-namespace hang = ::xpu::engine::hang;
 
 constexpr int kMaxNcclChannels = 64;  // MAXCHANNELS in NCCL 2.28
 
@@ -34,21 +32,21 @@ bool FindPendingCollective(const xpu::v1::HangProgress& progress, PendingCollect
 std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view kernel_list,
                                                              std::string_view progress_output,
                                                              const PendingCollective& pending) {
-  const std::vector<hang::CudaKernel> kernels = hang::ParseCudaKernels(kernel_list);
+  const std::vector<cuda_gdb::CudaKernel> kernels = cuda_gdb::ParseCudaKernels(kernel_list);
   std::map<int, std::string> names;
   std::map<int, int> grid;
-  for (const hang::CudaKernel& k : kernels) {
+  for (const cuda_gdb::CudaKernel& k : kernels) {
     names[k.id] = k.name;
     grid[k.id] = k.grid_x;
   }
   // ncclShmem's place in the shared window depends on the SM version; with
   // the version known, readings at the other place are dropped.
-  const int base = hang::SharedBaseForSm(hang::ParseSmVersion(kernel_list));
+  const int base = cuda_gdb::SharedBaseForSm(cuda_gdb::ParseSmVersion(kernel_list));
   // Each block is read at every candidate base: the plausible reading wins,
   // else the first one's errors are kept.
-  std::map<std::pair<int, int>, hang::ChannelProgress> best;
+  std::map<std::pair<int, int>, cuda_gdb::ChannelProgress> best;
   std::vector<std::pair<int, int>> order;
-  for (hang::ChannelProgress c : hang::ParseProgress(progress_output)) {
+  for (cuda_gdb::ChannelProgress c : cuda_gdb::ParseProgress(progress_output)) {
     // Blind reads cover kernel ids and blocks that are not NCCL channels.
     auto g = grid.find(c.kernel);
     if (g == grid.end() || (g->second > 0 && c.block >= g->second)) continue;
@@ -79,7 +77,7 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
   }
   std::vector<xpu::v1::IntraKernelProgress> out;
   for (const auto& key : order) {
-    const hang::ChannelProgress& c = best.at(key);
+    const cuda_gdb::ChannelProgress& c = best.at(key);
     xpu::v1::IntraKernelProgress k;
     // One source for every channel: the protocol is read from the counters
     // per channel (the kernel name gives the specialization only).
@@ -92,12 +90,12 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
     k.set_completed_seq(pending.completed_seq);
     k.set_ring_prev(c.ok ? c.ring_prev : -1);
     k.set_ring_next(c.ok ? c.ring_next : -1);
-    hang::NcclProto moved = hang::NcclProto::kUnknown;
+    cuda_gdb::NcclProto moved = cuda_gdb::NcclProto::kUnknown;
     k.set_step(c.ok ? c.Delivered(&moved) : 0);
     k.set_sent(c.ok ? c.Consumed() : 0);
     if (c.ok) {
       std::string ll, ll128;
-      for (int s = 0; s < hang::kNcclSteps; ++s) {
+      for (int s = 0; s < cuda_gdb::kNcclSteps; ++s) {
         absl::StrAppend(&ll, s ? "," : "", c.ll_flags[s]);
         absl::StrAppend(&ll128, s ? "," : "", c.ll128_flags[s]);
       }
@@ -105,9 +103,9 @@ std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view ke
           names[c.kernel], " block ", c.block, " channel ", c.channel_id, " (ncclShmem at ", c.base,
           "): ring ", c.ring_prev, "->self->", c.ring_next, ", received ", k.step(),
           " step(s) in this kernel",
-          moved == hang::NcclProto::kUnknown
+          moved == cuda_gdb::NcclProto::kUnknown
               ? ""
-              : absl::StrCat(" (", hang::NcclProtoName(moved), " counters)"),
+              : absl::StrCat(" (", cuda_gdb::NcclProtoName(moved), " counters)"),
           ", successor consumed ", k.sent(), "; recv step ", c.recv_step, " tail ", c.recv_tail,
           ", send step ", c.send_step, " head ", c.send_head, ", LL slot flags ", ll,
           ", LL128 slot flags ", ll128,

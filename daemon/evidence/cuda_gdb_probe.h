@@ -3,7 +3,7 @@
 //
 // The native-stack run of the evidence collector (cuda-gdb) appends, when
 // the process has an outstanding collective, the commands of
-// engine/hang/cuda_gdb.h BlindProgressCommands (one -ex each, same attach):
+// common/cuda_gdb/cuda_gdb.h BlindProgressCommands (one -ex each, same attach):
 // `info cuda kernels`, `info cuda devices`, and for the first kernels and
 // blocks the NCCL shared state read at both possible places of ncclShmem.
 // ChannelsToProgress keeps the blocks of the NCCL kernels the list shows,
@@ -25,7 +25,8 @@
 #include <string_view>
 #include <vector>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 
@@ -45,7 +46,7 @@ bool FindPendingCollective(const xpu::v1::HangProgress& progress, PendingCollect
 
 // `kernel_list`: cuda-gdb's `info cuda kernels` output (and `info cuda
 // devices` after an XPU-CUDA-DEVICES line); `progress_output`:
-// the XPU-NCCL lines of engine/hang/cuda_gdb.h's commands (both may be the
+// the XPU-NCCL lines of common/cuda_gdb/cuda_gdb.h's commands (both may be the
 // same text, any other lines are ignored). One entry per channel of an NCCL
 // kernel the list shows.
 std::vector<xpu::v1::IntraKernelProgress> ChannelsToProgress(std::string_view kernel_list,

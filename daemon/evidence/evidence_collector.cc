@@ -13,20 +13,17 @@
 #include <sstream>
 #include <thread>
 
+#include "common/base/clock.h"
+#include "common/cuda_gdb/cuda_gdb.h"
 #include "daemon/evidence/cuda_gdb_probe.h"
 #include "daemon/evidence/fake_nccl_probe.h"
 #include "daemon/evidence/gpu_health.h"
 #include "daemon/evidence/process_probe.h"
-#include "engine/hang/cuda_gdb.h"
 
 namespace xpu::daemon {
 namespace {
 
-uint64_t MonoMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
+uint64_t MonoMs() { return MonotonicNs() / 1000000; }
 
 bool Alive(const std::string& state) {
   return state != "gone" && state != "zombie" && state != "dead";
@@ -79,8 +76,8 @@ void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o,
   if (list_kernels) {
     // Kernel list and ring counters in the same attach (attaching to a
     // PyTorch process takes seconds; a second attach would double that).
-    xpu::engine::hang::AppendExCommands(
-        xpu::engine::hang::BlindProgressCommands(kProbeKernels, kProbeChannels), &argv);
+    xpu::cuda_gdb::AppendExCommands(
+        xpu::cuda_gdb::BlindProgressCommands(kProbeKernels, kProbeChannels), &argv);
   }
   argv.insert(argv.end(), {"-ex", "detach"});
   RunResult r = RunWithTimeout(argv, budget_ms, o.max_stack_bytes);

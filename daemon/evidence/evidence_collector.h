@@ -19,7 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 

@@ -2,7 +2,7 @@
 // test runtime: the fake NCCL's shared-memory segments
 // (tests/fake_runtime/fake_nccl_shm.h) carry per-rank arrival, completion
 // and ring-step counters. This is the stand-in for reading the NCCL kernel's
-// ring step counters with cuda-gdb (engine/hang/cuda_gdb.h) on real GPUs.
+// ring step counters with cuda-gdb (common/cuda_gdb/cuda_gdb.h) on real GPUs.
 // Enabled with XPU_EVIDENCE_FAKE_NCCL=1 in the daemon's environment.
 //
 // Thread-safety: reentrant (maps read-only, copies, unmaps).
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::daemon {
 

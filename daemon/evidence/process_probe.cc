@@ -14,14 +14,12 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/base/clock.h"
+
 namespace xpu::daemon {
 namespace {
 
-uint64_t MonoMs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
-}
+uint64_t MonoMs() { return MonotonicNs() / 1000000; }
 
 bool ReadSmallFile(const std::string& path, std::string* out) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "daemon/ring_reader.h"
+#include "common/ring/ring_reader.h"
 #include "xpu/ring.h"
 
 namespace xpu::daemon {
@@ -60,11 +60,11 @@ bool ParseProgress(const uint8_t* copy1, const uint8_t* copy2, size_t n,
   return true;
 }
 
-bool ReadProgress(const RingReader& reader, xpu::v1::HangProgress* out) {
+bool ReadProgress(const ring::RingReader& reader, xpu::v1::HangProgress* out) {
   constexpr size_t kN = XPU_RING_PROGRESS_OFFSET + sizeof(xpu_ring_progress_v1);
   uint8_t a[kN], b[kN];
   auto name_of = [&reader](uint32_t id) -> std::string {
-    const SignatureInfo* s = reader.signature(id);
+    const ring::SignatureInfo* s = reader.signature(id);
     return s != nullptr ? s->name : std::string();
   };
   // A few rounds: an entry torn in one round is normally stable in the next.

@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <functional>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+
+namespace xpu::ring {
+class RingReader;
+}  // namespace xpu::ring
 
 namespace xpu::daemon {
-
-class RingReader;
 
 // Parses two copies of the header page (each `n` bytes, n >= the end of the
 // progress table) into `out`. `name_of` resolves a sig_id to its name (may be
@@ -27,7 +29,7 @@ bool ParseProgress(const uint8_t* copy1, const uint8_t* copy2, size_t n,
                    const std::function<std::string(uint32_t)>& name_of, xpu::v1::HangProgress* out);
 
 // Reads the table of a live ring (two guarded copies) into `out`.
-bool ReadProgress(const RingReader& reader, xpu::v1::HangProgress* out);
+bool ReadProgress(const ring::RingReader& reader, xpu::v1::HangProgress* out);
 
 }  // namespace xpu::daemon
 

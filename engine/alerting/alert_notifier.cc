@@ -4,18 +4,16 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "common/json/json.h"
+#include "common/logging/logging.h"
 #include "engine/alerting/http_client.h"
-#include "engine/alerting/json_text.h"
-#include "spdlog/spdlog.h"
 
 namespace xpu::engine {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("alerting");
-    return l ? l : spdlog::default_logger()->clone("alerting");
-  }();
+  static auto log = logging::GetLogger("alerting");
   return log;
 }
 
@@ -24,50 +22,62 @@ std::string Summary(const Diagnosis& d) {
                       absl::StrJoin(d.ranks, ","), " (", std::string(TeamName(d.team)), ")");
 }
 
-std::string Alert(const Diagnosis& d, uint64_t starts_ns, uint64_t ends_ns) {
-  return absl::StrCat("{\"labels\":{\"alertname\":", JsonQuote(absl::StrCat("xpu_", d.kind)),
-                      ",\"team\":", JsonQuote(TeamName(d.team)), ",\"job\":", JsonQuote(d.job),
-                      ",\"severity\":", JsonQuote(SeverityName(d.severity)),
-                      ",\"kind\":", JsonQuote(d.kind), ",\"subject\":", JsonQuote(d.subject),
-                      "},\"annotations\":{\"summary\":", JsonQuote(Summary(d)),
-                      ",\"evidence\":", JsonQuote(d.evidence),
-                      ",\"ranks\":", JsonQuote(absl::StrJoin(d.ranks, ",")),
-                      ",\"hosts\":", JsonQuote(absl::StrJoin(d.hosts, ",")),
-                      "},\"startsAt\":", JsonQuote(Rfc3339(starts_ns)),
-                      ",\"endsAt\":", JsonQuote(Rfc3339(ends_ns)), "}");
+// Field names follow the Alertmanager v2 API (startsAt, endsAt).
+json::Json Alert(const Diagnosis& d, uint64_t starts_ns, uint64_t ends_ns) {
+  return {{"labels",
+           {{"alertname", absl::StrCat("xpu_", d.kind)},
+            {"team", TeamName(d.team)},
+            {"job", d.job},
+            {"severity", SeverityName(d.severity)},
+            {"kind", d.kind},
+            {"subject", d.subject}}},
+          {"annotations",
+           {{"summary", Summary(d)},
+            {"evidence", d.evidence},
+            {"ranks", absl::StrJoin(d.ranks, ",")},
+            {"hosts", absl::StrJoin(d.hosts, ",")}}},
+          {"startsAt", Rfc3339(starts_ns)},
+          {"endsAt", Rfc3339(ends_ns)}};
 }
 
-std::string Event(const char* status, const Diagnosis& d, uint64_t resolved_ns) {
-  return absl::StrCat(
-      "{\"status\":", JsonQuote(status), ",\"job\":", JsonQuote(d.job),
-      ",\"kind\":", JsonQuote(d.kind), ",\"subject\":", JsonQuote(d.subject),
-      ",\"team\":", JsonQuote(TeamName(d.team)),
-      ",\"severity\":", JsonQuote(SeverityName(d.severity)), ",\"ranks\":[",
-      absl::StrJoin(d.ranks, ","), "],\"hosts\":[",
-      absl::StrJoin(d.hosts, ",",
-                    [](std::string* out, const std::string& h) { out->append(JsonQuote(h)); }),
-      "],\"evidence\":", JsonQuote(d.evidence), ",\"first_seen_ns\":", d.first_seen_ns,
-      ",\"last_seen_ns\":", d.last_seen_ns, ",\"resolved_ns\":", resolved_ns, "}");
+json::Json Event(const char* status, const Diagnosis& d, uint64_t resolved_ns) {
+  return {{"status", status},
+          {"job", d.job},
+          {"kind", d.kind},
+          {"subject", d.subject},
+          {"team", TeamName(d.team)},
+          {"severity", SeverityName(d.severity)},
+          {"ranks", d.ranks},
+          {"hosts", d.hosts},
+          {"evidence", d.evidence},
+          {"first_seen_ns", d.first_seen_ns},
+          {"last_seen_ns", d.last_seen_ns},
+          {"resolved_ns", resolved_ns}};
 }
 
 }  // namespace
 
+std::string Rfc3339(uint64_t ns) {
+  return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E3SZ", absl::FromUnixNanos(static_cast<int64_t>(ns)),
+                          absl::UTCTimeZone());
+}
+
 std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s) {
-  std::vector<std::string> alerts;
+  json::Json alerts = json::Json::array();
   const uint64_t ends = now_ns + static_cast<uint64_t>(ttl_s * 1e9);
   for (const Diagnosis& d : u.active) alerts.push_back(Alert(d, d.first_seen_ns, ends));
   for (const ResolvedDiagnosis& r : u.resolved) {
     alerts.push_back(Alert(r.diagnosis, r.diagnosis.first_seen_ns, r.resolved_ns));
   }
-  return absl::StrCat("[", absl::StrJoin(alerts, ","), "]");
+  return json::Dump(alerts);
 }
 
 std::string WebhookPayload(const TrackerUpdate& u) {
-  std::vector<std::string> events;
+  json::Json events = json::Json::array();
   for (const Diagnosis& d : u.opened) events.push_back(Event("firing", d, 0));
   for (const ResolvedDiagnosis& r : u.resolved)
     events.push_back(Event("resolved", r.diagnosis, r.resolved_ns));
-  return absl::StrCat("{\"source\":\"xpu-engine\",\"events\":[", absl::StrJoin(events, ","), "]}");
+  return json::Dump(json::Json{{"source", "xpu-engine"}, {"events", std::move(events)}});
 }
 
 AlertNotifier::AlertNotifier(AlertNotifierOptions o, prometheus::Registry& registry)
@@ -94,10 +104,10 @@ void AlertNotifier::Publish(const TrackerUpdate& u, uint64_t now_ns) {
     std::string base = o_.alertmanager_url;
     while (!base.empty() && base.back() == '/') base.pop_back();
     posts.push_back(Post{"alertmanager", base + "/api/v2/alerts",
-                         AlertmanagerPayload(u, now_ns, o_.alert_ttl_s)});
+                         AlertmanagerPayload(u, now_ns, o_.alert_ttl_s), &o_.alertmanager_auth});
   }
   if (!o_.webhook_url.empty() && (!u.opened.empty() || !u.resolved.empty())) {
-    posts.push_back(Post{"webhook", o_.webhook_url, WebhookPayload(u)});
+    posts.push_back(Post{"webhook", o_.webhook_url, WebhookPayload(u), &o_.webhook_auth});
   }
   if (posts.empty()) return;
   {
@@ -128,8 +138,11 @@ void AlertNotifier::Loop() {
     queue_.pop_front();
     busy_ = true;
     l.unlock();
-    absl::StatusOr<HttpResponse> r =
-        HttpRequest("POST", p.url, p.body, "application/json", o_.timeout_ms);
+    HttpOptions http;
+    http.auth = *p.auth;
+    http.ca_file = o_.ca_file;
+    http.timeout_ms = o_.timeout_ms;
+    absl::StatusOr<HttpResponse> r = HttpRequest("POST", p.url, p.body, http);
     const bool ok = r.ok() && r->status >= 200 && r->status < 300;
     posts_.Add({{"target", p.target}, {"result", ok ? "ok" : "error"}}).Increment();
     (ok ? ok_ : failed_)++;

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "engine/alerting/diagnosis_tracker.h"
+#include "engine/alerting/http_client.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/registry.h"
@@ -35,12 +36,18 @@ namespace xpu::engine {
 struct AlertNotifierOptions {
   std::string alertmanager_url;  // base, e.g. http://127.0.0.1:9093 ("" = off)
   std::string webhook_url;       // full URL ("" = off)
-  double alert_ttl_s = 300;      // endsAt of active alerts = now + ttl
+  HttpAuth alertmanager_auth;    // credentials per receiver (http_client.h)
+  HttpAuth webhook_auth;
+  std::string ca_file;       // verifies https:// receivers; "" = system roots
+  double alert_ttl_s = 300;  // endsAt of active alerts = now + ttl
   int timeout_ms = 5000;
   size_t max_queue = 64;
 };
 
 // Payload builders, exposed for tests.
+// ns since the Unix epoch as RFC 3339 UTC with milliseconds (Alertmanager's
+// startsAt/endsAt), e.g. "2026-11-22T02:46:48.123Z".
+std::string Rfc3339(uint64_t ns);
 std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s);
 std::string WebhookPayload(const TrackerUpdate& u);
 
@@ -60,6 +67,7 @@ class AlertNotifier {
     std::string target;  // "alertmanager" / "webhook"
     std::string url;
     std::string body;
+    const HttpAuth* auth;  // points into o_
   };
   void Loop();
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/diagnosis.h"
+#include "engine/state/diagnosis.h"
 
 namespace xpu::engine {
 

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "common/json/json.h"
 #include "engine/alerting/alert_notifier.h"
 #include "engine/alerting/http_client.h"
-#include "engine/alerting/json_text.h"
 
 namespace xpu::engine {
 namespace {
@@ -96,13 +96,16 @@ TEST(HttpUrlTest, Parse) {
   ASSERT_TRUE(u.ok());
   EXPECT_EQ(u->port, 80);
   EXPECT_EQ(u->path, "/");
-  EXPECT_FALSE(ParseHttpUrl("https://am").ok());
+  u = ParseHttpUrl("https://am");  // TLS receivers are supported (http_client_unittest)
+  ASSERT_TRUE(u.ok());
+  EXPECT_EQ(u->port, 443);
+  EXPECT_FALSE(ParseHttpUrl("ftp://am").ok());
   EXPECT_FALSE(ParseHttpUrl("http://am:99999").ok());
   EXPECT_FALSE(HttpRequest("GET", "http://127.0.0.1:1/", "", "", 2000).ok());  // nothing listens
 }
 
 TEST(JsonTextTest, QuoteAndTime) {
-  EXPECT_EQ(JsonQuote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
+  EXPECT_EQ(json::Quote("a\"b\\c\n\x01"), "\"a\\\"b\\\\c\\n\\u0001\"");
   EXPECT_EQ(Rfc3339(0), "1970-01-01T00:00:00.000Z");
   EXPECT_EQ(Rfc3339(1500000000123456789ull), "2017-07-14T02:40:00.123Z");
 }

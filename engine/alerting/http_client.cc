@@ -1,13 +1,11 @@
 #include "engine/alerting/http_client.h"
 
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <curl/curl.h>
 
-#include <cerrno>
-#include <chrono>
-#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -17,161 +15,182 @@
 namespace xpu::engine {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+constexpr size_t kMaxResponseBytes = 64u << 20;
 
-int RemainingMs(Clock::time_point deadline) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return ms > 0 ? static_cast<int>(ms) : 0;
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-bool WaitFd(int fd, short events, Clock::time_point deadline) {
-  pollfd p{fd, events, 0};
-  while (true) {
-    int rc = poll(&p, 1, RemainingMs(deadline));
-    if (rc > 0) return true;
-    if (rc == 0) return false;
-    if (errno != EINTR) return false;
-  }
+struct UrlDeleter {
+  void operator()(CURLU* u) const { curl_url_cleanup(u); }
+};
+struct EasyDeleter {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+struct ListDeleter {
+  void operator()(curl_slist* l) const { curl_slist_free_all(l); }
+};
+
+// One part of a parsed URL ("" when absent).
+std::string Part(CURLU* u, CURLUPart what) {
+  char* p = nullptr;
+  if (curl_url_get(u, what, &p, 0) != CURLUE_OK || p == nullptr) return "";
+  std::string s(p);
+  curl_free(p);
+  return s;
 }
 
-// Decodes a chunked body; returns false when malformed.
-bool Dechunk(const std::string& in, std::string* out) {
-  size_t pos = 0;
-  out->clear();
-  while (pos < in.size()) {
-    size_t eol = in.find("\r\n", pos);
-    if (eol == std::string::npos) return false;
-    std::string len_hex = in.substr(pos, eol - pos);
-    len_hex = len_hex.substr(0, len_hex.find(';'));
-    size_t len = 0;
-    if (len_hex.empty() || !absl::SimpleHexAtoi(len_hex, &len)) return false;
-    pos = eol + 2;
-    if (len == 0) return true;
-    if (pos + len > in.size()) return false;
-    out->append(in, pos, len);
-    pos += len + 2;
+struct Body {
+  std::string data;
+  bool too_large = false;
+};
+
+size_t Collect(char* ptr, size_t size, size_t n, void* user) {
+  Body* b = static_cast<Body*>(user);
+  const size_t len = size * n;
+  if (b->data.size() + len > kMaxResponseBytes) {
+    b->too_large = true;
+    return 0;  // aborts the transfer
   }
-  return false;
+  b->data.append(ptr, len);
+  return len;
+}
+
+absl::StatusOr<std::string> ReadTrimmed(const std::string& path, const std::string& what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot read ", what, " ", path));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string s(absl::StripAsciiWhitespace(ss.str()));
+  if (s.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is empty"));
+  return s;
 }
 
 }  // namespace
 
 absl::StatusOr<HttpUrl> ParseHttpUrl(const std::string& url) {
-  if (!absl::StartsWith(url, "http://")) {
-    return absl::InvalidArgumentError(absl::StrCat("'", url, "': only http:// URLs are supported"));
+  GlobalInit();
+  std::unique_ptr<CURLU, UrlDeleter> u(curl_url());
+  if (!u) return absl::ResourceExhaustedError("curl_url");
+  if (CURLUcode rc = curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0); rc != CURLUE_OK) {
+    return absl::InvalidArgumentError(absl::StrCat("'", url, "': ", curl_url_strerror(rc)));
   }
-  HttpUrl u;
-  std::string rest = url.substr(7);
-  size_t slash = rest.find('/');
-  std::string hostport = rest.substr(0, slash);
-  if (slash != std::string::npos) u.path = rest.substr(slash);
-  size_t colon = hostport.rfind(':');
-  if (colon != std::string::npos && hostport.find(']') == std::string::npos) {
-    if (!absl::SimpleAtoi(hostport.substr(colon + 1), &u.port) || u.port <= 0 || u.port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat("'", url, "': bad port"));
+  HttpUrl out;
+  out.scheme = absl::AsciiStrToLower(Part(u.get(), CURLUPART_SCHEME));
+  if (out.scheme != "http" && out.scheme != "https") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", url, "': only http:// and https:// URLs are supported"));
+  }
+  out.host = Part(u.get(), CURLUPART_HOST);
+  if (out.host.empty()) return absl::InvalidArgumentError(absl::StrCat("'", url, "': no host"));
+  const std::string port = Part(u.get(), CURLUPART_PORT);
+  if (port.empty()) {
+    out.port = out.scheme == "https" ? 443 : 80;
+  } else if (!absl::SimpleAtoi(port, &out.port) || out.port <= 0 || out.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("'", url, "': bad port"));
+  }
+  out.path = Part(u.get(), CURLUPART_PATH);
+  if (out.path.empty()) out.path = "/";
+  if (std::string q = Part(u.get(), CURLUPART_QUERY); !q.empty()) out.path += "?" + q;
+  return out;
+}
+
+absl::StatusOr<HttpAuth> ReadHttpAuth(const std::string& basic_file, const std::string& bearer_file,
+                                      const std::string& what) {
+  HttpAuth auth;
+  if (!basic_file.empty() && !bearer_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": give a basic-auth file or a bearer-token file, not both"));
+  }
+  if (!basic_file.empty()) {
+    absl::StatusOr<std::string> s = ReadTrimmed(basic_file, what + " basic-auth file");
+    if (!s.ok()) return s.status();
+    if (s->find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " basic-auth file ", basic_file, " must hold USER:PASSWORD"));
     }
-    u.host = hostport.substr(0, colon);
-  } else {
-    u.host = hostport;
+    auth.basic = *std::move(s);
   }
-  if (u.host.empty()) return absl::InvalidArgumentError(absl::StrCat("'", url, "': no host"));
-  return u;
+  if (!bearer_file.empty()) {
+    absl::StatusOr<std::string> s = ReadTrimmed(bearer_file, what + " bearer-token file");
+    if (!s.ok()) return s.status();
+    auth.bearer = *std::move(s);
+  }
+  return auth;
+}
+
+absl::StatusOr<HttpResponse> HttpRequest(const std::string& method, const std::string& url,
+                                         const std::string& body, const HttpOptions& o) {
+  absl::StatusOr<HttpUrl> parsed = ParseHttpUrl(url);  // also runs the global init
+  if (!parsed.ok()) return parsed.status();
+  std::unique_ptr<CURL, EasyDeleter> h(curl_easy_init());
+  if (!h) return absl::ResourceExhaustedError("curl_easy_init");
+  CURL* c = h.get();
+  char error[CURL_ERROR_SIZE] = {0};
+  Body received;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_PROXY, "");  // no proxy from the environment
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, static_cast<long>(o.timeout_ms));
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(o.timeout_ms));
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, error);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, &Collect);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &received);
+  if (!o.ca_file.empty()) curl_easy_setopt(c, CURLOPT_CAINFO, o.ca_file.c_str());
+  if (!o.auth.basic.empty()) {
+    curl_easy_setopt(c, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BASIC));
+    curl_easy_setopt(c, CURLOPT_USERPWD, o.auth.basic.c_str());
+  } else if (!o.auth.bearer.empty()) {
+    curl_easy_setopt(c, CURLOPT_HTTPAUTH, static_cast<long>(CURLAUTH_BEARER));
+    curl_easy_setopt(c, CURLOPT_XOAUTH2_BEARER, o.auth.bearer.c_str());
+  }
+  curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
+  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+  if (method == "POST") {
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+  } else if (method != "GET") {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
+  if (!body.empty() || method == "POST") {
+    headers = curl_slist_append(headers, ("Content-Type: " + o.content_type).c_str());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+  }
+  std::unique_ptr<curl_slist, ListDeleter> header_list(headers);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+
+  const CURLcode rc = curl_easy_perform(c);
+  if (rc != CURLE_OK) {
+    const std::string detail =
+        absl::StrCat(method, " ", url, ": ", error[0] != '\0' ? error : curl_easy_strerror(rc));
+    if (received.too_large) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(method, " ", url, ": response larger than ", kMaxResponseBytes, " bytes"));
+    }
+    if (rc == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(detail);
+    if (rc == CURLE_URL_MALFORMAT || rc == CURLE_UNSUPPORTED_PROTOCOL) {
+      return absl::InvalidArgumentError(detail);
+    }
+    return absl::UnavailableError(detail);
+  }
+  HttpResponse r;
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  r.status = static_cast<int>(status);
+  r.body = std::move(received.data);
+  return r;
 }
 
 absl::StatusOr<HttpResponse> HttpRequest(const std::string& method, const std::string& url,
                                          const std::string& body, const std::string& content_type,
                                          int timeout_ms) {
-  absl::StatusOr<HttpUrl> u = ParseHttpUrl(url);
-  if (!u.ok()) return u.status();
-  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = getaddrinfo(u->host.c_str(), std::to_string(u->port).c_str(), &hints, &res);
-      rc != 0) {
-    return absl::UnavailableError(absl::StrCat("resolve ", u->host, ": ", gai_strerror(rc)));
-  }
-  int fd = -1;
-  std::string last_error = "no address";
-  for (addrinfo* a = res; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
-    if (errno == EINPROGRESS && WaitFd(fd, POLLOUT, deadline)) {
-      int err = 0;
-      socklen_t len = sizeof(err);
-      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err == 0) break;
-      last_error = std::strerror(err);
-    } else {
-      last_error = errno == EINPROGRESS ? "connect timed out" : std::strerror(errno);
-    }
-    close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd < 0)
-    return absl::UnavailableError(
-        absl::StrCat("connect ", u->host, ":", u->port, ": ", last_error));
-
-  std::string req = absl::StrCat(method, " ", u->path, " HTTP/1.1\r\nHost: ", u->host, ":", u->port,
-                                 "\r\nConnection: close\r\nAccept: application/json\r\n");
-  if (!body.empty() || method == "POST") {
-    absl::StrAppend(&req, "Content-Type: ", content_type, "\r\nContent-Length: ", body.size(),
-                    "\r\n");
-  }
-  absl::StrAppend(&req, "\r\n", body);
-  size_t sent = 0;
-  while (sent < req.size()) {
-    if (!WaitFd(fd, POLLOUT, deadline)) {
-      close(fd);
-      return absl::DeadlineExceededError(absl::StrCat("sending to ", url));
-    }
-    ssize_t n = send(fd, req.data() + sent, req.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno != EAGAIN && errno != EINTR) {
-      std::string e = std::strerror(errno);
-      close(fd);
-      return absl::UnavailableError(absl::StrCat("send to ", url, ": ", e));
-    }
-    if (n > 0) sent += static_cast<size_t>(n);
-  }
-  std::string resp;
-  char buf[16384];
-  while (true) {
-    if (!WaitFd(fd, POLLIN, deadline)) {
-      close(fd);
-      return absl::DeadlineExceededError(absl::StrCat("waiting for ", url));
-    }
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      std::string e = std::strerror(errno);
-      close(fd);
-      return absl::UnavailableError(absl::StrCat("recv from ", url, ": ", e));
-    }
-    resp.append(buf, static_cast<size_t>(n));
-    if (resp.size() > (64u << 20)) break;
-  }
-  close(fd);
-  size_t hdr_end = resp.find("\r\n\r\n");
-  if (!absl::StartsWith(resp, "HTTP/1.") || hdr_end == std::string::npos || resp.size() < 12) {
-    return absl::DataLossError(absl::StrCat("malformed HTTP response from ", url));
-  }
-  HttpResponse r;
-  if (!absl::SimpleAtoi(resp.substr(9, 3), &r.status)) {
-    return absl::DataLossError(absl::StrCat("malformed HTTP status from ", url));
-  }
-  std::string headers = absl::AsciiStrToLower(resp.substr(0, hdr_end));
-  r.body = resp.substr(hdr_end + 4);
-  if (absl::StrContains(headers, "transfer-encoding: chunked")) {
-    std::string plain;
-    if (!Dechunk(r.body, &plain))
-      return absl::DataLossError(absl::StrCat("malformed chunked body from ", url));
-    r.body = std::move(plain);
-  }
-  return r;
+  HttpOptions o;
+  o.content_type = content_type;
+  o.timeout_ms = timeout_ms;
+  return HttpRequest(method, url, body, o);
 }
 
 }  // namespace xpu::engine

@@ -1,10 +1,10 @@
 #include "engine/detectors/figures_exporter.h"
 
-#include "engine/analysis/collective.h"
-#include "engine/analysis/gemm.h"
-#include "engine/analysis/stats.h"
-#include "engine/analysis/steps.h"
-#include "engine/analysis/void_time.h"
+#include "common/analysis/collective.h"
+#include "common/analysis/gemm.h"
+#include "common/analysis/stats.h"
+#include "common/analysis/steps.h"
+#include "common/analysis/void_time.h"
 
 namespace xpu::engine {
 namespace {

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/detectors/window_view.h"
+#include "engine/window/window_view.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/registry.h"

@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "engine/detectors/streaks.h"
-#include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine {
 
@@ -68,6 +68,7 @@ class KernelIssueStallDetector : public ViewDetector {
   };
   // job -> rank -> its synchronization rate in its first windows
   std::map<std::string, std::map<int32_t, SyncBaseline>> sync_base_;
+  class WindowPass;  // one window's judgement, step by step (kernel_issue_stall.cc)
 };
 
 }  // namespace xpu::engine

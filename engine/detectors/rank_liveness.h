@@ -4,7 +4,7 @@
 #ifndef XPU_ENGINE_DETECTORS_RANK_LIVENESS_H_
 #define XPU_ENGINE_DETECTORS_RANK_LIVENESS_H_
 
-#include "engine/detector.h"
+#include "engine/window/detector.h"
 
 namespace xpu::engine {
 

@@ -4,9 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/analysis/stats.h"
-#include "engine/analysis/steps.h"
-#include "engine/analysis/void_time.h"
+#include "common/analysis/stats.h"
+#include "common/analysis/steps.h"
+#include "common/analysis/void_time.h"
 
 namespace xpu::engine {
 

@@ -9,7 +9,7 @@
 #ifndef XPU_ENGINE_DETECTORS_SLOW_DATALOADER_H_
 #define XPU_ENGINE_DETECTORS_SLOW_DATALOADER_H_
 
-#include "engine/detectors/window_view.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine {
 

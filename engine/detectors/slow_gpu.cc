@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/analysis/gemm.h"
-#include "engine/analysis/stats.h"
+#include "common/analysis/gemm.h"
+#include "common/analysis/stats.h"
 
 namespace xpu::engine {
 

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "engine/detectors/streaks.h"
-#include "engine/detectors/window_view.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine {
 

@@ -28,8 +28,8 @@
 #include <string>
 
 #include "engine/detectors/streaks.h"
-#include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine {
 
@@ -51,6 +51,7 @@ class SlowLinkDetector : public ViewDetector {
   // job -> communicator key -> baseline busbw
   std::map<std::string, std::map<std::string, Baseline>> baseline_;
   Streaks streaks_;  // per subject: consecutive windows slow (slow_link.persist_windows)
+  class WindowPass;  // one window's judgement, step by step (slow_link.cc)
 };
 
 }  // namespace xpu::engine

@@ -7,10 +7,10 @@
 #include <memory>
 #include <vector>
 
-#include "engine/detector.h"
-#include "engine/detectors/detector_config.h"
-#include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
+#include "engine/window/detector.h"
+#include "engine/window/detector_config.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine {
 

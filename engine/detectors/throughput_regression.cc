@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/analysis/stats.h"
-#include "engine/analysis/steps.h"
+#include "common/analysis/stats.h"
+#include "common/analysis/steps.h"
 
 namespace xpu::engine {
 namespace {

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/analysis/gemm.h"
-#include "engine/analysis/stats.h"
+#include "common/analysis/gemm.h"
+#include "common/analysis/stats.h"
 
 namespace xpu::engine {
 

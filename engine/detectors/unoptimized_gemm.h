@@ -23,8 +23,8 @@
 #include <string>
 
 #include "engine/detectors/streaks.h"
-#include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine {
 

@@ -1,7 +1,7 @@
 #include "engine/detectors/void_baseline.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/detectors/window_view.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine {
 

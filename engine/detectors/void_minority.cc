@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/analysis/steps.h"
-#include "engine/analysis/void_time.h"
+#include "common/analysis/steps.h"
+#include "common/analysis/void_time.h"
 
 namespace xpu::engine {
 

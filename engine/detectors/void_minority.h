@@ -18,8 +18,8 @@
 
 #include "engine/detectors/streaks.h"
 #include "engine/detectors/void_baseline.h"
-#include "engine/detectors/window_view.h"
 #include "engine/history/history.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine {
 

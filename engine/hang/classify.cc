@@ -285,86 +285,149 @@ void CorroborateFromRings(const std::vector<RankEvidence>& ranks,
 
 }  // namespace
 
-Verdict Classify(const std::vector<RankEvidence>& ranks) {
-  Verdict v;
+namespace {
+
+// The ranks by process state, the first thing a verdict looks at.
+struct RankStates {
   std::vector<int32_t> waiting, dead, stopped, dstate, idle;
+};
+
+RankStates StatesOf(const std::vector<RankEvidence>& ranks) {
+  RankStates s;
   for (const RankEvidence& r : ranks) {
     if (Dead(r)) {
-      dead.push_back(r.rank);
+      s.dead.push_back(r.rank);
     } else if (r.proc_state == "stopped" || r.proc_state == "tracing-stop") {
-      stopped.push_back(r.rank);
+      s.stopped.push_back(r.rank);
     } else if (r.proc_state == "disk-sleep") {
-      dstate.push_back(r.rank);
+      s.dstate.push_back(r.rank);
     } else if (Waiting(r)) {
-      waiting.push_back(r.rank);
+      s.waiting.push_back(r.rank);
     } else {
-      idle.push_back(r.rank);
+      s.idle.push_back(r.rank);
     }
   }
-  const std::map<uint64_t, CommView> comms = Communicators(ranks);
-  auto describe_ranks = [&](const std::vector<int32_t>& set) {
-    for (const RankEvidence& r : ranks) {
-      if (std::find(set.begin(), set.end(), r.rank) == set.end()) continue;
-      v.details.push_back("rank " + std::to_string(r.rank) + " (" + r.host + " pid " +
-                          std::to_string(r.pid) + "): " + r.proc_state + ", at " + WhereIs(r));
-    }
-  };
-  // 1. crash
-  if (!dead.empty()) {
-    v.cls = HangClass::kCrash;
-    v.team = "operations";
-    SetCulprits(ranks, dead, &v);
-    v.reason = "rank(s) " + Ranks(dead) + " exited or died while rank(s) " + Ranks(waiting) +
-               " wait in a collective";
-    describe_ranks(dead);
-    return v;
+  return s;
+}
+
+bool Contains(const std::vector<int32_t>& set, int32_t rank) {
+  return std::find(set.begin(), set.end(), rank) != set.end();
+}
+
+// One detail line per rank of `set`: host, pid, process state and where it is.
+void DescribeRanks(const std::vector<RankEvidence>& ranks, const std::vector<int32_t>& set,
+                   Verdict* v) {
+  for (const RankEvidence& r : ranks) {
+    if (!Contains(set, r.rank)) continue;
+    v->details.push_back("rank " + std::to_string(r.rank) + " (" + r.host + " pid " +
+                         std::to_string(r.pid) + "): " + r.proc_state + ", at " + WhereIs(r));
   }
-  // 2. stopped / D state
-  if (!stopped.empty() || !dstate.empty()) {
-    std::vector<int32_t> bad = stopped;
-    bad.insert(bad.end(), dstate.begin(), dstate.end());
-    v.cls = HangClass::kNonCommunication;
-    v.team = "operations";
-    SetCulprits(ranks, bad, &v);
-    v.reason =
-        (!stopped.empty() ? "rank(s) " + Ranks(stopped) + " stopped (SIGSTOP / job control)" : "") +
-        std::string(!stopped.empty() && !dstate.empty() ? "; " : "") +
-        (!dstate.empty() ? "rank(s) " + Ranks(dstate) + " in uninterruptible sleep (D: I/O, driver)"
-                         : "") +
-        "; the others wait in a collective";
-    describe_ranks(bad);
-    CorroborateFromRings(ranks, bad, &v);
-    return v;
+}
+
+// Each step below decides the verdict when its pattern is present (and
+// returns true), else leaves `v` as it was. Classify tries them in order.
+
+// 1. Crash: a rank exited or died while others wait for it.
+bool ClassifyCrash(const std::vector<RankEvidence>& ranks, const RankStates& s, Verdict* v) {
+  if (s.dead.empty()) return false;
+  v->cls = HangClass::kCrash;
+  v->team = "operations";
+  SetCulprits(ranks, s.dead, v);
+  v->reason = "rank(s) " + Ranks(s.dead) + " exited or died while rank(s) " + Ranks(s.waiting) +
+              " wait in a collective";
+  DescribeRanks(ranks, s.dead, v);
+  return true;
+}
+
+// 2. A rank stopped (job control) or in uninterruptible sleep (I/O, driver).
+bool ClassifyStopped(const std::vector<RankEvidence>& ranks, const RankStates& s, Verdict* v) {
+  if (s.stopped.empty() && s.dstate.empty()) return false;
+  std::vector<int32_t> bad = s.stopped;
+  bad.insert(bad.end(), s.dstate.begin(), s.dstate.end());
+  v->cls = HangClass::kNonCommunication;
+  v->team = "operations";
+  SetCulprits(ranks, bad, v);
+  v->reason =
+      (!s.stopped.empty() ? "rank(s) " + Ranks(s.stopped) + " stopped (SIGSTOP / job control)"
+                          : "") +
+      std::string(!s.stopped.empty() && !s.dstate.empty() ? "; " : "") +
+      (!s.dstate.empty()
+           ? "rank(s) " + Ranks(s.dstate) + " in uninterruptible sleep (D: I/O, driver)"
+           : "") +
+      "; the others wait in a collective";
+  DescribeRanks(ranks, bad, v);
+  CorroborateFromRings(ranks, bad, v);
+  return true;
+}
+
+// 3. Busy-wait: the ranks outside the collective are all inside an open host
+// interval (checkpoint, data loading): not a fault.
+bool ClassifyBusyWait(const std::vector<RankEvidence>& ranks, const RankStates& s, Verdict* v) {
+  if (s.idle.empty() || s.waiting.empty()) return false;
+  for (const RankEvidence& r : ranks) {
+    if (Contains(s.idle, r.rank) && r.open.empty()) return false;
   }
-  // 3. busy-wait: the ranks outside the collective are inside an open host
-  //    interval (checkpoint, data loading).
-  if (!idle.empty() && !waiting.empty()) {
-    bool all_busy = true;
-    for (const RankEvidence& r : ranks) {
-      if (std::find(idle.begin(), idle.end(), r.rank) == idle.end()) continue;
-      if (r.open.empty()) all_busy = false;
-    }
-    if (all_busy) {
-      v.cls = HangClass::kBusyWait;
-      v.team = "";
-      SetCulprits(ranks, idle, &v);
-      for (const RankEvidence& r : ranks) {
-        if (std::find(idle.begin(), idle.end(), r.rank) == idle.end()) continue;
-        for (const OpenInterval& o : r.open) {
-          v.details.push_back("rank " + std::to_string(r.rank) + " busy in " + OpName(o.kind) +
-                              " \"" + o.name + "\" since " + std::to_string(o.since_ns));
-        }
-      }
-      v.reason = "rank(s) " + Ranks(waiting) + " wait in a collective for busy rank(s) " +
-                 Ranks(idle) + " (open host interval, e.g. checkpoint save): not a fault";
-      return v;
+  v->cls = HangClass::kBusyWait;
+  v->team = "";
+  SetCulprits(ranks, s.idle, v);
+  for (const RankEvidence& r : ranks) {
+    if (!Contains(s.idle, r.rank)) continue;
+    for (const OpenInterval& o : r.open) {
+      v->details.push_back("rank " + std::to_string(r.rank) + " busy in " + OpName(o.kind) + " \"" +
+                           o.name + "\" since " + std::to_string(o.since_ns));
     }
   }
-  // 4./5. sequence analysis per communicator.
+  v->reason = "rank(s) " + Ranks(s.waiting) + " wait in a collective for busy rank(s) " +
+              Ranks(s.idle) + " (open host interval, e.g. checkpoint save): not a fault";
+  return true;
+}
+
+// (op, bytes) -> the members that issued it at a communicator's stuck seq.
+using ShapeGroups = std::map<std::tuple<uint32_t, uint64_t>, std::vector<int32_t>>;
+
+// The odd ones out of a mismatch: the minority shape when one shape has a
+// clear majority; else (e.g. two ranks, one shape each) the group that
+// issued more collectives on the communicator than the others (they added
+// one); else every group. Adds a detail line per shape.
+std::vector<int32_t> MismatchedRanks(const CommView& view, const ShapeGroups& shapes, Verdict* v) {
+  size_t majority = 0;
+  for (const auto& [shape, rs] : shapes) majority = std::max(majority, rs.size());
+  size_t at_majority = 0;
+  for (const auto& [shape, rs] : shapes) at_majority += rs.size() == majority ? 1 : 0;
+  std::vector<int32_t> odd;
+  for (const auto& [shape, rs] : shapes) {
+    if (at_majority == 1 && rs.size() < majority) odd.insert(odd.end(), rs.begin(), rs.end());
+    v->details.push_back("seq " + std::to_string(view.stuck_seq) + ": ranks " + Ranks(rs) +
+                         " issued " + OpName(std::get<0>(shape)) + " of " +
+                         std::to_string(std::get<1>(shape)) + " bytes");
+  }
+  if (!odd.empty()) return odd;
+  std::map<uint32_t, std::vector<int32_t>> by_issued;
+  for (const auto& [shape, rs] : shapes) {
+    uint32_t most = 0;
+    for (int32_t r : rs) most = std::max(most, view.by_rank.at(r)->last_issued);
+    by_issued[most].insert(by_issued[most].end(), rs.begin(), rs.end());
+  }
+  const auto& top = *by_issued.rbegin();
+  if (by_issued.size() > 1) {
+    odd = top.second;
+    v->details.push_back(
+        "ranks " + Ranks(odd) + " issued " + std::to_string(top.first) +
+        " collectives on this communicator, the others fewer: they issued an extra one");
+  } else {
+    for (const auto& [shape, rs] : shapes) odd.insert(odd.end(), rs.begin(), rs.end());
+  }
+  return odd;
+}
+
+// 4./5. Sequence analysis per communicator: at the stuck seq, members that
+// issued different ops or sizes (mismatch), or members that never issued it
+// while others wait in it.
+bool ClassifySequences(const std::vector<RankEvidence>& ranks,
+                       const std::map<uint64_t, CommView>& comms, Verdict* v) {
   for (const auto& [comm_id, view] : comms) {
     if (view.stuck_seq == 0) continue;
-    // Shapes of the members at the stuck seq.
-    std::map<std::tuple<uint32_t, uint64_t>, std::vector<int32_t>> shapes;
+    ShapeGroups shapes;
     std::vector<int32_t> missing;
     for (const auto& [rank, c] : view.by_rank) {
       if (c->last_issued < view.stuck_seq) {
@@ -373,119 +436,115 @@ Verdict Classify(const std::vector<RankEvidence>& ranks) {
         shapes[{c->pending_kind, c->pending_bytes}].push_back(rank);
       }
     }
-    // Members the communicator has but that never reported it at all.
     if (shapes.size() > 1) {
-      size_t majority = 0;
-      for (const auto& [shape, rs] : shapes) majority = std::max(majority, rs.size());
-      size_t at_majority = 0;
-      for (const auto& [shape, rs] : shapes) at_majority += rs.size() == majority ? 1 : 0;
-      std::vector<int32_t> odd;
-      for (const auto& [shape, rs] : shapes) {
-        if (at_majority == 1 && rs.size() < majority) odd.insert(odd.end(), rs.begin(), rs.end());
-        v.details.push_back("seq " + std::to_string(view.stuck_seq) + ": ranks " + Ranks(rs) +
-                            " issued " + OpName(std::get<0>(shape)) + " of " +
-                            std::to_string(std::get<1>(shape)) + " bytes");
-      }
-      if (odd.empty()) {
-        // No majority (e.g. two ranks, one shape each): the group that issued
-        // more collectives on this communicator than the others added one;
-        // if that does not single out a group, every group is listed.
-        std::map<uint32_t, std::vector<int32_t>> by_issued;
-        for (const auto& [shape, rs] : shapes) {
-          uint32_t most = 0;
-          for (int32_t r : rs) most = std::max(most, view.by_rank.at(r)->last_issued);
-          by_issued[most].insert(by_issued[most].end(), rs.begin(), rs.end());
-        }
-        const auto& top = *by_issued.rbegin();
-        if (by_issued.size() > 1) {
-          odd = top.second;
-          v.details.push_back(
-              "ranks " + Ranks(odd) + " issued " + std::to_string(top.first) +
-              " collectives on this communicator, the others fewer: they issued an extra one");
-        } else {
-          for (const auto& [shape, rs] : shapes) odd.insert(odd.end(), rs.begin(), rs.end());
-        }
-      }
-      v.cls = HangClass::kMismatch;
-      v.team = "algorithm";
-      v.comm_id = comm_id;
-      v.stuck_seq = view.stuck_seq;
-      SetCulprits(ranks, odd, &v);
-      v.reason = "collective mismatch at seq " + std::to_string(view.stuck_seq) +
-                 " on communicator " + std::to_string(comm_id) + ": rank(s) " + Ranks(odd) +
-                 " issued a different op or size";
-      return v;
+      const std::vector<int32_t> odd = MismatchedRanks(view, shapes, v);
+      v->cls = HangClass::kMismatch;
+      v->team = "algorithm";
+      v->comm_id = comm_id;
+      v->stuck_seq = view.stuck_seq;
+      SetCulprits(ranks, odd, v);
+      v->reason = "collective mismatch at seq " + std::to_string(view.stuck_seq) +
+                  " on communicator " + std::to_string(comm_id) + ": rank(s) " + Ranks(odd) +
+                  " issued a different op or size";
+      return true;
     }
     if (!missing.empty() && !shapes.empty()) {
-      v.cls = HangClass::kNonCommunication;
-      v.team = "algorithm";
-      v.comm_id = comm_id;
-      v.stuck_seq = view.stuck_seq;
-      SetCulprits(ranks, missing, &v);
+      v->cls = HangClass::kNonCommunication;
+      v->team = "algorithm";
+      v->comm_id = comm_id;
+      v->stuck_seq = view.stuck_seq;
+      SetCulprits(ranks, missing, v);
       const auto& [shape, rs] = *shapes.begin();
-      v.reason = "rank(s) " + Ranks(missing) + " never issued collective seq " +
-                 std::to_string(view.stuck_seq) + " (" + OpName(std::get<0>(shape)) +
-                 ") that rank(s) " + Ranks(rs) + " wait in";
-      describe_ranks(missing);
-      CorroborateFromRings(ranks, missing, &v);
-      return v;
+      v->reason = "rank(s) " + Ranks(missing) + " never issued collective seq " +
+                  std::to_string(view.stuck_seq) + " (" + OpName(std::get<0>(shape)) +
+                  ") that rank(s) " + Ranks(rs) + " wait in";
+      DescribeRanks(ranks, missing, v);
+      CorroborateFromRings(ranks, missing, v);
+      return true;
     }
   }
-  // 6. communication: everybody is inside the same collective.
+  return false;
+}
+
+// 6. Communication: every member is inside the same collective; the ranks'
+// intra-kernel ring progress locates the link where it stops, if it can.
+bool ClassifyStuckInside(const std::vector<RankEvidence>& ranks,
+                         const std::map<uint64_t, CommView>& comms, Verdict* v) {
   for (const auto& [comm_id, view] : comms) {
     if (view.stuck_seq == 0) continue;
     bool all_in = !view.by_rank.empty();
     for (const auto& [rank, c] : view.by_rank) all_in = all_in && c->pending_seq == view.stuck_seq;
     if (!all_in) continue;
-    v.cls = HangClass::kCommunication;
-    v.team = "infrastructure";
-    v.comm_id = comm_id;
-    v.stuck_seq = view.stuck_seq;
+    v->cls = HangClass::kCommunication;
+    v->team = "infrastructure";
+    v->comm_id = comm_id;
+    v->stuck_seq = view.stuck_seq;
     const CommState* any = view.by_rank.begin()->second;
-    v.reason = "all " + std::to_string(view.by_rank.size()) + " ranks issued " +
-               OpName(any->pending_kind) + " seq " + std::to_string(view.stuck_seq) +
-               " and are stuck inside it";
-    // Intra-kernel progress along the ring.
+    v->reason = "all " + std::to_string(view.by_rank.size()) + " ranks issued " +
+                OpName(any->pending_kind) + " seq " + std::to_string(view.stuck_seq) +
+                " and are stuck inside it";
     const RingFinding f = LocateOnRings(ranks);
-    for (const std::string& l : f.lines) v.details.push_back(l);
+    for (const std::string& l : f.lines) v->details.push_back(l);
     std::vector<int32_t> culprits;
     if (!f.link.empty()) {
-      v.faulty_link = f.link;
+      v->faulty_link = f.link;
       culprits = f.from_read ? std::vector<int32_t>{f.from, f.to} : std::vector<int32_t>{f.from};
-      v.ring_named = culprits;
-      v.details.push_back("progress stops on ring link(s) " + f.links + " on " +
-                          std::to_string(f.agree) + " of " + std::to_string(f.channels) +
-                          " channel(s)");
+      v->ring_named = culprits;
+      v->details.push_back("progress stops on ring link(s) " + f.links + " on " +
+                           std::to_string(f.agree) + " of " + std::to_string(f.channels) +
+                           " channel(s)");
     }
     if (culprits.empty()) {
       for (const auto& [rank, c] : view.by_rank) culprits.push_back(rank);
-      v.details.push_back(f.channels == 0
-                              ? "no intra-kernel progress available: the faulty link is not located"
-                              : "intra-kernel progress is uniform: the faulty link is not located");
+      v->details.push_back(
+          f.channels == 0 ? "no intra-kernel progress available: the faulty link is not located"
+                          : "intra-kernel progress is uniform: the faulty link is not located");
     }
-    SetCulprits(ranks, culprits, &v);
-    if (!v.faulty_link.empty()) v.reason += "; progress stops on link " + v.faulty_link;
-    return v;
+    SetCulprits(ranks, culprits, v);
+    if (!v->faulty_link.empty()) v->reason += "; progress stops on link " + v->faulty_link;
+    return true;
   }
-  // 7. stacks only.
+  return false;
+}
+
+// 7. Stacks only (no progress table): ranks outside communication code while
+// others wait in it, or every rank in communication code.
+bool ClassifyFromStacks(const std::vector<RankEvidence>& ranks, Verdict* v) {
   std::vector<int32_t> in_comm, not_comm;
   for (const RankEvidence& r : ranks) (InCommunication(r) ? in_comm : not_comm).push_back(r.rank);
   if (!in_comm.empty() && !not_comm.empty()) {
-    v.cls = HangClass::kNonCommunication;
-    v.team = "algorithm";
-    SetCulprits(ranks, not_comm, &v);
-    v.reason = "rank(s) " + Ranks(not_comm) + " are outside communication code while rank(s) " +
-               Ranks(in_comm) + " wait in it (from stacks)";
-    describe_ranks(not_comm);
-    return v;
+    v->cls = HangClass::kNonCommunication;
+    v->team = "algorithm";
+    SetCulprits(ranks, not_comm, v);
+    v->reason = "rank(s) " + Ranks(not_comm) + " are outside communication code while rank(s) " +
+                Ranks(in_comm) + " wait in it (from stacks)";
+    DescribeRanks(ranks, not_comm, v);
+    return true;
   }
   if (!in_comm.empty()) {
-    v.cls = HangClass::kCommunication;
-    v.team = "infrastructure";
-    SetCulprits(ranks, in_comm, &v);
-    v.reason =
+    v->cls = HangClass::kCommunication;
+    v->team = "infrastructure";
+    SetCulprits(ranks, in_comm, v);
+    v->reason =
         "every rank waits in communication code (from stacks); no progress table to locate the "
         "link";
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Verdict Classify(const std::vector<RankEvidence>& ranks) {
+  Verdict v;
+  const RankStates states = StatesOf(ranks);
+  if (ClassifyCrash(ranks, states, &v) || ClassifyStopped(ranks, states, &v) ||
+      ClassifyBusyWait(ranks, states, &v)) {
+    return v;
+  }
+  const std::map<uint64_t, CommView> comms = Communicators(ranks);
+  if (ClassifySequences(ranks, comms, &v) || ClassifyStuckInside(ranks, comms, &v) ||
+      ClassifyFromStacks(ranks, &v)) {
     return v;
   }
   v.reason = "no rank waits in a collective: no hang pattern recognised";

@@ -9,8 +9,8 @@
 #ifndef XPU_ENGINE_HANG_HANG_DETECTOR_H_
 #define XPU_ENGINE_HANG_HANG_DETECTOR_H_
 
-#include "engine/detector.h"
 #include "engine/hang/hang_monitor.h"
+#include "engine/window/detector.h"
 
 namespace xpu::engine::hang {
 

@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/hang/cuda_gdb.h"
+#include "engine/hang/cuda_gdb_rings.h"
 #include "spdlog/spdlog.h"
 #include "xpu/record.h"
 
@@ -243,43 +243,54 @@ absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint6
   return Diagnose(job, deadline_ms > 0 ? deadline_ms : options_.evidence_deadline_ms, true);
 }
 
-HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_ms,
-                                 bool on_demand) {
-  HangReport report;
-  report.job = job_name;
-  report.on_demand = on_demand;
-  std::shared_ptr<JobState> job = registry_.FindJob(job_name);
+namespace {
+
+// What the engine itself knows about each process of `job` (null: none),
+// copied under the job's lock.
+std::vector<ProcessSnapshot> SnapshotProcesses(JobState* job) {
   std::vector<ProcessSnapshot> procs;
-  if (job != nullptr) {
-    std::lock_guard<std::mutex> l(job->mu());
-    for (const auto& [key, p] : job->processes()) {
-      ProcessSnapshot s;
-      s.key = key;
-      s.rank = p->identity.rank();
-      s.host = p->identity.host();
-      s.pid = p->identity.pid();
-      s.daemon_id = p->daemon_id;
-      s.liveness = p->liveness;
-      s.has_progress = p->counters.has_progress();
-      if (s.has_progress) s.progress = p->counters.progress();
-      s.open = OpenIntervals(*p);
-      procs.push_back(std::move(s));
-    }
+  if (job == nullptr) return procs;
+  std::lock_guard<std::mutex> l(job->mu());
+  for (const auto& [key, p] : job->processes()) {
+    ProcessSnapshot s;
+    s.key = key;
+    s.rank = p->identity.rank();
+    s.host = p->identity.host();
+    s.pid = p->identity.pid();
+    s.daemon_id = p->daemon_id;
+    s.liveness = p->liveness;
+    s.has_progress = p->counters.has_progress();
+    if (s.has_progress) s.progress = p->counters.progress();
+    s.open = OpenIntervals(*p);
+    procs.push_back(std::move(s));
   }
-  // Fan out, one command per daemon, all in flight at once.
+  return procs;
+}
+
+// The daemons' evidence, by (host, pid) of the process.
+using EvidenceByProcess = std::map<std::pair<std::string, int32_t>, xpu::v1::ProcessEvidence>;
+
+// Sends the evidence command to every daemon of the job, one command per
+// daemon, all in flight at once, and waits up to the deadline (+3 s) for the
+// answers. A daemon that does not answer in time, fails or sends unreadable
+// evidence is logged and left out; `report` counts the daemons asked and
+// answered and the time it took.
+EvidenceByProcess GatherEvidence(const EvidenceSender& send, const std::string& job_name,
+                                 const std::vector<ProcessSnapshot>& procs, uint64_t deadline_ms,
+                                 HangReport* report) {
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, CommandFuture> futures;
   for (const ProcessSnapshot& s : procs) {
-    if (s.daemon_id.empty() || futures.count(s.daemon_id) || !send_) continue;
+    if (s.daemon_id.empty() || futures.count(s.daemon_id) || !send) continue;
     xpu::v1::Command c;
     c.set_kind("evidence");
     c.set_job(job_name);
     c.set_deadline_ms(deadline_ms);
-    futures.emplace(s.daemon_id, send_(s.daemon_id, std::move(c)));
+    futures.emplace(s.daemon_id, send(s.daemon_id, std::move(c)));
   }
-  report.daemons_asked = static_cast<uint32_t>(futures.size());
+  report->daemons_asked = static_cast<uint32_t>(futures.size());
   const auto until = t0 + std::chrono::milliseconds(deadline_ms + 3000);
-  std::map<std::pair<std::string, int32_t>, xpu::v1::ProcessEvidence> evidence;  // (host, pid)
+  EvidenceByProcess evidence;
   for (auto& [daemon, f] : futures) {
     if (f.wait_until(until) != std::future_status::ready) {
       Log()->warn("job {}: daemon {} did not answer the evidence command in time", job_name,
@@ -297,139 +308,177 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
       Log()->warn("job {}: unreadable evidence from {}", job_name, daemon);
       continue;
     }
-    ++report.daemons_answered;
+    ++report->daemons_answered;
     for (const auto& p : ev.processes()) evidence[{p.identity().host(), p.identity().pid()}] = p;
   }
-  report.evidence_ms = static_cast<uint64_t>(
+  report->evidence_ms = static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
           .count());
+  return evidence;
+}
 
+// cuda-gdb channel readings per source ("cuda-gdb...") and comm rank; they
+// are placed along the ring once every rank is in (PlaceCudaGdbRings).
+using CudaGdbReadings = std::map<std::string, std::map<int32_t, std::vector<RingReading>>>;
+
+// Fills `r` and the kernel part of its summary from what its daemon read:
+// process state, stacks, GPU health and intra-kernel progress. cuda-gdb's
+// readings, in communicator ranks, go to `cuda_gdb`. Returns the hook's
+// progress table from the evidence, or `progress` when it has none.
+const xpu::v1::HangProgress* ApplyEvidence(const xpu::v1::ProcessEvidence& e,
+                                           const xpu::v1::HangProgress* progress, RankEvidence* r,
+                                           RankSummary* sum, CudaGdbReadings* cuda_gdb) {
+  r->answered = true;
+  r->proc_state = e.proc_state();
+  r->exited = r->exited || e.exited();
+  r->native = ParseGdbBacktrace(e.native_stacks());
+  r->python = ParsePythonStacks(e.python_stacks());
+  r->native_error = e.native_error();
+  r->python_error = e.python_error();
+  r->gpu_health = e.gpu_health();
+  if (e.has_progress()) progress = &e.progress();
+  for (const auto& k : e.kernel()) {
+    if (absl::StartsWith(k.source(), "cuda-gdb")) {
+      sum->kernel += absl::StrCat(sum->kernel.empty() ? "" : "; ", k.source(), " ", k.channel(),
+                                  " (#", k.arrived_seq(), "): ", k.detail());
+      RingReading c;
+      c.channel = atoi(k.channel().c_str() + (absl::StartsWith(k.channel(), "ch") ? 2 : 0));
+      c.ring_prev = k.ring_prev();
+      c.ring_next = k.ring_next();
+      c.steps = k.step();
+      c.sent = k.sent();
+      if (k.ring_next() >= 0 && k.comm_rank() >= 0)
+        (*cuda_gdb)[k.source()][k.comm_rank()].push_back(c);
+      continue;
+    }
+    KernelProgress kp;
+    kp.channel = k.source() + ":" + k.channel();
+    kp.ring_pos = k.comm_rank();
+    kp.ring_size = k.comm_nranks();
+    kp.seq = k.arrived_seq();
+    kp.completed_seq = k.completed_seq();
+    kp.step = k.step();
+    kp.steps_total = k.steps_total();
+    kp.source = k.source();
+    r->kernel.push_back(kp);
+    sum->kernel +=
+        absl::StrCat(sum->kernel.empty() ? "" : "; ", k.source(), " arrived ", k.arrived_seq(),
+                     " completed ", k.completed_seq(), " step ", k.step(), "/", k.steps_total());
+  }
+  sum->collect_ms = e.collect_ms();
+  return progress;
+}
+
+// The report's line for one rank, from its evidence.
+void SummarizeRank(const RankEvidence& r, RankSummary* sum) {
+  sum->rank = r.rank;
+  sum->host = r.host;
+  sum->pid = r.pid;
+  sum->proc_state = r.proc_state;
+  sum->answered = r.answered;
+  sum->where = WhereOf(r);
+  for (const CommState& c : r.comms) {
+    sum->comms += absl::StrCat(sum->comms.empty() ? "" : "; ", "comm ", Hex(c.comm_id).substr(0, 8),
+                               ": issued ", c.last_issued, " completed ", c.last_completed);
+    if (c.pending_seq) {
+      sum->comms += absl::StrCat(" pending #", c.pending_seq, " ", c.pending_name, " (",
+                                 c.pending_bytes, " B)");
+    }
+  }
+  for (const OpenInterval& o : r.open) {
+    sum->open += absl::StrCat(sum->open.empty() ? "" : "; ", o.name, " (kind ", o.kind, ") since ",
+                              o.since_ns);
+  }
+  sum->native_error = r.native_error;
+  sum->python_error = r.python_error;
+  sum->gpu_health = r.gpu_health;
+}
+
+// One process as the classifier sees it: the engine's snapshot, completed
+// with its daemon's evidence when the daemon answered.
+RankEvidence EvidenceOf(const ProcessSnapshot& s, const EvidenceByProcess& evidence,
+                        RankSummary* sum, CudaGdbReadings* cuda_gdb) {
+  RankEvidence r;
+  r.rank = s.rank;
+  r.host = s.host;
+  r.pid = s.pid;
+  r.exited = s.liveness == Liveness::kExited;
+  r.open = s.open;
+  auto it = evidence.find({s.host, s.pid});
+  const xpu::v1::HangProgress* progress = s.has_progress ? &s.progress : nullptr;
+  if (it != evidence.end()) {
+    progress = ApplyEvidence(it->second, progress, &r, sum, cuda_gdb);
+  } else {
+    r.answered = false;
+    r.proc_state = r.exited ? "gone" : "unknown";
+  }
+  if (progress != nullptr) {
+    r.has_progress = true;
+    r.comms = Comms(*progress);
+  }
+  SummarizeRank(r, sum);
+  return r;
+}
+
+// Ring positions from the neighbours cuda-gdb read; progress along the ring
+// then locates a stalled link like the test runtime's counters do.
+// cuda-gdb speaks communicator ranks (the daemon reads the communicator with
+// the oldest outstanding collective): map them to job ranks through the
+// hook's per-communicator state, which every member has, also one that never
+// entered the kernel.
+void PlaceCudaGdbRings(const CudaGdbReadings& cuda_gdb, std::vector<RankEvidence>* ranks) {
+  std::map<uint64_t, std::map<int32_t, size_t>> members;  // comm -> comm rank -> index in ranks
+  uint64_t stuck = 0, oldest = 0;
+  for (size_t i = 0; i < ranks->size(); ++i) {
+    for (const CommState& c : (*ranks)[i].comms) {
+      if (c.comm_rank >= 0) members[c.comm_id][c.comm_rank] = i;
+      if (c.pending_seq != 0 && (stuck == 0 || c.pending_since_ns < oldest)) {
+        stuck = c.comm_id;
+        oldest = c.pending_since_ns;
+      }
+    }
+  }
+  const std::map<int32_t, size_t>& index_of = members[stuck];
+  auto global = [&](int32_t comm_rank) {
+    auto it = index_of.find(comm_rank);
+    return it == index_of.end() ? -1 : (*ranks)[it->second].rank;
+  };
+  for (const auto& [source, by_comm_rank] : cuda_gdb) {
+    std::map<int32_t, std::vector<KernelProgress>> placed;
+    RingProgressFromCudaGdb(by_comm_rank, source, &placed);
+    for (auto& [comm_rank, list] : placed) {
+      auto it = index_of.find(comm_rank);
+      if (it == index_of.end()) continue;
+      for (KernelProgress& k : list) {
+        k.prev_rank = global(k.prev_rank);
+        (*ranks)[it->second].kernel.push_back(std::move(k));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_ms,
+                                 bool on_demand) {
+  HangReport report;
+  report.job = job_name;
+  report.on_demand = on_demand;
+  std::shared_ptr<JobState> job = registry_.FindJob(job_name);
+  const std::vector<ProcessSnapshot> procs = SnapshotProcesses(job.get());
+  const EvidenceByProcess evidence = GatherEvidence(send_, job_name, procs, deadline_ms, &report);
   std::vector<RankEvidence> ranks;
-  // cuda-gdb channel readings per protocol, keyed by comm rank; ordered
-  // along the ring once every rank is in (AddCudaGdbRings below).
-  // source ("cuda-gdb") -> comm rank -> readings
-  std::map<std::string, std::map<int32_t, std::vector<RingReading>>> cuda_gdb;
+  CudaGdbReadings cuda_gdb;
   for (const ProcessSnapshot& s : procs) {
-    RankEvidence r;
-    r.rank = s.rank;
-    r.host = s.host;
-    r.pid = s.pid;
-    r.exited = s.liveness == Liveness::kExited;
-    r.open = s.open;
     RankSummary sum;
-    auto it = evidence.find({s.host, s.pid});
-    const xpu::v1::HangProgress* progress = s.has_progress ? &s.progress : nullptr;
-    if (it != evidence.end()) {
-      const xpu::v1::ProcessEvidence& e = it->second;
-      r.answered = true;
-      r.proc_state = e.proc_state();
-      r.exited = r.exited || e.exited();
-      r.native = ParseGdbBacktrace(e.native_stacks());
-      r.python = ParsePythonStacks(e.python_stacks());
-      r.native_error = e.native_error();
-      r.python_error = e.python_error();
-      r.gpu_health = e.gpu_health();
-      if (e.has_progress()) progress = &e.progress();
-      for (const auto& k : e.kernel()) {
-        if (absl::StartsWith(k.source(), "cuda-gdb")) {
-          sum.kernel += absl::StrCat(sum.kernel.empty() ? "" : "; ", k.source(), " ", k.channel(),
-                                     " (#", k.arrived_seq(), "): ", k.detail());
-          RingReading c;
-          c.channel = atoi(k.channel().c_str() + (absl::StartsWith(k.channel(), "ch") ? 2 : 0));
-          c.ring_prev = k.ring_prev();
-          c.ring_next = k.ring_next();
-          c.steps = k.step();
-          c.sent = k.sent();
-          if (k.ring_next() >= 0 && k.comm_rank() >= 0)
-            cuda_gdb[k.source()][k.comm_rank()].push_back(c);
-          continue;
-        }
-        KernelProgress kp;
-        kp.channel = k.source() + ":" + k.channel();
-        kp.ring_pos = k.comm_rank();
-        kp.ring_size = k.comm_nranks();
-        kp.seq = k.arrived_seq();
-        kp.completed_seq = k.completed_seq();
-        kp.step = k.step();
-        kp.steps_total = k.steps_total();
-        kp.source = k.source();
-        r.kernel.push_back(kp);
-        sum.kernel += absl::StrCat(sum.kernel.empty() ? "" : "; ", k.source(), " arrived ",
-                                   k.arrived_seq(), " completed ", k.completed_seq(), " step ",
-                                   k.step(), "/", k.steps_total());
-      }
-      sum.collect_ms = e.collect_ms();
-    } else {
-      r.answered = false;
-      r.proc_state = r.exited ? "gone" : "unknown";
-    }
-    if (progress != nullptr) {
-      r.has_progress = true;
-      r.comms = Comms(*progress);
-    }
-    sum.rank = r.rank;
-    sum.host = r.host;
-    sum.pid = r.pid;
-    sum.proc_state = r.proc_state;
-    sum.answered = r.answered;
-    sum.where = WhereOf(r);
-    for (const CommState& c : r.comms) {
-      sum.comms += absl::StrCat(sum.comms.empty() ? "" : "; ", "comm ", Hex(c.comm_id).substr(0, 8),
-                                ": issued ", c.last_issued, " completed ", c.last_completed);
-      if (c.pending_seq) {
-        sum.comms += absl::StrCat(" pending #", c.pending_seq, " ", c.pending_name, " (",
-                                  c.pending_bytes, " B)");
-      }
-    }
-    for (const OpenInterval& o : r.open) {
-      sum.open += absl::StrCat(sum.open.empty() ? "" : "; ", o.name, " (kind ", o.kind, ") since ",
-                               o.since_ns);
-    }
-    sum.native_error = r.native_error;
-    sum.python_error = r.python_error;
-    sum.gpu_health = r.gpu_health;
+    RankEvidence r = EvidenceOf(s, evidence, &sum, &cuda_gdb);
     report.ranks.push_back(sum);
     report.tree.AddRank(r.rank);
     report.tree.Add(r.rank, r.native);
     report.tree.Add(r.rank, r.python);
     ranks.push_back(std::move(r));
   }
-  // Ring positions from the neighbours cuda-gdb read; progress along the
-  // ring then locates a stalled link like the test runtime's counters do.
-  // cuda-gdb speaks communicator ranks (the daemon reads the communicator
-  // with the oldest outstanding collective): map them to job ranks through
-  // the hook's per-communicator state, which every member has, also one that
-  // never entered the kernel.
-  if (!cuda_gdb.empty()) {
-    std::map<uint64_t, std::map<int32_t, size_t>> members;  // comm -> comm rank -> index in ranks
-    uint64_t stuck = 0, oldest = 0;
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      for (const CommState& c : ranks[i].comms) {
-        if (c.comm_rank >= 0) members[c.comm_id][c.comm_rank] = i;
-        if (c.pending_seq != 0 && (stuck == 0 || c.pending_since_ns < oldest)) {
-          stuck = c.comm_id;
-          oldest = c.pending_since_ns;
-        }
-      }
-    }
-    const std::map<int32_t, size_t>& index_of = members[stuck];
-    auto global = [&](int32_t comm_rank) {
-      auto it = index_of.find(comm_rank);
-      return it == index_of.end() ? -1 : ranks[it->second].rank;
-    };
-    for (const auto& [source, by_comm_rank] : cuda_gdb) {
-      std::map<int32_t, std::vector<KernelProgress>> placed;
-      RingProgressFromCudaGdb(by_comm_rank, source, &placed);
-      for (auto& [comm_rank, list] : placed) {
-        auto it = index_of.find(comm_rank);
-        if (it == index_of.end()) continue;
-        for (KernelProgress& k : list) {
-          k.prev_rank = global(k.prev_rank);
-          ranks[it->second].kernel.push_back(std::move(k));
-        }
-      }
-    }
-  }
+  if (!cuda_gdb.empty()) PlaceCudaGdbRings(cuda_gdb, &ranks);
   std::sort(report.ranks.begin(), report.ranks.end(),
             [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });
   report.verdict = Classify(ranks);

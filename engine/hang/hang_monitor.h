@@ -34,14 +34,15 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
-#include "engine/diagnosis.h"
 #include "engine/hang/report.h"
-#include "engine/ingest_service.h"
-#include "engine/registry.h"
+#include "engine/state/command.h"
+#include "engine/state/diagnosis.h"
+#include "engine/state/registry.h"
 
 namespace xpu::engine::hang {
 
-using EvidenceSender = std::function<CommandFuture(const std::string& daemon_id, xpu::v1::Command)>;
+// Sends the "evidence" command to a daemon (engine/state/command.h).
+using EvidenceSender = CommandSender;
 
 struct HangMonitorOptions {
   uint64_t poll_ms = 500;

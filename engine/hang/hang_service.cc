@@ -1,17 +1,13 @@
 // engine/hang/hang_service.cc — see hang_service.h.
 #include "engine/hang/hang_service.h"
 
+#include "common/rpc/token.h"
+
 namespace xpu::engine::hang {
 
 grpc::Status HangService::Get(grpc::ServerContext* ctx, const xpu::v1::HangRequest* req,
                               xpu::v1::HangReply* reply) {
-  if (!token_.empty()) {
-    auto it = ctx->client_metadata().find("x-xpu-token");
-    if (it == ctx->client_metadata().end() ||
-        std::string(it->second.data(), it->second.size()) != token_) {
-      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "missing or wrong x-xpu-token");
-    }
-  }
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   if (req->job().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
   reply->set_job(req->job());

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "engine/hang/hang_monitor.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/hang.grpc.pb.h"
 
 namespace xpu::engine::hang {
 

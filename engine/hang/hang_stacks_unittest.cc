@@ -2,6 +2,8 @@
 // merged tree and its renderings.
 #include <gtest/gtest.h>
 
+#include "common/json/json.h"
+#include "engine/hang/report.h"
 #include "engine/hang/stack_tree.h"
 #include "engine/hang/stacks.h"
 
@@ -132,6 +134,33 @@ TEST(StackTreeTest, MergesRanksAndNamesTheOnesMissing) {
   EXPECT_NE(svg.find("job &lt;j&gt;"), std::string::npos);
   EXPECT_NE(svg.find("<title>pause (ranks 3 | not 0-2,4-8)</title>"), std::string::npos);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
+}
+
+// Host names, paths and reasons may be UTF-8: the JSON report carries them
+// as they are (it used to escape each byte >= 0x7f as \u00XX, i.e. as
+// Latin-1), and bytes that are not UTF-8 become U+FFFD.
+TEST(HangReportTest, JsonKeepsNonAsciiText) {
+  HangReport r;
+  r.job = "entra\xC3\xAEnement-1";
+  r.verdict.reason = "rang 0 bloqu\xC3\xA9 \xE6\x97\xA5";
+  RankSummary s;
+  s.rank = 0;
+  s.host = "n\xC5\x93ud-0";
+  s.where =
+      "donn\xC3\xA9"
+      "es.py:12";
+  s.python_error = "bad \xFF byte";
+  r.ranks.push_back(s);
+  const std::string j = r.Json();
+  EXPECT_NE(j.find("\"job\":\"entra\xC3\xAEnement-1\""), std::string::npos) << j;
+  EXPECT_NE(j.find("\"host\":\"n\xC5\x93ud-0\""), std::string::npos) << j;
+  EXPECT_EQ(j.find("\\u00"), std::string::npos) << "no byte-wise escapes: " << j;
+  const json::Json parsed = json::Json::parse(j);
+  EXPECT_EQ(parsed["reason"], "rang 0 bloqu\xC3\xA9 \xE6\x97\xA5");
+  EXPECT_EQ(parsed["ranks"][0]["where"],
+            "donn\xC3\xA9"
+            "es.py:12");
+  EXPECT_EQ(parsed["ranks"][0]["python_error"], "bad \xEF\xBF\xBD byte");
 }
 
 }  // namespace

@@ -3,53 +3,11 @@
 
 #include <cstdio>
 
+#include "common/json/json.h"
+
 namespace xpu::engine::hang {
 
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      default:
-        if (c < 0x20 || c >= 0x7f) {
-          char buf[8];
-          snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 namespace {
-
-std::string IntList(const std::vector<int32_t>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
-  return out + "]";
-}
-
-std::string StrList(const std::vector<std::string>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + JsonString(v[i]);
-  return out + "]";
-}
 
 double Seconds(uint64_t from, uint64_t to) {
   return from != 0 && to > from ? (to - from) * 1e-9 : 0;
@@ -58,45 +16,47 @@ double Seconds(uint64_t from, uint64_t to) {
 }  // namespace
 
 std::string HangReport::Json() const {
-  std::string o = "{";
-  o += "\"job\":" + JsonString(job);
-  o += ",\"on_demand\":" + std::string(on_demand ? "true" : "false");
-  o += ",\"classification\":" + JsonString(HangClassName(verdict.cls));
-  o += ",\"team\":" + JsonString(verdict.team);
-  o += ",\"culprits\":" + IntList(verdict.culprits);
-  o += ",\"culprit_ranks\":" + JsonString(CompressRanks(verdict.culprits));
-  o += ",\"hosts\":" + StrList(verdict.hosts);
-  o += ",\"reason\":" + JsonString(verdict.reason);
-  o += ",\"details\":" + StrList(verdict.details);
-  o += ",\"faulty_link\":" + JsonString(verdict.faulty_link);
-  o += ",\"ring_named\":" + IntList(verdict.ring_named);
-  o += ",\"comm_id\":" + std::to_string(verdict.comm_id);
-  o += ",\"stuck_seq\":" + std::to_string(verdict.stuck_seq);
-  o += ",\"trigger\":" + JsonString(trigger);
-  o += ",\"stall_since_ns\":" + std::to_string(stall_since_ns);
-  o += ",\"suspected_ns\":" + std::to_string(suspected_ns);
-  o += ",\"diagnosed_ns\":" + std::to_string(diagnosed_ns);
-  char buf[64];
-  snprintf(buf, sizeof(buf), "%.3f", Seconds(stall_since_ns, diagnosed_ns));
-  o += ",\"stall_to_diagnosis_s\":" + std::string(buf);
-  o += ",\"evidence_ms\":" + std::to_string(evidence_ms);
-  o += ",\"daemons_asked\":" + std::to_string(daemons_asked);
-  o += ",\"daemons_answered\":" + std::to_string(daemons_answered);
-  o += ",\"ranks\":[";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const RankSummary& r = ranks[i];
-    o += (i ? "," : "") + std::string("{\"rank\":") + std::to_string(r.rank) +
-         ",\"host\":" + JsonString(r.host) + ",\"pid\":" + std::to_string(r.pid) +
-         ",\"state\":" + JsonString(r.proc_state) +
-         ",\"answered\":" + (r.answered ? "true" : "false") + ",\"where\":" + JsonString(r.where) +
-         ",\"comms\":" + JsonString(r.comms) + ",\"open\":" + JsonString(r.open) +
-         ",\"kernel\":" + JsonString(r.kernel) + ",\"native_error\":" + JsonString(r.native_error) +
-         ",\"python_error\":" + JsonString(r.python_error) +
-         ",\"gpu_health\":" + JsonString(r.gpu_health) +
-         ",\"collect_ms\":" + std::to_string(r.collect_ms) + "}";
+  json::Json rank_list = json::Json::array();
+  for (const RankSummary& r : ranks) {
+    rank_list.push_back({{"rank", r.rank},
+                         {"host", r.host},
+                         {"pid", r.pid},
+                         {"state", r.proc_state},
+                         {"answered", r.answered},
+                         {"where", r.where},
+                         {"comms", r.comms},
+                         {"open", r.open},
+                         {"kernel", r.kernel},
+                         {"native_error", r.native_error},
+                         {"python_error", r.python_error},
+                         {"gpu_health", r.gpu_health},
+                         {"collect_ms", r.collect_ms}});
   }
-  o += "],\"merged_stacks\":" + JsonString(tree.Text());
-  return o + "}";
+  const json::Json o = {
+      {"job", job},
+      {"on_demand", on_demand},
+      {"classification", HangClassName(verdict.cls)},
+      {"team", verdict.team},
+      {"culprits", verdict.culprits},
+      {"culprit_ranks", CompressRanks(verdict.culprits)},
+      {"hosts", verdict.hosts},
+      {"reason", verdict.reason},
+      {"details", verdict.details},
+      {"faulty_link", verdict.faulty_link},
+      {"ring_named", verdict.ring_named},
+      {"comm_id", verdict.comm_id},
+      {"stuck_seq", verdict.stuck_seq},
+      {"trigger", trigger},
+      {"stall_since_ns", stall_since_ns},
+      {"suspected_ns", suspected_ns},
+      {"diagnosed_ns", diagnosed_ns},
+      {"stall_to_diagnosis_s", json::Fixed(Seconds(stall_since_ns, diagnosed_ns), 3)},
+      {"evidence_ms", evidence_ms},
+      {"daemons_asked", daemons_asked},
+      {"daemons_answered", daemons_answered},
+      {"ranks", std::move(rank_list)},
+      {"merged_stacks", tree.Text()}};
+  return json::Dump(o);
 }
 
 std::string HangReport::Text() const {

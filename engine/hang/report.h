@@ -45,9 +45,6 @@ struct HangReport {
   std::string Text() const;
 };
 
-// JSON string literal of `s` (quotes included).
-std::string JsonString(const std::string& s);
-
 }  // namespace xpu::engine::hang
 
 #endif  // XPU_ENGINE_HANG_REPORT_H_

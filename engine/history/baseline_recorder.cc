@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <set>
 
-#include "engine/analysis/collective.h"
-#include "engine/analysis/gemm.h"
-#include "engine/analysis/stats.h"
-#include "engine/analysis/steps.h"
-#include "engine/analysis/void_time.h"
+#include "common/analysis/collective.h"
+#include "common/analysis/gemm.h"
+#include "common/analysis/stats.h"
+#include "common/analysis/steps.h"
+#include "common/analysis/void_time.h"
 #include "engine/history/history.h"
 
 namespace xpu::engine::history {

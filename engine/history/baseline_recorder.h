@@ -31,11 +31,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/detectors/detector_config.h"
-#include "engine/detectors/window_view.h"
-#include "engine/diagnosis.h"
 #include "engine/history/baselines.h"
-#include "engine/job_state.h"
+#include "engine/state/diagnosis.h"
+#include "engine/state/job_state.h"
+#include "engine/window/detector_config.h"
+#include "engine/window/window_view.h"
 
 namespace xpu::engine::history {
 

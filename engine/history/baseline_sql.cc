@@ -1,6 +1,7 @@
 #include "engine/history/baseline_sql.h"
 
-#include "engine/sqlite_util.h"
+#include "common/base/status_macros.h"
+#include "engine/history/sqlite_util.h"
 
 namespace xpu::engine::history {
 namespace {
@@ -17,9 +18,8 @@ absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
            "AND job=?3;");
     q.Bind(1, r->job_name).Bind(2, r->gpu_model).Bind(3, r->job);
     while (true) {
-      absl::StatusOr<bool> row = q.Step();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
+      XPU_ASSIGN_OR_RETURN(const bool more, q.Step());
+      if (!more) break;
       r->gemm[q.Text(0)] = GemmFigure{q.Text(1), q.Real(2), static_cast<uint64_t>(q.Int(3))};
     }
   }
@@ -30,9 +30,8 @@ absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
         "WHERE job_name=?1 AND gpu_model=?2 AND job=?3;");
     q.Bind(1, r->job_name).Bind(2, r->gpu_model).Bind(3, r->job);
     while (true) {
-      absl::StatusOr<bool> row = q.Step();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
+      XPU_ASSIGN_OR_RETURN(const bool more, q.Step());
+      if (!more) break;
       CollectiveShape s{q.Text(0), static_cast<uint64_t>(q.Int(1)), static_cast<int32_t>(q.Int(2)),
                         static_cast<int32_t>(q.Int(3))};
       r->busbw[s] = BusBwFigure{q.Real(4), static_cast<uint64_t>(q.Int(5))};
@@ -45,9 +44,8 @@ absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
            "AND job=?3;");
     q.Bind(1, r->job_name).Bind(2, r->gpu_model).Bind(3, r->job);
     while (true) {
-      absl::StatusOr<bool> row = q.Step();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
+      XPU_ASSIGN_OR_RETURN(const bool more, q.Step());
+      if (!more) break;
       const int64_t count = q.Int(2);
       if (count > 0)
         r->issue_latency[q.Text(0)].Set(static_cast<int>(q.Int(1)), static_cast<uint64_t>(count));
@@ -61,18 +59,17 @@ absl::Status ReadChildren(sqlite3* db, RunBaseline* r) {
 absl::Status WriteRunBaseline(sqlite3* db, const RunBaseline& run, int keep_runs) {
   {
     Stmt s(db, "INSERT OR REPLACE INTO baseline_runs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
-    absl::Status st = s.Bind(1, run.job_name)
-                          .Bind(2, run.gpu_model)
-                          .Bind(3, run.job)
-                          .Bind(4, run.updated_ns)
-                          .Bind(5, run.windows)
-                          .Bind(6, run.steps)
-                          .Bind(7, run.step_median_s)
-                          .Bind(8, run.step_best_s)
-                          .Bind(9, run.void_inter)
-                          .Bind(10, run.void_minority)
-                          .Run();
-    if (!st.ok()) return st;
+    XPU_RETURN_IF_ERROR(s.Bind(1, run.job_name)
+                            .Bind(2, run.gpu_model)
+                            .Bind(3, run.job)
+                            .Bind(4, run.updated_ns)
+                            .Bind(5, run.windows)
+                            .Bind(6, run.steps)
+                            .Bind(7, run.step_median_s)
+                            .Bind(8, run.step_best_s)
+                            .Bind(9, run.void_inter)
+                            .Bind(10, run.void_minority)
+                            .Run());
   }
   for (const char* table : kRunChildren) {
     std::string sql =
@@ -85,42 +82,39 @@ absl::Status WriteRunBaseline(sqlite3* db, const RunBaseline& run, int keep_runs
   }
   for (const auto& [key, g] : run.gemm) {
     Stmt s(db, "INSERT INTO baseline_gemm VALUES (?1,?2,?3,?4,?5,?6,?7);");
-    absl::Status st = s.Bind(1, run.job_name)
-                          .Bind(2, run.gpu_model)
-                          .Bind(3, run.job)
-                          .Bind(4, key)
-                          .Bind(5, g.dtype)
-                          .Bind(6, g.tflops)
-                          .Bind(7, g.count)
-                          .Run();
-    if (!st.ok()) return st;
+    XPU_RETURN_IF_ERROR(s.Bind(1, run.job_name)
+                            .Bind(2, run.gpu_model)
+                            .Bind(3, run.job)
+                            .Bind(4, key)
+                            .Bind(5, g.dtype)
+                            .Bind(6, g.tflops)
+                            .Bind(7, g.count)
+                            .Run());
   }
   for (const auto& [shape, b] : run.busbw) {
     Stmt s(db, "INSERT INTO baseline_collective VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9);");
-    absl::Status st = s.Bind(1, run.job_name)
-                          .Bind(2, run.gpu_model)
-                          .Bind(3, run.job)
-                          .Bind(4, shape.op)
-                          .Bind(5, shape.bytes)
-                          .Bind(6, shape.nranks)
-                          .Bind(7, shape.nodes)
-                          .Bind(8, b.busbw)
-                          .Bind(9, b.count)
-                          .Run();
-    if (!st.ok()) return st;
+    XPU_RETURN_IF_ERROR(s.Bind(1, run.job_name)
+                            .Bind(2, run.gpu_model)
+                            .Bind(3, run.job)
+                            .Bind(4, shape.op)
+                            .Bind(5, shape.bytes)
+                            .Bind(6, shape.nranks)
+                            .Bind(7, shape.nodes)
+                            .Bind(8, b.busbw)
+                            .Bind(9, b.count)
+                            .Run());
   }
   for (const auto& [family, h] : run.issue_latency) {
     for (int b = 0; b < LatencyHistogram::kBuckets; ++b) {
       if (h.count(b) == 0) continue;  // zero means "no samples": not stored
       Stmt s(db, "INSERT INTO baseline_issue_latency VALUES (?1,?2,?3,?4,?5,?6);");
-      absl::Status st = s.Bind(1, run.job_name)
-                            .Bind(2, run.gpu_model)
-                            .Bind(3, run.job)
-                            .Bind(4, family)
-                            .Bind(5, b)
-                            .Bind(6, h.count(b))
-                            .Run();
-      if (!st.ok()) return st;
+      XPU_RETURN_IF_ERROR(s.Bind(1, run.job_name)
+                              .Bind(2, run.gpu_model)
+                              .Bind(3, run.job)
+                              .Bind(4, family)
+                              .Bind(5, b)
+                              .Bind(6, h.count(b))
+                              .Run());
     }
   }
   if (keep_runs > 0) {
@@ -164,9 +158,8 @@ absl::StatusOr<std::vector<RunBaseline>> ReadRunBaselines(sqlite3* db, const std
       .Bind(5, static_cast<int64_t>(limit > 0 ? limit : -1));
   std::vector<RunBaseline> out;
   while (true) {
-    absl::StatusOr<bool> row = q.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+    XPU_ASSIGN_OR_RETURN(const bool more, q.Step());
+    if (!more) break;
     RunBaseline r;
     r.job_name = job_name;
     r.gpu_model = q.Text(0);
@@ -181,7 +174,7 @@ absl::StatusOr<std::vector<RunBaseline>> ReadRunBaselines(sqlite3* db, const std
     out.push_back(std::move(r));
   }
   for (RunBaseline& r : out) {
-    if (absl::Status st = ReadChildren(db, &r); !st.ok()) return st;
+    XPU_RETURN_IF_ERROR(ReadChildren(db, &r));
   }
   return out;
 }
@@ -189,35 +182,33 @@ absl::StatusOr<std::vector<RunBaseline>> ReadRunBaselines(sqlite3* db, const std
 absl::Status WriteCalibration(sqlite3* db, const CalibrationRows& rows) {
   for (const GemmCalibrationRow& g : rows.gemm) {
     Stmt s(db, "INSERT OR REPLACE INTO calibration_gemm VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
-    absl::Status st = s.Bind(1, g.gpu_model)
-                          .Bind(2, g.host)
-                          .Bind(3, g.dtype)
-                          .Bind(4, g.tflops)
-                          .Bind(5, g.tflops_min)
-                          .Bind(6, g.m)
-                          .Bind(7, g.n)
-                          .Bind(8, g.k)
-                          .Bind(9, g.devices)
-                          .Bind(10, g.measured_ns)
-                          .Run();
-    if (!st.ok()) return st;
+    XPU_RETURN_IF_ERROR(s.Bind(1, g.gpu_model)
+                            .Bind(2, g.host)
+                            .Bind(3, g.dtype)
+                            .Bind(4, g.tflops)
+                            .Bind(5, g.tflops_min)
+                            .Bind(6, g.m)
+                            .Bind(7, g.n)
+                            .Bind(8, g.k)
+                            .Bind(9, g.devices)
+                            .Bind(10, g.measured_ns)
+                            .Run());
   }
   for (const CollectiveCalibrationRow& c : rows.collectives) {
     Stmt s(
         db,
         "INSERT OR REPLACE INTO calibration_collective VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10);");
-    absl::Status st = s.Bind(1, c.gpu_model)
-                          .Bind(2, c.host)
-                          .Bind(3, c.shape.op)
-                          .Bind(4, c.shape.bytes)
-                          .Bind(5, c.shape.nranks)
-                          .Bind(6, c.shape.nodes)
-                          .Bind(7, c.time_us)
-                          .Bind(8, c.algbw)
-                          .Bind(9, c.busbw)
-                          .Bind(10, c.measured_ns)
-                          .Run();
-    if (!st.ok()) return st;
+    XPU_RETURN_IF_ERROR(s.Bind(1, c.gpu_model)
+                            .Bind(2, c.host)
+                            .Bind(3, c.shape.op)
+                            .Bind(4, c.shape.bytes)
+                            .Bind(5, c.shape.nranks)
+                            .Bind(6, c.shape.nodes)
+                            .Bind(7, c.time_us)
+                            .Bind(8, c.algbw)
+                            .Bind(9, c.busbw)
+                            .Bind(10, c.measured_ns)
+                            .Run());
   }
   return absl::OkStatus();
 }
@@ -231,9 +222,8 @@ absl::StatusOr<CalibrationRows> ReadCalibration(sqlite3* db, const std::string& 
            "calibration_gemm WHERE ?1 OR gpu_model=?2 ORDER BY gpu_model, host, dtype;");
     q.Bind(1, all).Bind(2, gpu_model);
     while (true) {
-      absl::StatusOr<bool> row = q.Step();
-      if (!row.ok()) return row.status();
-      if (!*row) break;
+      XPU_ASSIGN_OR_RETURN(const bool more, q.Step());
+      if (!more) break;
       GemmCalibrationRow g;
       g.gpu_model = q.Text(0);
       g.host = q.Text(1);
@@ -254,9 +244,8 @@ absl::StatusOr<CalibrationRows> ReadCalibration(sqlite3* db, const std::string& 
          "ORDER BY gpu_model, host, op, nranks, nodes, bytes;");
   q.Bind(1, all).Bind(2, gpu_model);
   while (true) {
-    absl::StatusOr<bool> row = q.Step();
-    if (!row.ok()) return row.status();
-    if (!*row) break;
+    XPU_ASSIGN_OR_RETURN(const bool more, q.Step());
+    if (!more) break;
     CollectiveCalibrationRow c;
     c.gpu_model = q.Text(0);
     c.host = q.Text(1);

@@ -1,5 +1,5 @@
 // baseline_sql — reads and writes the history tables of schema version 3
-// (created by the store's migration step 3, engine/store.cc):
+// (created by the store's migration step 3, store.cc):
 //
 //   baseline_runs          one row per run: (job_name, gpu_model, job) ->
 //                          windows, steps, step median / best, void %

@@ -6,7 +6,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
-#include "engine/analysis/stats.h"
+#include "common/analysis/stats.h"
 #include "xpu/record.h"
 
 namespace xpu::engine::history {

@@ -24,7 +24,7 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/analysis/trace.h"
+#include "common/analysis/trace.h"
 #include "engine/history/latency_histogram.h"
 
 namespace xpu::engine::history {

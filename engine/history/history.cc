@@ -2,17 +2,14 @@
 
 #include <set>
 
-#include "engine/store.h"
-#include "spdlog/spdlog.h"
+#include "common/logging/logging.h"
+#include "engine/history/store.h"
 
 namespace xpu::engine::history {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("history");
-    return l ? l : spdlog::default_logger()->clone("history");
-  }();
+  static auto log = logging::GetLogger("history");
   return log;
 }
 

@@ -20,15 +20,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/detectors/detector_config.h"
 #include "engine/history/baselines.h"
-#include "engine/job_state.h"
-
-namespace xpu::engine {
-class Store;
-}
+#include "engine/state/job_state.h"
+#include "engine/window/detector_config.h"
 
 namespace xpu::engine::history {
+
+class Store;
 
 class HistorySource {
  public:

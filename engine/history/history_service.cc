@@ -7,9 +7,9 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "engine/ingest_service.h"
-#include "engine/query_service.h"
-#include "spdlog/spdlog.h"
+#include "common/logging/logging.h"
+#include "common/rpc/status.h"
+#include "common/rpc/token.h"
 
 namespace xpu::engine::history {
 namespace {
@@ -19,10 +19,7 @@ constexpr int kMaxEntries = 4096;
 constexpr int32_t kMaxRanks = 1 << 20;
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("history");
-    return l ? l : spdlog::default_logger()->clone("history");
-  }();
+  static auto log = logging::GetLogger("history");
   return log;
 }
 
@@ -44,13 +41,6 @@ const std::set<std::string>& KnownOps() {
   static const auto* s = new std::set<std::string>{"allreduce", "allgather", "reducescatter",
                                                    "broadcast", "reduce",    "alltoall"};
   return *s;
-}
-
-grpc::Status ToGrpc(const absl::Status& st) {
-  return grpc::Status(st.code() == absl::StatusCode::kInvalidArgument
-                          ? grpc::StatusCode::INVALID_ARGUMENT
-                          : grpc::StatusCode::INTERNAL,
-                      std::string(st.message()));
 }
 
 }  // namespace
@@ -129,27 +119,16 @@ absl::StatusOr<CalibrationRows> CalibrationRowsOf(const xpu::v1::CalibrationRepo
   return out;
 }
 
-grpc::Status HistoryService::CheckToken(grpc::ServerContext* ctx) const {
-  if (token_.empty()) return grpc::Status::OK;
-  const auto& md = ctx->client_metadata();
-  auto it = md.find(kTokenMetadataKey);
-  if (it == md.end() || !TokensEqual(std::string(it->second.data(), it->second.size()), token_)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "this engine requires a token (xpu --token-file)");
-  }
-  return grpc::Status::OK;
-}
-
 grpc::Status HistoryService::UploadCalibration(grpc::ServerContext* ctx,
                                                const xpu::v1::CalibrationReport* req,
                                                xpu::v1::UploadCalibrationReply* reply) {
-  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   if (store_ == nullptr)
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
   absl::StatusOr<CalibrationRows> rows = CalibrationRowsOf(*req);
-  if (!rows.ok()) return ToGrpc(rows.status());
+  if (!rows.ok()) return rpc::ToGrpcStatus(rows.status());
   store_->EnqueueCalibration(*rows);
-  if (absl::Status st = store_->Flush(); !st.ok()) return ToGrpc(st);
+  if (absl::Status st = store_->Flush(); !st.ok()) return rpc::ToGrpcStatus(st);
   reply->set_gemm_rows(static_cast<uint32_t>(rows->gemm.size()));
   reply->set_collective_rows(static_cast<uint32_t>(rows->collectives.size()));
   Log()->info("calibration of '{}' from {}: {} GEMM dtypes, {} collective sizes", req->gpu_model(),
@@ -160,11 +139,11 @@ grpc::Status HistoryService::UploadCalibration(grpc::ServerContext* ctx,
 grpc::Status HistoryService::Calibrations(grpc::ServerContext* ctx,
                                           const xpu::v1::CalibrationsRequest* req,
                                           xpu::v1::CalibrationsReply* reply) {
-  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   if (store_ == nullptr)
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
   absl::StatusOr<CalibrationRows> rows = store_->LoadCalibration(req->gpu_model());
-  if (!rows.ok()) return ToGrpc(rows.status());
+  if (!rows.ok()) return rpc::ToGrpcStatus(rows.status());
   std::map<std::pair<std::string, std::string>, xpu::v1::CalibrationReport*> by_host;
   auto report = [&](const std::string& model, const std::string& host, uint64_t measured_ns) {
     xpu::v1::CalibrationReport*& r = by_host[{model, host}];
@@ -203,14 +182,14 @@ grpc::Status HistoryService::Calibrations(grpc::ServerContext* ctx,
 grpc::Status HistoryService::Baselines(grpc::ServerContext* ctx,
                                        const xpu::v1::BaselinesRequest* req,
                                        xpu::v1::BaselinesReply* reply) {
-  if (grpc::Status st = CheckToken(ctx); !st.ok()) return st;
+  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   if (store_ == nullptr)
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
   if (req->job_name().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job_name is required");
   absl::StatusOr<std::vector<RunBaseline>> runs =
       store_->LoadRunBaselines(req->job_name(), req->gpu_model(), req->gpu_model().empty(), "", 0);
-  if (!runs.ok()) return ToGrpc(runs.status());
+  if (!runs.ok()) return rpc::ToGrpcStatus(runs.status());
   reply->set_job_name(req->job_name());
   for (const RunBaseline& r : *runs) {
     xpu::v1::BaselineRun* out = reply->add_runs();

@@ -16,8 +16,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/history/baselines.h"
-#include "engine/store.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "engine/history/store.h"
+#include "xpu/v1/history.grpc.pb.h"
 
 namespace xpu::engine::history {
 
@@ -36,8 +36,6 @@ class HistoryService final : public xpu::v1::History::Service {
                          xpu::v1::BaselinesReply* reply) override;
 
  private:
-  grpc::Status CheckToken(grpc::ServerContext* ctx) const;
-
   Store* store_;
   const std::string token_;
 };

@@ -7,17 +7,14 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "engine/detectors/differential_localization.h"
-#include "spdlog/spdlog.h"
+#include "common/logging/logging.h"
+#include "engine/profile/differential_localization.h"
 
 namespace xpu::engine::profile {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("profile");
-    return l ? l : spdlog::default_logger()->clone("profile");
-  }();
+  static auto log = logging::GetLogger("profile");
   return log;
 }
 

@@ -14,7 +14,7 @@
 // daemon has its hooks run the CUPTI window and answers with the behaviour
 // patterns of its processes (daemon/profile_window.h). Then the distances
 // and the abnormal function executions (analysis/behavior_distance.h), and
-// the diagnoses (detectors/differential_localization.h). Ranks that did not
+// the diagnoses (differential_localization.h). Ranks that did not
 // run a window (another CUPTI client, no CUPTI, no answer) are listed with
 // the reason and left out of the comparison.
 //
@@ -41,16 +41,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/analysis/behavior_distance.h"
-#include "engine/diagnosis.h"
-#include "engine/ingest_service.h"
+#include "common/analysis/behavior_distance.h"
 #include "engine/profile/profile_report.h"
-#include "engine/registry.h"
+#include "engine/state/command.h"
+#include "engine/state/diagnosis.h"
+#include "engine/state/registry.h"
 #include "xpu/ring.h"
 
 namespace xpu::engine::profile {
-
-using CommandSender = std::function<CommandFuture(const std::string& daemon_id, xpu::v1::Command)>;
 
 struct ProfileMonitorOptions {
   bool auto_trigger = true;                           // XPU_PROFILE_AUTO

@@ -8,7 +8,7 @@
 
 #include <future>
 
-#include "engine/detectors/differential_localization.h"
+#include "engine/profile/differential_localization.h"
 
 namespace xpu::engine::profile {
 namespace {

@@ -10,17 +10,10 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "engine/alerting/json_text.h"
+#include "common/json/json.h"
 
 namespace xpu::engine::profile {
 namespace {
-
-std::string Num(double v, int digits = 4) {
-  char buf[64];
-  snprintf(buf, sizeof(buf), "%.*g", digits, v);
-  return buf;
-}
 
 std::string Fixed(double v, int decimals) {
   char buf[64];
@@ -28,21 +21,18 @@ std::string Fixed(double v, int decimals) {
   return buf;
 }
 
-const char* Bool(bool b) { return b ? "true" : "false"; }
+// Report figures keep six significant digits (they are estimates).
+double Sig6(double v) { return json::Significant(v, 6); }
 
-std::string PatternJson(const analysis::Pattern& p) {
-  return absl::StrCat("\"beta\":", Num(p.beta, 6), ",\"mu\":", Num(p.mu, 6),
-                      ",\"sigma\":", Num(p.sigma, 6));
+json::Json PatternJson(const analysis::Pattern& p) {
+  return {{"beta", Sig6(p.beta)}, {"mu", Sig6(p.mu)}, {"sigma", Sig6(p.sigma)}};
 }
 
-std::string DiagnosisJson(const Diagnosis& d) {
-  std::vector<std::string> hosts;
-  for (const std::string& h : d.hosts) hosts.push_back(JsonQuote(h));
-  return absl::StrCat("{\"kind\":", JsonQuote(d.kind), ",\"subject\":", JsonQuote(d.subject),
-                      ",\"team\":", JsonQuote(TeamName(d.team)),
-                      ",\"severity\":", JsonQuote(SeverityName(d.severity)), ",\"ranks\":[",
-                      absl::StrJoin(d.ranks, ","), "],\"hosts\":[", absl::StrJoin(hosts, ","),
-                      "],\"evidence\":", JsonQuote(d.evidence), "}");
+json::Json DiagnosisJson(const Diagnosis& d) {
+  return {{"kind", d.kind},           {"subject", d.subject},
+          {"team", TeamName(d.team)}, {"severity", SeverityName(d.severity)},
+          {"ranks", d.ranks},         {"hosts", d.hosts},
+          {"evidence", d.evidence}};
 }
 
 }  // namespace
@@ -86,61 +76,79 @@ std::string ProfileReport::SkippedReason() const {
 }
 
 std::string ProfileReport::Json() const {
-  std::string o = "{";
-  o += "\"job\":" + JsonQuote(job);
-  o += ",\"trigger\":" + JsonQuote(trigger);
-  o += ",\"requested_ns\":" + std::to_string(requested_ns);
-  o += ",\"finished_ns\":" + std::to_string(finished_ns);
-  o += ",\"window_ms\":" + std::to_string(window_ms);
-  o += ",\"daemons_asked\":" + std::to_string(daemons_asked);
-  o += ",\"daemons_answered\":" + std::to_string(daemons_answered);
-  o += ",\"ranks_profiled\":" + std::to_string(ranks_profiled());
-  o += ",\"ranks_skipped\":" + std::to_string(ranks.size() - ranks_profiled());
-  o += ",\"skipped_reason\":" + JsonQuote(SkippedReason());
-  o += ",\"ranks\":[";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const ProfileRank& r = ranks[i];
-    o += absl::StrCat(
-        i ? "," : "", "{\"rank\":", r.rank, ",\"host\":", JsonQuote(r.host), ",\"pid\":", r.pid,
-        ",\"status\":", JsonQuote(r.status), ",\"reason\":", JsonQuote(r.reason),
-        ",\"window_start_ns\":", r.window_start_ns, ",\"window_end_ns\":", r.window_end_ns,
-        ",\"t_ms\":", Fixed(r.t_ns * 1e-6, 3), ",\"iterations\":", r.iterations,
-        ",\"step_source\":", JsonQuote(r.step_source), ",\"kernel_records\":", r.kernel_records,
-        ",\"kernels_dropped\":", r.kernels_dropped,
-        ",\"cupti_finalized\":", Bool(r.cupti_finalized), ",\"functions\":", r.functions, "}");
+  json::Json rank_list = json::Json::array();
+  for (const ProfileRank& r : ranks) {
+    rank_list.push_back({{"rank", r.rank},
+                         {"host", r.host},
+                         {"pid", r.pid},
+                         {"status", r.status},
+                         {"reason", r.reason},
+                         {"window_start_ns", r.window_start_ns},
+                         {"window_end_ns", r.window_end_ns},
+                         {"t_ms", json::Fixed(r.t_ns * 1e-6, 3)},
+                         {"iterations", r.iterations},
+                         {"step_source", r.step_source},
+                         {"kernel_records", r.kernel_records},
+                         {"kernels_dropped", r.kernels_dropped},
+                         {"cupti_finalized", r.cupti_finalized},
+                         {"functions", r.functions}});
   }
-  o += "],\"functions\":[";
-  for (size_t i = 0; i < functions.size(); ++i) {
-    const FunctionRow& f = functions[i];
-    o += absl::StrCat(i ? "," : "", "{\"name\":", JsonQuote(DisplayName(f.name, 400)),
-                      ",\"class\":", JsonQuote(analysis::FunctionClassName(f.cls)),
-                      ",\"reference_us\":", Fixed(f.reference_ns * 1e-3, 3),
-                      ",\"beta_median\":", Num(f.beta_median, 6),
-                      ",\"mu_median\":", Num(f.mu_median, 6), ",\"M\":", Num(f.M, 6),
-                      ",\"MAD\":", Num(f.MAD, 6), ",\"ranks\":[");
+  json::Json function_list = json::Json::array();
+  for (const FunctionRow& f : functions) {
+    json::Json per_rank = json::Json::array();
     for (size_t j = 0; j < f.ranks.size(); ++j) {
-      o += absl::StrCat(j ? "," : "", "{\"rank\":", f.ranks[j], ",", PatternJson(f.patterns[j]),
-                        ",\"D\":", Num(f.D[j], 6), ",\"Delta\":", Num(f.Delta[j], 6), "}");
+      json::Json row = {{"rank", f.ranks[j]}};
+      row.update(PatternJson(f.patterns[j]));
+      row["D"] = Sig6(f.D[j]);
+      row["Delta"] = Sig6(f.Delta[j]);
+      per_rank.push_back(std::move(row));
     }
-    o += "]}";
+    function_list.push_back({{"name", DisplayName(f.name, 400)},
+                             {"class", analysis::FunctionClassName(f.cls)},
+                             {"reference_us", json::Fixed(f.reference_ns * 1e-3, 3)},
+                             {"beta_median", Sig6(f.beta_median)},
+                             {"mu_median", Sig6(f.mu_median)},
+                             {"M", Sig6(f.M)},
+                             {"MAD", Sig6(f.MAD)},
+                             {"ranks", std::move(per_rank)}});
   }
-  o += "],\"findings\":[";
-  for (size_t i = 0; i < findings.size(); ++i) {
-    const ProfileFinding& f = findings[i];
-    o += absl::StrCat(
-        i ? "," : "", "{\"function\":", JsonQuote(DisplayName(f.function, 400)),
-        ",\"class\":", JsonQuote(analysis::FunctionClassName(f.cls)), ",\"rank\":", f.rank,
-        ",\"host\":", JsonQuote(f.host), ",", PatternJson(f.pattern), ",\"D\":", Num(f.D, 6),
-        ",\"Delta\":", Num(f.Delta, 6), ",\"M\":", Num(f.M, 6), ",\"MAD\":", Num(f.MAD, 6),
-        ",\"beta_median\":", Num(f.beta_median, 6), ",\"mu_median\":", Num(f.mu_median, 6),
-        ",\"by_expectation\":", Bool(f.by_expectation),
-        ",\"by_difference\":", Bool(f.by_difference), ",\"more_time\":", Bool(f.more_time),
-        ",\"slower\":", Bool(f.slower), ",\"cause\":", Bool(f.cause()), "}");
+  json::Json finding_list = json::Json::array();
+  for (const ProfileFinding& f : findings) {
+    json::Json row = {{"function", DisplayName(f.function, 400)},
+                      {"class", analysis::FunctionClassName(f.cls)},
+                      {"rank", f.rank},
+                      {"host", f.host}};
+    row.update(PatternJson(f.pattern));
+    row.update(json::Json{{"D", Sig6(f.D)},
+                          {"Delta", Sig6(f.Delta)},
+                          {"M", Sig6(f.M)},
+                          {"MAD", Sig6(f.MAD)},
+                          {"beta_median", Sig6(f.beta_median)},
+                          {"mu_median", Sig6(f.mu_median)},
+                          {"by_expectation", f.by_expectation},
+                          {"by_difference", f.by_difference},
+                          {"more_time", f.more_time},
+                          {"slower", f.slower},
+                          {"cause", f.cause()}});
+    finding_list.push_back(std::move(row));
   }
-  o += "],\"diagnoses\":[";
-  for (size_t i = 0; i < diagnoses.size(); ++i) o += (i ? "," : "") + DiagnosisJson(diagnoses[i]);
-  o += "]}";
-  return o;
+  json::Json diagnosis_list = json::Json::array();
+  for (const Diagnosis& d : diagnoses) diagnosis_list.push_back(DiagnosisJson(d));
+  const json::Json o = {{"job", job},
+                        {"trigger", trigger},
+                        {"requested_ns", requested_ns},
+                        {"finished_ns", finished_ns},
+                        {"window_ms", window_ms},
+                        {"daemons_asked", daemons_asked},
+                        {"daemons_answered", daemons_answered},
+                        {"ranks_profiled", ranks_profiled()},
+                        {"ranks_skipped", ranks.size() - ranks_profiled()},
+                        {"skipped_reason", SkippedReason()},
+                        {"ranks", std::move(rank_list)},
+                        {"functions", std::move(function_list)},
+                        {"findings", std::move(finding_list)},
+                        {"diagnoses", std::move(diagnosis_list)}};
+  return json::Dump(o);
 }
 
 std::string ProfileReport::Text() const {

@@ -2,7 +2,7 @@
 // a job (profile_monitor.h): what each rank's daemon answered, the
 // behaviour patterns and distances of the functions that matter, the
 // abnormal function executions (PerfTracker eq. 11) and the diagnoses made
-// of them (detectors/differential_localization.h). `xpu profile` prints
+// of them (differential_localization.h). `xpu profile` prints
 // Text() or Json().
 //
 // JSON (stable field names):
@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/analysis/behavior_distance.h"
-#include "engine/diagnosis.h"
+#include "common/analysis/behavior_distance.h"
+#include "engine/state/diagnosis.h"
 
 namespace xpu::engine::profile {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "engine/profile/profile_monitor.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/profile.grpc.pb.h"
 
 namespace xpu::engine::profile {
 
@@ -24,7 +24,6 @@ class ProfileService final : public xpu::v1::ProfileQuery::Service {
                       xpu::v1::ProfileResult* out) override;
 
  private:
-  grpc::Status CheckToken(grpc::ServerContext* ctx) const;
   ProfileMonitor& monitor_;
   const std::string token_;
 };

@@ -12,9 +12,10 @@
 #include <string>
 #include <thread>
 
-#include "engine/batch_builder.h"
 #include "engine/engine.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "engine/state/batch_builder.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine::testing {
 

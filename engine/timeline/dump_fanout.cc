@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/wire/signature.h"
 
 namespace xpu::engine::timeline {
 namespace {
@@ -41,24 +42,7 @@ bool EngineRingBatch(const ProcessState& p, const xpu::v1::TimelineDumpRequest& 
     const SignatureInfo* s = p.sigs.Find(id);
     if (s == nullptr) continue;
     ++found;
-    xpu::v1::Signature* o = pb->add_signatures();
-    o->set_id(id);
-    o->set_kind(s->abi.kind);
-    o->set_dtype(s->abi.dtype);
-    o->set_gemm_flags(s->abi.gemm_flags);
-    o->set_name(s->name);
-    o->set_m(s->abi.m);
-    o->set_n(s->abi.n);
-    o->set_k(s->abi.k);
-    o->set_batch(s->abi.batch);
-    o->set_count(s->abi.count);
-    o->set_comm_id(s->abi.comm_id);
-    o->set_comm_rank(s->abi.comm_rank);
-    o->set_comm_nranks(s->abi.comm_nranks);
-    o->set_peer(s->abi.peer);
-    o->set_device(s->abi.device);
-    o->set_out_dtype(s->abi.out_dtype);
-    o->set_compute_type(s->abi.compute_type);
+    wire::SignatureToWire(id, s->abi, s->name, pb->add_signatures());
   }
   pb->set_records(std::move(packed));
   return true;
@@ -70,168 +54,202 @@ uint64_t ElapsedMs(std::chrono::steady_clock::time_point t0) {
           .count());
 }
 
-}  // namespace
+// One dump while it runs: what was asked, the daemons asked, and what the
+// client has been sent so far.
+struct Dump {
+  Dump(const xpu::v1::TimelineDumpRequest& r, const DumpWriter& w)
+      : request(r), write(w), wanted(r.ranks().begin(), r.ranks().end()) {}
 
-absl::Status RunTimelineDump(Registry& registry, const CommandSender& send,
-                             const xpu::v1::TimelineDumpRequest& request, const DumpWriter& write) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<JobState> job = registry.FindJob(request.job());
-  if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job '", request.job(), "'"));
-  const std::set<int32_t> wanted(request.ranks().begin(), request.ranks().end());
+  bool WriteProgress() {
+    xpu::v1::TimelineDumpMessage m;
+    *m.mutable_progress() = progress;
+    m.mutable_progress()->set_elapsed_ms(ElapsedMs(t0));
+    return write(m);
+  }
+  bool WriteRank(xpu::v1::ProcessBatch pb) {
+    xpu::v1::TimelineDumpMessage m;
+    *m.mutable_rank() = std::move(pb);
+    return write(m);
+  }
+  void Missing(int32_t rank, const std::string& daemon_id, const std::string& reason) {
+    xpu::v1::TimelineMissingRank* m = done.add_missing();
+    m->set_rank(rank);
+    if (!daemon_id.empty()) m->set_daemon_id(daemon_id);
+    m->set_reason(reason);
+  }
 
-  // Rank -> daemon, from what the engine last saw. Rank-less processes are
-  // included only when no rank filter was given (the daemon returns every
-  // process of the job then).
+  const xpu::v1::TimelineDumpRequest& request;
+  const DumpWriter& write;
+  const std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  const std::set<int32_t> wanted;  // empty: every rank
+  std::set<int32_t> known;         // ranks of the dump the engine knows
   std::map<std::string, std::unique_ptr<DaemonRequest>> daemons;
-  std::set<int32_t> known;
+  std::chrono::milliseconds deadline_ms{0};
+  xpu::v1::TimelineDumpProgress progress;
+  xpu::v1::TimelineDumpDone done;
+  std::set<int32_t> answered;
+};
+
+// Rank -> daemon, from what the engine last saw. Rank-less processes are
+// included only when no rank filter was given (the daemon returns every
+// process of the job then). Wanted ranks the engine does not know are
+// missing from the start.
+void AssignDaemons(JobState& job, Dump& dump) {
   {
-    std::lock_guard<std::mutex> l(job->mu());
-    for (const auto& [key, p] : job->processes()) {
+    std::lock_guard<std::mutex> l(job.mu());
+    for (const auto& [key, p] : job.processes()) {
       const int32_t rank = p->identity.rank();
-      if (!wanted.empty() && (rank < 0 || wanted.count(rank) == 0)) continue;
-      auto& d = daemons[p->daemon_id];
+      if (!dump.wanted.empty() && (rank < 0 || dump.wanted.count(rank) == 0)) continue;
+      auto& d = dump.daemons[p->daemon_id];
       if (!d) {
         d = std::make_unique<DaemonRequest>();
         d->daemon_id = p->daemon_id;
       }
       if (rank >= 0) {
         d->ranks.insert(rank);
-        known.insert(rank);
+        dump.known.insert(rank);
       }
     }
   }
-
-  xpu::v1::TimelineDumpDone done;
-  for (int32_t r : wanted) {
-    if (known.count(r) == 0) {
-      xpu::v1::TimelineMissingRank* m = done.add_missing();
-      m->set_rank(r);
-      m->set_reason("rank not known to the engine for this job");
-    }
+  for (int32_t r : dump.wanted) {
+    if (dump.known.count(r) == 0) dump.Missing(r, "", "rank not known to the engine for this job");
   }
-  const auto deadline_ms = request.deadline_ms() > 0
-                               ? std::chrono::milliseconds(request.deadline_ms())
-                               : kDefaultDumpDeadline;
-  const auto deadline = t0 + deadline_ms;
+}
 
-  // Send every command first, so that the daemons work in parallel.
-  for (auto& [id, d] : daemons) {
+// Sends every command first, so that the daemons work in parallel.
+void SendHistoryCommands(const CommandSender& send, Dump& dump) {
+  for (auto& [id, d] : dump.daemons) {
     xpu::v1::Command cmd;
     cmd.set_kind("history");
-    cmd.set_job(request.job());
-    if (!wanted.empty()) {
+    cmd.set_job(dump.request.job());
+    if (!dump.wanted.empty()) {
       for (int32_t r : d->ranks) cmd.add_ranks(r);
     }
-    cmd.set_last_n(request.last_n());
-    cmd.set_since_ns(request.since_ns());
+    cmd.set_last_n(dump.request.last_n());
+    cmd.set_since_ns(dump.request.since_ns());
     // The daemon-side deadline is a little longer than ours, so that a late
     // reply is still consumed (and dropped) by the pending-command table.
-    cmd.set_deadline_ms(static_cast<uint64_t>(deadline_ms.count()) + 5000);
+    cmd.set_deadline_ms(static_cast<uint64_t>(dump.deadline_ms.count()) + 5000);
     d->future = send(id, std::move(cmd));
   }
+}
 
-  xpu::v1::TimelineDumpProgress progress;
-  progress.set_ranks_total(static_cast<uint32_t>(known.size()));
-  progress.set_daemons_total(static_cast<uint32_t>(daemons.size()));
-  auto write_progress = [&]() {
-    xpu::v1::TimelineDumpMessage m;
-    *m.mutable_progress() = progress;
-    m.mutable_progress()->set_elapsed_ms(ElapsedMs(t0));
-    return write(m);
-  };
-  if (!write_progress()) return absl::CancelledError("client went away");
+// Streams the ranks of one daemon's reply to the client; the daemon's ranks
+// that the reply lacks are missing, with the reason.
+absl::Status TakeReply(const std::string& id, DaemonRequest& d, Dump& dump) {
+  absl::StatusOr<xpu::v1::CommandReply> reply = d.future.get();
+  std::string failure;
+  if (!reply.ok()) {
+    failure = std::string(reply.status().message());
+  } else if (!reply->ok()) {
+    failure = absl::StrCat("daemon error: ", reply->error());
+  }
+  std::set<int32_t> got;
+  if (failure.empty()) {
+    if (reply->payload() == "truncated") dump.done.add_truncated_daemons(id);
+    for (xpu::v1::ProcessBatch& pb : *reply->mutable_processes()) {
+      const int32_t rank = pb.identity().rank();
+      if (!dump.wanted.empty() && dump.wanted.count(rank) == 0) continue;
+      if (rank >= 0) got.insert(rank);
+      if (!dump.WriteRank(std::move(pb))) return absl::CancelledError("client went away");
+    }
+  }
+  for (int32_t r : d.ranks) {
+    if (got.count(r)) {
+      dump.answered.insert(r);
+      continue;
+    }
+    dump.Missing(
+        r, id, !failure.empty() ? failure : "daemon answered without this rank (history expired?)");
+  }
+  for (int32_t r : got) dump.answered.insert(r);
+  dump.progress.set_daemons_answered(dump.progress.daemons_answered() + 1);
+  dump.progress.set_ranks_answered(static_cast<uint32_t>(dump.answered.size()));
+  if (!dump.WriteProgress()) return absl::CancelledError("client went away");
+  return absl::OkStatus();
+}
 
-  std::set<int32_t> answered;
-  size_t pending = daemons.size();
+// Takes the replies as they come until all are in or the deadline passed;
+// the ranks of daemons that did not answer in time are missing.
+absl::Status AwaitReplies(Dump& dump) {
+  const auto deadline = dump.t0 + dump.deadline_ms;
+  size_t pending = dump.daemons.size();
   while (pending > 0) {
     bool any = false;
-    for (auto& [id, d] : daemons) {
+    for (auto& [id, d] : dump.daemons) {
       if (d->done) continue;
       if (d->future.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) continue;
       d->done = true;
       --pending;
       any = true;
-      absl::StatusOr<xpu::v1::CommandReply> reply = d->future.get();
-      std::string failure;
-      if (!reply.ok()) {
-        failure = std::string(reply.status().message());
-      } else if (!reply->ok()) {
-        failure = absl::StrCat("daemon error: ", reply->error());
-      }
-      std::set<int32_t> got;
-      if (failure.empty()) {
-        if (reply->payload() == "truncated") done.add_truncated_daemons(id);
-        for (xpu::v1::ProcessBatch& pb : *reply->mutable_processes()) {
-          const int32_t rank = pb.identity().rank();
-          if (!wanted.empty() && wanted.count(rank) == 0) continue;
-          if (rank >= 0) got.insert(rank);
-          xpu::v1::TimelineDumpMessage m;
-          *m.mutable_rank() = std::move(pb);
-          if (!write(m)) return absl::CancelledError("client went away");
-        }
-      }
-      for (int32_t r : d->ranks) {
-        if (got.count(r)) {
-          answered.insert(r);
-          continue;
-        }
-        xpu::v1::TimelineMissingRank* m = done.add_missing();
-        m->set_rank(r);
-        m->set_daemon_id(id);
-        m->set_reason(!failure.empty() ? failure
-                                       : "daemon answered without this rank (history expired?)");
-      }
-      for (int32_t r : got) answered.insert(r);
-      progress.set_daemons_answered(progress.daemons_answered() + 1);
-      progress.set_ranks_answered(static_cast<uint32_t>(answered.size()));
-      if (!write_progress()) return absl::CancelledError("client went away");
+      if (absl::Status st = TakeReply(id, *d, dump); !st.ok()) return st;
     }
     if (pending == 0) break;
     if (std::chrono::steady_clock::now() >= deadline) break;
     if (!any) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  for (auto& [id, d] : daemons) {
+  for (auto& [id, d] : dump.daemons) {
     if (d->done) continue;
     for (int32_t r : d->ranks) {
-      xpu::v1::TimelineMissingRank* m = done.add_missing();
-      m->set_rank(r);
-      m->set_daemon_id(id);
-      m->set_reason(absl::StrCat("no answer within ", deadline_ms.count(), " ms"));
+      dump.Missing(r, id, absl::StrCat("no answer within ", dump.deadline_ms.count(), " ms"));
     }
   }
-  // Ranks whose daemon did not answer: what the engine kept itself.
-  if (!request.no_engine_fallback() && done.missing_size() > 0) {
-    xpu::v1::TimelineDumpDone rest;
-    std::vector<xpu::v1::ProcessBatch> batches;
-    {
-      std::lock_guard<std::mutex> l(job->mu());
-      for (const xpu::v1::TimelineMissingRank& m : done.missing()) {
-        const ProcessState* found = nullptr;
-        for (const auto& [key, p] : job->processes()) {
-          if (p->identity.rank() == m.rank()) found = p.get();
-        }
-        xpu::v1::ProcessBatch pb;
-        if (m.daemon_id().empty() || found == nullptr || !EngineRingBatch(*found, request, &pb)) {
-          *rest.add_missing() = m;
-          continue;
-        }
-        *done.add_from_engine() = m;
-        batches.push_back(std::move(pb));
+  return absl::OkStatus();
+}
+
+// Ranks whose daemon did not answer: what the engine kept itself. Those it
+// has records of move from `missing` to `from_engine`.
+absl::Status SendEngineFallback(JobState& job, Dump& dump) {
+  xpu::v1::TimelineDumpDone rest;
+  std::vector<xpu::v1::ProcessBatch> batches;
+  {
+    std::lock_guard<std::mutex> l(job.mu());
+    for (const xpu::v1::TimelineMissingRank& m : dump.done.missing()) {
+      const ProcessState* found = nullptr;
+      for (const auto& [key, p] : job.processes()) {
+        if (p->identity.rank() == m.rank()) found = p.get();
       }
+      xpu::v1::ProcessBatch pb;
+      if (m.daemon_id().empty() || found == nullptr ||
+          !EngineRingBatch(*found, dump.request, &pb)) {
+        *rest.add_missing() = m;
+        continue;
+      }
+      *dump.done.add_from_engine() = m;
+      batches.push_back(std::move(pb));
     }
-    for (xpu::v1::ProcessBatch& pb : batches) {
-      answered.insert(pb.identity().rank());
-      xpu::v1::TimelineDumpMessage m;
-      *m.mutable_rank() = std::move(pb);
-      if (!write(m)) return absl::CancelledError("client went away");
-    }
-    done.mutable_missing()->Swap(rest.mutable_missing());
   }
-  done.set_ranks_total(static_cast<uint32_t>(known.size()));
-  done.set_ranks_answered(static_cast<uint32_t>(answered.size()));
-  done.set_elapsed_ms(ElapsedMs(t0));
+  for (xpu::v1::ProcessBatch& pb : batches) {
+    dump.answered.insert(pb.identity().rank());
+    if (!dump.WriteRank(std::move(pb))) return absl::CancelledError("client went away");
+  }
+  dump.done.mutable_missing()->Swap(rest.mutable_missing());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RunTimelineDump(Registry& registry, const CommandSender& send,
+                             const xpu::v1::TimelineDumpRequest& request, const DumpWriter& write) {
+  Dump dump(request, write);
+  std::shared_ptr<JobState> job = registry.FindJob(request.job());
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job '", request.job(), "'"));
+  AssignDaemons(*job, dump);
+  dump.deadline_ms = request.deadline_ms() > 0 ? std::chrono::milliseconds(request.deadline_ms())
+                                               : kDefaultDumpDeadline;
+  SendHistoryCommands(send, dump);
+  dump.progress.set_ranks_total(static_cast<uint32_t>(dump.known.size()));
+  dump.progress.set_daemons_total(static_cast<uint32_t>(dump.daemons.size()));
+  if (!dump.WriteProgress()) return absl::CancelledError("client went away");
+  if (absl::Status st = AwaitReplies(dump); !st.ok()) return st;
+  if (!request.no_engine_fallback() && dump.done.missing_size() > 0) {
+    if (absl::Status st = SendEngineFallback(*job, dump); !st.ok()) return st;
+  }
+  dump.done.set_ranks_total(static_cast<uint32_t>(dump.known.size()));
+  dump.done.set_ranks_answered(static_cast<uint32_t>(dump.answered.size()));
+  dump.done.set_elapsed_ms(ElapsedMs(dump.t0));
   xpu::v1::TimelineDumpMessage m;
-  *m.mutable_done() = std::move(done);
+  *m.mutable_done() = std::move(dump.done);
   if (!write(m)) return absl::CancelledError("client went away");
   return absl::OkStatus();
 }

@@ -28,14 +28,13 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "engine/ingest_service.h"
-#include "engine/registry.h"
-#include "xpu/v1/xpu.pb.h"
+#include "engine/state/command.h"
+#include "engine/state/registry.h"
+#include "xpu/v1/ingest.pb.h"
+#include "xpu/v1/query.pb.h"
 
 namespace xpu::engine::timeline {
 
-// Sends a command to a daemon (Engine::SendCommand / IngestService::SendCommand).
-using CommandSender = std::function<CommandFuture(const std::string& daemon_id, xpu::v1::Command)>;
 // Writes one message to the client; false when the client is gone.
 using DumpWriter = std::function<bool(const xpu::v1::TimelineDumpMessage&)>;
 

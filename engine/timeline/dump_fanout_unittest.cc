@@ -7,16 +7,22 @@
 
 #include <set>
 
+#include "common/timeline/rank_dump.h"
+#include "common/timeline/synthetic_job.h"
 #include "engine/testing/fake_daemon.h"
-#include "engine/timeline/rank_dump.h"
-#include "engine/timeline/testing/synthetic_daemon.h"
+#include "engine/testing/synthetic_daemon.h"
 
 namespace xpu::engine::timeline {
 namespace {
 
-using testing::SyntheticDaemon;
+using ::xpu::engine::testing::SyntheticDaemon;
 using ::xpu::engine::testing::TestOptions;
 using ::xpu::engine::testing::WaitFor;
+using ::xpu::timeline::FromProcessBatch;
+using ::xpu::timeline::kWorldComm;
+using ::xpu::timeline::RankDump;
+using ::xpu::timeline::SyntheticJob;
+using ::xpu::timeline::SyntheticRank;
 
 struct DumpResult {
   grpc::Status status;

@@ -7,6 +7,16 @@
 // an unusable header fails the parse (ok == false, error set). The output
 // matches xputimer/ring.py field for field (the tests compare them).
 //
+// Why not the shared reader (common/ring/ring_reader.h) that xpu-daemon and
+// xpu-ring-dump use: this module is imported into the training process,
+// where nothing of ours may link Abseil or install signal handlers, and the
+// shared reader reports through absl::Status and guards its mapping with a
+// process-wide SIGBUS handler. It also answers another question: it
+// consumes a live ring (read index, abandoned slots, stricter layout
+// checks), while this parser reads a snapshot copy and must accept and
+// reject exactly what ring.py does (test_ring.py compares them on
+// corrupted files). Both follow include/xpu/ring.h.
+//
 // Thread-safety: pure functions over caller-owned memory.
 #ifndef XPU_PYTHON_RING_READER_H_
 #define XPU_PYTHON_RING_READER_H_

@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cli/flags.h"
 #include "xpu/ring.h"
 #include "xpu_fake.h"
 
@@ -676,20 +677,20 @@ void NcclPhase(cudaStream_t s) {
 
 int main(int argc, char** argv) {
   std::string report;
-  bool do_fork = true;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--report" && i + 1 < argc) {
-      report = argv[++i];
-    } else if (a == "--kernel-block" && i + 1 < argc) {
-      g_block = atoi(argv[++i]);
-    } else if (a == "--no-fork") {
-      do_fork = false;
-    } else {
-      fprintf(stderr, "usage: xpu-hook-probe --report PREFIX [--kernel-block N] [--no-fork]\n");
-      return 1;
-    }
-  }
+  bool no_fork = false;
+  CLI::App app(
+      "xpu-hook-probe: calls every intercepted API in known numbers and shapes and reports "
+      "what it did, for the hook's end-to-end tests.");
+  xpu::flags::Configure(app, "xpu-hook-probe");
+  app.add_option("--report", report, "write what was done to PREFIX.rank<RANK>")
+      ->type_name("PREFIX")
+      ->required();
+  app.add_option("--kernel-block", g_block, "threads per block of the kernel launches")
+      ->type_name("N")
+      ->transform(xpu::flags::UnsignedAtLeast(1));
+  app.add_flag("--no-fork", no_fork, "skip the fork phase");
+  if (int rc = xpu::flags::ParseMain(app, argc, argv, 1); rc >= 0) return rc;
+  const bool do_fork = !no_fork;
   if (report.empty() || g_block < 1) DIE("--report PREFIX is required; --kernel-block >= 1");
   if (const char* v = getenv("RANK")) g_rank = atoi(v);
   if (const char* v = getenv("WORLD_SIZE")) g_world = atoi(v);

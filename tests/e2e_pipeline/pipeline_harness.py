@@ -34,7 +34,9 @@ _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG = 1
 
 # APIs the hook records one record for (tests/fake_train issues these); the
-# fake runtime's XPU_FAKE_CALL_COUNTS files count every call of each.
+# fake runtime's XPU_FAKE_CALL_COUNTS files count every call of each. Kind
+# names as xpu-ring-dump prints them (common/record/op_kind.cc;
+# op_kind_unittest checks every name here against that table).
 TRACED_APIS = {
     "cublasGemmEx": "gemm",
     "cublasGemmStridedBatchedEx": "gemm",

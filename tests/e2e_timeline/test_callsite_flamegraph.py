@@ -173,7 +173,7 @@ def body(pipe):
             name = "cublasSgemm_v2 %dx%dx%d" % (n, n, n) if kind == "gemm" else "allreduce 4.0 MiB"
             expect["%s|%s" % (name, ";".join(frames))] += 1
         check(pv["callsites"] == dict(expect), "%s callsite args: %s\nwant %s" % (fmt, pv["callsites"], expect))
-        check(not any(n.startswith("callsite ") for n in pv["names"]), "links drawn: %s" % pv["names"])
+        check(not any(n.startswith("py_callsite ") for n in pv["names"]), "links drawn: %s" % pv["names"])
 
     # The same join from the ring file, with xpu-ring-dump.
     ring = [os.path.join(rings, n) for n in os.listdir(rings)]

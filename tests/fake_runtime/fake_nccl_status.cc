@@ -22,17 +22,21 @@
 #include <fstream>
 #include <string>
 
+#include "common/cli/flags.h"
 #include "fake_nccl_shm.h"
 
 int main(int argc, char** argv) {
-  std::string hex;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--id") == 0) {
-      hex = argv[i + 1];
-    } else if (strcmp(argv[i], "--id-file") == 0) {
-      std::ifstream f(argv[i + 1]);
-      f >> hex;
-    }
+  std::string hex, id_file;
+  CLI::App app("xpu-fake-nccl-status: per-rank progress of a fake NCCL communicator.");
+  xpu::flags::Configure(app, "xpu-fake-nccl-status");
+  auto* id = app.add_option("--id", hex, "the communicator's unique id (hex)")->type_name("HEX");
+  auto* file =
+      app.add_option("--id-file", id_file, "a file holding the id (hex)")->type_name("PATH");
+  id->excludes(file);
+  if (int rc = xpu::flags::ParseMain(app, argc, argv, 2); rc >= 0) return rc;
+  if (!id_file.empty()) {
+    std::ifstream f(id_file);
+    f >> hex;
   }
   if (hex.size() < 32) {
     fprintf(stderr, "usage: xpu-fake-nccl-status (--id-file PATH | --id HEX)\n");

@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cli/flags.h"
 #include "xpu_fake.h"
 
 // Named kernels: distinct host symbols, exported (-rdynamic) so that the
@@ -96,104 +97,62 @@ struct Options {
   bool print_plan = false;
 };
 
-void Usage(FILE* f) {
-  fprintf(
-      f,
-      "usage: xpu-fake-train [options]\n"
-      "  --steps N               training steps (10)\n"
-      "  --layers L              layers (2)\n"
-      "  --hidden H              hidden size (1024; multiple of 8)\n"
-      "  --tokens T              tokens per micro-batch (1024)\n"
-      "  --kernel-us US          duration of xpu_fake_kernel launches (50)\n"
-      "  --step-sleep-ms MS      host sleep between steps, e.g. data loading (0)\n"
-      "  --nccl-id-file PATH     rank 0 writes the NCCL unique id there, others read it\n"
-      "                          (default $XPU_FAKE_NCCL_ID_FILE; needed when WORLD_SIZE > 1)\n"
-      "  --use-lt                MLP-up GEMM through cublasLtMatmul instead of cublasGemmEx\n"
-      "  --sync-every-layer      cudaStreamSynchronize after each forward layer\n"
-      "  --gc-stall-ms MS        host stall in every step's forward pass (fault ranks)\n"
-      "  --extra-collective-at S one extra ncclAllReduce in step S (fault ranks)\n"
-      "  --hang-at S             stop issuing work at the start of step S, forever (fault ranks)\n"
-      "  --exit-at S             exit with status 3 at the start of step S (fault ranks)\n"
-      "  --spin-at S             spin forever in native code at the start of step S (fault ranks)\n"
-      "  --checkpoint-at S       save a \"checkpoint\" (host sleep of --checkpoint-ms inside a\n"
-      "                          checkpoint host event) at the start of step S (fault ranks)\n"
-      "  --checkpoint-ms MS      checkpoint duration (60000)\n"
-      "  --fault-rank R          the fault options apply to RANK R only (default: all)\n"
-      "  --print-plan            print the per-step op counts and exit\n"
-      "  --help\n"
-      "Steps are numbered from 0.\n");
-}
-
-bool ParseInt(const char* s, int* out) {
-  char* end = nullptr;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end != '\0') return false;
-  *out = static_cast<int>(v);
-  return true;
-}
-
-bool Parse(int argc, char** argv, Options* o) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto int_arg = [&](int* out) {
-      if (i + 1 >= argc || !ParseInt(argv[i + 1], out)) {
-        fprintf(stderr, "xpu-fake-train: %s needs an integer\n", a.c_str());
-        return false;
-      }
-      ++i;
-      return true;
-    };
-    if (a == "--help" || a == "-h") {
-      Usage(stdout);
-      exit(0);
-    } else if (a == "--steps") {
-      if (!int_arg(&o->steps)) return false;
-    } else if (a == "--layers") {
-      if (!int_arg(&o->layers)) return false;
-    } else if (a == "--hidden") {
-      if (!int_arg(&o->hidden)) return false;
-    } else if (a == "--tokens") {
-      if (!int_arg(&o->tokens)) return false;
-    } else if (a == "--kernel-us") {
-      if (!int_arg(&o->kernel_us)) return false;
-    } else if (a == "--step-sleep-ms") {
-      if (!int_arg(&o->step_sleep_ms)) return false;
-    } else if (a == "--gc-stall-ms") {
-      if (!int_arg(&o->gc_stall_ms)) return false;
-    } else if (a == "--extra-collective-at") {
-      if (!int_arg(&o->extra_collective_at)) return false;
-    } else if (a == "--hang-at") {
-      if (!int_arg(&o->hang_at)) return false;
-    } else if (a == "--exit-at") {
-      if (!int_arg(&o->exit_at)) return false;
-    } else if (a == "--spin-at") {
-      if (!int_arg(&o->spin_at)) return false;
-    } else if (a == "--checkpoint-at") {
-      if (!int_arg(&o->checkpoint_at)) return false;
-    } else if (a == "--checkpoint-ms") {
-      if (!int_arg(&o->checkpoint_ms)) return false;
-    } else if (a == "--fault-rank") {
-      if (!int_arg(&o->fault_rank)) return false;
-    } else if (a == "--nccl-id-file") {
-      if (i + 1 >= argc) return false;
-      o->nccl_id_file = argv[++i];
-    } else if (a == "--use-lt") {
-      o->use_lt = true;
-    } else if (a == "--sync-every-layer") {
-      o->sync_every_layer = true;
-    } else if (a == "--print-plan") {
-      o->print_plan = true;
-    } else {
-      fprintf(stderr, "xpu-fake-train: unknown option %s\n", a.c_str());
-      return false;
-    }
-  }
+// The command line; returns -1 to go on, else the exit code.
+int Parse(int argc, char** argv, Options* o) {
+  CLI::App app("xpu-fake-train: a multi-rank training loop on the GPU-less test runtime.");
+  xpu::flags::Configure(app, "xpu-fake-train");
+  app.add_option("--steps", o->steps, "training steps")->type_name("N");
+  app.add_option("--layers", o->layers, "layers")->type_name("L");
+  app.add_option("--hidden", o->hidden, "hidden size (multiple of 8)")->type_name("H");
+  app.add_option("--tokens", o->tokens, "tokens per micro-batch")->type_name("T");
+  app.add_option("--kernel-us", o->kernel_us, "duration of xpu_fake_kernel launches")
+      ->type_name("US");
+  app.add_option("--step-sleep-ms", o->step_sleep_ms, "host sleep between steps, e.g. data loading")
+      ->type_name("MS");
+  app.add_option("--nccl-id-file", o->nccl_id_file,
+                 "rank 0 writes the NCCL unique id there, others read it (default "
+                 "$XPU_FAKE_NCCL_ID_FILE; needed when WORLD_SIZE > 1)")
+      ->type_name("PATH");
+  app.add_flag("--use-lt", o->use_lt, "MLP-up GEMM through cublasLtMatmul instead of cublasGemmEx");
+  app.add_flag("--sync-every-layer", o->sync_every_layer,
+               "cudaStreamSynchronize after each forward layer");
+  const std::string faults = "Faults (on the fault ranks; steps are numbered from 0)";
+  app.add_option("--gc-stall-ms", o->gc_stall_ms, "host stall in every step's forward pass")
+      ->type_name("MS")
+      ->group(faults);
+  app.add_option("--extra-collective-at", o->extra_collective_at,
+                 "one extra ncclAllReduce in step S")
+      ->type_name("S")
+      ->group(faults);
+  app.add_option("--hang-at", o->hang_at, "stop issuing work at the start of step S, forever")
+      ->type_name("S")
+      ->group(faults);
+  app.add_option("--exit-at", o->exit_at, "exit with status 3 at the start of step S")
+      ->type_name("S")
+      ->group(faults);
+  app.add_option("--spin-at", o->spin_at, "spin forever in native code at the start of step S")
+      ->type_name("S")
+      ->group(faults);
+  app.add_option("--checkpoint-at", o->checkpoint_at,
+                 "save a \"checkpoint\" (host sleep of --checkpoint-ms inside a checkpoint host "
+                 "event) at the start of step S")
+      ->type_name("S")
+      ->group(faults);
+  app.add_option("--checkpoint-ms", o->checkpoint_ms, "checkpoint duration")
+      ->type_name("MS")
+      ->group(faults);
+  app.add_option("--fault-rank", o->fault_rank,
+                 "the fault options apply to RANK R only (-1: every rank)")
+      ->type_name("R")
+      ->group(faults);
+  app.add_flag("--print-plan", o->print_plan, "print the per-step op counts and exit");
+  if (int rc = xpu::flags::ParseMain(app, argc, argv, 1); rc >= 0) return rc;
   if (o->steps < 0 || o->layers < 1 || o->hidden < kHeads || o->hidden % kHeads != 0 ||
       o->tokens < 1 || o->kernel_us < 0) {
     fprintf(stderr, "xpu-fake-train: invalid sizes\n");
-    return false;
+    return 1;
   }
-  return true;
+  return -1;
 }
 
 // Per-step op counts; keep in sync with Step() below (the test
@@ -488,10 +447,7 @@ void Step(const Options& o, Runtime& rt, int step) {
 int main(int argc, char** argv) {
   Options o;
   if (const char* f = getenv("XPU_FAKE_NCCL_ID_FILE")) o.nccl_id_file = f;
-  if (!Parse(argc, argv, &o)) {
-    Usage(stderr);
-    return 1;
-  }
+  if (int rc = Parse(argc, argv, &o); rc >= 0) return rc;
   if (o.print_plan) {
     PrintPlan(o);
     return 0;

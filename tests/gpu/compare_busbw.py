@@ -36,11 +36,11 @@ def main() -> int:
             print(f"{r['op']:<14}{size:>10}{'-':>7}{'missing':>13}{r['busbw_all_calls_GBps']:>13.1f}")
             rows.append({**r, "engine_busbw_GBps": None, "diff_pct": None})
             continue
-        diff = (e["busbw_GBps"] / r["busbw_all_calls_GBps"] - 1) * 100
+        diff = (e["busbw_gbps"] / r["busbw_all_calls_GBps"] - 1) * 100
         ok &= abs(diff) <= args.tolerance
-        print(f"{r['op']:<14}{size:>10}{e['count']:>7}{e['busbw_GBps']:>13.1f}{r['busbw_all_calls_GBps']:>13.1f}"
+        print(f"{r['op']:<14}{size:>10}{e['count']:>7}{e['busbw_gbps']:>13.1f}{r['busbw_all_calls_GBps']:>13.1f}"
               f"{diff:>+8.1f}%   ({r['busbw_loop_GBps']:.1f})")
-        rows.append({**r, "engine_busbw_GBps": e["busbw_GBps"], "engine_calls": e["count"], "diff_pct": diff})
+        rows.append({**r, "engine_busbw_GBps": e["busbw_gbps"], "engine_calls": e["count"], "diff_pct": diff})
     print("all within %.1f %%" % args.tolerance if ok else "NOT all within %.1f %%" % args.tolerance)
     json.dump(rows, sys.stderr)
     return 0 if ok else 1

@@ -2,7 +2,7 @@
 # What cuda-gdb can read from an NCCL kernel that waits for a stopped peer
 # (2 GPUs): runs tests/gpu/allreduce_loop.py, stops rank 1 with SIGSTOP, then
 # attaches cuda-gdb to rank 0 twice: `info cuda kernels`, then the progress
-# script (the same expressions as engine/hang/cuda_gdb.cc) plus type queries.
+# script (the same expressions as common/cuda_gdb/cuda_gdb.cc) plus type queries.
 # Prints attach times and the raw output. For each NCCL_PROTO in $PROTOS.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -17,7 +17,7 @@
 #include "engine/testing/fake_daemon.h"
 #include "tests/scenarios/external_process.h"
 #include "tests/scenarios/synthetic_job.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::scenarios {
 namespace {

@@ -18,7 +18,7 @@
 #include "engine/testing/fake_daemon.h"
 #include "tests/scenarios/synthetic_job.h"
 #include "xpu/formulas.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/history.grpc.pb.h"
 
 namespace xpu::scenarios {
 namespace {
@@ -106,6 +106,14 @@ TEST(CalibrateE2eTest, StoresWhatItMeasuredAndUnoptimizedGemmUsesIt) {
   ASSERT_EQ(stored.reports_size(), 1);
   const xpu::v1::CalibrationReport& r = stored.reports(0);
   const auto& printed_report = printed.fields().at("report").struct_value();
+  // Field names are snake_case, as everywhere in the project's JSON.
+  EXPECT_EQ(printed_report.fields().count("cuda_runtime_version"), 1u) << json;
+  EXPECT_EQ(printed_report.fields().count("cudaRuntimeVersion"), 0u) << json;
+  ASSERT_GT(printed_report.fields().at("gemm").list_value().values_size(), 0);
+  EXPECT_EQ(printed_report.fields().at("gemm").list_value().values(0).struct_value().fields().count(
+                "tflops_min"),
+            1u)
+      << json;
   std::map<std::string, double> printed_tflops;
   for (const auto& g : printed_report.fields().at("gemm").list_value().values()) {
     printed_tflops[g.struct_value().fields().at("dtype").string_value()] =

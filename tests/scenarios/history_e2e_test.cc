@@ -10,11 +10,13 @@
 #include <cstring>
 #include <map>
 
-#include "engine/analysis/stats.h"
+#include "common/analysis/stats.h"
 #include "engine/engine.h"
 #include "engine/testing/fake_daemon.h"
 #include "tests/scenarios/synthetic_job.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/history.grpc.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::scenarios {
 namespace {
@@ -57,10 +59,10 @@ class StepWitness {
       std::vector<double> d;
       for (size_t i = 1; i < starts.size(); ++i)
         d.push_back(static_cast<double>(starts[i] - starts[i - 1]) * 1e-9);
-      if (!d.empty()) window_medians_.push_back(engine::analysis::Median(d));
+      if (!d.empty()) window_medians_.push_back(analysis::Median(d));
     }
   }
-  double Median() const { return engine::analysis::Median(window_medians_); }
+  double Median() const { return analysis::Median(window_medians_); }
 
  private:
   uint32_t step_sig_ = 0;

@@ -19,7 +19,8 @@
 #include "engine/testing/fake_daemon.h"
 #include "tests/scenarios/scenario.h"
 #include "tests/scenarios/synthetic_job.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/history.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::scenarios {
 namespace {

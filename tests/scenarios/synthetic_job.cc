@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/batch_builder.h"
+#include "engine/state/batch_builder.h"
 #include "xpu/formulas.h"
 
 namespace xpu::scenarios {

@@ -37,7 +37,8 @@
 #include <vector>
 
 #include "xpu/record.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/common.pb.h"
+#include "xpu/v1/ingest.pb.h"
 
 namespace xpu::scenarios {
 

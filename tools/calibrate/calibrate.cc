@@ -1,6 +1,5 @@
 #include "tools/calibrate/calibrate.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,46 +12,15 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/cli/flags.h"
+#include "common/json/json.h"
 #include "tools/calibrate/cuda_libs.h"
 #include "tools/calibrate/gemm_bench.h"
 #include "tools/calibrate/nccl_bench.h"
 #include "tools/calibrate/report.h"
 
 namespace xpu::calibrate {
-
-const char kCalibrateUsage[] =
-    R"(xpu-calibrate: measure what this node's GPUs reach, for XPUTimer's detectors.
-
-Usage: xpu-calibrate [flags]        (usually run as `xpu calibrate`, which uploads the result)
-
-Measures, on every visible GPU (CUDA_VISIBLE_DEVICES applies):
-  * GEMM peak TFLOPS per dtype: a square m = n = k GEMM through cuBLASLt
-    (else cuBLAS), timed with CUDA events; best and slowest device;
-  * collective bus bandwidth per size across all GPUs of the node, in one
-    process (ncclCommInitAll), nccl-tests definitions: algbw = bytes / time,
-    busbw = algbw x 2(n-1)/n (all-reduce) or (n-1)/n (all-gather, reduce-scatter).
-The CUDA libraries are loaded at run time (no link-time dependency):
-libcudart.so.13, libcublasLt.so.13 / libcublas.so.13, libnccl.so.2 from each
---lib-dir DIR (DIR/<soname> and DIR/*/lib/<soname>, so a PyTorch virtualenv's
-.../site-packages/nvidia works), then LD_LIBRARY_PATH and the system paths.
-
-Flags:
-  --lib-dir DIR           where the CUDA libraries are (repeatable)
-  --dtypes LIST           GEMM dtypes, comma-separated (default bf16,fp16,tf32,fp32,fp8;
-                          fp8 is skipped below compute capability 8.9)
-  --gemm-size N           m = n = k of the GEMM (default 8192)
-  --gemm-iters N          timed GEMMs per device and dtype (default 50; warm-up 10)
-  --ops LIST              collectives (default allreduce,allgather,reducescatter)
-  --sizes LIST            collective sizes, e.g. 1M,16M,256M,1G (default 1 MiB..1 GiB, powers of 4)
-  --coll-iters N          timed iterations per size (default 20; warm-up 5)
-  --devices N             use the first N GPUs (default all)
-  --no-gemm, --no-collectives
-  --out FILE              write the report (xpu.v1.CalibrationReport, binary protobuf)
-  --json                  print the report as JSON instead of the table
-  --help                  this text
-Progress goes to stderr, the table (or JSON) to stdout.
-Exit codes: 0 ok, 1 nothing could be measured or --out failed, 64 usage.
-)";
 
 namespace {
 
@@ -107,85 +75,119 @@ absl::StatusOr<uint64_t> ParseSize(const std::string& text) {
   return v * mult;
 }
 
+namespace {
+
+// Comma-separated lists as typed; checked and converted after parsing.
+struct ListArgs {
+  std::string dtypes, ops, sizes;
+};
+
+void ConfigureCalibrateApp(CLI::App& app, CalibrateOptions* o, ListArgs* lists) {
+  flags::Configure(app, "xpu-calibrate");
+  app.description(
+      "xpu-calibrate: measure what this node's GPUs reach, for XPUTimer's detectors (usually run "
+      "as `xpu calibrate`, which uploads the result).\n"
+      "\n"
+      "Measures, on every visible GPU (CUDA_VISIBLE_DEVICES applies):\n"
+      "  * GEMM peak TFLOPS per dtype: a square m = n = k GEMM through cuBLASLt (else cuBLAS), "
+      "timed with CUDA events; best and slowest device;\n"
+      "  * collective bus bandwidth per size across all GPUs of the node, in one process "
+      "(ncclCommInitAll), nccl-tests definitions: algbw = bytes / time, busbw = algbw x "
+      "2(n-1)/n (all-reduce) or (n-1)/n (all-gather, reduce-scatter).\n"
+      "The CUDA libraries are loaded at run time (no link-time dependency): libcudart.so.13, "
+      "libcublasLt.so.13 / libcublas.so.13, libnccl.so.2 from each --lib-dir DIR (DIR/<soname> "
+      "and DIR/*/lib/<soname>, so a PyTorch virtualenv's .../site-packages/nvidia works), then "
+      "LD_LIBRARY_PATH and the system paths.");
+  app.add_option("--lib-dir", o->lib_dirs, "where the CUDA libraries are (repeatable)")
+      ->type_name("DIR")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--dtypes", lists->dtypes,
+                 "GEMM dtypes, comma-separated (fp8 is skipped below compute capability 8.9)")
+      ->type_name("LIST")
+      ->default_str("bf16,fp16,tf32,fp32,fp8");
+  app.add_option("--gemm-size", o->gemm_size, "m = n = k of the GEMM")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(16));
+  app.add_option("--gemm-iters", o->gemm_iters,
+                 "timed GEMMs per device and dtype (after " + std::to_string(o->gemm_warmup) +
+                     " warm-up ones)")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option("--ops", lists->ops, "collectives, comma-separated")
+      ->type_name("LIST")
+      ->default_str("allreduce,allgather,reducescatter");
+  app.add_option("--sizes", lists->sizes, "collective sizes, e.g. 1M,16M,256M,1G")
+      ->type_name("LIST")
+      ->default_str("1 MiB..1 GiB, powers of 4");
+  app.add_option(
+         "--coll-iters", o->coll_iters,
+         "timed iterations per size (after " + std::to_string(o->coll_warmup) + " warm-up ones)")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option("--devices", o->devices, "use the first N GPUs")
+      ->type_name("N")
+      ->default_str("all")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_flag_callback(
+      "--no-gemm", [o] { o->gemm = false; }, "skip the GEMM measurement");
+  app.add_flag_callback(
+      "--no-collectives", [o] { o->collectives = false; }, "skip the collective measurement");
+  app.add_option("--out", o->out,
+                 "write the report (xpu.v1.CalibrationReport, binary protobuf) to FILE")
+      ->type_name("FILE");
+  app.add_flag("--json", o->json, "print the report as JSON instead of the table");
+  app.footer(
+      "Progress goes to stderr, the table (or JSON) to stdout.\n"
+      "Exit codes: 0 ok, 1 nothing could be measured or --out failed, 64 usage.");
+}
+
+}  // namespace
+
+std::string CalibrateUsage() {
+  CLI::App app;
+  CalibrateOptions o;
+  ListArgs lists;
+  ConfigureCalibrateApp(app, &o, &lists);
+  return app.help();
+}
+
 absl::StatusOr<CalibrateOptions> ParseCalibrateArgs(const std::vector<std::string>& args) {
   CalibrateOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], value;
-    bool inline_value = false;
-    if (size_t eq = a.find('='); absl::StartsWith(a, "--") && eq != std::string::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      inline_value = true;
-    }
-    auto take = [&]() -> absl::StatusOr<std::string> {
-      if (inline_value) return value;
-      if (i + 1 >= args.size())
-        return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
-      return args[++i];
-    };
-    auto take_int = [&](int lo) -> absl::StatusOr<int> {
-      absl::StatusOr<std::string> v = take();
-      if (!v.ok()) return v.status();
-      int n = 0;
-      if (!absl::SimpleAtoi(*v, &n) || n < lo) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(a, ": '", *v, "' is not an integer >= ", lo));
-      }
-      return n;
-    };
-    absl::StatusOr<std::string> v;
-    absl::StatusOr<int> n;
-    if (a == "--help" || a == "-h") {
+  ListArgs lists;
+  CLI::App app;
+  ConfigureCalibrateApp(app, &o, &lists);
+  const flags::ParseResult r = flags::Parse(app, args);
+  switch (r.outcome) {
+    case flags::Outcome::kRun:
+      break;
+    case flags::Outcome::kHelp:
       o.help = true;
-    } else if (a == "--json") {
-      o.json = true;
-    } else if (a == "--no-gemm") {
-      o.gemm = false;
-    } else if (a == "--no-collectives") {
-      o.collectives = false;
-    } else if (a == "--lib-dir") {
-      if (!(v = take()).ok()) return v.status();
-      o.lib_dirs.push_back(*v);
-    } else if (a == "--out") {
-      if (!(v = take()).ok()) return v.status();
-      o.out = *v;
-    } else if (a == "--dtypes") {
-      if (!(v = take()).ok()) return v.status();
-      o.dtypes = List(*v);
-      for (const std::string& d : o.dtypes) {
-        if (!KnownGemmDtype(d))
-          return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", d, "'"));
-      }
-    } else if (a == "--ops") {
-      if (!(v = take()).ok()) return v.status();
-      o.ops = List(*v);
-      for (const std::string& op : o.ops) {
-        if (!KnownCollective(op))
-          return absl::InvalidArgumentError(absl::StrCat("unknown collective '", op, "'"));
-      }
-    } else if (a == "--sizes") {
-      if (!(v = take()).ok()) return v.status();
-      o.sizes.clear();
-      for (const std::string& s : List(*v)) {
-        absl::StatusOr<uint64_t> b = ParseSize(s);
-        if (!b.ok()) return b.status();
-        o.sizes.push_back(*b);
-      }
-    } else if (a == "--gemm-size") {
-      if (!(n = take_int(16)).ok()) return n.status();
-      o.gemm_size = static_cast<uint32_t>(*n);
-    } else if (a == "--gemm-iters") {
-      if (!(n = take_int(1)).ok()) return n.status();
-      o.gemm_iters = *n;
-    } else if (a == "--coll-iters") {
-      if (!(n = take_int(1)).ok()) return n.status();
-      o.coll_iters = *n;
-    } else if (a == "--devices") {
-      if (!(n = take_int(1)).ok()) return n.status();
-      o.devices = *n;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown argument '", args[i], "'"));
+      return o;
+    case flags::Outcome::kVersion:
+      o.version = true;
+      return o;
+    case flags::Outcome::kError:
+      return absl::InvalidArgumentError(
+          absl::StripSuffix(absl::StripPrefix(r.text, "xpu-calibrate: "), "\n"));
+  }
+  if (!lists.dtypes.empty()) {
+    o.dtypes = List(lists.dtypes);
+    for (const std::string& d : o.dtypes) {
+      if (!KnownGemmDtype(d))
+        return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", d, "'"));
     }
+  }
+  if (!lists.ops.empty()) {
+    o.ops = List(lists.ops);
+    for (const std::string& op : o.ops) {
+      if (!KnownCollective(op))
+        return absl::InvalidArgumentError(absl::StrCat("unknown collective '", op, "'"));
+    }
+  }
+  for (const std::string& s : List(lists.sizes)) {
+    absl::StatusOr<uint64_t> b = ParseSize(s);
+    if (!b.ok()) return b.status();
+    o.sizes.push_back(*b);
   }
   if (o.sizes.empty()) o.sizes = DefaultSizes();
   if (o.dtypes.empty() || o.ops.empty())
@@ -312,11 +314,15 @@ absl::StatusOr<xpu::v1::CalibrationReport> RunCalibration(const CalibrateOptions
 int CalibrateMain(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   absl::StatusOr<CalibrateOptions> o = ParseCalibrateArgs(args);
   if (!o.ok()) {
-    err << "xpu-calibrate: " << o.status().message() << "\n(see xpu-calibrate --help)\n";
+    err << "xpu-calibrate: " << o.status().message() << " (see xpu-calibrate --help)\n";
     return 64;
   }
   if (o->help) {
-    out << kCalibrateUsage;
+    out << CalibrateUsage();
+    return 0;
+  }
+  if (o->version) {
+    out << flags::VersionLine("xpu-calibrate") << "\n";
     return 0;
   }
   absl::StatusOr<xpu::v1::CalibrationReport> r = RunCalibration(*o, err);
@@ -325,11 +331,7 @@ int CalibrateMain(const std::vector<std::string>& args, std::ostream& out, std::
     return 1;
   }
   if (o->json) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions jo;
-    jo.add_whitespace = true;
-    (void)google::protobuf::util::MessageToJsonString(*r, &json, jo);
-    out << json;
+    out << json::Dump(CalibrationJson(*r), 2) << "\n";
   } else {
     out << CalibrationTable(*r);
   }

@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "tools/calibrate/report.h"
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/history.pb.h"
 
 namespace xpu::calibrate {
 
@@ -36,10 +36,12 @@ struct CalibrateOptions {
   bool collectives = true;
   std::string out;  // write the report (binary protobuf) here
   bool json = false;
-  bool help = false;
+  bool help = false;     // --help: CalibrateUsage() is the text
+  bool version = false;  // --version
 };
 
-extern const char kCalibrateUsage[];
+// The --help text: every option, its meaning and its default.
+std::string CalibrateUsage();
 
 // Parses xpu-calibrate's arguments (argv without argv[0]).
 absl::StatusOr<CalibrateOptions> ParseCalibrateArgs(const std::vector<std::string>& args);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 
 namespace xpu::calibrate {
 namespace {
@@ -141,11 +142,6 @@ absl::Status Blas(cublasStatus_t s, const char* what) {
              : absl::InternalError(absl::StrCat(what, ": cuBLAS status ", static_cast<int>(s)));
 }
 
-#define XPU_RETURN_IF_ERROR(expr)                         \
-  do {                                                    \
-    if (absl::Status _st = (expr); !_st.ok()) return _st; \
-  } while (0)
-
 }  // namespace
 
 bool KnownGemmDtype(const std::string& dtype) {
@@ -175,19 +171,16 @@ absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std:
   }
   Resources r(l);
   const size_t elems = static_cast<size_t>(n) * n;
-  absl::StatusOr<void*> a = r.Alloc(elems * spec.ab_size);
-  if (!a.ok()) return a.status();
-  absl::StatusOr<void*> b = r.Alloc(elems * spec.ab_size);
-  if (!b.ok()) return b.status();
-  absl::StatusOr<void*> c = r.Alloc(elems * spec.cd_size);
-  if (!c.ok()) return c.status();
+  XPU_ASSIGN_OR_RETURN(void* const a, r.Alloc(elems * spec.ab_size));
+  XPU_ASSIGN_OR_RETURN(void* const b, r.Alloc(elems * spec.ab_size));
+  XPU_ASSIGN_OR_RETURN(void* const c, r.Alloc(elems * spec.cd_size));
   {
     const std::vector<uint8_t> host = RandomData(spec.ab, elems);
     XPU_RETURN_IF_ERROR(
-        Cuda(l, l.memcpy(*a, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy"));
+        Cuda(l, l.memcpy(a, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy"));
     XPU_RETURN_IF_ERROR(
-        Cuda(l, l.memcpy(*b, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy"));
-    XPU_RETURN_IF_ERROR(Cuda(l, l.memset(*c, 0, elems * spec.cd_size), "cudaMemset"));
+        Cuda(l, l.memcpy(b, host.data(), host.size(), cudaMemcpyHostToDevice), "cudaMemcpy"));
+    XPU_RETURN_IF_ERROR(Cuda(l, l.memset(c, 0, elems * spec.cd_size), "cudaMemset"));
   }
   XPU_RETURN_IF_ERROR(Cuda(l, l.stream_create(&r.stream_), "cudaStreamCreate"));
   XPU_RETURN_IF_ERROR(Cuda(l, l.event_create(&r.start_), "cudaEventCreate"));
@@ -198,9 +191,7 @@ absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std:
   void* workspace = nullptr;
   cublasLtMatmulHeuristicResult_t heuristic;
   if (l.has_lt()) {
-    absl::StatusOr<void*> ws = r.Alloc(kWorkspaceBytes);
-    if (!ws.ok()) return ws.status();
-    workspace = *ws;
+    XPU_ASSIGN_OR_RETURN(workspace, r.Alloc(kWorkspaceBytes));
     XPU_RETURN_IF_ERROR(Blas(l.lt_create(&r.lt_), "cublasLtCreate"));
     XPU_RETURN_IF_ERROR(
         Blas(l.lt_desc_create(&r.desc_, spec.compute, CUDA_R_32F), "cublasLtMatmulDescCreate"));
@@ -229,8 +220,8 @@ absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std:
                                                    "^3 (status ", static_cast<int>(hs), ")"));
     }
     call = [&] {
-      return Blas(l.lt_matmul(r.lt_, r.desc_, &alpha, *a, r.layouts_[0], *b, r.layouts_[1], &beta,
-                              *c, r.layouts_[2], *c, r.layouts_[3], &heuristic.algo, workspace,
+      return Blas(l.lt_matmul(r.lt_, r.desc_, &alpha, a, r.layouts_[0], b, r.layouts_[1], &beta, c,
+                              r.layouts_[2], c, r.layouts_[3], &heuristic.algo, workspace,
                               kWorkspaceBytes, r.stream_),
                   "cublasLtMatmul");
     };
@@ -240,8 +231,8 @@ absl::StatusOr<GemmResult> MeasureGemm(const CudaLibs& l, int device, const std:
     const int in = static_cast<int>(n);
     call = [&] {
       return Blas(
-          l.blas_gemm_ex(r.blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, in, in, &alpha, *a, spec.ab, in, *b,
-                         spec.ab, in, &beta, *c, spec.cd, in, spec.compute, CUBLAS_GEMM_DEFAULT),
+          l.blas_gemm_ex(r.blas_, CUBLAS_OP_T, CUBLAS_OP_N, in, in, in, &alpha, a, spec.ab, in, b,
+                         spec.ab, in, &beta, c, spec.cd, in, spec.compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
     };
   }

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
 #include "xpu/formulas.h"
 
 namespace xpu::calibrate {
@@ -109,7 +110,7 @@ absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
       const size_t count = bytes / kElement;  // all-reduce elements
       const size_t part = count / n;          // per-rank share for all-gather / reduce-scatter
       auto one = [&]() -> absl::Status {
-        if (absl::Status st = Nccl(l, l.nccl_group_start(), "ncclGroupStart"); !st.ok()) return st;
+        XPU_RETURN_IF_ERROR(Nccl(l, l.nccl_group_start(), "ncclGroupStart"));
         ncclResult_t r = ncclSuccess;
         for (int d = 0; d < devices && r == ncclSuccess; ++d) {
           if (kind == XPU_OP_ALLREDUCE) {
@@ -128,14 +129,14 @@ absl::StatusOr<std::vector<CollectiveResult>> MeasureCollectives(
         return Nccl(l, end, "ncclGroupEnd");
       };
       for (int i = 0; i < warmup; ++i) {
-        if (absl::Status st = one(); !st.ok()) return st;
+        XPU_RETURN_IF_ERROR(one());
       }
-      if (absl::Status st = sync_all(); !st.ok()) return st;
+      XPU_RETURN_IF_ERROR(sync_all());
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i) {
-        if (absl::Status st = one(); !st.ok()) return st;
+        XPU_RETURN_IF_ERROR(one());
       }
-      if (absl::Status st = sync_all(); !st.ok()) return st;
+      XPU_RETURN_IF_ERROR(sync_all());
       const double s =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
       if (!(s > 0)) continue;

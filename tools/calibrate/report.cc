@@ -63,4 +63,38 @@ std::string CalibrationTable(const xpu::v1::CalibrationReport& r) {
   return s;
 }
 
+json::Json CalibrationJson(const xpu::v1::CalibrationReport& r) {
+  json::Json gemm = json::Json::array();
+  for (const xpu::v1::GemmCalibration& g : r.gemm()) {
+    gemm.push_back({{"dtype", g.dtype()},
+                    {"tflops", g.tflops()},
+                    {"tflops_min", g.tflops_min()},
+                    {"m", g.m()},
+                    {"n", g.n()},
+                    {"k", g.k()},
+                    {"iterations", g.iterations()},
+                    {"devices", g.devices()}});
+  }
+  json::Json collectives = json::Json::array();
+  for (const xpu::v1::CollectiveCalibration& c : r.collectives()) {
+    collectives.push_back({{"op", c.op()},
+                           {"bytes", c.bytes()},
+                           {"nranks", c.nranks()},
+                           {"nodes", c.nodes()},
+                           {"time_us", c.time_us()},
+                           {"algbw_bytes_per_second", c.algbw_bytes_per_second()},
+                           {"busbw_bytes_per_second", c.busbw_bytes_per_second()},
+                           {"iterations", c.iterations()}});
+  }
+  return {{"gpu_model", r.gpu_model()},
+          {"host", r.host()},
+          {"devices", r.devices()},
+          {"measured_ns", r.measured_ns()},
+          {"cuda_runtime_version", r.cuda_runtime_version()},
+          {"nccl_version", r.nccl_version()},
+          {"gemm_library", r.gemm_library()},
+          {"gemm", std::move(gemm)},
+          {"collectives", std::move(collectives)}};
+}
+
 }  // namespace xpu::calibrate

@@ -1,7 +1,25 @@
-// calibrate_cli.cc — see calibrate_cli.h.
-#include "tools/xpu_cli/calibrate_cli.h"
-
-#include <google/protobuf/util/json_util.h>
+// calibrate_cli.cc — `xpu calibrate` (command.h). Exit
+// codes as in cli.h.
+//
+//   xpu calibrate [xpu-calibrate flags] [--no-upload] [--json]
+//       runs xpu-calibrate (GEMM peak per dtype, collective busbw per size on
+//       this node's GPUs; its flags are passed through, see
+//       xpu-calibrate --help), then uploads the report to the engine
+//       (History.UploadCalibration), which stores it per GPU model for the
+//       detectors. The CLI itself loads no CUDA library: xpu-calibrate does,
+//       at run time. It is found as $XPU_CALIBRATE, next to `xpu`, in
+//       ../calibrate/ (build tree), then on PATH.
+//   xpu calibrate --from FILE
+//       uploads a report written earlier by `xpu-calibrate --out FILE` (a
+//       node without a route to the engine).
+//   xpu calibrate --show [--gpu-model M]
+//       the calibrations the engine has stored.
+// Common: --engine ADDR ($XPU_ENGINE), --token-file F, --tls, --tls-ca F,
+// --tls-cert F, --tls-key F.
+// --json: {engine, gpu_model, host, gemm_rows, collective_rows, report} after
+// an upload (report: calibrate::CalibrationJson, the CalibrationReport with
+// its proto field names); with --show
+// {reports: [...]}.
 #include <grpcpp/grpcpp.h>
 #include <limits.h>
 #include <sys/wait.h>
@@ -12,103 +30,28 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
-#include <iterator>
-#include <string_view>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/json/json.h"
 #include "tools/calibrate/report.h"
 #include "tools/xpu_cli/cli.h"
-#include "tools/xpu_cli/connection.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "tools/xpu_cli/command.h"
+#include "xpu/v1/history.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {
 
 constexpr auto kUploadDeadline = std::chrono::seconds(30);
 
-constexpr char kCalibrateHelp[] = R"(xpu calibrate [xpu-calibrate flags] [--no-upload] [--json]
-xpu calibrate --from FILE [--json]
-xpu calibrate --show [--gpu-model M] [--json]
-
-Measures this node's GPUs with xpu-calibrate (GEMM peak TFLOPS per dtype,
-collective busbw per size across all local GPUs) and stores the result in
-the engine per GPU model; the detectors then use it as the reference
-(unoptimized_gemm: calibrated peak per dtype; slow_link: calibrated busbw
-per op, size and communicator shape). Flags other than the ones below go to
-xpu-calibrate, e.g. --lib-dir DIR (CUDA libraries, or a PyTorch
-virtualenv's site-packages/nvidia), --dtypes, --gemm-size, --sizes, --ops,
---devices; see `xpu-calibrate --help`.
-
-  --no-upload          measure and print only
-  --from FILE          upload a report written by `xpu-calibrate --out FILE`
-  --show               list the engine's stored calibrations (--gpu-model M: one model)
-  --json               machine-readable output
-  --engine, --token-file, --tls, --tls-ca, --tls-cert, --tls-key  as for every command
-
-xpu-calibrate is $XPU_CALIBRATE, else next to `xpu`, else on PATH.
-)";
-
 struct CalibrateFlags {
-  std::string engine, token_file, tls_ca, tls_cert, tls_key, from, gpu_model;
-  bool tls = false, json = false, help = false, no_upload = false, show = false;
+  std::string from, gpu_model, out;
+  bool no_upload = false, show = false;
   std::vector<std::string> forward;  // to xpu-calibrate
 };
 
-// Flags of xpu-calibrate that take a value (so that IsCalibrateCommand can
-// skip the value when they come before the command word).
-constexpr std::string_view kForwardedWithValue[] = {"--lib-dir",    "--dtypes", "--gemm-size",
-                                                    "--gemm-iters", "--ops",    "--sizes",
-                                                    "--coll-iters", "--devices"};
-// Own flags that take a value (the connection flags: connection.h).
-constexpr std::string_view kOwnWithValue[] = {"--from", "--gpu-model"};
-
-bool Parse(const std::vector<std::string>& args, CalibrateFlags* f, std::string* error) {
-  bool seen_command = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) {
-        *error = a + " needs a value";
-        return false;
-      }
-      *out = args[++i];
-      return true;
-    };
-    if (IsConnectionValueFlag(a)) {
-      std::string v;
-      if (!value(&v)) return false;
-      SetConnectionFlag(a, v, f);
-    } else if (a == "--tls") {
-      f->tls = true;
-    } else if (a == "--from") {
-      if (!value(&f->from)) return false;
-    } else if (a == "--gpu-model") {
-      if (!value(&f->gpu_model)) return false;
-    } else if (a == "--json") {
-      f->json = true;
-    } else if (a == "--help" || a == "-h") {
-      f->help = true;
-    } else if (a == "--no-upload") {
-      f->no_upload = true;
-    } else if (a == "--show") {
-      f->show = true;
-    } else if (a == "--out") {
-      *error = "--out is chosen by xpu calibrate; run xpu-calibrate --out FILE to keep a report";
-      return false;
-    } else if (a == "calibrate" && !seen_command) {
-      seen_command = true;
-    } else {
-      f->forward.push_back(a);
-      for (std::string_view w : kForwardedWithValue) {
-        if (a == w && i + 1 < args.size()) f->forward.push_back(args[++i]);
-      }
-    }
-  }
-  return true;
-}
-
-// Where xpu-calibrate is: see calibrate_cli.h.
+// Where xpu-calibrate is: see the top of this file.
 std::string CalibrateBinary() {
   if (const char* e = std::getenv("XPU_CALIBRATE"); e != nullptr && *e != '\0') return e;
   char self[PATH_MAX];
@@ -148,21 +91,6 @@ int RunTool(const std::string& path, const std::vector<std::string>& args, bool 
                            : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
-std::string ReportJson(const google::protobuf::Message& m) {
-  std::string json;
-  (void)google::protobuf::util::MessageToJsonString(m, &json);
-  return json;
-}
-
-std::string Quote(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) o += c;
-  }
-  return o + "\"";
-}
-
 int ReportRpcError(const grpc::Status& st, const std::string& address, std::ostream& err) {
   if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
       st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
@@ -178,27 +106,10 @@ int ReportRpcError(const grpc::Status& st, const std::string& address, std::ostr
   return kExitEngineError;
 }
 
-}  // namespace
-
-bool IsCalibrateCommand(const std::vector<std::string>& args) {
-  std::vector<std::string_view> value_flags(std::begin(kOwnWithValue), std::end(kOwnWithValue));
-  value_flags.insert(value_flags.end(), std::begin(kForwardedWithValue),
-                     std::end(kForwardedWithValue));
-  return CommandWord(args, value_flags) == "calibrate";
-}
-
-int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env_engine,
-                    std::ostream& out, std::ostream& err) {
-  CalibrateFlags f;
-  std::string error;
-  if (!Parse(args, &f, &error)) {
-    err << "xpu calibrate: " << error << " (see xpu calibrate --help)\n";
-    return kExitUsage;
-  }
-  if (f.help) {
-    out << kCalibrateHelp;
-    return kExitOk;
-  }
+int RunCalibrate(const CalibrateFlags& f, const Invocation& in) {
+  std::ostream& out = in.out;
+  std::ostream& err = in.err;
+  const CommonFlags& c = in.common;
   if (f.show + !f.from.empty() + f.no_upload > 1) {
     err << "xpu calibrate: --show, --from and --no-upload exclude each other\n";
     return kExitUsage;
@@ -208,7 +119,7 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
     return kExitUsage;
   }
   EngineConnection conn;
-  if (!ResolveConnection(ConnectionFlagsOf(f), env_engine, &conn, err)) return kExitUsage;
+  if (!ResolveConnection(c.connection, in.env_engine, &conn, err)) return kExitUsage;
   auto context = [&](grpc::ClientContext* ctx) {
     ctx->set_deadline(std::chrono::system_clock::now() + kUploadDeadline);
     if (!conn.token.empty()) ctx->AddMetadata(kTokenMetadataKey, conn.token);
@@ -225,8 +136,10 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
     context(&ctx);
     grpc::Status st = stub()->Calibrations(&ctx, req, &reply);
     if (!st.ok()) return ReportRpcError(st, conn.address, err);
-    if (f.json) {
-      out << ReportJson(reply) << "\n";
+    if (c.json) {
+      json::Json reports = json::Json::array();
+      for (const auto& r : reply.reports()) reports.push_back(calibrate::CalibrationJson(r));
+      out << json::Dump(json::Json{{"reports", std::move(reports)}}) << "\n";
     } else if (reply.reports_size() == 0) {
       out << "no calibration stored" << (f.gpu_model.empty() ? "" : " for " + f.gpu_model) << "\n";
     } else {
@@ -252,7 +165,7 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
     tool_args.push_back("--out");
     tool_args.push_back(report_path);
     const std::string tool = CalibrateBinary();
-    const int rc = RunTool(tool, tool_args, f.json);
+    const int rc = RunTool(tool, tool_args, c.json);
     if (rc == 127) {
       unlink(report_path.c_str());
       err << "xpu calibrate: cannot run " << tool
@@ -274,7 +187,7 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
   }
   if (f.from.empty()) unlink(report_path.c_str());
   if (f.no_upload) {
-    if (f.json) out << ReportJson(report) << "\n";
+    if (c.json) out << json::Dump(calibrate::CalibrationJson(report)) << "\n";
     return kExitOk;
   }
   xpu::v1::UploadCalibrationReply reply;
@@ -291,17 +204,65 @@ int RunCalibrateCli(const std::vector<std::string>& args, const std::string& env
     }
     return ReportRpcError(st, conn.address, err);
   }
-  if (f.json) {
-    out << "{\"engine\":" << Quote(conn.address) << ",\"gpu_model\":" << Quote(report.gpu_model())
-        << ",\"host\":" << Quote(report.host()) << ",\"gemm_rows\":" << reply.gemm_rows()
-        << ",\"collective_rows\":" << reply.collective_rows()
-        << ",\"report\":" << ReportJson(report) << "}\n";
+  if (c.json) {
+    out << json::Dump(json::Json{{"engine", conn.address},
+                                 {"gpu_model", report.gpu_model()},
+                                 {"host", report.host()},
+                                 {"gemm_rows", reply.gemm_rows()},
+                                 {"collective_rows", reply.collective_rows()},
+                                 {"report", calibrate::CalibrationJson(report)}})
+        << "\n";
   } else {
     out << "stored in the engine at " << conn.address << ": " << reply.gemm_rows()
         << " GEMM dtype(s) and " << reply.collective_rows() << " collective size(s) for '"
         << report.gpu_model() << "' from " << report.host() << "\n";
   }
   return kExitOk;
+}
+
+}  // namespace
+
+void AddCalibrateCommand(CLI::App& xpu, CommonFlags* common, CommandTable* table) {
+  auto cf = std::make_shared<CalibrateFlags>();
+  CLI::App* cmd = xpu.add_subcommand(
+      "calibrate",
+      "measure this node's GPUs (GEMM peak, collective busbw) and store the result in the engine "
+      "per GPU model");
+  AddCommonOptions(cmd, common, /*with_job=*/false);
+  cmd->add_flag("--no-upload", cf->no_upload, "measure and print only");
+  cmd->add_option("--from", cf->from, "upload a report written by `xpu-calibrate --out FILE`")
+      ->type_name("FILE");
+  cmd->add_flag("--show", cf->show, "list the engine's stored calibrations");
+  cmd->add_option("--gpu-model", cf->gpu_model, "with --show: one GPU model only")->type_name("M");
+  // xpu calibrate picks the report file itself.
+  cmd->add_option("--out", cf->out)
+      ->group("")
+      ->check(CLI::Validator(
+          [](std::string&) {
+            return std::string(
+                "is chosen by xpu calibrate; run xpu-calibrate --out FILE to keep a report");
+          },
+          ""));
+  // Everything else goes to xpu-calibrate, e.g. --lib-dir DIR.
+  cmd->allow_extras();
+  cmd->footer(
+      "Measures this node's GPUs with xpu-calibrate (GEMM peak TFLOPS per dtype, collective "
+      "busbw per size across all local GPUs) and stores the result in the engine per GPU model; "
+      "the detectors then use it as the reference (unoptimized_gemm: calibrated peak per dtype; "
+      "slow_link: calibrated busbw per op, size and communicator shape). Options other than the "
+      "ones above go to xpu-calibrate, e.g. --lib-dir DIR (CUDA libraries, or a PyTorch "
+      "virtualenv's site-packages/nvidia), --dtypes, --gemm-size, --sizes, --ops, --devices; see "
+      "`xpu-calibrate --help`.\n"
+      "  xpu calibrate [xpu-calibrate options] [--no-upload] [--json]\n"
+      "  xpu calibrate --from FILE [--json]\n"
+      "  xpu calibrate --show [--gpu-model M] [--json]\n"
+      "xpu-calibrate is $XPU_CALIBRATE, else next to `xpu`, else on PATH.\n"
+      "JSON: {engine, gpu_model, host, gemm_rows, collective_rows, report} (report: "
+      "tools/calibrate/report.h, snake_case); --show: {reports: [...]}.");
+  (*table)[cmd] = [cf, cmd](const Invocation& in) {
+    cf->forward = cmd->remaining();
+    return RunCalibrate(*cf, in);
+  };
 }
 
 }  // namespace xpu::cli

@@ -11,55 +11,31 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "tools/xpu_cli/calibrate_cli.h"
+#include "common/json/json.h"
+#include "tools/xpu_cli/command.h"
 #include "tools/xpu_cli/connection.h"
-#include "tools/xpu_cli/hang_cli.h"
-#include "tools/xpu_cli/json_writer.h"
-#include "tools/xpu_cli/profile_cli.h"
-#include "tools/xpu_cli/timeline_cli.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {
 
 constexpr auto kDeadline = std::chrono::seconds(5);
 
-const char kUsage[] = R"(xpu: query the XPUTimer engine.
+const char kDescription[] = "xpu: query the XPUTimer engine.";
 
-Usage: xpu [global flags] <command> [command flags]
-
-Commands:
-  status               engine, daemons and running jobs
-  jobs [--all]         jobs (with --all: finished and earlier jobs from history)
-  ranks --job JOB      ranks of a job: liveness, record counts, drops
-  diagnose --job JOB [--all]
-                       diagnoses of a job (with --all: resolved ones too)
-  report --job JOB     readable slowdown report: job, ranks, diagnoses by team
-  timeline dump|summary --job JOB ...
-                       on-demand timelines: Perfetto / Chrome traces, summary
-                       (see xpu timeline --help)
-  hang --job JOB       latest hang diagnosis: class, culprit ranks, merged stacks
-  stacks --job JOB     collect and merge the live stacks of every rank now
-                       (see xpu hang --help)
-  profile --job JOB [--seconds S] [--last]
-                       profiling window on every rank now (or the latest
-                       result): abnormal functions on abnormal ranks
-                       (see xpu profile --help)
-  calibrate            measure this node's GPUs (GEMM peak, collective busbw) and
-                       store the result in the engine per GPU model
-                       (see xpu calibrate --help)
-  run                  not available in this version
-
-Global flags (also accepted after the command):
-  --engine HOST:PORT   engine address (default $XPU_ENGINE or 127.0.0.1:7441)
-  --json               machine-readable output (stable field names, see `xpu <cmd> --help`)
-  --tls                connect with TLS (system roots unless --tls-ca)
-  --tls-ca PATH        CA certificate to verify the engine (implies --tls)
-  --tls-cert PATH      client certificate (with --tls-key) for engines that require one
-  --tls-key PATH       client private key
-  --token-file PATH    shared token, when the engine was started with --token-file
-  --help               this text; `xpu <command> --help` for a command
-
+// The commands at a glance, after the generated option and command lists.
+const char kFooter[] = R"(In short:
+  xpu status
+  xpu jobs [--all]
+  xpu ranks --job JOB
+  xpu diagnose --job JOB [--all]
+  xpu report --job JOB
+  xpu timeline dump|summary --job JOB ...
+  xpu hang --job JOB            xpu stacks --job JOB
+  xpu profile --job JOB [--seconds S] [--last]
+  xpu calibrate [--show | --from FILE | --no-upload]
+Options shown above are also accepted after the command; `xpu <command> --help` explains a
+command and its JSON output (--json: stable field names).
 Exit codes: 0 ok, 1 engine error, 2 engine unreachable, 3 not available, 64 usage.
 )";
 
@@ -105,71 +81,9 @@ JSON: {job, ranks: [{rank, host, pid, local_rank, liveness, records, dropped,
   return *help;
 }
 
-const char* const kLaterCommands[] = {"run"};
-
-struct Flags {
-  std::string engine;
-  bool json = false;
-  bool tls = false;
-  std::string tls_ca, tls_cert, tls_key, token_file;
-  bool help = false;
+struct CoreFlags {
   bool all = false;
-  std::string job;
-  std::string command;
 };
-
-// Parses flags anywhere on the line; the first non-flag word is the command.
-bool ParseArgs(const std::vector<std::string>& args, Flags* f, std::string* error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i];
-    std::string value;
-    bool has_inline = false;
-    if (absl::StartsWith(a, "--")) {
-      size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        has_inline = true;
-      }
-    }
-    auto take = [&](std::string* out) {
-      if (has_inline) {
-        *out = value;
-        return true;
-      }
-      if (i + 1 >= args.size()) {
-        *error = a + " needs a value";
-        return false;
-      }
-      *out = args[++i];
-      return true;
-    };
-    if (a == "--help" || a == "-h") {
-      f->help = true;
-    } else if (a == "--json") {
-      f->json = true;
-    } else if (a == "--all") {
-      f->all = true;
-    } else if (a == "--tls") {
-      f->tls = true;
-    } else if (IsConnectionValueFlag(a)) {
-      std::string v;
-      if (!take(&v)) return false;
-      SetConnectionFlag(a, v, f);
-    } else if (a == "--job") {
-      if (!take(&f->job)) return false;
-    } else if (absl::StartsWith(a, "-")) {
-      *error = "unknown flag " + a;
-      return false;
-    } else if (f->command.empty()) {
-      f->command = a;
-    } else {
-      *error = "unexpected argument '" + a + "'";
-      return false;
-    }
-  }
-  return true;
-}
 
 std::string FormatAge(uint64_t ns, uint64_t now_ns) {
   if (ns == 0) return "-";
@@ -205,17 +119,21 @@ std::string Table(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-void JobJson(JsonWriter& w, const xpu::v1::JobInfo& j) {
-  w.BeginObject()
-      .Field("job", j.job())
-      .Field("job_name", j.job_name())
-      .Field("state", j.state())
-      .Field("ranks", j.ranks())
-      .Field("ranks_alive", j.ranks_alive())
-      .Field("records", j.records())
-      .Field("first_seen_ns", j.first_seen_ns())
-      .Field("last_seen_ns", j.last_seen_ns())
-      .EndObject();
+json::Json JobJson(const xpu::v1::JobInfo& j) {
+  return {{"job", j.job()},
+          {"job_name", j.job_name()},
+          {"state", j.state()},
+          {"ranks", j.ranks()},
+          {"ranks_alive", j.ranks_alive()},
+          {"records", j.records()},
+          {"first_seen_ns", j.first_seen_ns()},
+          {"last_seen_ns", j.last_seen_ns()}};
+}
+
+json::Json JobList(const google::protobuf::RepeatedPtrField<xpu::v1::JobInfo>& jobs) {
+  json::Json out = json::Json::array();
+  for (const auto& j : jobs) out.push_back(JobJson(j));
+  return out;
 }
 
 std::vector<std::vector<std::string>> JobRows(
@@ -234,58 +152,45 @@ std::vector<std::vector<std::string>> JobRows(
 }  // namespace
 
 std::string StatusJson(const xpu::v1::StatusReply& r) {
-  JsonWriter w;
-  w.BeginObject()
-      .Field("engine_id", r.engine_id())
-      .Field("version", r.version())
-      .Field("uptime_s", r.uptime_s())
-      .Field("records_total", r.records_total())
-      .Field("rejected_total", r.rejected_total());
-  w.BeginArray("daemons");
+  json::Json daemons = json::Json::array();
   for (const auto& d : r.daemons()) {
-    w.BeginObject()
-        .Field("daemon_id", d.daemon_id())
-        .Field("host", d.host())
-        .Field("connected", d.connected())
-        .Field("last_seen_ns", d.last_seen_ns())
-        .Field("batches", d.batches())
-        .Field("records", d.records())
-        .Field("records_dropped", d.records_dropped())
-        .EndObject();
+    daemons.push_back({{"daemon_id", d.daemon_id()},
+                       {"host", d.host()},
+                       {"connected", d.connected()},
+                       {"last_seen_ns", d.last_seen_ns()},
+                       {"batches", d.batches()},
+                       {"records", d.records()},
+                       {"records_dropped", d.records_dropped()}});
   }
-  w.EndArray().BeginArray("jobs");
-  for (const auto& j : r.jobs()) JobJson(w, j);
-  w.EndArray().EndObject();
-  return w.str() + "\n";
+  const json::Json o = {{"engine_id", r.engine_id()},
+                        {"version", r.version()},
+                        {"uptime_s", r.uptime_s()},
+                        {"records_total", r.records_total()},
+                        {"rejected_total", r.rejected_total()},
+                        {"daemons", std::move(daemons)},
+                        {"jobs", JobList(r.jobs())}};
+  return json::Dump(o) + "\n";
 }
 
 std::string JobsJson(const xpu::v1::JobsReply& r) {
-  JsonWriter w;
-  w.BeginObject().BeginArray("jobs");
-  for (const auto& j : r.jobs()) JobJson(w, j);
-  w.EndArray().EndObject();
-  return w.str() + "\n";
+  return json::Dump(json::Json{{"jobs", JobList(r.jobs())}}) + "\n";
 }
 
 std::string RanksJson(const xpu::v1::RanksReply& r) {
-  JsonWriter w;
-  w.BeginObject().Field("job", r.job()).BeginArray("ranks");
+  json::Json ranks = json::Json::array();
   for (const auto& k : r.ranks()) {
-    w.BeginObject()
-        .Field("rank", k.rank())
-        .Field("host", k.host())
-        .Field("pid", k.pid())
-        .Field("local_rank", k.local_rank())
-        .Field("liveness", k.liveness())
-        .Field("records", k.records())
-        .Field("dropped", k.dropped())
-        .Field("signatures", k.signatures())
-        .Field("last_record_ns", k.last_record_ns())
-        .Field("last_seen_ns", k.last_seen_ns())
-        .EndObject();
+    ranks.push_back({{"rank", k.rank()},
+                     {"host", k.host()},
+                     {"pid", k.pid()},
+                     {"local_rank", k.local_rank()},
+                     {"liveness", k.liveness()},
+                     {"records", k.records()},
+                     {"dropped", k.dropped()},
+                     {"signatures", k.signatures()},
+                     {"last_record_ns", k.last_record_ns()},
+                     {"last_seen_ns", k.last_seen_ns()}});
   }
-  w.EndArray().EndObject();
-  return w.str() + "\n";
+  return json::Dump(json::Json{{"job", r.job()}, {"ranks", std::move(ranks)}}) + "\n";
 }
 
 std::string StatusTable(const xpu::v1::StatusReply& r) {
@@ -326,23 +231,24 @@ std::string RanksTable(const xpu::v1::RanksReply& r) {
 
 namespace {
 
-void DiagnosisJson(JsonWriter& w, const xpu::v1::DiagnosisInfo& d) {
-  w.BeginObject()
-      .Field("kind", d.kind())
-      .Field("subject", d.subject())
-      .Field("team", d.team())
-      .Field("severity", d.severity())
-      .Field("active", d.active());
-  w.BeginArray("ranks");
-  for (int32_t r : d.ranks()) w.Field("", r);
-  w.EndArray().BeginArray("hosts");
-  for (const std::string& h : d.hosts()) w.Field("", h);
-  w.EndArray()
-      .Field("evidence", d.evidence())
-      .Field("first_seen_ns", d.first_seen_ns())
-      .Field("last_seen_ns", d.last_seen_ns())
-      .Field("resolved_ns", d.resolved_ns())
-      .EndObject();
+json::Json DiagnosisJson(const xpu::v1::DiagnosisInfo& d) {
+  return {{"kind", d.kind()},
+          {"subject", d.subject()},
+          {"team", d.team()},
+          {"severity", d.severity()},
+          {"active", d.active()},
+          {"ranks", std::vector<int32_t>(d.ranks().begin(), d.ranks().end())},
+          {"hosts", std::vector<std::string>(d.hosts().begin(), d.hosts().end())},
+          {"evidence", d.evidence()},
+          {"first_seen_ns", d.first_seen_ns()},
+          {"last_seen_ns", d.last_seen_ns()},
+          {"resolved_ns", d.resolved_ns()}};
+}
+
+json::Json DiagnosisList(const xpu::v1::DiagnosesReply& r) {
+  json::Json out = json::Json::array();
+  for (const auto& d : r.diagnoses()) out.push_back(DiagnosisJson(d));
+  return out;
 }
 
 std::string RankList(const xpu::v1::DiagnosisInfo& d) {
@@ -371,11 +277,7 @@ std::string Wrap(const std::string& text, size_t width, const std::string& inden
 }  // namespace
 
 std::string DiagnosesJson(const xpu::v1::DiagnosesReply& r) {
-  JsonWriter w;
-  w.BeginObject().Field("job", r.job()).BeginArray("diagnoses");
-  for (const auto& d : r.diagnoses()) DiagnosisJson(w, d);
-  w.EndArray().EndObject();
-  return w.str() + "\n";
+  return json::Dump(json::Json{{"job", r.job()}, {"diagnoses", DiagnosisList(r)}}) + "\n";
 }
 
 std::string DiagnosesTable(const xpu::v1::DiagnosesReply& r) {
@@ -438,49 +340,201 @@ std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& r
   return out;
 }
 
+void AddCommonOptions(CLI::App* cmd, CommonFlags* common, bool with_job) {
+  AddConnectionOptions(cmd, &common->connection);
+  cmd->add_flag("--json", common->json, "machine-readable output (stable field names)");
+  if (with_job) {
+    cmd->add_option("--job", common->job, "the job (as `xpu jobs` lists it)")->type_name("JOB");
+  }
+}
+
+std::string FoundReportJson(const std::string& report_json) {
+  json::Json out = {{"found", true}};
+  const json::Json report = json::Json::parse(report_json, nullptr, /*allow_exceptions=*/false);
+  if (report.is_object()) {
+    for (const auto& [key, value] : report.items()) out[key] = value;
+  }
+  return json::Dump(out);
+}
+
+namespace {
+
+int RunCore(const std::string& command, const CoreFlags& f, const Invocation& in);
+
+std::string CoreSummary(const std::string& n) {
+  if (n == "status") return "engine, daemons and running jobs";
+  if (n == "jobs") return "jobs (with --all: finished and earlier jobs from history)";
+  if (n == "ranks") return "ranks of a job: liveness, record counts, drops";
+  if (n == "diagnose") return "diagnoses of a job (with --all: resolved ones too)";
+  return "readable slowdown report: job, ranks, diagnoses by team";
+}
+
+// Everything `xpu` parses. `word` catches a word that names no command, so
+// that the error can say so.
+struct App {
+  CLI::App app{kDescription};
+  CommonFlags common;
+  CoreFlags core;
+  std::string word;
+  CommandTable table;
+  CLI::App* run = nullptr;
+
+  App() {
+    flags::Configure(app, "xpu");
+    app.require_subcommand(0, 1);
+    app.footer(kFooter);
+    AddConnectionOptions(&app, &common.connection);
+    app.add_flag("--json", common.json, "machine-readable output (see `xpu <command> --help`)");
+    app.add_option("--job", common.job)->group("");
+    app.add_option("word", word)->group("");
+    for (const char* name : {"status", "jobs", "ranks", "diagnose", "report"}) {
+      const std::string n = name;
+      const std::string& help = CommandHelp().at(n);
+      CLI::App* cmd = app.add_subcommand(n, CoreSummary(n));
+      AddCommonOptions(cmd, &common, /*with_job=*/n != "status" && n != "jobs");
+      if (n == "jobs" || n == "diagnose") {
+        cmd->add_flag("--all", core.all,
+                      n == "jobs" ? "also finished jobs and jobs from earlier engine runs"
+                                  : "also resolved diagnoses");
+      }
+      cmd->footer(help.substr(help.find("\n\n") + 2));
+      table[cmd] = [this, n](const Invocation& in) { return RunCore(n, core, in); };
+    }
+    AddTimelineCommands(app, &common, &table);
+    AddHangCommands(app, &common, &table);
+    AddProfileCommand(app, &common, &table);
+    AddCalibrateCommand(app, &common, &table);
+    run = app.add_subcommand("run", "not available in this version");
+    run->allow_extras();
+    for (CLI::App* cmd : app.get_subcommands({})) cmd->group("Commands");
+  }
+  App(const App&) = delete;
+  App& operator=(const App&) = delete;
+
+  // The innermost command parsed (nullptr for none).
+  const CLI::App* Selected() const {
+    const CLI::App* a = &app;
+    while (true) {
+      std::vector<const CLI::App*> subs =
+          a->get_subcommands([](const CLI::App* s) { return s->parsed(); });
+      if (subs.empty()) return a == &app ? nullptr : a;
+      a = subs.front();
+    }
+  }
+};
+
+}  // namespace
+
+std::string ParsedCommand(const std::vector<std::string>& args) {
+  App a;
+  // A command named with something missing (`timeline` without `dump`) is
+  // still that command.
+  (void)flags::Parse(a.app, args);
+  if (!a.word.empty()) return "";
+  const CLI::App* selected = a.Selected();
+  if (selected == nullptr) return "";
+  while (selected->get_parent() != &a.app) selected = selected->get_parent();
+  return selected->get_name();
+}
+
 int RunCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
            std::ostream& err) {
-  // `hang` and `stacks` (hang_cli.cc), `timeline` (timeline_cli.cc) have
-  // their own flags.
-  if (IsHangCommand(args)) return RunHangCli(args, env_engine, out, err);
-  if (IsProfileCommand(args)) return RunProfileCli(args, env_engine, out, err);
-  if (IsTimelineCommand(args)) return RunTimelineCli(args, env_engine, out, err);
-  if (IsCalibrateCommand(args)) return RunCalibrateCli(args, env_engine, out, err);
-  Flags f;
-  std::string error;
-  if (!ParseArgs(args, &f, &error)) {
-    err << "xpu: " << error << " (see xpu --help)\n";
-    return kExitUsage;
-  }
-  if (f.command.empty()) {
-    if (f.help) {
-      out << kUsage;
+  App a;
+  const flags::ParseResult parsed = flags::Parse(a.app, args);
+  switch (parsed.outcome) {
+    case flags::Outcome::kHelp:
+    case flags::Outcome::kVersion:
+      out << parsed.text;
       return kExitOk;
-    }
-    err << kUsage;
+    case flags::Outcome::kError:
+      err << parsed.text;
+      return kExitUsage;
+    case flags::Outcome::kRun:
+      break;
+  }
+  const CLI::App* selected = a.Selected();
+  if (!a.word.empty()) {
+    err << "xpu: " << (selected == nullptr ? "unknown command '" : "unexpected argument '")
+        << a.word << "' (see xpu --help)\n";
     return kExitUsage;
   }
-  for (const char* later : kLaterCommands) {
-    if (f.command == later) {
-      err << "xpu " << f.command << ": not available in this version\n";
-      return kExitNotAvailable;
-    }
-  }
-  auto help = CommandHelp().find(f.command);
-  if (help == CommandHelp().end()) {
-    err << "xpu: unknown command '" << f.command << "' (see xpu --help)\n";
+  if (selected == nullptr) {
+    err << a.app.help();
     return kExitUsage;
   }
-  if (f.help) {
-    out << help->second;
-    return kExitOk;
+  if (selected == a.run) {
+    err << "xpu run: not available in this version\n";
+    return kExitNotAvailable;
   }
-  if ((f.command == "ranks" || f.command == "diagnose" || f.command == "report") && f.job.empty()) {
-    err << "xpu " << f.command << ": --job JOB is required\n";
+  auto runner = a.table.find(selected);
+  if (runner == a.table.end()) {
+    err << a.app.help();
+    return kExitUsage;
+  }
+  return runner->second(Invocation{a.common, env_engine, out, err});
+}
+
+namespace {
+
+// `xpu report`: the job, its ranks and every diagnosis, active and resolved.
+// Three calls, each with its own context (a context serves one call): `ctx`
+// for the first. `fail` turns an engine error into the exit code.
+int RunReport(xpu::v1::Query::Stub& stub, grpc::ClientContext& ctx, const CommonFlags& c,
+              const std::string& token, const std::function<int(const grpc::Status&)>& fail,
+              std::ostream& out) {
+  xpu::v1::DiagnosesRequest dreq;
+  dreq.set_job(c.job);
+  dreq.set_include_resolved(true);
+  xpu::v1::DiagnosesReply diags;
+  grpc::Status st = stub.Diagnoses(&ctx, dreq, &diags);
+  if (!st.ok()) return fail(st);
+  auto call_ctx = [&](grpc::ClientContext* cc) {
+    cc->set_deadline(std::chrono::system_clock::now() + kDeadline);
+    if (!token.empty()) cc->AddMetadata(kTokenMetadataKey, token);
+  };
+  grpc::ClientContext jctx, rctx;
+  call_ctx(&jctx);
+  call_ctx(&rctx);
+  xpu::v1::JobsRequest jreq;
+  jreq.set_include_finished(true);
+  xpu::v1::JobsReply jobs;
+  if (st = stub.Jobs(&jctx, jreq, &jobs); !st.ok()) return fail(st);
+  xpu::v1::JobInfo info;
+  info.set_job(c.job);
+  info.set_state("unknown");
+  for (const auto& j : jobs.jobs()) {
+    if (j.job() == c.job) info = j;
+  }
+  xpu::v1::RanksRequest rreq;
+  rreq.set_job(c.job);
+  xpu::v1::RanksReply ranks;
+  st = stub.Ranks(&rctx, rreq, &ranks);
+  if (!st.ok() && st.error_code() != grpc::StatusCode::NOT_FOUND) return fail(st);
+  if (c.json) {
+    const json::Json o = {{"job", info.job()},
+                          {"job_name", info.job_name()},
+                          {"state", info.state()},
+                          {"ranks", info.ranks()},
+                          {"ranks_alive", info.ranks_alive()},
+                          {"records", info.records()},
+                          {"diagnoses", DiagnosisList(diags)}};
+    out << json::Dump(o) << "\n";
+  } else {
+    out << ReportText(info, ranks, diags);
+  }
+  return kExitOk;
+}
+
+int RunCore(const std::string& command, const CoreFlags& f, const Invocation& in) {
+  std::ostream& out = in.out;
+  std::ostream& err = in.err;
+  const CommonFlags& c = in.common;
+  if ((command == "ranks" || command == "diagnose" || command == "report") && c.job.empty()) {
+    err << "xpu " << command << ": --job JOB is required\n";
     return kExitUsage;
   }
   EngineConnection conn;
-  if (!ResolveConnection(ConnectionFlagsOf(f), env_engine, &conn, err)) return kExitUsage;
+  if (!ResolveConnection(c.connection, in.env_engine, &conn, err)) return kExitUsage;
   const std::string& engine = conn.address;
   const std::shared_ptr<grpc::ChannelCredentials>& creds = conn.credentials;
   const std::string& token = conn.token;
@@ -495,85 +549,43 @@ int RunCli(const std::vector<std::string>& args, const std::string& env_engine, 
       err << "cannot reach engine at " << engine << ": " << st.error_message() << "\n";
       return kExitUnreachable;
     }
-    err << "xpu " << f.command << ": engine at " << engine << " answered: " << st.error_message()
+    err << "xpu " << command << ": engine at " << engine << " answered: " << st.error_message()
         << "\n";
     return kExitEngineError;
   };
-  if (f.command == "status") {
+  if (command == "status") {
     xpu::v1::StatusReply r;
     grpc::Status st = stub->Status(&ctx, xpu::v1::StatusRequest(), &r);
     if (!st.ok()) return fail(st);
-    out << (f.json ? StatusJson(r) : StatusTable(r));
-  } else if (f.command == "jobs") {
+    out << (c.json ? StatusJson(r) : StatusTable(r));
+  } else if (command == "jobs") {
     xpu::v1::JobsRequest req;
     req.set_include_finished(f.all);
     xpu::v1::JobsReply r;
     grpc::Status st = stub->Jobs(&ctx, req, &r);
     if (!st.ok()) return fail(st);
-    out << (f.json ? JobsJson(r) : JobsTable(r));
-  } else if (f.command == "ranks") {
+    out << (c.json ? JobsJson(r) : JobsTable(r));
+  } else if (command == "ranks") {
     xpu::v1::RanksRequest req;
-    req.set_job(f.job);
+    req.set_job(c.job);
     xpu::v1::RanksReply r;
     grpc::Status st = stub->Ranks(&ctx, req, &r);
     if (!st.ok()) return fail(st);
-    out << (f.json ? RanksJson(r) : RanksTable(r));
-  } else if (f.command == "diagnose") {
+    out << (c.json ? RanksJson(r) : RanksTable(r));
+  } else if (command == "diagnose") {
     xpu::v1::DiagnosesRequest req;
-    req.set_job(f.job);
+    req.set_job(c.job);
     req.set_include_resolved(f.all);
     xpu::v1::DiagnosesReply r;
     grpc::Status st = stub->Diagnoses(&ctx, req, &r);
     if (!st.ok()) return fail(st);
-    out << (f.json ? DiagnosesJson(r) : DiagnosesTable(r));
-  } else if (f.command == "report") {
-    // Three calls, each with its own context (a context serves one call).
-    xpu::v1::DiagnosesRequest dreq;
-    dreq.set_job(f.job);
-    dreq.set_include_resolved(true);
-    xpu::v1::DiagnosesReply diags;
-    grpc::Status st = stub->Diagnoses(&ctx, dreq, &diags);
-    if (!st.ok()) return fail(st);
-    auto call_ctx = [&](grpc::ClientContext* c) {
-      c->set_deadline(std::chrono::system_clock::now() + kDeadline);
-      if (!token.empty()) c->AddMetadata(kTokenMetadataKey, token);
-    };
-    grpc::ClientContext jctx, rctx;
-    call_ctx(&jctx);
-    call_ctx(&rctx);
-    xpu::v1::JobsRequest jreq;
-    jreq.set_include_finished(true);
-    xpu::v1::JobsReply jobs;
-    if (st = stub->Jobs(&jctx, jreq, &jobs); !st.ok()) return fail(st);
-    xpu::v1::JobInfo info;
-    info.set_job(f.job);
-    info.set_state("unknown");
-    for (const auto& j : jobs.jobs()) {
-      if (j.job() == f.job) info = j;
-    }
-    xpu::v1::RanksRequest rreq;
-    rreq.set_job(f.job);
-    xpu::v1::RanksReply ranks;
-    st = stub->Ranks(&rctx, rreq, &ranks);
-    if (!st.ok() && st.error_code() != grpc::StatusCode::NOT_FOUND) return fail(st);
-    if (f.json) {
-      JsonWriter w;
-      w.BeginObject()
-          .Field("job", info.job())
-          .Field("job_name", info.job_name())
-          .Field("state", info.state())
-          .Field("ranks", info.ranks())
-          .Field("ranks_alive", info.ranks_alive())
-          .Field("records", info.records())
-          .BeginArray("diagnoses");
-      for (const auto& d : diags.diagnoses()) DiagnosisJson(w, d);
-      w.EndArray().EndObject();
-      out << w.str() << "\n";
-    } else {
-      out << ReportText(info, ranks, diags);
-    }
+    out << (c.json ? DiagnosesJson(r) : DiagnosesTable(r));
+  } else if (command == "report") {
+    return RunReport(*stub, ctx, c, token, fail, out);
   }
   return kExitOk;
 }
+
+}  // namespace
 
 }  // namespace xpu::cli

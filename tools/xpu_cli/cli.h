@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "xpu/v1/xpu.pb.h"
+#include "xpu/v1/query.pb.h"
 
 namespace xpu::cli {
 
@@ -37,9 +37,20 @@ inline constexpr int kExitUnreachable = 2;
 inline constexpr int kExitNotAvailable = 3;
 inline constexpr int kExitUsage = 64;
 
-// args excludes argv[0]. env_engine is $XPU_ENGINE (may be empty).
+// args excludes argv[0]. env_engine is $XPU_ENGINE (may be empty). The
+// command line is parsed with the project's flag conventions
+// (common/cli/flags.h): --help and --version, options before or after the
+// command word.
 int RunCli(const std::vector<std::string>& args, const std::string& env_engine, std::ostream& out,
            std::ostream& err);
+
+// The command `args` names ("timeline" for `--engine E timeline dump`), or
+// "" when the line names none. For tests.
+std::string ParsedCommand(const std::vector<std::string>& args);
+
+// A report the engine rendered as a JSON object (HangReply.report_json,
+// ProfileResult.report_json) with "found": true put first.
+std::string FoundReportJson(const std::string& report_json);
 
 // Renderers, exposed for tests.
 std::string StatusJson(const xpu::v1::StatusReply& r);

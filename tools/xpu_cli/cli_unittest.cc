@@ -8,7 +8,7 @@
 
 #include <sstream>
 
-#include "tools/xpu_cli/json_writer.h"
+#include "common/json/json.h"
 
 namespace xpu::cli {
 namespace {
@@ -164,7 +164,7 @@ TEST(CliTest, JsonRendering) {
 }
 
 TEST(JsonWriterTest, EscapesControlCharacters) {
-  EXPECT_EQ(JsonWriter::Quote(std::string("a\x01\n\\", 4)), "\"a\\u0001\\n\\\\\"");
+  EXPECT_EQ(json::Quote(std::string("a\x01\n\\", 4)), "\"a\\u0001\\n\\\\\"");
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "tools/xpu_cli/connection.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -16,33 +15,26 @@ std::string ReadFile(const std::string& path, bool* ok) {
   return ss.str();
 }
 
-bool ParseSeconds(const std::string& flag, const std::string& v, double max, double* out,
-                  std::string* error) {
-  char* end = nullptr;
-  const double d = strtod(v.c_str(), &end);
-  if (end == v.c_str() || *end != '\0' || d <= 0 || d > max) {
-    *error = flag + " needs seconds in (0, " + std::to_string(static_cast<int>(max)) + "]";
-    return false;
-  }
-  *out = d;
-  return true;
-}
-
-bool IsConnectionValueFlag(std::string_view flag) {
-  return flag == "--engine" || flag == "--token-file" || flag == "--tls-ca" ||
-         flag == "--tls-cert" || flag == "--tls-key";
-}
-
-std::string CommandWord(const std::vector<std::string>& args,
-                        absl::Span<const std::string_view> value_flags) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a.empty() || a[0] != '-') return a;
-    bool takes_value = IsConnectionValueFlag(a);
-    for (std::string_view w : value_flags) takes_value = takes_value || a == w;
-    if (takes_value) ++i;
-  }
-  return "";
+void AddConnectionOptions(CLI::App* cmd, ConnectionFlags* f) {
+  const std::string group = "Connection";
+  cmd->add_option(
+         "--engine", f->engine,
+         "engine address (default: $XPU_ENGINE, else " + std::string(kDefaultEngineAddress) + ")")
+      ->type_name("HOST:PORT")
+      ->group(group);
+  cmd->add_flag("--tls", f->tls, "connect with TLS (system roots unless --tls-ca)")->group(group);
+  cmd->add_option("--tls-ca", f->tls_ca, "CA certificate that verifies the engine (implies --tls)")
+      ->type_name("PATH")
+      ->group(group);
+  cmd->add_option("--tls-cert", f->tls_cert,
+                  "client certificate (with --tls-key) for engines that require one")
+      ->type_name("PATH")
+      ->group(group);
+  cmd->add_option("--tls-key", f->tls_key, "client private key")->type_name("PATH")->group(group);
+  cmd->add_option("--token-file", f->token_file,
+                  "shared token, when the engine was started with --token-file")
+      ->type_name("PATH")
+      ->group(group);
 }
 
 bool ResolveConnection(const ConnectionFlags& f, const std::string& env_engine,
@@ -50,7 +42,7 @@ bool ResolveConnection(const ConnectionFlags& f, const std::string& env_engine,
   out->address = !f.engine.empty()     ? f.engine
                  : !env_engine.empty() ? env_engine
                                        : kDefaultEngineAddress;
-  if (f.tls) {
+  if (f.tls || !f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty()) {
     grpc::SslCredentialsOptions ssl;
     bool ok = true;
     if (!f.tls_ca.empty()) ssl.pem_root_certs = ReadFile(f.tls_ca, &ok);

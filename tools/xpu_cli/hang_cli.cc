@@ -1,30 +1,37 @@
-// hang_cli.cc — see hang_cli.h.
-#include "tools/xpu_cli/hang_cli.h"
-
+// hang_cli.cc — `xpu hang` and `xpu stacks` (command.h).
+// Exit codes as in cli.h.
+//
+//   xpu hang --job J [--json] [--svg FILE] [--folded FILE]
+//       the engine's latest hang diagnosis of J: classification, culprit
+//       ranks and hosts, team, evidence, merged stacks. Without one: "no
+//       hang diagnosed" (exit 0; --json prints {"job":J,"found":false}).
+//   xpu stacks --job J [--json] [--svg FILE] [--folded FILE] [--deadline-s S]
+//       collects the stacks of every rank of the live job J now and prints
+//       the merged view (frames with the ranks in / not in them).
+// Common: --engine ADDR ($XPU_ENGINE), --token-file F, --tls, --tls-ca F,
+// --tls-cert F, --tls-key F.
+// --json prints the report object of engine/hang/report.h with "found":true
+// added: {job, found, on_demand, classification, team, culprits, culprit_ranks,
+// hosts, reason, details, faulty_link, comm_id, stuck_seq, trigger,
+// stall_since_ns, suspected_ns, diagnosed_ns, stall_to_diagnosis_s,
+// evidence_ms, daemons_asked, daemons_answered, ranks: [...], merged_stacks}.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
+#include "common/json/json.h"
 #include "tools/xpu_cli/cli.h"
-#include "tools/xpu_cli/connection.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "tools/xpu_cli/command.h"
+#include "xpu/v1/hang.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {
 
-constexpr char kHangUsage[] =
-    "xpu hang --job JOB [--json] [--svg FILE] [--folded FILE]\n"
-    "    latest hang diagnosis of JOB: classification, culprit ranks/hosts, team,\n"
-    "    evidence and the merged stacks of all ranks\n"
-    "xpu stacks --job JOB [--json] [--svg FILE] [--folded FILE] [--deadline-s S]\n"
-    "    collect the stacks of every rank now and print the merged view\n"
-    "common: --engine ADDR, --token-file F, --tls, --tls-ca F, --tls-cert F, --tls-key F\n";
-
 struct HangFlags {
-  std::string command, job, engine, token_file, svg, folded, tls_ca, tls_cert, tls_key;
-  bool json = false, help = false, tls = false;
+  std::string svg, folded;
   double deadline_s = 20;
 };
 
@@ -34,86 +41,29 @@ bool WriteAll(const std::string& path, const std::string& data) {
   return static_cast<bool>(o);
 }
 
-bool Parse(const std::vector<std::string>& args, HangFlags* f, std::string* error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) {
-        *error = a + " needs a value";
-        return false;
-      }
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--job") {
-      if (!value(&f->job)) return false;
-    } else if (IsConnectionValueFlag(a)) {
-      if (!value(&v)) return false;
-      SetConnectionFlag(a, v, f);
-    } else if (a == "--svg") {
-      if (!value(&f->svg)) return false;
-    } else if (a == "--folded") {
-      if (!value(&f->folded)) return false;
-    } else if (a == "--deadline-s") {
-      if (!value(&v) || !ParseSeconds(a, v, 600, &f->deadline_s, error)) return false;
-    } else if (a == "--tls") {
-      f->tls = true;
-    } else if (a == "--json") {
-      f->json = true;
-    } else if (a == "--help" || a == "-h") {
-      f->help = true;
-    } else if (!a.empty() && a[0] == '-') {
-      *error = "unknown flag " + a;
-      return false;
-    } else if (f->command.empty()) {
-      f->command = a;
-    } else {
-      *error = "unexpected argument " + a;
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-bool IsHangCommand(const std::vector<std::string>& args) {
-  const std::string word = CommandWord(args, {"--job", "--svg", "--folded", "--deadline-s"});
-  return word == "hang" || word == "stacks";
-}
-
-int RunHangCli(const std::vector<std::string>& args, const std::string& env_engine,
-               std::ostream& out, std::ostream& err) {
-  HangFlags f;
-  std::string error;
-  if (!Parse(args, &f, &error)) {
-    err << "xpu: " << error << " (see xpu hang --help)\n";
-    return kExitUsage;
-  }
-  if (f.help) {
-    out << kHangUsage;
-    return kExitOk;
-  }
-  if (f.job.empty()) {
-    err << "xpu " << f.command << ": --job JOB is required\n";
+int RunHang(const std::string& command, const HangFlags& f, const Invocation& in) {
+  std::ostream& out = in.out;
+  std::ostream& err = in.err;
+  const CommonFlags& c = in.common;
+  if (c.job.empty()) {
+    err << "xpu " << command << ": --job JOB is required\n";
     return kExitUsage;
   }
   EngineConnection conn;
-  if (!ResolveConnection(ConnectionFlagsOf(f), env_engine, &conn, err)) return kExitUsage;
+  if (!ResolveConnection(c.connection, in.env_engine, &conn, err)) return kExitUsage;
   const std::string& engine = conn.address;
   const std::shared_ptr<grpc::ChannelCredentials>& creds = conn.credentials;
   const std::string& token = conn.token;
   auto stub = xpu::v1::HangQuery::NewStub(grpc::CreateChannel(engine, creds));
   grpc::ClientContext ctx;
-  const bool collect = f.command == "stacks";
+  const bool collect = command == "stacks";
   // Collecting waits for the daemons: the engine's deadline plus a margin.
   const double wait_s = collect ? f.deadline_s + 10 : 10;
   ctx.set_deadline(std::chrono::system_clock::now() +
                    std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
   if (!token.empty()) ctx.AddMetadata(kTokenMetadataKey, token);
   xpu::v1::HangRequest req;
-  req.set_job(f.job);
+  req.set_job(c.job);
   req.set_collect_now(collect);
   req.set_deadline_ms(static_cast<uint64_t>(f.deadline_s * 1000));
   xpu::v1::HangReply r;
@@ -125,18 +75,18 @@ int RunHangCli(const std::vector<std::string>& args, const std::string& env_engi
       return kExitUnreachable;
     }
     if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
-      err << "xpu " << f.command << ": the engine at " << engine << " has no hang diagnosis\n";
+      err << "xpu " << command << ": the engine at " << engine << " has no hang diagnosis\n";
       return kExitNotAvailable;
     }
-    err << "xpu " << f.command << ": engine at " << engine << " answered: " << st.error_message()
+    err << "xpu " << command << ": engine at " << engine << " answered: " << st.error_message()
         << "\n";
     return kExitEngineError;
   }
   if (!r.found()) {
-    if (f.json) {
-      out << "{\"job\":\"" << f.job << "\",\"found\":false}\n";
+    if (c.json) {
+      out << json::Dump(json::Json{{"job", c.job}, {"found", false}}) << "\n";
     } else {
-      out << "no hang diagnosed for job " << f.job << "\n";
+      out << "no hang diagnosed for job " << c.job << "\n";
     }
     return kExitOk;
   }
@@ -148,14 +98,51 @@ int RunHangCli(const std::vector<std::string>& args, const std::string& env_engi
     err << "xpu: cannot write " << f.folded << "\n";
     return kExitUsage;
   }
-  if (f.json) {
-    // {"found":true, ...the report's fields}
-    const std::string& j = r.report_json();
-    out << "{\"found\":true" << (j.size() > 2 ? "," + j.substr(1) : "}") << "\n";
+  if (c.json) {
+    out << FoundReportJson(r.report_json()) << "\n";
   } else {
     out << r.text();
   }
   return kExitOk;
+}
+
+}  // namespace
+
+void AddHangCommands(CLI::App& xpu, CommonFlags* common, CommandTable* table) {
+  auto hf = std::make_shared<HangFlags>();
+  const char* kJson =
+      "--json prints the report object of engine/hang/report.h with \"found\":true added: "
+      "{found, job, on_demand, classification, team, culprits, culprit_ranks, hosts, reason, "
+      "details, faulty_link, ring_named, comm_id, stuck_seq, trigger, stall_since_ns, "
+      "suspected_ns, diagnosed_ns, stall_to_diagnosis_s, evidence_ms, daemons_asked, "
+      "daemons_answered, ranks: [...], merged_stacks}; without a diagnosis "
+      "{job, found: false}.";
+  for (const char* name : {"hang", "stacks"}) {
+    const bool collect = std::string(name) == "stacks";
+    CLI::App* cmd = xpu.add_subcommand(
+        name, collect ? "collect and merge the live stacks of every rank of a job now"
+                      : "latest hang diagnosis of a job: class, culprit ranks, merged stacks");
+    AddCommonOptions(cmd, common, /*with_job=*/true);
+    cmd->add_option("--svg", hf->svg, "write the merged stacks as a flame graph (SVG)")
+        ->type_name("FILE");
+    cmd->add_option("--folded", hf->folded, "write the merged stacks in folded form")
+        ->type_name("FILE");
+    cmd->add_option("--deadline-s", hf->deadline_s,
+                    "how long the daemons may take to collect the stacks")
+        ->type_name("S")
+        ->check(flags::PositiveNumberUpTo(600));
+    cmd->footer(collect ? std::string("Collects the stacks of every rank of the live job now and "
+                                      "prints the merged view (frames with the ranks in / not in "
+                                      "them).\n") +
+                              kJson
+                        : std::string("Classification, culprit ranks and hosts, team, evidence "
+                                      "and the merged stacks of all ranks; without one: \"no "
+                                      "hang diagnosed\" (exit 0).\n") +
+                              kJson);
+    (*table)[cmd] = [name = std::string(name), hf](const Invocation& in) {
+      return RunHang(name, *hf, in);
+    };
+  }
 }
 
 }  // namespace xpu::cli

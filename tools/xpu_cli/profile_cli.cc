@@ -1,96 +1,48 @@
-// profile_cli.cc — see profile_cli.h.
-#include "tools/xpu_cli/profile_cli.h"
-
+// profile_cli.cc — `xpu profile` (command.h). Exit codes as
+// in cli.h.
+//
+//   xpu profile --job J [--seconds S] [--json] [--deadline-s D]
+//       runs a profiling window of S seconds (default: the engine's, 15) on
+//       every rank of the live job J now: CUPTI kernel activity plus the
+//       Python events, summarized per rank into PerfTracker behaviour
+//       patterns, then the differential localization. Prints the ranks (and
+//       why some were not profiled, e.g. "skipped: another CUPTI client is
+//       active"), the abnormal function executions and the diagnoses.
+//   xpu profile --job J --last [--json]
+//       the latest result (automatic, after a throughput regression, or on
+//       demand) without starting a window; "no profiling window" otherwise.
+// Common: --engine ADDR ($XPU_ENGINE), --token-file F, --tls, --tls-ca F,
+// --tls-cert F, --tls-key F.
+// --json prints the report object of engine/profile/profile_report.h with
+// "found":true added: {found, job, trigger, requested_ns, finished_ns,
+// window_ms, daemons_asked, daemons_answered, ranks_profiled, ranks_skipped,
+// skipped_reason, ranks: [...], functions: [...], findings: [...],
+// diagnoses: [...]}; without a result {"job":J,"found":false}.
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <memory>
 
+#include "common/json/json.h"
 #include "tools/xpu_cli/cli.h"
-#include "tools/xpu_cli/connection.h"
+#include "tools/xpu_cli/command.h"
 #include "xpu/ring.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "xpu/v1/profile.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {
 
-constexpr char kProfileUsage[] =
-    "xpu profile --job JOB [--seconds S] [--json] [--deadline-s D]\n"
-    "    run a profiling window of S seconds (default: the engine's) on every rank of JOB now and\n"
-    "    print the differential localization: abnormal functions, ranks, hosts, team\n"
-    "xpu profile --job JOB --last [--json]\n"
-    "    the latest result (after a throughput regression or on demand), no new window\n"
-    "common: --engine ADDR, --token-file F, --tls, --tls-ca F, --tls-cert F, --tls-key F\n";
-
 struct ProfileFlags {
-  std::string command, job, engine, token_file, tls_ca, tls_cert, tls_key;
-  bool json = false, help = false, tls = false, last = false;
+  bool last = false;
   double seconds = 0;     // 0 = the engine's default
   double deadline_s = 0;  // 0 = window + 30 s
 };
 
-bool Parse(const std::vector<std::string>& args, ProfileFlags* f, std::string* error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) {
-        *error = a + " needs a value";
-        return false;
-      }
-      *out = args[++i];
-      return true;
-    };
-    std::string v;
-    if (a == "--job") {
-      if (!value(&f->job)) return false;
-    } else if (IsConnectionValueFlag(a)) {
-      if (!value(&v)) return false;
-      SetConnectionFlag(a, v, f);
-    } else if (a == "--seconds") {
-      if (!value(&v) ||
-          !ParseSeconds(a, v, XPU_PROFILE_MAX_DURATION_MS / 1000.0, &f->seconds, error))
-        return false;
-    } else if (a == "--deadline-s") {
-      if (!value(&v) || !ParseSeconds(a, v, 900, &f->deadline_s, error)) return false;
-    } else if (a == "--last") {
-      f->last = true;
-    } else if (a == "--tls") {
-      f->tls = true;
-    } else if (a == "--json") {
-      f->json = true;
-    } else if (a == "--help" || a == "-h") {
-      f->help = true;
-    } else if (!a.empty() && a[0] == '-') {
-      *error = "unknown flag " + a;
-      return false;
-    } else if (f->command.empty()) {
-      f->command = a;
-    } else {
-      *error = "unexpected argument " + a;
-      return false;
-    }
-  }
-  return true;
-}
-
-}  // namespace
-
-bool IsProfileCommand(const std::vector<std::string>& args) {
-  return CommandWord(args, {"--job", "--seconds", "--deadline-s"}) == "profile";
-}
-
-int RunProfileCli(const std::vector<std::string>& args, const std::string& env_engine,
-                  std::ostream& out, std::ostream& err) {
-  ProfileFlags f;
-  std::string error;
-  if (!Parse(args, &f, &error)) {
-    err << "xpu: " << error << " (see xpu profile --help)\n";
-    return kExitUsage;
-  }
-  if (f.help) {
-    out << kProfileUsage;
-    return kExitOk;
-  }
-  if (f.job.empty()) {
+int RunProfile(const ProfileFlags& f, const Invocation& in) {
+  std::ostream& out = in.out;
+  std::ostream& err = in.err;
+  const CommonFlags& c = in.common;
+  if (c.job.empty()) {
     err << "xpu profile: --job JOB is required\n";
     return kExitUsage;
   }
@@ -99,11 +51,11 @@ int RunProfileCli(const std::vector<std::string>& args, const std::string& env_e
     return kExitUsage;
   }
   EngineConnection conn;
-  if (!ResolveConnection(ConnectionFlagsOf(f), env_engine, &conn, err)) return kExitUsage;
+  if (!ResolveConnection(c.connection, in.env_engine, &conn, err)) return kExitUsage;
   auto stub = xpu::v1::ProfileQuery::NewStub(grpc::CreateChannel(conn.address, conn.credentials));
   grpc::ClientContext ctx;
   xpu::v1::ProfileRequest req;
-  req.set_job(f.job);
+  req.set_job(c.job);
   req.set_seconds(static_cast<uint32_t>(f.seconds));
   req.set_deadline_ms(static_cast<uint64_t>(f.deadline_s * 1000));
   // The window (the engine's default when unknown here: allow the longest)
@@ -134,20 +86,48 @@ int RunProfileCli(const std::vector<std::string>& args, const std::string& env_e
     return kExitEngineError;
   }
   if (!r.found()) {
-    if (f.json) {
-      out << "{\"job\":\"" << f.job << "\",\"found\":false}\n";
+    if (c.json) {
+      out << json::Dump(json::Json{{"job", c.job}, {"found", false}}) << "\n";
     } else {
-      out << "no profiling window for job " << f.job << "\n";
+      out << "no profiling window for job " << c.job << "\n";
     }
     return kExitOk;
   }
-  if (f.json) {
-    const std::string& j = r.report_json();
-    out << "{\"found\":true" << (j.size() > 2 ? "," + j.substr(1) : "}") << "\n";
+  if (c.json) {
+    out << FoundReportJson(r.report_json()) << "\n";
   } else {
     out << r.text();
   }
   return kExitOk;
+}
+
+}  // namespace
+
+void AddProfileCommand(CLI::App& xpu, CommonFlags* common, CommandTable* table) {
+  auto pf = std::make_shared<ProfileFlags>();
+  CLI::App* cmd = xpu.add_subcommand(
+      "profile",
+      "profiling window on every rank of a job now (or the latest result): abnormal functions on "
+      "abnormal ranks");
+  AddCommonOptions(cmd, common, /*with_job=*/true);
+  cmd->add_option("--seconds", pf->seconds, "length of the window (default: the engine's, 15 s)")
+      ->type_name("S")
+      ->default_str("")
+      ->check(flags::PositiveNumberUpTo(XPU_PROFILE_MAX_DURATION_MS / 1000.0));
+  cmd->add_flag("--last", pf->last,
+                "the latest result (after a throughput regression or on demand); no new window");
+  cmd->add_option("--deadline-s", pf->deadline_s,
+                  "how long to wait for the daemons (default: the window + 30 s)")
+      ->type_name("S")
+      ->default_str("")
+      ->check(flags::PositiveNumberUpTo(900));
+  cmd->footer(
+      "Runs a CUPTI activity window on every rank of the live job now and prints the "
+      "differential localization: the ranks (and why some were not profiled), the abnormal "
+      "function executions and the diagnoses.\n"
+      "--json prints the report object of engine/profile/profile_report.h with \"found\":true "
+      "added; without a result {job, found: false}.");
+  (*table)[cmd] = [pf](const Invocation& in) { return RunProfile(*pf, in); };
 }
 
 }  // namespace xpu::cli

@@ -3,8 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
-#include <ctime>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string_view>
@@ -16,17 +16,19 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/timeline/dump_outputs.h"
-#include "engine/timeline/rank_dump.h"
-#include "engine/timeline/summary.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/timeline/dump_outputs.h"
+#include "common/timeline/rank_dump.h"
+#include "common/timeline/summary.h"
 #include "tools/xpu_cli/cli.h"
-#include "tools/xpu_cli/connection.h"
-#include "xpu/v1/xpu.grpc.pb.h"
+#include "tools/xpu_cli/command.h"
+#include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::cli {
 namespace {
 
-namespace tl = ::xpu::engine::timeline;
+namespace tl = ::xpu::timeline;
 
 const char kTimelineHelp[] = R"(xpu timeline: on-demand timelines from the daemons' history.
 
@@ -58,88 +60,13 @@ JSON (summary): {job, window_start_ns, window_end_ns, ops, top: [...], ranks: [.
        communicators: [...], clock: {reference_rank, hosts: [{host, offset_ns, ...}]}}
 )";
 
+// Options of `timeline dump` and `timeline summary` (the connection, --job
+// and --json are CommonFlags). Numbers stay text until BuildRequest checks
+// them, so that the messages name what was wrong.
 struct Flags {
-  std::string engine, tls_ca, tls_cert, tls_key, token_file;
-  bool tls = false, json = false, help = false, no_engine_fallback = false;
-  std::vector<std::string> words;  // command, subcommand
-  std::string job, ranks, last, since, out, in, format = "auto", deadline_s, top;
+  bool no_engine_fallback = false;
+  std::string ranks, last, since, out, in, format = "auto", deadline_s, top;
 };
-
-// Own flags that take a value (the connection flags: connection.h).
-constexpr std::string_view kValueFlags[] = {"--job", "--ranks",  "--last",       "--since", "--out",
-                                            "--in",  "--format", "--deadline-s", "--top"};
-
-bool IsValueFlag(std::string_view a) {
-  for (std::string_view w : kValueFlags) {
-    if (a == w) return true;
-  }
-  return false;
-}
-
-bool Parse(const std::vector<std::string>& args, Flags* f, std::string* error) {
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], value;
-    bool inline_value = false;
-    if (absl::StartsWith(a, "--")) {
-      size_t eq = a.find('=');
-      if (eq != std::string::npos) {
-        value = a.substr(eq + 1);
-        a = a.substr(0, eq);
-        inline_value = true;
-      }
-    }
-    if (IsConnectionValueFlag(a)) {
-      if (!inline_value) {
-        if (i + 1 >= args.size()) {
-          *error = a + " needs a value";
-          return false;
-        }
-        value = args[++i];
-      }
-      SetConnectionFlag(a, value, f);
-    } else if (IsValueFlag(a)) {
-      if (!inline_value) {
-        if (i + 1 >= args.size()) {
-          *error = a + " needs a value";
-          return false;
-        }
-        value = args[++i];
-      }
-      if (a == "--job")
-        f->job = value;
-      else if (a == "--ranks")
-        f->ranks = value;
-      else if (a == "--last")
-        f->last = value;
-      else if (a == "--since")
-        f->since = value;
-      else if (a == "--out")
-        f->out = value;
-      else if (a == "--in")
-        f->in = value;
-      else if (a == "--format")
-        f->format = value;
-      else if (a == "--deadline-s")
-        f->deadline_s = value;
-      else if (a == "--top")
-        f->top = value;
-    } else if (a == "--no-engine-fallback") {
-      f->no_engine_fallback = true;
-    } else if (a == "--json") {
-      f->json = true;
-    } else if (a == "--tls") {
-      f->tls = true;
-    } else if (a == "--help" || a == "-h") {
-      f->help = true;
-    } else if (absl::StartsWith(a, "-")) {
-      *error = "unknown flag " + a;
-      return false;
-    } else {
-      f->words.push_back(a);
-    }
-  }
-  return true;
-}
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -148,17 +75,13 @@ uint64_t NowNs() {
 }
 
 std::string DefaultOutDir(const std::string& job) {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", &tm);
+  const std::string stamp = absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::UTCTimeZone());
   std::string safe = job;
   for (char& c : safe) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
       c = '_';
   }
-  return absl::StrCat("xpu-timeline-", safe, "-", buf);
+  return absl::StrCat("xpu-timeline-", safe, "-", stamp);
 }
 
 struct Fetched {
@@ -169,10 +92,11 @@ struct Fetched {
 };
 
 // Runs Query.TimelineDump; writes raw files into `raw_dir` when not empty.
-int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::TimelineDumpRequest& req,
-          const std::string& raw_dir, Fetched* got, std::ostream& err) {
+int Fetch(const Invocation& in, const xpu::v1::TimelineDumpRequest& req, const std::string& raw_dir,
+          Fetched* got) {
+  std::ostream& err = in.err;
   EngineConnection conn;
-  if (!ResolveConnection(ConnectionFlagsOf(f), env_engine, &conn, err)) return kExitUsage;
+  if (!ResolveConnection(in.common.connection, in.env_engine, &conn, err)) return kExitUsage;
   const std::string& engine = conn.address;
   const std::shared_ptr<grpc::ChannelCredentials>& creds = conn.credentials;
   const std::string& token = conn.token;
@@ -261,8 +185,9 @@ int Fetch(const Flags& f, const std::string& env_engine, const xpu::v1::Timeline
   return kExitOk;
 }
 
-bool BuildRequest(const Flags& f, xpu::v1::TimelineDumpRequest* req, std::string* error) {
-  req->set_job(f.job);
+bool BuildRequest(const Flags& f, const std::string& job, xpu::v1::TimelineDumpRequest* req,
+                  std::string* error) {
+  req->set_job(job);
   req->set_no_engine_fallback(f.no_engine_fallback);
   if (!f.ranks.empty()) {
     std::vector<int32_t> ranks;
@@ -322,7 +247,14 @@ tl::DumpContext Context(const xpu::v1::TimelineDumpRequest& req, const Fetched& 
   return ctx;
 }
 
-int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::ostream& err) {
+int Dump(const Flags& f, const Invocation& in) {
+  std::ostream& out = in.out;
+  std::ostream& err = in.err;
+  const std::string& job = in.common.job;
+  if (job.empty()) {
+    err << "xpu timeline dump: --job JOB is required\n";
+    return kExitUsage;
+  }
   tl::TraceFormat format;
   if (!tl::ParseTraceFormat(f.format, &format)) {
     err << "xpu timeline dump: bad --format '" << f.format << "' (perfetto, json, both or auto)\n";
@@ -330,13 +262,13 @@ int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::
   }
   xpu::v1::TimelineDumpRequest req;
   std::string error;
-  if (!BuildRequest(f, &req, &error)) {
+  if (!BuildRequest(f, job, &req, &error)) {
     err << "xpu timeline dump: " << error << "\n";
     return kExitUsage;
   }
-  const std::string dir = !f.out.empty() ? f.out : DefaultOutDir(f.job);
+  const std::string dir = !f.out.empty() ? f.out : DefaultOutDir(job);
   Fetched got;
-  if (int rc = Fetch(f, env_engine, req, dir, &got, err); rc != kExitOk) return rc;
+  if (int rc = Fetch(in, req, dir, &got); rc != kExitOk) return rc;
   if (got.ranks.empty()) {
     err << "xpu timeline dump: no rank answered; nothing written\n";
     return kExitEngineError;
@@ -347,13 +279,13 @@ int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::
     err << "xpu timeline dump: " << o.status().message() << "\n";
     return kExitEngineError;
   }
-  if (f.json) {
+  if (in.common.json) {
     bool ok = true;
     out << ReadFile(o->manifest_path, &ok);
     return kExitOk;
   }
   out << absl::StrFormat("job %s: %d/%d ranks, %d ops (%d bytes packed, %.1f bytes/op) in %.2f s\n",
-                         f.job, got.done.ranks_answered(), got.done.ranks_total(), o->ops,
+                         job, got.done.ranks_answered(), got.done.ranks_total(), o->ops,
                          o->packed_bytes, o->ops ? double(o->packed_bytes) / o->ops : 0.0,
                          got.seconds);
   if (!o->perfetto_path.empty()) {
@@ -380,7 +312,13 @@ int Dump(const Flags& f, const std::string& env_engine, std::ostream& out, std::
   return kExitOk;
 }
 
-int Summary(const Flags& f, const std::string& env_engine, std::ostream& out, std::ostream& err) {
+int Summary(const Flags& f, const Invocation& in) {
+  std::ostream& out = in.out;
+  std::ostream& err = in.err;
+  if (f.in.empty() == in.common.job.empty()) {
+    err << "xpu timeline summary: give either --in DIR or --job JOB\n";
+    return kExitUsage;
+  }
   size_t top_n = 15;
   if (!f.top.empty() && (!absl::SimpleAtoi(f.top, &top_n) || top_n == 0)) {
     err << "xpu timeline summary: --top wants a positive number, got '" << f.top << "'\n";
@@ -397,12 +335,12 @@ int Summary(const Flags& f, const std::string& env_engine, std::ostream& out, st
   } else {
     xpu::v1::TimelineDumpRequest req;
     std::string error;
-    if (!BuildRequest(f, &req, &error)) {
+    if (!BuildRequest(f, in.common.job, &req, &error)) {
       err << "xpu timeline summary: " << error << "\n";
       return kExitUsage;
     }
     Fetched got;
-    if (int rc = Fetch(f, env_engine, req, f.out, &got, err); rc != kExitOk) return rc;
+    if (int rc = Fetch(in, req, f.out, &got); rc != kExitOk) return rc;
     if (got.ranks.empty()) {
       err << "xpu timeline summary: no rank answered\n";
       return kExitEngineError;
@@ -410,7 +348,7 @@ int Summary(const Flags& f, const std::string& env_engine, std::ostream& out, st
     ranks = std::move(got.ranks);
   }
   tl::TimelineSummary s = tl::Summarize(ranks, tl::EstimateClockOffsets(ranks), top_n);
-  out << (f.json ? tl::SummaryJson(s) : tl::SummaryText(s));
+  out << (in.common.json ? tl::SummaryJson(s) : tl::SummaryText(s));
   return kExitOk;
 }
 
@@ -458,48 +396,52 @@ bool ParseSince(const std::string& s, uint64_t now_ns, uint64_t* since_ns) {
   return false;
 }
 
-bool IsTimelineCommand(const std::vector<std::string>& args) {
-  return CommandWord(args, kValueFlags) == "timeline";
-}
-
-int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine,
-                   std::ostream& out, std::ostream& err) {
-  Flags f;
-  std::string error;
-  if (!Parse(args, &f, &error)) {
-    err << "xpu: " << error << " (see xpu timeline --help)\n";
-    return kExitUsage;
-  }
-  if (f.words.empty() || f.words[0] != "timeline") return kExitUsage;
-  const std::string sub = f.words.size() > 1 ? f.words[1] : "";
-  if (f.help || sub.empty()) {
-    (f.help ? out : err) << kTimelineHelp;
-    return f.help ? kExitOk : kExitUsage;
-  }
-  if (f.words.size() > 2) {
-    err << "xpu timeline: unexpected argument '" << f.words[2] << "'\n";
-    return kExitUsage;
-  }
-  if (sub == "dump") {
-    if (f.job.empty()) {
-      err << "xpu timeline dump: --job JOB is required\n";
-      return kExitUsage;
-    }
-    if (!f.in.empty()) {
-      err << "xpu timeline dump: --in is for `timeline summary`\n";
-      return kExitUsage;
-    }
-    return Dump(f, env_engine, out, err);
-  }
-  if (sub == "summary") {
-    if (f.in.empty() == f.job.empty()) {
-      err << "xpu timeline summary: give either --in DIR or --job JOB\n";
-      return kExitUsage;
-    }
-    return Summary(f, env_engine, out, err);
-  }
-  err << "xpu timeline: unknown subcommand '" << sub << "' (dump or summary)\n";
-  return kExitUsage;
+void AddTimelineCommands(CLI::App& xpu, CommonFlags* common, CommandTable* table) {
+  auto tf = std::make_shared<Flags>();
+  CLI::App* timeline = xpu.add_subcommand(
+      "timeline", "on-demand timelines: Perfetto / Chrome traces, call-site flame graph, summary");
+  timeline->require_subcommand(1, 1);
+  timeline->footer(kTimelineHelp);
+  auto window = [&](CLI::App* cmd) {
+    AddCommonOptions(cmd, common, /*with_job=*/true);
+    cmd->add_option("--ranks", tf->ranks, "ranks to fetch, e.g. 0-7,12 (default: all)")
+        ->type_name("LIST");
+    cmd->add_option("--last", tf->last, "the last N records per rank")->type_name("N");
+    cmd->add_option("--since", tf->since,
+                    "records since T: ns since the Unix epoch, or an age (90s, 5m, 2h)")
+        ->type_name("T");
+    cmd->add_option("--deadline-s", tf->deadline_s, "how long to wait for the daemons (default 30)")
+        ->type_name("S");
+  };
+  CLI::App* dump = timeline->add_subcommand(
+      "dump", "fetch the job's history from every daemon and write the traces into a directory");
+  window(dump);
+  dump->add_option("--out", tf->out, "directory to write (default ./xpu-timeline-JOB-<time>)")
+      ->type_name("DIR");
+  dump->add_option("--format", tf->format,
+                   "perfetto, json, both or auto (JSON too for dumps up to 200000 ops)")
+      ->type_name("FORMAT");
+  dump->add_flag("--no-engine-fallback", tf->no_engine_fallback,
+                 "ranks whose daemon does not answer are missing rather than taken from the "
+                 "engine's recent-record ring");
+  dump->footer("--json prints the manifest (DIR/dump.json, docs/timeline.md).");
+  CLI::App* summary = timeline->add_subcommand(
+      "summary", "top signatures, per-rank step breakdown, communicator bandwidth, clock offsets");
+  window(summary);
+  summary->add_option("--in", tf->in, "summarize a dump directory instead of fetching")
+      ->type_name("DIR");
+  summary->add_option("--top", tf->top, "signatures listed (also bounds the communicators)")
+      ->type_name("N")
+      ->default_str("15");
+  summary->add_option("--out", tf->out, "also keep the raw records fetched in DIR")
+      ->type_name("DIR");
+  summary->footer(
+      "JSON (summary): {job, window_start_ns, window_end_ns, ops, top: [...], ranks: [...], "
+      "communicators: [...], clock: {reference_rank, hosts: [{host, offset_ns, ...}]}}");
+  dump->group("Commands");
+  summary->group("Commands");
+  (*table)[dump] = [tf](const Invocation& in) { return Dump(*tf, in); };
+  (*table)[summary] = [tf](const Invocation& in) { return Summary(*tf, in); };
 }
 
 }  // namespace xpu::cli

@@ -1,5 +1,5 @@
-// timeline_cli — `xpu timeline dump|summary`, dispatched from RunCli
-// (cli.cc). Exit codes as in cli.h. (`xpu stacks`, live stacks, belongs to
+// timeline_cli — `xpu timeline dump|summary` (AddTimelineCommands in
+// command.h). Exit codes as in cli.h. (`xpu stacks`, live stacks, belongs to
 // the hang-diagnosis component: hang_cli.*.)
 //
 //   xpu timeline dump --job J [--ranks 0-7,12] [--last N | --since T]
@@ -13,17 +13,10 @@
 #define XPU_TOOLS_XPU_CLI_TIMELINE_CLI_H_
 
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
 namespace xpu::cli {
-
-// True when `args` names the timeline command (first word that
-// is neither a flag nor a flag's value).
-bool IsTimelineCommand(const std::vector<std::string>& args);
-int RunTimelineCli(const std::vector<std::string>& args, const std::string& env_engine,
-                   std::ostream& out, std::ostream& err);
 
 // "0-7,12" -> {0..7, 12}; false on malformed input or ranges over 1<<20 ranks.
 bool ParseRankList(const std::string& s, std::vector<int32_t>* out);

@@ -37,17 +37,20 @@ TEST(TimelineCliTest, Since) {
 }
 
 TEST(TimelineCliTest, Dispatch) {
-  EXPECT_TRUE(IsTimelineCommand({"timeline", "dump"}));
-  EXPECT_TRUE(IsTimelineCommand({"--engine", "h:1", "timeline"}));
-  EXPECT_FALSE(IsTimelineCommand({"stacks", "--job", "j"}));  // hang_cli.cc
-  EXPECT_TRUE(IsTimelineCommand({"--job", "timeline", "timeline"}));
-  EXPECT_FALSE(IsTimelineCommand({"--job", "timeline", "ranks"}));
-  EXPECT_FALSE(IsTimelineCommand({"status"}));
+  auto is_timeline = [](std::vector<std::string> args) {
+    return ParsedCommand(args) == "timeline";
+  };
+  EXPECT_TRUE(is_timeline({"timeline", "dump"}));
+  EXPECT_TRUE(is_timeline({"--engine", "h:1", "timeline"}));
+  EXPECT_FALSE(is_timeline({"stacks", "--job", "j"}));  // hang_cli.cc
+  EXPECT_TRUE(is_timeline({"--job", "timeline", "timeline"}));
+  EXPECT_FALSE(is_timeline({"--job", "timeline", "ranks"}));
+  EXPECT_FALSE(is_timeline({"status"}));
 }
 
 int RunTl(std::vector<std::string> args, std::string* out, std::string* err) {
   std::ostringstream o, e;
-  int rc = RunTimelineCli(args, "127.0.0.1:1", o, e);
+  int rc = RunCli(args, "127.0.0.1:1", o, e);
   *out = o.str();
   *err = e.str();
   return rc;

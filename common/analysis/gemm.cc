@@ -1,0 +1,117 @@
+#include "common/analysis/gemm.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace xpu::analysis {
+namespace {
+
+const char* DtypeName(uint8_t dt) {
+  switch (dt) {
+    case XPU_DT_F32:
+      return "fp32";
+    case XPU_DT_F16:
+      return "fp16";
+    case XPU_DT_BF16:
+      return "bf16";
+    case XPU_DT_F64:
+      return "fp64";
+    case XPU_DT_F8_E4M3:
+      return "fp8e4m3";
+    case XPU_DT_F8_E5M2:
+      return "fp8e5m2";
+    case XPU_DT_I8:
+      return "int8";
+    default:
+      return "dtype";
+  }
+}
+
+}  // namespace
+
+std::string GemmKey(const OpSig& s) {
+  return absl::StrCat(s.name.empty() ? "gemm" : s.name, " ", s.m, "x", s.n, "x", s.k, "x",
+                      std::max(1u, s.batch), " dt", s.dtype);
+}
+
+std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns, uint64_t to_ns) {
+  // Communication intervals on this rank, sorted by start; merged so that an
+  // overlap test is one binary search. An untimed collective record spans
+  // launch to the poll that saw it done, an upper bound that can cover a
+  // whole step: it counts only when the rank has no timed record of the same
+  // collective (sig_id, seq), which the NCCL profiler plugin supplies.
+  std::set<std::pair<uint32_t, uint32_t>> timed_comm;
+  for (const Op& op : t.ops) {
+    if (xpu_op_is_collective(op.kind) && op.timed()) timed_comm.emplace(op.sig_id, op.seq);
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> comm;
+  for (const Op& op : t.ops) {
+    if (!xpu_op_is_collective(op.kind) || op.dur_ns == 0) continue;
+    if (!op.timed() && timed_comm.count({op.sig_id, op.seq})) continue;
+    comm.emplace_back(op.start_ns, op.end_ns());
+  }
+  std::sort(comm.begin(), comm.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& iv : comm) {
+    if (!merged.empty() && iv.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, iv.second);
+    } else {
+      merged.push_back(iv);
+    }
+  }
+  auto overlaps = [&](uint64_t s, uint64_t e) {
+    // First merged interval ending after s; it overlaps iff it starts before e.
+    auto it = std::lower_bound(
+        merged.begin(), merged.end(), s,
+        [](const std::pair<uint64_t, uint64_t>& iv, uint64_t v) { return iv.second <= v; });
+    return it != merged.end() && it->first < e;
+  };
+
+  std::map<std::string, GemmStat> out;
+  for (const Op& op : t.ops) {
+    if (op.kind != XPU_OP_GEMM || op.start_ns < from_ns || op.start_ns >= to_ns) continue;
+    const OpSig* s = t.Sig(op.sig_id);
+    if (s == nullptr || s->flops <= 0) continue;
+    std::string key = GemmKey(*s);
+    GemmStat& g = out[key];
+    if (g.key.empty()) {
+      g.key = key;
+      g.sig = *s;
+    }
+    if (!op.timed() || op.dur_ns == 0) {
+      ++g.excluded_untimed;
+      continue;
+    }
+    if (overlaps(op.start_ns, op.end_ns())) {
+      ++g.excluded_overlap;
+      continue;
+    }
+    ++g.count;
+    g.total_ns += op.dur_ns;
+    g.flops += s->flops;
+  }
+  return out;
+}
+
+uint32_t AlignmentElements(uint8_t dtype) {
+  uint32_t size = xpu_dtype_size(dtype);
+  if (size == 0) size = 2;
+  return std::max(8u, 128u / size);
+}
+
+std::vector<std::string> AlignmentIssues(const OpSig& s) {
+  std::vector<std::string> out;
+  const uint32_t a = AlignmentElements(s.dtype);
+  const std::pair<const char*, uint32_t> dims[] = {{"m", s.m}, {"n", s.n}, {"k", s.k}};
+  for (const auto& [name, v] : dims) {
+    if (v == 0 || v % a == 0) continue;
+    uint32_t up = (v + a - 1) / a * a;
+    out.push_back(absl::StrCat(name, "=", v, " is not a multiple of ", a, " elements (",
+                               DtypeName(s.dtype), "); padding to ", up, " would align it"));
+  }
+  return out;
+}
+
+}  // namespace xpu::analysis

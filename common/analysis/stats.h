@@ -1,0 +1,37 @@
+// stats — robust statistics shared by the analyses: median, MAD, quantiles,
+// the median/MAD outlier rule (PerfTracker) and two distances between
+// empirical distributions (Kolmogorov–Smirnov, Wasserstein-1).
+// Pure functions; inputs are copied where they need sorting.
+#ifndef XPU_COMMON_ANALYSIS_STATS_H_
+#define XPU_COMMON_ANALYSIS_STATS_H_
+
+#include <cstddef>
+#include <vector>
+
+namespace xpu::analysis {
+
+double Mean(const std::vector<double>& v);  // 0 for empty
+double Median(std::vector<double> v);       // 0 for empty; mean of the middle two
+// Linear interpolation between closest ranks (q in [0,1]); 0 for empty.
+double Quantile(std::vector<double> v, double q);
+// Median absolute deviation: median(|x - median(x)|).
+double Mad(const std::vector<double>& v);
+
+enum class Tail { kHigh, kLow };
+// Indices i with v[i] beyond median ± k·MAD on the given side. When MAD is 0
+// (most values equal), a value counts only if it differs from the median by
+// more than min_rel_gap × |median|, so that identical peers never produce
+// an outlier and one deviant among equals still does.
+std::vector<size_t> MadOutliers(const std::vector<double>& v, double k, Tail tail,
+                                double min_rel_gap = 0.05);
+
+// Two-sample Kolmogorov–Smirnov statistic: sup |F_a(x) - F_b(x)|, in [0,1];
+// 0 when either sample is empty.
+double KsDistance(std::vector<double> a, std::vector<double> b);
+// Wasserstein-1 (earth mover's) distance between the empirical
+// distributions: the integral of |F_a - F_b|, in the unit of the samples.
+double Wasserstein1(std::vector<double> a, std::vector<double> b);
+
+}  // namespace xpu::analysis
+
+#endif  // XPU_COMMON_ANALYSIS_STATS_H_

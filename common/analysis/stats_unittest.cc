@@ -1,0 +1,52 @@
+#include "common/analysis/stats.h"
+
+#include <gtest/gtest.h>
+
+namespace xpu::analysis {
+namespace {
+
+TEST(StatsTest, MedianMadQuantile) {
+  EXPECT_DOUBLE_EQ(Median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(Median({4, 1, 2, 3}), 2.5);
+  // |x - 2| = {1, 0, 1, 8} -> median 1.
+  EXPECT_DOUBLE_EQ(Mad({1, 2, 3, 10}), 1);
+  EXPECT_DOUBLE_EQ(Quantile({0, 10, 20, 30, 40}, 0.9), 36);
+  EXPECT_DOUBLE_EQ(Mean({1, 2, 3, 6}), 3);
+  EXPECT_DOUBLE_EQ(Median({}), 0);
+}
+
+TEST(StatsTest, MadOutliersFindsTheDeviantOnlyOnItsSide) {
+  // median 100, MAD 1: 50 is 50 below (> 5 MAD), 103 is 3 above.
+  std::vector<double> v = {100, 99, 101, 100, 50, 103, 100, 99};
+  EXPECT_EQ(MadOutliers(v, 5, Tail::kLow), (std::vector<size_t>{4}));
+  EXPECT_TRUE(MadOutliers(v, 5, Tail::kHigh).empty());
+}
+
+TEST(StatsTest, MadOutliersWithZeroMad) {
+  std::vector<double> equal = {10, 10, 10, 10, 10, 10, 10, 10};
+  EXPECT_TRUE(MadOutliers(equal, 5, Tail::kLow).empty());
+  std::vector<double> one = {10, 10, 10, 5, 10, 10, 10, 10};
+  EXPECT_EQ(MadOutliers(one, 5, Tail::kLow), (std::vector<size_t>{3}));
+  // Within the relative gap: not an outlier.
+  std::vector<double> tiny = {10, 10, 10, 9.9, 10, 10, 10, 10};
+  EXPECT_TRUE(MadOutliers(tiny, 5, Tail::kLow).empty());
+}
+
+TEST(StatsTest, KolmogorovSmirnov) {
+  EXPECT_DOUBLE_EQ(KsDistance({1, 2, 3}, {1, 2, 3}), 0);
+  EXPECT_DOUBLE_EQ(KsDistance({1, 2}, {10, 20}), 1);
+  // F_a jumps to 0.5 at 1 and 1 at 3; F_b to 0.5 at 2 and 1 at 4: sup 0.5.
+  EXPECT_DOUBLE_EQ(KsDistance({1, 3}, {2, 4}), 0.5);
+  EXPECT_DOUBLE_EQ(KsDistance({}, {1}), 0);
+}
+
+TEST(StatsTest, Wasserstein) {
+  // Shifting every sample by 5 moves the distribution by 5.
+  EXPECT_DOUBLE_EQ(Wasserstein1({1, 2, 3}, {6, 7, 8}), 5);
+  EXPECT_DOUBLE_EQ(Wasserstein1({1, 2, 3}, {1, 2, 3}), 0);
+  // {0, 10} vs {0, 0}: half the mass moves by 10 -> 5.
+  EXPECT_DOUBLE_EQ(Wasserstein1({0, 10}, {0, 0}), 5);
+}
+
+}  // namespace
+}  // namespace xpu::analysis

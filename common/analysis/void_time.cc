@@ -1,0 +1,140 @@
+#include "common/analysis/void_time.h"
+
+#include <algorithm>
+#include <map>
+
+namespace xpu::analysis {
+namespace {
+
+// GPU ops sorted by start with the running maximum of their ends, for
+// "latest GPU activity before x" and "first GPU op at or after x".
+struct GpuIndex {
+  std::vector<uint64_t> starts;
+  std::vector<uint64_t> max_end;  // max end of ops[0..i]
+  explicit GpuIndex(const RankTrace& t) {
+    uint64_t m = 0;
+    for (const Op& op : t.ops) {
+      if (!IsGpuOp(op.kind)) continue;
+      starts.push_back(op.start_ns);
+      m = std::max(m, op.end_ns());
+      max_end.push_back(m);
+    }
+  }
+  // End of GPU activity among ops starting before x; 0 if none.
+  uint64_t LastEndBefore(uint64_t x) const {
+    size_t i = std::lower_bound(starts.begin(), starts.end(), x) - starts.begin();
+    return i == 0 ? 0 : max_end[i - 1];
+  }
+  // Start of the first GPU op starting at or after x; UINT64_MAX if none.
+  uint64_t FirstStartAtOrAfter(uint64_t x) const {
+    auto it = std::lower_bound(starts.begin(), starts.end(), x);
+    return it == starts.end() ? UINT64_MAX : *it;
+  }
+};
+
+double Gap(uint64_t last_end, uint64_t first_start) {
+  if (last_end == 0 || first_start == UINT64_MAX || first_start <= last_end) return 0;
+  return static_cast<double>(first_start - last_end) * 1e-9;
+}
+
+}  // namespace
+
+VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns, uint64_t to_ns) {
+  VoidFigures v;
+  const auto& b = steps.boundaries_ns;
+  if (b.size() < 2) return v;
+  GpuIndex gpu(t);
+  std::vector<const Op*> loaders;
+  for (const Op& op : t.ops) {
+    if (op.kind == XPU_OP_PY_DATALOADER && !(op.flags & XPU_REC_BEGIN)) loaders.push_back(&op);
+  }
+  v.inter_from_dataloader = !loaders.empty();
+  // Per stream, the GPU ops in start order, for minority gaps.
+  std::map<uint16_t, std::vector<const Op*>> streams;
+  for (const Op& op : t.ops) {
+    if (IsGpuOp(op.kind) && op.timed()) streams[op.stream].push_back(&op);
+  }
+  // Ends of collectives on this rank, for cross-stream waits.
+  std::vector<uint64_t> comm_ends;
+  for (const Op& op : t.ops) {
+    if (xpu_op_is_collective(op.kind)) comm_ends.push_back(op.end_ns());
+  }
+  std::sort(comm_ends.begin(), comm_ends.end());
+  for (size_t i = 0; i + 1 < b.size(); ++i) {
+    const uint64_t s = b[i], e = b[i + 1];
+    if (s < from_ns || s >= to_ns) continue;
+    ++v.steps;
+    v.step_s += static_cast<double>(e - s) * 1e-9;
+    if (v.inter_from_dataloader) {
+      for (const Op* dl : loaders) {
+        if (dl->start_ns < s || dl->start_ns >= e) continue;
+        v.dataloader_s += static_cast<double>(dl->dur_ns) * 1e-9;
+        v.inter_s += Gap(gpu.LastEndBefore(dl->start_ns), gpu.FirstStartAtOrAfter(dl->end_ns()));
+      }
+    } else {
+      v.inter_s += Gap(gpu.LastEndBefore(s), gpu.FirstStartAtOrAfter(s));
+    }
+    for (const auto& [stream, ops] : streams) {
+      auto it = std::lower_bound(ops.begin(), ops.end(), s,
+                                 [](const Op* op, uint64_t x) { return op->start_ns < x; });
+      for (; it != ops.end() && (*it)->start_ns < e; ++it) {
+        if (it == ops.begin()) continue;
+        const Op* prev = *(it - 1);
+        const Op* next = *it;
+        if (!IsComputeKernel(prev->kind) || !IsComputeKernel(next->kind)) continue;
+        if (!next->issue_valid() || next->start_ns <= prev->end_ns()) continue;
+        if (next->launch_ns() > prev->end_ns()) continue;  // host was late: not minority work
+        // A collective ending inside the gap may be what `next` waited for
+        // (event wait across streams): only the part after it counts.
+        uint64_t gap_start = prev->end_ns();
+        auto ce = std::upper_bound(comm_ends.begin(), comm_ends.end(), next->start_ns);
+        if (ce != comm_ends.begin() && *(ce - 1) > gap_start) gap_start = *(ce - 1);
+        v.minority_s += static_cast<double>(next->start_ns - gap_start) * 1e-9;
+      }
+    }
+  }
+  return v;
+}
+
+HostTime HostEventTime(const RankTrace& t, uint16_t kind, uint64_t from_ns, uint64_t to_ns) {
+  HostTime h;
+  for (const Op& op : t.ops) {
+    if (op.kind != kind || op.start_ns < from_ns || op.start_ns >= to_ns) continue;
+    if (op.flags & XPU_REC_BEGIN) continue;  // the END record (or a complete one) carries the time
+    ++h.count;
+    h.seconds += static_cast<double>(op.dur_ns) * 1e-9;
+  }
+  return h;
+}
+
+HostTime SyncTime(const RankTrace& t, uint64_t from_ns, uint64_t to_ns) {
+  HostTime h;
+  // Ops are sorted by start: a sync inside the interval of an earlier one
+  // is the same blocking call seen twice (torch.cuda.synchronize and the
+  // cudaDeviceSynchronize it makes) and counts once; time is the union.
+  uint64_t outer_end = 0;
+  for (const Op& op : t.ops) {
+    if (!IsSyncEvent(op.kind) || op.start_ns < from_ns || op.start_ns >= to_ns) continue;
+    if (op.flags & XPU_REC_BEGIN) continue;
+    if (op.start_ns < outer_end && op.end_ns() <= outer_end) continue;  // nested
+    const uint64_t begin = std::max(op.start_ns, outer_end);
+    ++h.count;  // overlapping only in part: another call (another thread)
+    h.seconds += static_cast<double>(op.end_ns() - std::min(begin, op.end_ns())) * 1e-9;
+    outer_end = std::max(outer_end, op.end_ns());
+  }
+  return h;
+}
+
+std::vector<double> IssueLatenciesUs(const RankTrace& t, KernelFamily f, uint64_t from_ns,
+                                     uint64_t to_ns) {
+  std::vector<double> out;
+  for (const Op& op : t.ops) {
+    if (op.start_ns < from_ns || op.start_ns >= to_ns || !op.issue_valid()) continue;
+    bool match =
+        f == KernelFamily::kCompute ? IsComputeKernel(op.kind) : xpu_op_is_collective(op.kind) != 0;
+    if (match) out.push_back(static_cast<double>(op.issue_latency_ns) * 1e-3);
+  }
+  return out;
+}
+
+}  // namespace xpu::analysis

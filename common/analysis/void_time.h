@@ -1,0 +1,69 @@
+// void_time — the void percentages of XPUTimer §5.2.2, host-event time
+// shares and issue-latency samples of one rank.
+//
+// V_inter = T_inter / T_step. T_inter per step is the GPU idle time around
+// the step's inter-step CPU work: with DataLoader events, from the end of
+// the last GPU op before the DataLoader call to the start of the first GPU
+// op after it (the paper's definition); without them, the GPU-idle gap that
+// contains the step boundary.
+//
+// V_minority = T_minority / (T_step - T_inter). Untraced ("minority")
+// kernels are invisible, but they leave a trace: on one stream, a gap between
+// two consecutive traced compute ops (kernel/GEMM) during which the later op
+// had already been launched by the CPU (launch = start - issue latency <=
+// end of the earlier op) means the GPU was busy with something we did not
+// trace — not waiting for the host. T_minority sums those gaps. Gaps whose
+// later op has no valid issue latency are not counted (we cannot tell host
+// starvation from hidden work), nor are gaps next to a collective on the
+// same stream; when a collective on another stream of the rank ends inside
+// the gap, only the part after that end counts (the op may have waited for
+// it through an event). This is an estimate from the traced data only; it
+// never counts host starvation as minority time.
+#ifndef XPU_COMMON_ANALYSIS_VOID_TIME_H_
+#define XPU_COMMON_ANALYSIS_VOID_TIME_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "common/analysis/steps.h"
+#include "common/analysis/trace.h"
+
+namespace xpu::analysis {
+
+struct VoidFigures {
+  size_t steps = 0;
+  double step_s = 0;        // sum of the step times considered
+  double inter_s = 0;       // T_inter
+  double minority_s = 0;    // T_minority
+  double dataloader_s = 0;  // DataLoader host time within those steps
+  bool inter_from_dataloader = false;
+  double VInter() const { return step_s > 0 ? inter_s / step_s : 0; }
+  double VMinority() const { return step_s - inter_s > 0 ? minority_s / (step_s - inter_s) : 0; }
+};
+// Over the complete steps of `steps` whose start is in [from_ns, to_ns).
+VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns = 0,
+                        uint64_t to_ns = UINT64_MAX);
+
+// Host time of events of `kind` (e.g. XPU_OP_PY_DATALOADER, XPU_OP_PY_GC)
+// with start in [from_ns, to_ns), and their number.
+struct HostTime {
+  uint64_t count = 0;
+  double seconds = 0;
+};
+HostTime HostEventTime(const RankTrace& t, uint16_t kind, uint64_t from_ns = 0,
+                       uint64_t to_ns = UINT64_MAX);
+// All synchronization events (XPU_OP_SYNC_*, XPU_OP_PY_SYNC). A sync that
+// lies inside an earlier one's interval (the cudaDeviceSynchronize under a
+// torch.cuda.synchronize) is the same wait: counted once, and the time is
+// the union of the intervals.
+HostTime SyncTime(const RankTrace& t, uint64_t from_ns = 0, uint64_t to_ns = UINT64_MAX);
+
+enum class KernelFamily { kCompute, kCommunication };
+// Issue latencies in microseconds of ops of the family with a valid issue
+// latency and start in [from_ns, to_ns).
+std::vector<double> IssueLatenciesUs(const RankTrace& t, KernelFamily f, uint64_t from_ns = 0,
+                                     uint64_t to_ns = UINT64_MAX);
+
+}  // namespace xpu::analysis
+
+#endif  // XPU_COMMON_ANALYSIS_VOID_TIME_H_

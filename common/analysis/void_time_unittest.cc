@@ -1,0 +1,108 @@
+#include "common/analysis/void_time.h"
+
+#include <gtest/gtest.h>
+
+#include "common/analysis/test_util.h"
+
+namespace xpu::analysis {
+namespace {
+
+using testing::Gemm;
+using testing::MakeOp;
+using testing::Simple;
+
+// Two steps of 1000 us each, boundaries at 0, 1000 us, 2000 us (markers).
+// Step 1: DataLoader 0..150 us; GPU: kernel 200..400, GEMM 500..700 launched
+// at 350 (queued while the kernel ran: the 100 us gap 400..500 is minority
+// time), kernel 900..1000 launched at 880 (host late: not minority).
+// Step 2: DataLoader 1000..1300 us; GPU ops from 1350 us.
+RankTrace TwoSteps() {
+  RankTrace t;
+  t.sigs[1] = Simple(XPU_OP_STEP);
+  t.sigs[2] = Simple(XPU_OP_PY_DATALOADER);
+  t.sigs[3] = Simple(XPU_OP_KERNEL);
+  t.sigs[4] = Gemm(128, 128, 128);
+  const uint64_t us = 1000;
+  t.ops.push_back(MakeOp(1, XPU_OP_STEP, 0, 0, 1, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(1, XPU_OP_STEP, 1000 * us, 0, 2, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(1, XPU_OP_STEP, 2000 * us, 0, 3, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(2, XPU_OP_PY_DATALOADER, 0, 150 * us, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, 200 * us, 200 * us, 1, XPU_REC_TIMED, 1, 10 * us));
+  t.ops.push_back(MakeOp(4, XPU_OP_GEMM, 500 * us, 200 * us, 2, XPU_REC_TIMED, 1, 150 * us));
+  t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, 900 * us, 100 * us, 3, XPU_REC_TIMED, 1, 20 * us));
+  t.ops.push_back(MakeOp(2, XPU_OP_PY_DATALOADER, 1000 * us, 300 * us, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, 1350 * us, 600 * us, 4, XPU_REC_TIMED, 1, 10 * us));
+  t.Sort();
+  return t;
+}
+
+TEST(VoidTest, InterAndMinorityFromDataLoaderAndQueuedGaps) {
+  RankTrace t = TwoSteps();
+  Steps s = FindSteps(t);
+  VoidFigures v = ComputeVoid(t, s);
+  EXPECT_EQ(v.steps, 2u);
+  EXPECT_TRUE(v.inter_from_dataloader);
+  EXPECT_NEAR(v.step_s, 2000e-6, 1e-12);
+  // Step 1: no GPU op before the DataLoader -> no measurable gap. Step 2:
+  // last GPU end before 1000 us is 1000 us; first start after 1300 us is
+  // 1350 us -> 350 us.
+  EXPECT_NEAR(v.inter_s, 350e-6, 1e-12);
+  EXPECT_NEAR(v.dataloader_s, 450e-6, 1e-12);
+  EXPECT_NEAR(v.minority_s, 100e-6, 1e-12);
+  EXPECT_NEAR(v.VInter(), 0.175, 1e-9);
+  EXPECT_NEAR(v.VMinority(), 100.0 / 1650.0, 1e-9);
+}
+
+TEST(VoidTest, CrossStreamWaitIsNotMinorityTime) {
+  RankTrace t = TwoSteps();
+  // A collective on stream 2 ending at 470 us: of the 400..500 us gap only
+  // 470..500 us counts.
+  t.sigs[5] = testing::Coll(XPU_OP_ALLREDUCE, 1000, 3, 0, 2);
+  t.ops.push_back(MakeOp(5, XPU_OP_ALLREDUCE, 300000, 170000, 1, XPU_REC_TIMED, 2));
+  t.Sort();
+  VoidFigures v = ComputeVoid(t, FindSteps(t));
+  EXPECT_NEAR(v.minority_s, 30e-6, 1e-12);
+}
+
+TEST(VoidTest, WithoutDataLoaderTheGapAroundTheBoundaryCounts) {
+  RankTrace t = TwoSteps();
+  t.ops.erase(std::remove_if(t.ops.begin(), t.ops.end(),
+                             [](const Op& o) { return o.kind == XPU_OP_PY_DATALOADER; }),
+              t.ops.end());
+  VoidFigures v = ComputeVoid(t, FindSteps(t));
+  EXPECT_FALSE(v.inter_from_dataloader);
+  // Boundary 0: nothing before. Boundary 1000 us: last end 1000, first start
+  // 1350 -> 350 us.
+  EXPECT_NEAR(v.inter_s, 350e-6, 1e-12);
+}
+
+TEST(VoidTest, HostTimesAndIssueLatencies) {
+  RankTrace t = TwoSteps();
+  HostTime dl = HostEventTime(t, XPU_OP_PY_DATALOADER);
+  EXPECT_EQ(dl.count, 2u);
+  EXPECT_NEAR(dl.seconds, 450e-6, 1e-12);
+  auto lat = IssueLatenciesUs(t, KernelFamily::kCompute);
+  EXPECT_EQ(lat, (std::vector<double>{10, 150, 20, 10}));
+  EXPECT_TRUE(IssueLatenciesUs(t, KernelFamily::kCommunication).empty());
+}
+
+// torch.cuda.synchronize() records a Python sync and, inside it, the
+// cudaDeviceSynchronize it makes: one wait, counted once. A sync on another
+// thread that overlaps only in part is another call; time is the union.
+TEST(VoidTest, NestedSynchronizationsCountOnce) {
+  RankTrace t;
+  t.ops.push_back(MakeOp(1, XPU_OP_PY_SYNC, 100, 50, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(2, XPU_OP_SYNC_DEVICE, 102, 45, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(1, XPU_OP_PY_SYNC, 300, 20, 0, XPU_REC_HOST));
+  t.ops.push_back(
+      MakeOp(3, XPU_OP_SYNC_STREAM, 310, 30, 0, XPU_REC_HOST));  // to 340: overlaps in part
+  t.ops.push_back(MakeOp(3, XPU_OP_SYNC_STREAM, 500, 10, 0, XPU_REC_HOST));
+  t.Sort();
+  HostTime s = SyncTime(t);
+  EXPECT_EQ(s.count, 4u);
+  EXPECT_NEAR(s.seconds, (50 + 40 + 10) * 1e-9, 1e-15);
+  EXPECT_EQ(SyncTime(t, 200).count, 3u);  // by start
+}
+
+}  // namespace
+}  // namespace xpu::analysis

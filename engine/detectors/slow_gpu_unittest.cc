@@ -1,0 +1,129 @@
+#include "engine/detectors/slow_gpu.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "engine/testing/detector_testing.h"
+
+namespace xpu::engine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using namespace testing;  // NOLINT: xpu::engine::testing, the job builder
+
+constexpr uint32_t kGemm = 1;       // 4096^3: 137.4 GFLOP
+constexpr uint32_t kSmallGemm = 2;  // 2048^3
+constexpr uint32_t kWideGemm = 3;   // 8192 x 1024 x 4096
+constexpr uint32_t kAllReduce = 4;
+
+class SlowGpuTest : public ::testing::Test {
+ protected:
+  // `n` back-to-back timed GEMMs of `sig` of `dur_ns` each on `rank`.
+  void Gemms(int rank, uint32_t sig, int n, uint64_t dur_ns, uint64_t start_ns = kSec) {
+    job_.Define(rank, GemmSig(kGemm, 4096, 4096, 4096));
+    job_.Define(rank, GemmSig(kSmallGemm, 2048, 2048, 2048));
+    job_.Define(rank, GemmSig(kWideGemm, 8192, 1024, 4096));
+    for (int i = 0; i < n; ++i) job_.Add(rank, Timed(sig, start_ns + i * 10 * kMs, dur_ns, i));
+  }
+  std::vector<Diagnosis> Window() {
+    job_.CloseWindow();
+    return Diagnose(detector_, job_);
+  }
+
+  TestJob job_;
+  SlowGpuDetector detector_{std::make_shared<WindowViews>(), Config()};
+};
+
+TEST_F(SlowGpuTest, RankFarBelowItsPeersIsReported) {
+  for (int r = 0; r < 4; ++r) Gemms(r, kGemm, 5, r == 2 ? 2 * kMs : kMs);
+  std::vector<Diagnosis> out = Window();
+  ASSERT_EQ(out.size(), 1u);
+  const Diagnosis& d = out[0];
+  EXPECT_EQ(d.kind, "slow_gpu");
+  EXPECT_EQ(d.team, Team::kOperations);
+  EXPECT_THAT(d.ranks, ElementsAre(2));
+  EXPECT_THAT(d.hosts, ElementsAre("node0"));
+  EXPECT_EQ(d.subject, "rank:2");
+  // Half the peers' throughput: below 0.6x is critical.
+  EXPECT_EQ(d.severity, Severity::kCritical);
+  EXPECT_THAT(d.evidence, HasSubstr("rank 2 on node0: GEMM 68.7 TFLOPS vs peer median 137.4 "
+                                    "TFLOPS on 'cublasGemmEx 4096x4096x4096x1 dt"));
+  EXPECT_THAT(d.evidence, HasSubstr("(0.50x); below peers on 1 of 1 shapes"));
+  EXPECT_EQ(d.first_seen_ns, job_.state().window_start_ns());
+}
+
+TEST_F(SlowGpuTest, ModestDropIsAWarning) {
+  for (int r = 0; r < 4; ++r) Gemms(r, kGemm, 5, r == 1 ? 1400 * kUs : kMs);
+  std::vector<Diagnosis> out = Window();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(1));
+  EXPECT_EQ(out[0].severity, Severity::kWarning);
+  EXPECT_THAT(out[0].evidence, HasSubstr("(0.71x)"));
+}
+
+TEST_F(SlowGpuTest, PeersWithinMinDropAreSilent) {
+  // 10 % apart: under slow_gpu.min_drop (15 %).
+  for (int r = 0; r < 4; ++r) Gemms(r, kGemm, 5, r == 3 ? 1100 * kUs : kMs);
+  EXPECT_TRUE(Window().empty());
+}
+
+TEST_F(SlowGpuTest, TooFewGemmsOrRanksAreNotCompared) {
+  // slow_gpu.min_count = 3 GEMMs per rank and shape.
+  for (int r = 0; r < 4; ++r) Gemms(r, kGemm, 2, r == 2 ? 3 * kMs : kMs);
+  EXPECT_TRUE(Window().empty());
+  // Three ranks ran the shape, one of them slow, but with min_ranks 4 the
+  // shape is not compared.
+  SlowGpuDetector strict(std::make_shared<WindowViews>(), Config({{"slow_gpu.min_ranks", 4}}));
+  for (int r = 0; r < 3; ++r) Gemms(r, kGemm, 5, r == 2 ? 3 * kMs : kMs);
+  job_.CloseWindow();
+  EXPECT_TRUE(Diagnose(strict, job_).empty());
+}
+
+TEST_F(SlowGpuTest, GemmsOverlappingACollectiveAreLeftOut) {
+  for (int r = 0; r < 4; ++r) Gemms(r, kGemm, 5, r == 2 ? 3 * kMs : kMs);
+  // Rank 2's slow GEMMs all run under one long all-reduce: contention, not
+  // the GPU.
+  job_.Define(2, CollSig(kAllReduce, XPU_OP_ALLREDUCE, 1 << 20, 77, 0, 1));
+  job_.Add(2, Timed(kAllReduce, kSec - kMs, 100 * kMs));
+  EXPECT_TRUE(Window().empty());
+}
+
+TEST_F(SlowGpuTest, RankMustBeLowOnHalfOfItsShapes) {
+  // Rank 3 is slow on one of three shapes: not reported.
+  for (int r = 0; r < 4; ++r) {
+    Gemms(r, kGemm, 5, r == 3 ? 3 * kMs : kMs);
+    Gemms(r, kSmallGemm, 5, 200 * kUs, 2 * kSec);
+    Gemms(r, kWideGemm, 5, 500 * kUs, 3 * kSec);
+  }
+  EXPECT_TRUE(Window().empty());
+  // Slow on two of three: reported, naming the worst shape.
+  for (int r = 0; r < 4; ++r) {
+    Gemms(r, kGemm, 5, r == 3 ? 3 * kMs : kMs, 10 * kSec);
+    Gemms(r, kSmallGemm, 5, r == 3 ? 300 * kUs : 200 * kUs, 11 * kSec);
+    Gemms(r, kWideGemm, 5, 500 * kUs, 12 * kSec);
+  }
+  std::vector<Diagnosis> out = Window();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(3));
+  EXPECT_THAT(out[0].evidence, HasSubstr("4096x4096x4096x1"));
+  EXPECT_THAT(out[0].evidence, HasSubstr("(0.33x); below peers on 2 of 3 shapes"));
+}
+
+TEST_F(SlowGpuTest, TwoRanksNeedTwoConsecutiveWindows) {
+  auto window = [&](bool slow) {
+    for (int r = 0; r < 2; ++r) Gemms(r, kGemm, 5, slow && r == 1 ? 2 * kMs : kMs);
+    return Window();
+  };
+  EXPECT_TRUE(window(true).empty());  // once is not enough with two ranks
+  std::vector<Diagnosis> out = window(true);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(1));
+  EXPECT_THAT(out[0].evidence, HasSubstr("68.7 TFLOPS vs the other rank's 137.4 TFLOPS"));
+  EXPECT_THAT(out[0].evidence, HasSubstr("below the other rank (two ranks: no MAD)"));
+  EXPECT_TRUE(window(false).empty());
+  EXPECT_TRUE(window(true).empty());  // the streak starts over
+}
+
+}  // namespace
+}  // namespace xpu::engine

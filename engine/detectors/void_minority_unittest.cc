@@ -1,0 +1,107 @@
+#include "engine/detectors/void_minority.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "engine/testing/detector_testing.h"
+
+namespace xpu::engine {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using namespace testing;  // NOLINT: xpu::engine::testing, the job builder
+
+constexpr uint32_t kStep = 1, kKernel = 2;
+constexpr uint64_t kStepNs = 10 * kMs;
+
+class VoidMinorityTest : public ::testing::Test {
+ protected:
+  // Five 10 ms steps on each of `n` ranks: ten 1 ms slots per step, each a
+  // traced kernel followed by a `gap_ns` gap. On `busy` ranks the next
+  // kernel was launched long before (2 ms issue latency): the GPU was busy
+  // with untraced kernels in the gap. Elsewhere it was launched 10 us
+  // before it started: the host was late, which is not minority time.
+  std::vector<Diagnosis> Window(int n, const std::set<int>& busy, uint64_t gap_ns = 200 * kUs) {
+    for (int r = 0; r < n; ++r) {
+      job_.Define(r, HostSig(kStep, XPU_OP_STEP));
+      job_.Define(r, KernelSig(kKernel));
+      const int64_t issue = busy.count(r) ? 2 * kMs : 10 * kUs;
+      // One slot before the first boundary, so that every step's first
+      // kernel has a predecessor.
+      for (int i = -1; i < 50; ++i) {
+        if (i % 10 == 0) job_.Add(r, Host(kStep, t_ + i * kMs, kUs, step_ + i / 10));
+        job_.Add(r, Timed(kKernel, t_ + i * kMs, kMs - gap_ns, i + 1, issue));
+      }
+      job_.Add(r, Host(kStep, t_ + 50 * kMs, kUs, step_ + 5));
+    }
+    t_ += kSec;
+    step_ += 6;
+    job_.CloseWindow();
+    return Diagnose(*detector_, job_);
+  }
+
+  TestJob job_;
+  uint64_t t_ = kSec;
+  int step_ = 0;
+  std::unique_ptr<VoidMinorityDetector> detector_ =
+      std::make_unique<VoidMinorityDetector>(std::make_shared<WindowViews>(), Config());
+};
+
+TEST_F(VoidMinorityTest, HostLatenessIsNotMinorityTime) {
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(4, {}).empty());
+}
+
+TEST_F(VoidMinorityTest, UntracedKernelsOnOneRank) {
+  EXPECT_TRUE(Window(4, {1}).empty());  // void_minority.persist_windows = 2
+  std::vector<Diagnosis> out = Window(4, {1});
+  ASSERT_EQ(out.size(), 1u);
+  const Diagnosis& d = out[0];
+  EXPECT_EQ(d.kind, "void_minority");
+  EXPECT_EQ(d.team, Team::kInfrastructure);
+  EXPECT_EQ(d.subject, "void_minority");
+  EXPECT_THAT(d.ranks, ElementsAre(1));
+  EXPECT_THAT(d.hosts, ElementsAre("node0"));
+  // 50 gaps of 0.2 ms; T_inter is the 0.2 ms gap at each of the 5 boundaries.
+  EXPECT_EQ(d.evidence,
+            "untraced (minority) GPU kernels occupy the step: rank 1 V_minority 20.4 % (T_minority "
+            "10.0 ms of 49.0 ms in-step time over 5 steps) (threshold 15.0 % for backbone gpt, or "
+            "baseline / history + 10.0 points)");
+}
+
+TEST_F(VoidMinorityTest, EveryRankAboveItsBaseline) {
+  Window(4, {0, 1, 2, 3}, 50 * kUs);  // 5 %: the baseline of every rank
+  Window(4, {0, 1, 2, 3}, 50 * kUs);
+  // 12 %: under the threshold, 7 points above the baseline; not 10.
+  EXPECT_TRUE(Window(4, {0, 1, 2, 3}, 120 * kUs).empty());
+  EXPECT_TRUE(Window(4, {0, 1, 2, 3}, 120 * kUs).empty());
+  // 20 %: over the threshold anyway.
+  EXPECT_TRUE(Window(4, {0, 1, 2, 3}).empty());
+  std::vector<Diagnosis> out = Window(4, {0, 1, 2, 3});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(out[0].evidence, HasSubstr(" steps, baseline 5.0 %)"));
+}
+
+TEST_F(VoidMinorityTest, PreviousRunsOfTheJobName) {
+  auto source = std::make_shared<FixedHistory>();
+  history::RunBaseline run;
+  run.void_minority = 0.01;
+  source->AddRuns(3, run, "gpt", "Test GPU");
+  detector_ = std::make_unique<VoidMinorityDetector>(
+      std::make_shared<WindowViews>(), Config(),
+      std::make_shared<history::HistoryCache>(source, Config()));
+  for (int r = 0; r < 4; ++r) job_.Rank(r, "", "Test GPU");
+  // 12 % from the start: under the threshold, 11 points above earlier runs.
+  EXPECT_TRUE(Window(4, {2}, 120 * kUs).empty());
+  std::vector<Diagnosis> out = Window(4, {2}, 120 * kUs);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(2));
+  EXPECT_THAT(out[0].evidence,
+              HasSubstr(" steps, 1.0 % in 3 previous runs of job 'gpt' on Test GPU)"));
+}
+
+}  // namespace
+}  // namespace xpu::engine

@@ -1,0 +1,339 @@
+#include "engine/history/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace xpu::engine::history {
+namespace {
+
+std::string TempDb(const char* name) {
+  std::string p = ::testing::TempDir() + "/" + name + "_" + std::to_string(getpid()) + ".db";
+  std::remove(p.c_str());
+  std::remove((p + "-wal").c_str());
+  std::remove((p + "-shm").c_str());
+  return p;
+}
+
+TEST(StoreTest, RoundTripSurvivesReopen) {
+  const std::string path = TempDb("roundtrip");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    JobSummary j;
+    j.job = "job-a";
+    j.job_name = "llama";
+    j.ranks = 8;
+    j.first_seen_ns = 100;
+    j.last_seen_ns = 200;
+    j.records = 12345;
+    j.state = "running";
+    (*store)->EnqueueJob(j);
+    j.last_seen_ns = 300;
+    j.records = 20000;
+    j.state = "finished";
+    (*store)->EnqueueJob(j);  // upsert
+    JobSummary b = j;
+    b.job = "job-b";
+    b.first_seen_ns = 150;
+    (*store)->EnqueueJob(b);
+    RankRow r;
+    r.job = "job-a";
+    r.key = "rank:3";
+    r.rank = 3;
+    r.host = "h3";
+    r.pid = 33;
+    r.liveness = "exited";
+    r.records = 999;
+    (*store)->EnqueueRank(r);
+    WindowSummaryRow w;
+    w.job = "job-a";
+    w.window_start_ns = 1000;
+    w.window_end_ns = 2000;
+    w.records = 42;
+    w.kinds.gemm = 40;
+    w.kinds.collective = 2;
+    w.gemm.push_back(GemmWindowRow{"gemm 1x1x1", 40, 4000, 8e12});
+    CollectiveWindowRow c;
+    c.op = "allreduce";
+    c.bw.count = 2;
+    c.bw.bus_bytes = 1e9;
+    c.bw.seconds = 0.01;
+    w.collectives.push_back(c);
+    (*store)->EnqueueWindow(w);
+    Diagnosis d;
+    d.job = "job-a";
+    d.kind = "rank_silent";
+    d.subject = "rank:3";
+    d.team = Team::kInfrastructure;
+    d.severity = Severity::kCritical;
+    d.ranks = {3};
+    d.hosts = {"h3"};
+    d.evidence = "silent";
+    d.first_seen_ns = 10;
+    d.last_seen_ns = 20;
+    (*store)->EnqueueDiagnosis(d);
+    d.first_seen_ns = 15;  // later report of the same finding
+    d.last_seen_ns = 40;
+    (*store)->EnqueueDiagnosis(d);
+    ASSERT_TRUE((*store)->Flush().ok());
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto v = (*store)->SchemaVersion();
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, Store::kSchemaVersion);
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].job, "job-a");
+  EXPECT_EQ((*jobs)[0].records, 20000u);
+  EXPECT_EQ((*jobs)[0].state, "finished");
+  EXPECT_EQ((*jobs)[0].first_seen_ns, 100u);
+  EXPECT_EQ((*jobs)[0].job_name, "llama");
+  EXPECT_EQ((*jobs)[1].job, "job-b");
+  auto ranks = (*store)->LoadRanks("job-a");
+  ASSERT_TRUE(ranks.ok());
+  ASSERT_EQ(ranks->size(), 1u);
+  EXPECT_EQ((*ranks)[0].host, "h3");
+  EXPECT_EQ((*ranks)[0].records, 999u);
+  auto windows = (*store)->LoadWindows("job-a");
+  ASSERT_TRUE(windows.ok());
+  ASSERT_EQ(windows->size(), 1u);
+  EXPECT_EQ((*windows)[0].kinds.gemm, 40u);
+  ASSERT_EQ((*windows)[0].gemm.size(), 1u);
+  EXPECT_NEAR((*windows)[0].gemm[0].Tflops(), 8e12 / 4e-6 / 1e12, 1e-6);
+  ASSERT_EQ((*windows)[0].collectives.size(), 1u);
+  EXPECT_NEAR((*windows)[0].collectives[0].bw.BusBw(), 1e11, 1);
+  auto diags = (*store)->LoadDiagnoses("job-a");
+  ASSERT_TRUE(diags.ok());
+  ASSERT_EQ(diags->size(), 1u) << "same job+kind+subject is one diagnosis";
+  EXPECT_EQ((*diags)[0].first_seen_ns, 10u);
+  EXPECT_EQ((*diags)[0].last_seen_ns, 40u);
+  EXPECT_EQ((*diags)[0].team, Team::kInfrastructure);
+  EXPECT_EQ((*diags)[0].ranks, std::vector<int32_t>{3});
+}
+
+TEST(StoreTest, RefusesNewerSchema) {
+  const std::string path = TempDb("newer");
+  { ASSERT_TRUE(Store::Open(path).ok()); }
+  // Simulate a database written by a future engine.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE schema_version SET version=99;", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto s = Store::Open(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.status().message().find("newer"), std::string::npos) << s.status();
+}
+
+// A database written by an engine of schema version 2 (the shipped steps 1
+// and 2, verbatim) with a job and a diagnosis in it.
+void WriteVersion2Db(const std::string& path) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const char* sql = R"sql(
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE jobs (
+  job TEXT PRIMARY KEY, job_name TEXT NOT NULL, first_seen_ns INTEGER NOT NULL,
+  last_seen_ns INTEGER NOT NULL, ranks INTEGER NOT NULL, records INTEGER NOT NULL,
+  state TEXT NOT NULL);
+CREATE TABLE ranks (
+  job TEXT NOT NULL, key TEXT NOT NULL, rank INTEGER NOT NULL, host TEXT NOT NULL,
+  pid INTEGER NOT NULL, local_rank INTEGER NOT NULL, liveness TEXT NOT NULL,
+  records INTEGER NOT NULL, dropped INTEGER NOT NULL, last_record_ns INTEGER NOT NULL,
+  last_seen_ns INTEGER NOT NULL, PRIMARY KEY (job, key));
+CREATE TABLE daemons (
+  daemon_id TEXT PRIMARY KEY, host TEXT NOT NULL, version TEXT NOT NULL,
+  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL, batches INTEGER NOT NULL,
+  records INTEGER NOT NULL, records_dropped INTEGER NOT NULL);
+CREATE TABLE window_summaries (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, window_end_ns INTEGER NOT NULL,
+  records INTEGER NOT NULL, kernels INTEGER NOT NULL, gemms INTEGER NOT NULL,
+  collectives INTEGER NOT NULL, memcpys INTEGER NOT NULL, syncs INTEGER NOT NULL,
+  host_events INTEGER NOT NULL, other INTEGER NOT NULL, PRIMARY KEY (job, window_start_ns));
+CREATE TABLE window_gemm (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, signature TEXT NOT NULL,
+  count INTEGER NOT NULL, total_ns INTEGER NOT NULL, flops REAL NOT NULL, tflops REAL NOT NULL,
+  PRIMARY KEY (job, window_start_ns, signature));
+CREATE TABLE window_collective (
+  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, op TEXT NOT NULL,
+  count INTEGER NOT NULL, bus_bytes REAL NOT NULL, seconds REAL NOT NULL,
+  busbw_bytes_per_second REAL NOT NULL, PRIMARY KEY (job, window_start_ns, op));
+CREATE TABLE diagnoses (
+  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, team TEXT NOT NULL,
+  severity TEXT NOT NULL, ranks TEXT NOT NULL, hosts TEXT NOT NULL, evidence TEXT NOT NULL,
+  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
+  PRIMARY KEY (job, kind, subject));
+CREATE TABLE diagnosis_resolutions (
+  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, resolved_ns INTEGER NOT NULL,
+  PRIMARY KEY (job, kind, subject));
+INSERT INTO schema_version VALUES (2);
+INSERT INTO jobs VALUES ('old-job', 'gpt', 10, 20, 8, 1000, 'finished');
+INSERT INTO diagnoses VALUES ('old-job', 'slow_gpu', 'rank:3', 'operations', 'warning', '3', 'h0',
+  'slow', 10, 20);
+)sql";
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+}
+
+TEST(StoreTest, MigratesVersion2DatabaseAndKeepsItsRows) {
+  const std::string path = TempDb("v2");
+  WriteVersion2Db(path);
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto v = (*store)->SchemaVersion();
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(*v, 3);
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].job, "old-job");
+  EXPECT_EQ((*jobs)[0].job_name, "gpt");
+  auto diags = (*store)->LoadDiagnoses("old-job");
+  ASSERT_TRUE(diags.ok());
+  ASSERT_EQ(diags->size(), 1u);
+  EXPECT_EQ((*diags)[0].kind, "slow_gpu");
+  // The new tables exist and take rows.
+  history::RunBaseline run;
+  run.job_name = "gpt";
+  run.gpu_model = "NVIDIA H200";
+  run.job = "new-job";
+  run.updated_ns = 30;
+  run.windows = 2;
+  run.steps = 10;
+  run.step_median_s = 0.055;
+  run.step_best_s = 0.054;
+  (*store)->EnqueueRunBaseline(run, 5);
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto runs = (*store)->LoadRunBaselines("gpt", "NVIDIA H200", false, "", 0);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 1u);
+  EXPECT_DOUBLE_EQ((*runs)[0].step_median_s, 0.055);
+}
+
+TEST(StoreTest, RunBaselineUpdateReplacesTheRunAndKeepsTheNewestRuns) {
+  const std::string path = TempDb("baselines");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto run_of = [](const std::string& job, uint64_t t, double step_s,
+                   const std::string& model = "NVIDIA H200") {
+    history::RunBaseline r;
+    r.job_name = "gpt";
+    r.gpu_model = model;
+    r.job = job;
+    r.updated_ns = t;
+    r.windows = 3;
+    r.steps = 30;
+    r.step_median_s = step_s;
+    r.step_best_s = step_s * 0.98;
+    r.void_inter = 0.02;
+    r.void_minority = 0.05;
+    r.gemm["gemm bf16 m=4096 n=4096 k=4096 b=1 NN"] = history::GemmFigure{"bf16", 610.5, 300};
+    r.busbw[history::CollectiveShape{"allreduce", 64 << 20, 8, 1}] =
+        history::BusBwFigure{180e9, 40};
+    r.issue_latency["compute"].Add(150, 7);
+    r.issue_latency["compute"].Add(2000, 3);
+    return r;
+  };
+  // The same run stored twice (periodic update): one row set, the newer.
+  (*store)->EnqueueRunBaseline(run_of("run-1", 100, 0.050), 3);
+  history::RunBaseline updated = run_of("run-1", 110, 0.052);
+  updated.gemm.clear();
+  updated.gemm["gemm bf16 m=8192 n=4096 k=4096 b=1 NT"] = history::GemmFigure{"bf16", 640, 10};
+  (*store)->EnqueueRunBaseline(updated, 3);
+  (*store)->EnqueueRunBaseline(run_of("run-2", 200, 0.055), 3);
+  (*store)->EnqueueRunBaseline(run_of("h100-run", 250, 0.070, "NVIDIA H100"), 3);
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto runs = (*store)->LoadRunBaselines("gpt", "NVIDIA H200", false, "run-2", 0);
+  ASSERT_TRUE(runs.ok()) << runs.status();
+  ASSERT_EQ(runs->size(), 1u) << "run-2 is excluded, the H100 run is another key";
+  const history::RunBaseline& r1 = (*runs)[0];
+  EXPECT_EQ(r1.job, "run-1");
+  EXPECT_EQ(r1.updated_ns, 110u);
+  EXPECT_DOUBLE_EQ(r1.step_median_s, 0.052);
+  ASSERT_EQ(r1.gemm.size(), 1u) << "the update replaced the run's GEMM rows";
+  EXPECT_EQ(r1.gemm.begin()->first, "gemm bf16 m=8192 n=4096 k=4096 b=1 NT");
+  EXPECT_DOUBLE_EQ(r1.gemm.begin()->second.tflops, 640);
+  ASSERT_EQ(r1.busbw.size(), 1u);
+  EXPECT_EQ(r1.busbw.begin()->first.nranks, 8);
+  EXPECT_DOUBLE_EQ(r1.busbw.begin()->second.busbw, 180e9);
+  ASSERT_EQ(r1.issue_latency.count("compute"), 1u);
+  EXPECT_EQ(r1.issue_latency.at("compute").total(), 10u);
+  EXPECT_DOUBLE_EQ(r1.void_minority, 0.05);
+  auto any = (*store)->LoadRunBaselines("gpt", "", true, "", 0);
+  ASSERT_TRUE(any.ok());
+  ASSERT_EQ(any->size(), 3u);
+  EXPECT_EQ((*any)[0].job, "h100-run") << "newest first";
+
+  // Two more H200 runs with keep = 2: only the newest two of that key stay,
+  // with their child rows; the H100 key is untouched.
+  (*store)->EnqueueRunBaseline(run_of("run-3", 300, 0.051), 2);
+  (*store)->EnqueueRunBaseline(run_of("run-4", 400, 0.053), 2);
+  ASSERT_TRUE((*store)->Flush().ok());
+  runs = (*store)->LoadRunBaselines("gpt", "NVIDIA H200", false, "", 0);
+  ASSERT_TRUE(runs.ok());
+  ASSERT_EQ(runs->size(), 2u);
+  EXPECT_EQ((*runs)[0].job, "run-4");
+  EXPECT_EQ((*runs)[1].job, "run-3");
+  auto h100 = (*store)->LoadRunBaselines("gpt", "NVIDIA H100", false, "", 0);
+  ASSERT_TRUE(h100.ok());
+  EXPECT_EQ(h100->size(), 1u);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(
+      sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM baseline_gemm WHERE job IN ('run-1','run-2');",
+                         -1, &q, nullptr),
+      SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  EXPECT_EQ(sqlite3_column_int(q, 0), 0) << "pruned runs leave no child rows";
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+}
+
+TEST(StoreTest, CalibrationUpsertsPerHost) {
+  auto store = Store::Open(TempDb("calibration"));
+  ASSERT_TRUE(store.ok()) << store.status();
+  history::CalibrationRows rows;
+  rows.gemm.push_back(history::GemmCalibrationRow{"NVIDIA H200", "node0", "bf16", 700, 690, 8192,
+                                                  8192, 8192, 8, 1});
+  rows.collectives.push_back(history::CollectiveCalibrationRow{
+      "NVIDIA H200", "node0", history::CollectiveShape{"allreduce", 1 << 20, 8, 1}, 40, 26e9, 45e9,
+      1});
+  (*store)->EnqueueCalibration(rows);
+  rows.gemm[0].tflops = 710;  // re-calibrated
+  rows.gemm[0].host = "node1";
+  (*store)->EnqueueCalibration(rows);
+  rows.gemm[0].host = "node0";
+  rows.gemm[0].tflops = 705;
+  rows.collectives.clear();
+  (*store)->EnqueueCalibration(rows);
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto got = (*store)->LoadCalibration("NVIDIA H200");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->gemm.size(), 2u);
+  EXPECT_EQ(got->gemm[0].host, "node0");
+  EXPECT_DOUBLE_EQ(got->gemm[0].tflops, 705);
+  EXPECT_DOUBLE_EQ(got->gemm[1].tflops, 710);
+  EXPECT_EQ(got->collectives.size(), 1u) << "node0's collective row was uploaded twice: one row";
+  auto none = (*store)->LoadCalibration("NVIDIA H100");
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->gemm.empty());
+  auto all = (*store)->LoadCalibration("");
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->gemm.size(), 2u);
+}
+
+TEST(StoreTest, OpenFailsCleanlyOnBadPath) {
+  auto s = Store::Open("/nonexistent-dir/x/y.db");
+  EXPECT_FALSE(s.ok());
+}
+
+}  // namespace
+}  // namespace xpu::engine::history

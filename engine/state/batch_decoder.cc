@@ -1,0 +1,87 @@
+#include "engine/state/batch_decoder.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/base/status_macros.h"
+#include "common/wire/signature.h"
+#include "xpu/formulas.h"
+
+namespace xpu::engine {
+
+bool SignatureTable::Define(uint32_t sig_id, SignatureInfo info) {
+  if (sig_id == 0 || sig_id >= kMaxSigId) return false;
+  if (sig_id >= entries_.size()) {
+    // Grow geometrically but never past the bound.
+    size_t n = std::max<size_t>(sig_id + 1, std::min<size_t>(entries_.size() * 2, kMaxSigId));
+    entries_.resize(n);
+  }
+  if (entries_[sig_id].abi.commit == 0) ++defined_;
+  info.abi.commit = sig_id;
+  entries_[sig_id] = std::move(info);
+  return true;
+}
+
+absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb) {
+  if (!pb.has_identity()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("process_key ", pb.process_key(), ": ProcessBatch without identity"));
+  }
+  if (pb.records().size() % sizeof(xpu_record_v1) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("process_key ", pb.process_key(), ": records blob of ", pb.records().size(),
+                     " bytes is not a multiple of ", sizeof(xpu_record_v1), " (xpu_record_v1)"));
+  }
+  return absl::OkStatus();
+}
+
+SignatureInfo ToSignatureInfo(const xpu::v1::Signature& s) {
+  SignatureInfo info;
+  info.abi = wire::SignatureFromWire(s);
+  const xpu_signature_v1& a = info.abi;
+  // Names are bounded so that a hostile peer cannot pin memory through them.
+  info.name = s.name().substr(0, 4096);
+  info.flops = xpu_sig_flops(&a);
+  info.bytes = xpu_sig_bytes(&a);
+  info.collective = xpu_op_is_collective(a.kind) != 0;
+  info.busbw_factor = xpu_busbw_factor(a.kind, a.comm_nranks);
+  return info;
+}
+
+absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable& table,
+                                std::vector<xpu_record_v1>* out, DecodeStats* stats) {
+  XPU_RETURN_IF_ERROR(ValidateProcessBatch(pb));
+  for (const xpu::v1::Signature& s : pb.signatures()) {
+    if (table.Define(s.id(), ToSignatureInfo(s))) {
+      ++stats->signatures;
+    } else {
+      ++stats->bad_signatures;
+    }
+  }
+  const std::string& blob = pb.records();
+  const size_t n = blob.size() / sizeof(xpu_record_v1);
+  const size_t base = out->size();
+  out->resize(base + n);
+  // One bulk copy, then compact in place: unknown ids are rare, so this is
+  // one memcpy and one pass.
+  std::memcpy(out->data() + base, blob.data(), n * sizeof(xpu_record_v1));
+  xpu_record_v1* w = out->data() + base;
+  const xpu_record_v1* r = w;
+  const xpu_record_v1* end = w + n;
+  uint64_t unknown = 0;
+  for (; r != end; ++r) {
+    if (table.Find(r->sig_id) == nullptr) {
+      ++unknown;
+      continue;
+    }
+    if (w != r) *w = *r;
+    ++w;
+  }
+  out->resize(static_cast<size_t>(w - out->data()));
+  stats->records += n - unknown;
+  stats->unknown_sig += unknown;
+  return absl::OkStatus();
+}
+
+}  // namespace xpu::engine

@@ -1,0 +1,92 @@
+// batch_decoder — turns one ProcessBatch from the wire into validated records
+// and signatures.
+//
+// Everything in a ProcessBatch is untrusted network data: the blob length,
+// every sig_id and every signature field. Nothing here CHECKs on input; each
+// problem is either a Status for the whole batch (malformed framing) or a
+// counter (a record that refers to a signature we were never sent is skipped
+// and counted).
+//
+// Thread-safety: SignatureTable is not synchronized; its owner (the process
+// state, guarded by the job lock) serializes access. The free functions are
+// pure apart from their output arguments.
+#ifndef XPU_ENGINE_STATE_BATCH_DECODER_H_
+#define XPU_ENGINE_STATE_BATCH_DECODER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "xpu/record.h"
+#include "xpu/v1/common.pb.h"
+
+namespace xpu::engine {
+
+// Protocol version this engine speaks (DaemonHello.protocol_version).
+inline constexpr uint32_t kProtocolVersion = 1;
+// Largest sig_id accepted: the table is a dense vector indexed by sig_id, so
+// the bound also bounds memory per process (a hostile id cannot make us
+// allocate gigabytes).
+inline constexpr uint32_t kMaxSigId = 1u << 20;
+
+// What the engine keeps per signature: the ABI struct (so formulas.h applies
+// unchanged), the full name, and figures precomputed once.
+struct SignatureInfo {
+  xpu_signature_v1 abi{};  // abi.commit == 0 means "slot empty"
+  std::string name;
+  double flops = 0;         // xpu_sig_flops
+  uint64_t bytes = 0;       // xpu_sig_bytes
+  double busbw_factor = 0;  // xpu_busbw_factor
+  bool collective = false;
+};
+
+// Signatures of one process, indexed by sig_id.
+class SignatureTable {
+ public:
+  // nullptr when sig_id was never defined.
+  const SignatureInfo* Find(uint32_t sig_id) const {
+    if (sig_id == 0 || sig_id >= entries_.size()) return nullptr;
+    const SignatureInfo& s = entries_[sig_id];
+    return s.abi.commit != 0 ? &s : nullptr;
+  }
+  // Inserts or replaces; returns false (and changes nothing) when the id is
+  // out of range.
+  bool Define(uint32_t sig_id, SignatureInfo info);
+  size_t size() const { return defined_; }
+  void Clear() {
+    entries_.clear();
+    defined_ = 0;
+  }
+
+ private:
+  std::vector<SignatureInfo> entries_;
+  size_t defined_ = 0;
+};
+
+// Figures from decoding one ProcessBatch.
+struct DecodeStats {
+  uint64_t records = 0;         // accepted
+  uint64_t unknown_sig = 0;     // skipped: sig_id not in the table
+  uint64_t signatures = 0;      // accepted definitions
+  uint64_t bad_signatures = 0;  // skipped: id 0 or >= kMaxSigId
+};
+
+// Framing checks that can be made before touching any state: identity
+// present, blob a multiple of 32 bytes. Returns INVALID_ARGUMENT with a
+// message that names the offending field.
+absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb);
+
+// Converts a wire signature into the ABI struct plus derived figures.
+SignatureInfo ToSignatureInfo(const xpu::v1::Signature& s);
+
+// Defines pb.signatures in `table`, then appends every record of pb.records
+// whose sig_id is defined to `out` (copied out of the blob: the blob has no
+// alignment guarantee). Fails only when ValidateProcessBatch fails; nothing
+// is appended then.
+absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable& table,
+                                std::vector<xpu_record_v1>* out, DecodeStats* stats);
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_STATE_BATCH_DECODER_H_

@@ -1,0 +1,238 @@
+#include "engine/state/job_state.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "xpu/formulas.h"
+#include "xpu/ring.h"
+
+namespace xpu::engine {
+namespace {
+constexpr size_t kMaxWindows = 64;
+constexpr size_t kMaxDaemonWindows = 16;
+}  // namespace
+
+std::string_view LivenessName(Liveness l) {
+  switch (l) {
+    case Liveness::kAlive:
+      return "alive";
+    case Liveness::kSilent:
+      return "silent";
+    case Liveness::kExited:
+      return "exited";
+  }
+  return "unknown";
+}
+
+void RecordRing::Append(const xpu_record_v1* r, size_t n) {
+  const size_t cap = buf_.size();
+  if (n > cap) {  // only the newest `cap` survive anyway
+    r += n - cap;
+    written_ += n - cap;
+    n = cap;
+  }
+  size_t pos = static_cast<size_t>(written_ % cap);
+  size_t first = std::min(n, cap - pos);
+  std::memcpy(buf_.data() + pos, r, first * sizeof(*r));
+  std::memcpy(buf_.data(), r + first, (n - first) * sizeof(*r));
+  written_ += n;
+}
+
+std::vector<xpu_record_v1> RecordRing::Last(size_t n) const {
+  const size_t cap = buf_.size();
+  n = static_cast<size_t>(std::min<uint64_t>({n, written_, cap}));
+  std::vector<xpu_record_v1> out;
+  out.reserve(n);
+  for (uint64_t i = written_ - n; i < written_; ++i) out.push_back(buf_[i % cap]);
+  return out;
+}
+
+void KindCounts::Add(uint16_t kind) {
+  if (kind == XPU_OP_KERNEL || kind == XPU_OP_GRAPH_LAUNCH) {
+    ++kernel;
+  } else if (kind == XPU_OP_GEMM) {
+    ++gemm;
+  } else if (xpu_op_is_collective(kind)) {
+    ++collective;
+  } else if (kind == XPU_OP_MEMCPY) {
+    ++memcpy;
+  } else if (kind >= XPU_OP_SYNC_STREAM && kind <= XPU_OP_SYNC_EVENT) {
+    ++sync;
+  } else if (xpu_op_is_host(kind)) {
+    ++host;
+  } else {
+    ++other;
+  }
+}
+
+void KindCounts::Merge(const KindCounts& o) {
+  kernel += o.kernel;
+  gemm += o.gemm;
+  collective += o.collective;
+  memcpy += o.memcpy;
+  sync += o.sync;
+  host += o.host;
+  other += o.other;
+}
+
+JobState::JobState(std::string job, std::string job_name, size_t ring_capacity, uint64_t now_ns)
+    : job_(std::move(job)),
+      job_name_(std::move(job_name)),
+      ring_capacity_(ring_capacity),
+      first_seen_ns_(now_ns),
+      last_seen_ns_(now_ns),
+      window_start_ns_(now_ns) {}
+
+ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
+                                           const std::string& daemon_id, uint64_t now_ns) {
+  std::string key = id.rank() >= 0 ? absl::StrCat("rank:", id.rank())
+                                   : absl::StrCat("pid:", id.pid(), "@", id.host());
+  auto& slot = processes_[key];
+  if (!slot) {
+    slot = std::make_unique<ProcessState>(key, ring_capacity_);
+    slot->first_seen_ns = now_ns;
+    slot->identity = id;
+  } else if (slot->identity.pid() != id.pid() || slot->identity.host() != id.host()) {
+    // Restarted rank: signature ids belong to the old process.
+    slot->sigs.Clear();
+    slot->window_gemm.clear();
+    slot->identity = id;
+    slot->liveness = Liveness::kAlive;
+  }
+  // The hook publishes the GPU model after its first traced op, so it often
+  // arrives in a later batch than the identity; once known it stays (an
+  // exited process's last batches no longer carry it).
+  if (slot->identity.gpu_model().empty() && !id.gpu_model().empty())
+    slot->identity.set_gpu_model(id.gpu_model());
+  slot->daemon_id = daemon_id;
+  slot->last_seen_ns = now_ns;
+  if (job_name_.empty() && !id.job_name().empty()) job_name_ = id.job_name();
+  last_seen_ns_ = std::max(last_seen_ns_, now_ns);
+  return *slot;
+}
+
+void JobState::NoteSignature(const ProcessState& p, const SignatureInfo& s) {
+  if (!s.collective || s.abi.comm_id == 0) return;
+  Communicator& c = comms_[s.abi.comm_id];
+  c.comm_id = s.abi.comm_id;
+  c.nranks = s.abi.comm_nranks;
+  if (s.abi.comm_rank >= 0 && c.members.size() < 65536) {
+    c.members[s.abi.comm_rank] = p.identity.rank();
+  }
+}
+
+void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, uint64_t now_ns) {
+  if (n == 0) return;
+  p.ring.Append(r, n);
+  p.records += n;
+  p.window_records += n;
+  records_ += n;
+  p.last_record_rx_ns = now_ns;
+  if (p.liveness == Liveness::kSilent) p.liveness = Liveness::kAlive;
+  const int32_t rank = p.identity.rank();
+  uint64_t last_end = p.last_record_ns;
+  for (size_t i = 0; i < n; ++i) {
+    const xpu_record_v1& rec = r[i];
+    const SignatureInfo* s = p.sigs.Find(rec.sig_id);
+    if (s == nullptr) continue;  // the decoder filtered these; stay defensive
+    const uint16_t kind = s->abi.kind;
+    p.window_kinds.Add(kind);
+    const uint64_t dur = xpu_record_duration_ns(&rec);
+    last_end = std::max(last_end, rec.start_ns + dur);
+    if (!(rec.flags & XPU_REC_TIMED)) {
+      if (s->collective) collectives_.Add(*s, rank, rec);
+      continue;
+    }
+    if (kind == XPU_OP_GEMM) {
+      if (rec.sig_id >= p.window_gemm.size()) p.window_gemm.resize(rec.sig_id + 1);
+      GemmAccum& g = p.window_gemm[rec.sig_id];
+      ++g.count;
+      g.total_ns += dur;
+      g.flops += s->flops;
+    } else if (s->collective) {
+      collectives_.Add(*s, rank, rec);
+    }
+  }
+  p.last_record_ns = last_end;
+}
+
+void JobState::ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, uint64_t now_ns) {
+  if (pb.has_counters()) {
+    p.counters = pb.counters();
+    uint64_t hook_dropped =
+        p.counters.hook_size() > XPU_CNT_DROPPED_FULL ? p.counters.hook(XPU_CNT_DROPPED_FULL) : 0;
+    p.dropped = hook_dropped + p.counters.records_lapped() + p.counters.records_dropped_daemon();
+  }
+  for (const auto& w : pb.windows()) {
+    p.daemon_windows.push_back(w);
+    if (p.daemon_windows.size() > kMaxDaemonWindows) p.daemon_windows.pop_front();
+  }
+  if (pb.exited()) p.liveness = Liveness::kExited;
+}
+
+WindowSummaryRow JobState::CloseWindow(uint64_t now_ns) {
+  WindowSummaryRow row;
+  row.job = job_;
+  row.window_start_ns = window_start_ns_;
+  row.window_end_ns = now_ns;
+  std::map<std::string, GemmWindowRow> gemm;
+  for (auto& [key, p] : processes_) {
+    row.records += p->window_records;
+    row.kinds.Merge(p->window_kinds);
+    for (size_t id = 0; id < p->window_gemm.size(); ++id) {
+      const GemmAccum& g = p->window_gemm[id];
+      if (g.count == 0) continue;
+      const SignatureInfo* s = p->sigs.Find(static_cast<uint32_t>(id));
+      if (s == nullptr) continue;
+      // Aggregated across ranks by shape, the unit analyses compare.
+      std::string name =
+          absl::StrCat(s->name.empty() ? "gemm" : s->name, " ", s->abi.m, "x", s->abi.n, "x",
+                       s->abi.k, "x", std::max(1u, s->abi.batch), " dt", s->abi.dtype);
+      GemmWindowRow& r = gemm[name];
+      r.signature = name;
+      r.count += g.count;
+      r.total_ns += g.total_ns;
+      r.flops += g.flops;
+    }
+    p->window_records = 0;
+    p->window_kinds = KindCounts{};
+    std::fill(p->window_gemm.begin(), p->window_gemm.end(), GemmAccum{});
+  }
+  for (auto& [name, r] : gemm) row.gemm.push_back(std::move(r));
+  for (auto& [kind, bw] : collectives_.TakeCompleted()) {
+    row.collectives.push_back(CollectiveWindowRow{OpKindName(kind), bw});
+  }
+  window_start_ns_ = now_ns;
+  windows_.push_back(row);
+  if (windows_.size() > kMaxWindows) windows_.pop_front();
+  return row;
+}
+
+void JobState::UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns) {
+  for (auto& [key, p] : processes_) {
+    if (p->liveness == Liveness::kExited) continue;
+    uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
+    p->liveness =
+        now_ns > last && now_ns - last > silent_after_ns ? Liveness::kSilent : Liveness::kAlive;
+  }
+}
+
+size_t JobState::Alive() const {
+  size_t n = 0;
+  for (const auto& [k, p] : processes_) n += p->liveness == Liveness::kAlive;
+  return n;
+}
+
+std::string_view JobState::StateName() const {
+  size_t alive = 0, exited = 0;
+  for (const auto& [k, p] : processes_) {
+    alive += p->liveness == Liveness::kAlive;
+    exited += p->liveness == Liveness::kExited;
+  }
+  if (!processes_.empty() && exited == processes_.size()) return "finished";
+  if (alive > 0 || processes_.empty()) return "running";
+  return "silent";
+}
+
+}  // namespace xpu::engine

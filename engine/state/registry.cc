@@ -1,0 +1,174 @@
+#include "engine/state/registry.h"
+
+#include <time.h>
+
+#include <algorithm>
+
+#include "common/base/clock.h"
+
+namespace xpu::engine {
+
+Clock RealtimeClock() {
+  return [] { return RealtimeNs(); };
+}
+
+Registry::Registry(Clock clock, uint64_t silent_after_ns, size_t ring_capacity)
+    : clock_(std::move(clock)), silent_after_ns_(silent_after_ns), ring_capacity_(ring_capacity) {}
+
+std::shared_ptr<JobState> Registry::GetOrCreateJob(const std::string& job,
+                                                   const std::string& job_name) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto& slot = jobs_[job];
+  if (!slot) slot = std::make_shared<JobState>(job, job_name, ring_capacity_, clock_());
+  return slot;
+}
+
+std::shared_ptr<JobState> Registry::FindJob(const std::string& job) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = jobs_.find(job);
+  return it == jobs_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<JobState>> Registry::Jobs() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::shared_ptr<JobState>> out;
+  out.reserve(jobs_.size());
+  for (const auto& [k, j] : jobs_) out.push_back(j);
+  return out;
+}
+
+void Registry::DaemonConnected(const std::string& id, const std::string& host,
+                               const std::string& version) {
+  std::lock_guard<std::mutex> l(mu_);
+  DaemonState& d = daemons_[id];
+  uint64_t now = clock_();
+  if (d.daemon_id.empty()) d.first_seen_ns = now;
+  d.daemon_id = id;
+  d.host = host;
+  d.version = version;
+  d.connected = true;
+  d.silent = false;
+  d.last_seen_ns = now;
+}
+
+void Registry::DaemonDisconnected(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = daemons_.find(id);
+  if (it != daemons_.end()) it->second.connected = false;
+}
+
+void Registry::DaemonSeen(const std::string& id, uint64_t batches, uint64_t records,
+                          uint64_t records_dropped_cumulative) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = daemons_.find(id);
+  if (it == daemons_.end()) return;
+  DaemonState& d = it->second;
+  d.last_seen_ns = clock_();
+  d.silent = false;
+  d.batches += batches;
+  d.records += records;
+  d.records_dropped = std::max(d.records_dropped, records_dropped_cumulative);
+}
+
+std::vector<DaemonState> Registry::Daemons() const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<DaemonState> out;
+  for (const auto& [k, d] : daemons_) out.push_back(d);
+  return out;
+}
+
+size_t Registry::DaemonsConnected() const {
+  std::lock_guard<std::mutex> l(mu_);
+  size_t n = 0;
+  for (const auto& [k, d] : daemons_) n += d.connected;
+  return n;
+}
+
+void Registry::AddHistoricalJob(const JobSummary& s) {
+  std::lock_guard<std::mutex> l(mu_);
+  history_[s.job] = s;
+}
+
+JobSummary Summarize(const JobState& job) {
+  JobSummary s;
+  s.job = job.job();
+  s.job_name = job.job_name();
+  s.ranks = static_cast<uint32_t>(job.processes().size());
+  s.ranks_alive = static_cast<uint32_t>(job.Alive());
+  s.first_seen_ns = job.first_seen_ns();
+  s.last_seen_ns = job.last_seen_ns();
+  s.records = job.records();
+  s.state = std::string(job.StateName());
+  return s;
+}
+
+std::vector<JobSummary> Registry::JobSummaries(bool include_finished) const {
+  std::vector<std::shared_ptr<JobState>> jobs;
+  std::map<std::string, JobSummary> history;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [k, j] : jobs_) jobs.push_back(j);
+    if (include_finished) history = history_;
+  }
+  std::vector<JobSummary> out;
+  for (const auto& j : jobs) {
+    JobSummary s;
+    {
+      std::lock_guard<std::mutex> jl(j->mu());
+      s = Summarize(*j);
+    }
+    history.erase(s.job);
+    if (!include_finished && s.state == "finished") continue;
+    out.push_back(std::move(s));
+  }
+  for (auto& [k, h] : history) {
+    // A job not live in this engine run cannot be running: whatever the
+    // store said last, it is over as far as we know.
+    if (h.state != "finished") h.state = "finished";
+    h.ranks_alive = 0;
+    out.push_back(h);
+  }
+  std::sort(out.begin(), out.end(), [](const JobSummary& a, const JobSummary& b) {
+    return a.first_seen_ns != b.first_seen_ns ? a.first_seen_ns < b.first_seen_ns : a.job < b.job;
+  });
+  return out;
+}
+
+void Registry::UpdateLiveness() {
+  const uint64_t now = clock_();
+  std::vector<std::shared_ptr<JobState>> jobs;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto& [k, d] : daemons_) {
+      d.silent = d.connected && now > d.last_seen_ns && now - d.last_seen_ns > silent_after_ns_;
+    }
+    for (const auto& [k, j] : jobs_) jobs.push_back(j);
+  }
+  for (const auto& j : jobs) {
+    std::lock_guard<std::mutex> jl(j->mu());
+    j->UpdateLiveness(now, silent_after_ns_);
+  }
+}
+
+std::vector<std::string> Registry::RetireFinishedJobs(uint64_t retain_ns) {
+  const uint64_t now = clock_();
+  std::vector<std::string> retired;
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    JobSummary s;
+    {
+      std::lock_guard<std::mutex> jl(it->second->mu());
+      s = Summarize(*it->second);
+    }
+    if (s.state == "finished" && now > s.last_seen_ns && now - s.last_seen_ns > retain_ns) {
+      history_[s.job] = s;
+      retired.push_back(s.job);
+      it = jobs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return retired;
+}
+
+}  // namespace xpu::engine

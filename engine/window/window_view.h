@@ -1,0 +1,76 @@
+// engine/window/window_view.h — the records of one job's latest window as
+// analysis input: per rank, the records that arrived since the previous
+// window (cursor on each rank's record ring) plus the rank's signatures,
+// converted to the gRPC-free analysis::RankTrace (common/analysis/trace.h).
+//
+// WindowViews is shared by the slowdown detectors of one engine so that the
+// view of a window is built once, by the first detector that asks for it.
+// Thread-safety: used on the window thread only, under the job's lock (the
+// engine runs detectors one job at a time).
+#ifndef XPU_ENGINE_WINDOW_WINDOW_VIEW_H_
+#define XPU_ENGINE_WINDOW_WINDOW_VIEW_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/analysis/trace.h"
+#include "engine/state/diagnosis.h"
+#include "engine/state/job_state.h"
+#include "engine/window/detector.h"
+#include "engine/window/detector_config.h"
+
+namespace xpu::engine {
+
+struct WindowView {
+  uint64_t window_id = 0;                  // JobState::window_start_ns() when built
+  std::vector<analysis::RankTrace> ranks;  // ranked processes with new records, by rank
+  uint64_t records = 0;
+  uint64_t first_ns = 0, last_ns = 0;  // host-clock span of the records
+  std::string backbone;                // job_name, for per-backbone thresholds
+  std::string HostOf(int32_t rank) const;
+};
+
+class WindowViews {
+ public:
+  // The view of the window that `job` just closed.
+  const WindowView& Get(const JobState& job);
+  // Forgets jobs the engine no longer has.
+  void Retain(const std::vector<std::string>& jobs);
+
+ private:
+  struct PerJob {
+    std::map<std::string, uint64_t> cursor;  // process key -> ring.written()
+    WindowView view;
+    bool built = false;
+  };
+  std::map<std::string, PerJob> jobs_;
+};
+
+// Base of the slowdown detectors: the shared views and the thresholds.
+class ViewDetector : public Detector {
+ public:
+  ViewDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config)
+      : views_(std::move(views)), config_(std::move(config)) {}
+
+ protected:
+  double Param(const WindowView& v, std::string_view key) const {
+    return config_->Get(key, v.backbone);
+  }
+  std::shared_ptr<WindowViews> views_;
+  std::shared_ptr<const DetectorConfig> config_;
+};
+
+// A diagnosis pre-filled with the job, kind, team and window time.
+Diagnosis NewDiagnosis(const JobState& job, std::string kind, Team team);
+// Sorted unique hosts of `ranks` in the view.
+std::vector<std::string> HostsOf(const WindowView& v, const std::vector<int32_t>& ranks);
+// "1.23" style figures for evidence text.
+std::string Fmt(double v, int digits = 2);
+
+}  // namespace xpu::engine
+
+#endif  // XPU_ENGINE_WINDOW_WINDOW_VIEW_H_
