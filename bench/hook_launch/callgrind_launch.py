@@ -9,13 +9,16 @@ also depends on the driver, which the test runtime does not model).
 
 For each hook and API (cudaLaunchKernel: untraced plain launch;
 cublasGemmEx: traced GEMM; ncclAllReduce: traced collective on a one-rank
-communicator), the benchmark's child runs that API's loop under callgrind
-(--separate-threads=yes) twice, with N and 2N calls; the difference of the
-instructions attributed to libxpu_hook.so on the main thread, divided by N,
-is the per-call figure (start-up and warm-up cancel out). The same for the
-CUDA calls the hook made per op (event records, stream waits, capture
-checks), which the child counts through the test runtime. Prints a table;
-asserts nothing. XPU_TIMING=sampled unless --env says otherwise.
+communicator), the benchmark's child runs that API's loop under callgrind,
+collecting only inside the measured loop (--toggle-collect on the child's
+MeasureNsPerCall, so start-up, warm-up and the hook's background thread are
+left out); the instructions attributed to libxpu_hook.so (and the NCCL
+profiler plugin, which runs inside the NCCL call), divided by the calls, are
+the per-call figure. It includes the stream synchronization every 256 calls
+(the hook's sync interposer). The CUDA calls the hook made per op (event
+records, stream waits, capture checks) come from the child, which counts
+them through the test runtime. Prints a table; asserts nothing.
+XPU_TIMING=sampled unless --env says otherwise.
 """
 
 import argparse
@@ -29,14 +32,14 @@ import tempfile
 APIS = ("cudaLaunchKernel", "cublasGemmEx", "ncclAllReduce")
 
 
-def hook_ir(out_file, hook_name):
-    """Exclusive instructions in `hook_name` functions of one callgrind file."""
+def hook_ir(out_file, names):
+    """Exclusive instructions in the functions of the objects `names`."""
     text = subprocess.run(["callgrind_annotate", "--threshold=100", out_file], capture_output=True,
                           text=True, check=True).stdout
     total = 0
     for line in text.splitlines():
         m = re.match(r"\s*([\d,]+) .*\[(.*)\]\s*$", line)
-        if m and os.path.basename(m.group(2)) == hook_name:
+        if m and os.path.basename(m.group(2)) in names:
             total += int(m.group(1).replace(",", ""))
     return total
 
@@ -48,19 +51,20 @@ def run(bench, hook, api, iters, env, work):
     e = dict(env)
     if hook:
         e["LD_PRELOAD"] = hook
-    p = subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                        "--callgrind-out-file=" + out, bench, "--child", "--iters", str(iters),
-                        "--only", api], env=e, capture_output=True, text=True, timeout=900)
+    p = subprocess.run(["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                        "--toggle-collect=*MeasureNsPerCall*", "--callgrind-out-file=" + out, bench,
+                        "--child", "--iters", str(iters), "--only", api], env=e, capture_output=True,
+                       text=True, timeout=900)
     if p.returncode != 0:
         sys.exit("callgrind run failed (%s):\n%s" % (api, p.stderr[-2000:]))
     calls = 0.0
     for line in p.stdout.splitlines():
         if line.startswith("calls %s " % api):
             calls = float(line.split()[2])
-    main = sorted(glob.glob(out + "*-01"))
-    if not main:
-        sys.exit("no per-thread callgrind output for %s" % api)
-    return hook_ir(main[0], os.path.basename(hook)) if hook else 0, calls
+    if not hook:
+        return 0, calls
+    names = {os.path.basename(hook), "libnccl-profiler-xpu.so"}
+    return hook_ir(out, names), calls
 
 
 def main():
@@ -85,14 +89,14 @@ def main():
     for spec in a.hook:
         label, _, path = spec.partition("=")
         hooks.append((label, os.path.abspath(path)))
-    print("hook instructions per call on the launching thread (callgrind, %d vs %d calls, "
-          "XPU_TIMING=%s), and CUDA calls the hook made per call" % (a.iters, 2 * a.iters, env["XPU_TIMING"]))
+    print("hook instructions per call in the measured loop (callgrind, %d calls, XPU_TIMING=%s), "
+          "and CUDA calls the hook made per call" % (a.iters, env["XPU_TIMING"]))
     print("%-18s %-12s %14s %16s" % ("api", "hook", "hook_Ir/call", "hook_cuda_calls"))
     for api in APIS:
         for label, hook in hooks:
-            ir1, _ = run(a.bench, hook, api, a.iters, env, work)
-            ir2, calls = run(a.bench, hook, api, 2 * a.iters, env, work)
-            print("%-18s %-12s %14.0f %16.3f" % (api, label, (ir2 - ir1) / a.iters, calls), flush=True)
+            ir, calls = run(a.bench, hook, api, a.iters, env, work)
+            n = (a.iters // 256) * 256  # the loop runs whole batches
+            print("%-18s %-12s %14.0f %16.3f" % (api, label, ir / n, calls), flush=True)
     subprocess.run(["rm", "-rf", work])
     return 0
 

@@ -72,9 +72,10 @@ unsigned long long HookCudaCalls() {
   return n;
 }
 
-// Median over batches of the per-call time of `call`.
+// Median over batches of the per-call time of `call`. Not inlined: callgrind
+// collects inside it (callgrind_launch.py).
 template <typename Call>
-double MeasureNsPerCall(int iters, cudaStream_t s, Call call) {
+__attribute__((noinline)) double MeasureNsPerCall(int iters, cudaStream_t s, Call call) {
   std::vector<double> per_call;
   for (int done = 0; done < iters; done += kBatch) {
     const uint64_t t0 = MonoNs();
