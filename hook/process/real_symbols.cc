@@ -108,6 +108,15 @@ bool ResolveDriverApi(CudaApi* api) {
   api->cu_stream_wait_value32.store(
       reinterpret_cast<CudaApi::CuWaitValue32Fn>(get("cuStreamWaitValue32_v2")),
       std::memory_order_relaxed);
+  api->cu_module_load_data.store(
+      reinterpret_cast<CudaApi::CuModuleLoadDataFn>(get("cuModuleLoadData")),
+      std::memory_order_relaxed);
+  api->cu_module_get_function.store(
+      reinterpret_cast<CudaApi::CuModuleGetFunctionFn>(get("cuModuleGetFunction")),
+      std::memory_order_relaxed);
+  api->cu_launch_kernel.store(
+      reinterpret_cast<CudaApi::CuLaunchKernelFn>(get("cuLaunchKernel")),
+      std::memory_order_relaxed);
   dlclose(h);  // drops only the reference NOLOAD added
   return true;
 }

@@ -251,6 +251,7 @@ bool InitRuntime(const Config& config, pid_t pid, std::string* error) {
   rt->clock.Init(&rt->cuda, uint64_t{config.clock_recal_s} * 1000000000ull);
   rt->pool.Init(&rt->cuda, config.event_pool);
   rt->holds.Init(&rt->cuda, config.timing_hold, uint64_t{config.hold_timeout_us} * 1000);
+  rt->overhead.Init(&rt->cuda);
   rt->worker.Init(rt);
   rt->daemon.Init(&rt->ring, config);
   if (!config.enable) rt->ring.SetProducerState(XPU_PRODUCER_DISABLED);

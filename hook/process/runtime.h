@@ -21,6 +21,7 @@
 #include "hook/tracing/completion_tracker.h"
 #include "hook/tracing/completion_worker.h"
 #include "hook/tracing/cuda_api.h"
+#include "hook/tracing/event_overhead.h"
 #include "hook/tracing/event_pool.h"
 #include "hook/tracing/gpu_clock.h"
 #include "hook/tracing/op_lanes.h"
@@ -41,6 +42,7 @@ struct Runtime {
   std::atomic<bool> cuda_ready{false};  // `cuda` resolved and complete
   GpuClock clock;
   EventPool pool;
+  EventOverhead overhead;  // event-pair overhead per device (event_overhead.h)
   StreamHolds holds;
   OpLanes lanes;              // launching threads -> completion thread
   CompletionTracker tracker;  // completion thread (PushNotice: any thread)

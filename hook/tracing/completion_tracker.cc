@@ -180,8 +180,15 @@ void CompletionTracker::WriteCompleted(const Node& n, uint64_t done_ns, uint64_t
     if (rt_->clock.MapGpuToHost(e.device, gen, start, &gpu_start) &&
         cuda.event_elapsed(&ms, start, rt_->pool.Get(e.ev_end)) == cudaSuccess) {
       timed = true;
-      r.start_ns = gpu_start;
       duration_ns = ms > 0 ? static_cast<uint64_t>(std::llround(double{ms} * 1e6)) : 0;
+      // What the event pair itself adds (event_overhead.h): half of it
+      // before the op started, half after it ended.
+      if (rt_->config.timing_correct) {
+        const uint64_t oh = rt_->overhead.OverheadNs(e.device);
+        gpu_start += oh / 2;
+        duration_ns = duration_ns > oh ? duration_ns - oh : 0;
+      }
+      r.start_ns = gpu_start;
       r.issue_latency_ns =
           SaturateI32(static_cast<int64_t>(gpu_start) - static_cast<int64_t>(e.launch_ns));
       flags |= XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID;

@@ -22,6 +22,7 @@ constexpr int kBusyPolls = 64;  // polls without sleeping after the last progres
 constexpr uint64_t kHangCheckNs = 100 * kMs;
 constexpr uint32_t kMaxWatchedHeads = 256;  // streams examined per hang check
 constexpr uint64_t kLaneIdleNs = 1000 * kMs;  // lanes idle this long are checked for a dead owner
+constexpr uint64_t kOverheadEveryNs = 5000 * kMs;  // event-pair overhead re-measured
 
 // Hang watch (hang_watch.h): touched by the completion thread only.
 HangWatch& Watch() {
@@ -131,6 +132,7 @@ void CompletionWorker::Housekeeping(uint64_t now) {
   if (rt_->cuda_ready.load(std::memory_order_relaxed)) {
     if (rt_->pool.HasRequests() && rt_->pool.ServiceRequests(&rt_->clock) > 0) ServiceDevices();
     rt_->clock.MaybeRecalibrate(now);
+    RemeasureOverhead(now);
     PublishGpuModel(rt_);  // once, after the first traced op (gpu_model.h)
   }
   if (uint32_t n = rt_->holds.ReleaseExpired(now)) Count(XPU_CNT_HOLD_TIMEOUT, n);
@@ -157,7 +159,20 @@ void CompletionWorker::ServiceDevices() {
   if (!driver_resolved_) driver_resolved_ = ResolveDriverApi(&rt_->cuda);
   for (int dev = 0; dev < kMaxDevices; ++dev) {
     if (rt_->pool.state(dev) != EventPool::kReady || rt_->holds.Ready(dev)) continue;
-    if (rt_->cuda.set_device(dev) == cudaSuccess) rt_->holds.SetUp(dev);
+    if (rt_->cuda.set_device(dev) != cudaSuccess) continue;
+    rt_->holds.SetUp(dev);
+    rt_->overhead.Measure(dev, rt_->clock.Stream(dev), 16);
+  }
+}
+
+void CompletionWorker::RemeasureOverhead(uint64_t now) {
+  if (now < next_overhead_ns_) return;
+  next_overhead_ns_ = now + kOverheadEveryNs;
+  for (int dev = 0; dev < kMaxDevices; ++dev) {
+    if (!rt_->clock.Calibrated(dev) || rt_->clock.Stream(dev) == nullptr) continue;
+    if (rt_->cuda.set_device(dev) == cudaSuccess) {
+      rt_->overhead.Measure(dev, rt_->clock.Stream(dev), 8);
+    }
   }
 }
 

@@ -54,6 +54,7 @@ class CompletionWorker {
   void Run();
   void Housekeeping(uint64_t now_ns);
   void ServiceDevices();
+  void RemeasureOverhead(uint64_t now_ns);
 
   Runtime* rt_ = nullptr;
   pthread_t thread_{};
@@ -63,6 +64,7 @@ class CompletionWorker {
 
   bool driver_resolved_ = false;
   uint64_t next_reclaim_ns_ = 0;
+  uint64_t next_overhead_ns_ = 0;
   uint64_t next_heartbeat_ns_ = 0;
   uint64_t next_resolve_ns_ = 0;
   uint64_t resolve_backoff_ns_ = 0;

@@ -49,6 +49,15 @@ struct CudaApi {
   // cuStreamWaitValue32_v2 and mapped pinned memory: stream holds
   // (stream_hold.h); without them timed ops get no hold.
   std::atomic<CuWaitValue32Fn> cu_stream_wait_value32{nullptr};
+  // Loading and launching the hook's own calibration kernel (gpu_clock.h,
+  // event overhead); background thread only.
+  using CuModuleLoadDataFn = CUresult (*)(CUmodule*, const void*);
+  using CuModuleGetFunctionFn = CUresult (*)(CUfunction*, CUmodule, const char*);
+  using CuLaunchKernelFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                                        unsigned, unsigned, unsigned, CUstream, void**, void**);
+  std::atomic<CuModuleLoadDataFn> cu_module_load_data{nullptr};
+  std::atomic<CuModuleGetFunctionFn> cu_module_get_function{nullptr};
+  std::atomic<CuLaunchKernelFn> cu_launch_kernel{nullptr};
   decltype(&cudaHostAlloc) host_alloc = nullptr;
   decltype(&cudaHostGetDevicePointer) host_get_device_pointer = nullptr;
 

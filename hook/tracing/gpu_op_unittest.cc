@@ -132,6 +132,40 @@ TEST_F(PendingTest, TimedOpMapsGpuTimesIntoHostClock) {
   EXPECT_EQ(rt_->ring.header()->device, 0);
 }
 
+// The event pair's own overhead, measured per device (event_overhead.h), is
+// taken out of event-timed durations: half before the op, half after.
+TEST_F(PendingTest, EventOverheadIsSubtracted) {
+  Drain();
+  cudaEvent_t ref;
+  FakeEventCreate(&ref, cudaEventDefault);
+  FakeEventRecord(ref, nullptr);
+  const uint64_t ref_host = NowNs();
+  rt_->clock.SetReferenceForTest(0, ref, ref_host);
+  rt_->overhead.SetForTest(0, 4000);
+  uint32_t sig = Sig(XPU_OP_GEMM, 101);
+  g_gpu_ms = 1.0;
+  OpHandle h = BeginGpuOp(sig, kStreamA, 0, 0);
+  g_gpu_ms = 1.010;  // 10 us measured by the events
+  EndGpuOp(h, kStreamA, 0);
+  GpuCatchesUp();
+  EXPECT_EQ(rt_->worker.PollOnce(NowNs()), 1);
+  auto recs = Drain();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_NEAR(recs[0].duration, 6000u, 1);
+  EXPECT_NEAR(static_cast<double>(recs[0].start_ns), static_cast<double>(ref_host + 1002000), 1);
+  rt_->config.timing_correct = false;  // XPU_TIMING_CORRECT=0: the raw pair
+  h = BeginGpuOp(sig, kStreamA, 0, 0);
+  g_gpu_ms = 1.020;
+  EndGpuOp(h, kStreamA, 0);
+  GpuCatchesUp();
+  rt_->worker.PollOnce(NowNs());
+  recs = Drain();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_NEAR(recs[0].duration, 10000u, 1);  // 1.010 to 1.020 ms, uncorrected
+  rt_->config.timing_correct = true;
+  rt_->overhead.SetForTest(0, 0);
+}
+
 TEST_F(PendingTest, SamplerTimesFirstNThenOneInEvery) {
   Drain();
   g_auto_complete = true;
