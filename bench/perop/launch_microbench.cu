@@ -6,11 +6,15 @@
 //   nvcc -O2 -shared -Xcompiler -fPIC -cudart shared -o liblaunch_microbench.so \
 //        launch_microbench.cu -ldl
 //
-// perop_bench.py's workers load it with ctypes (the GIL is released during
-// the call) and run it in every round, interleaved like the PyTorch loops:
-//   int xpu_launch_microbench(int batches, int batch, char* out, int out_len)
-// writes one JSON object, per call, min and median over batches:
-//   {"kernel": {"min_ns": .., "median_ns": ..}, "gemm": {...}, "allreduce": {...}}
+// perop_bench.py runs it in a process per configuration, through ctypes (the
+// GIL is released during the call), one loop per call so that a failing loop
+// costs only its own figure:
+//   int xpu_launch_microbench(const char* loop, int batches, int batch,
+//                             char* out, int out_len)
+// runs `loop` ("kernel", "gemm" or "allreduce") and writes one JSON object,
+// per call, min and median over batches: {"gemm": {"min_ns": .., "median_ns": ..}}.
+// Returns 0, -1 without a GPU, -2 when the library is missing, -3 for an
+// unknown loop.
 //
 // Loops (the calling thread, one non-blocking stream; the stream is
 // synchronized between batches, outside the timed region, so the launch
@@ -26,7 +30,6 @@
 // application linked against them would, so a preloaded hook sees the calls.
 // The runtime is the shared libcudart (-cudart shared): a static one would
 // never reach the hook. A library that cannot be opened leaves its loop out.
-// Prints nothing; returns 0, or -1 without a GPU.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -40,7 +43,9 @@
 
 namespace {
 
+#ifndef XPU_MICROBENCH_NO_KERNEL  // a host compiler build, for the GPU-less runtime
 __global__ void Empty() {}
+#endif
 
 // The few cuBLAS / NCCL declarations needed (their ABI is stable), so that
 // the benchmark builds without their development headers.
@@ -97,7 +102,8 @@ bool Measure(const char* name, int batches, int batch, cudaStream_t s, Call call
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) int xpu_launch_microbench(int batches, int batch,
+extern "C" __attribute__((visibility("default"))) int xpu_launch_microbench(const char* loop,
+                                                                          int batches, int batch,
                                                                           char* out, int out_len) {
   static cudaStream_t s = nullptr;
   static void* buf = nullptr;
@@ -105,12 +111,24 @@ extern "C" __attribute__((visibility("default"))) int xpu_launch_microbench(int 
   static CublasGemmExFn gemm = nullptr;
   static NcclComm comm = nullptr;
   static NcclAllReduceFn all_reduce = nullptr;
-  if (s == nullptr) {  // first call: set up once, as a process would
-    if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
-        cudaMalloc(&buf, 1 << 20) != cudaSuccess) {
-      return -1;
-    }
-    if (dlopen("libcublas.so.13", RTLD_NOW | RTLD_GLOBAL) != nullptr) {
+  if (s == nullptr && (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess ||
+                       cudaMalloc(&buf, 1 << 20) != cudaSuccess)) {
+    s = nullptr;
+    return -1;
+  }
+  const std::string which = loop != nullptr ? loop : "";
+  std::string json;
+  if (which == "kernel") {
+#ifndef XPU_MICROBENCH_NO_KERNEL
+    Measure("kernel", batches, batch, s,
+            [] {
+              Empty<<<1, 1, 0, s>>>();
+              return true;
+            },
+            &json);
+#endif
+  } else if (which == "gemm") {
+    if (gemm == nullptr && dlopen("libcublas.so.13", RTLD_NOW | RTLD_GLOBAL) != nullptr) {
       auto create = Global<CublasCreateFn>("cublasCreate_v2");
       auto set_stream = Global<CublasSetStreamFn>("cublasSetStream_v2");
       gemm = Global<CublasGemmExFn>("cublasGemmEx");
@@ -118,24 +136,7 @@ extern "C" __attribute__((visibility("default"))) int xpu_launch_microbench(int 
         gemm = nullptr;
       }
     }
-    if (dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL) != nullptr) {
-      auto get_id = Global<NcclGetUniqueIdFn>("ncclGetUniqueId");
-      auto init = Global<NcclCommInitRankFn>("ncclCommInitRank");
-      all_reduce = Global<NcclAllReduceFn>("ncclAllReduce");
-      NcclUniqueId id;
-      if (!get_id || !init || !all_reduce || get_id(&id) != 0 || init(&comm, 1, id, 0) != 0) {
-        all_reduce = nullptr;
-      }
-    }
-  }
-  std::string json;
-  Measure("kernel", batches, batch, s,
-          [] {
-            Empty<<<1, 1, 0, s>>>();
-            return true;
-          },
-          &json);
-  if (gemm != nullptr) {
+    if (gemm == nullptr) return -2;
     static const float alpha = 1, beta = 0;
     Measure("gemm", batches, batch, s,
             [] {
@@ -144,11 +145,22 @@ extern "C" __attribute__((visibility("default"))) int xpu_launch_microbench(int 
                           kCublasGemmDefault) == 0;
             },
             &json);
-  }
-  if (all_reduce != nullptr) {
+  } else if (which == "allreduce") {
+    if (all_reduce == nullptr && dlopen("libnccl.so.2", RTLD_NOW | RTLD_GLOBAL) != nullptr) {
+      auto get_id = Global<NcclGetUniqueIdFn>("ncclGetUniqueId");
+      auto init = Global<NcclCommInitRankFn>("ncclCommInitRank");
+      all_reduce = Global<NcclAllReduceFn>("ncclAllReduce");
+      NcclUniqueId id;
+      if (!get_id || !init || !all_reduce || get_id(&id) != 0 || init(&comm, 1, id, 0) != 0) {
+        all_reduce = nullptr;
+      }
+    }
+    if (all_reduce == nullptr) return -2;
     Measure("allreduce", batches, batch, s,
             [] { return all_reduce(buf, buf, 1024, kNcclFloat32, kNcclSum, comm, s) == 0; },
             &json);
+  } else {
+    return -3;
   }
   snprintf(out, static_cast<size_t>(out_len), "{%s}", json.c_str());
   return 0;

@@ -34,6 +34,12 @@ The hook's ring is drained by the worker itself between batches (read_index
 moved to write_index, outside the timed region): no daemon runs, nothing is
 dropped, and writing records costs what it costs with a daemon.
 
+C-level loops (--microbench-lib, launch_microbench.cu): an untraced empty
+kernel, a traced cublasGemmEx and a traced ncclAllReduce from C, without
+Python in the loop; before the rounds, on an otherwise idle machine,
+--micro-runs times per configuration (within --micro-budget-s), each run in
+a process of its own.
+
 GPT (--gpt launch|tiny|gpu|none): bench/gpt/train_gpt.py's model under DDP
 on the world-size-1 group, synthetic tokens resident on the GPU; per round
 --gpt-steps timed steps after one untimed step; the round's figure is the
@@ -291,7 +297,6 @@ class FakeBackend:
 def measure_op(be, ring, fn, p):
     """One round of one op class: cpu / gpu figures and ring counters."""
     n = p["batch"]
-    ring.settle()
     c0 = ring.counters()
     cpu = []
     for _ in range(p["cpu_batches"]):
@@ -348,6 +353,8 @@ def measure_gpt(be, ring, steps):
 
 
 def worker(args):
+    import faulthandler
+    faulthandler.enable()  # a crash leaves its Python stack in the worker's log
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # library chatter on stdout must not reach the protocol
     def reply(obj):
@@ -376,22 +383,18 @@ def worker(args):
     except Exception as e:  # reported to the parent, which leaves this config out
         reply({"ready": False, "error": "%s: %s" % (type(e).__name__, e)})
         return 1
-    micro = None
-    if args.microbench_lib:
-        import ctypes
-        try:
-            micro = ctypes.CDLL(args.microbench_lib).xpu_launch_microbench
-            micro.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-        except OSError as e:
-            print("microbench not loaded: %s" % e, file=sys.stderr)
     all_cpus = os.sched_getaffinity(0)
     for line in sys.stdin:
-        cmd = json.loads(line)
-        # The measuring thread runs on one fixed CPU in every worker (threads
-        # created earlier, like the hook's, keep their own affinity).
-        if args.pin_cpu >= 0:
-            os.sched_setaffinity(0, {args.pin_cpu})
         try:
+            cmd = json.loads(line)
+            # The measuring thread runs on one fixed CPU in every worker
+            # (threads created earlier, like the hook's, keep their own
+            # affinity). Best effort: a CPU that cannot be taken is skipped.
+            if args.pin_cpu >= 0:
+                try:
+                    os.sched_setaffinity(0, {args.pin_cpu})
+                except OSError as e:
+                    print("cannot pin to CPU %d: %s" % (args.pin_cpu, e), file=sys.stderr)
             if cmd["cmd"] == "quit":
                 reply({"bye": True, "counters": ring.counters()})
                 return 0
@@ -403,26 +406,60 @@ def worker(args):
                 reply({op: measure_op(be, ring, be.ops[op], cmd) for op in cmd["ops"]})
             elif cmd["cmd"] == "gpt":
                 reply(measure_gpt(be, ring, cmd["steps"]))
-            elif cmd["cmd"] == "micro":
-                if micro is None:
-                    reply({"error": "no microbench"})
-                else:
-                    import ctypes
-                    out = ctypes.create_string_buffer(4096)
-                    ring.drain()
-                    rc = micro(cmd["batches"], cmd["batch"], out, len(out))
-                    ring.drain()
-                    reply(json.loads(out.value.decode()) if rc == 0 else {"error": "microbench rc %d" % rc})
+            else:
+                reply({"error": "unknown command %r" % cmd.get("cmd")})
         except Exception as e:
+            import traceback
+            traceback.print_exc()
             reply({"error": "%s: %s" % (type(e).__name__, e)})
         finally:
             if args.pin_cpu >= 0:
-                os.sched_setaffinity(0, all_cpus)
+                try:
+                    os.sched_setaffinity(0, all_cpus)
+                except OSError:
+                    pass
+    return 0
+
+
+def micro_child(args):
+    """One run of the C-level launch loops (launch_microbench.cu) in a process
+    of its own: PyTorch is imported first so that the CUDA libraries it ships
+    are the ones loaded. Prints one JSON line."""
+    import ctypes
+    import faulthandler
+    faulthandler.enable()
+    if args.backend == "torch":
+        import torch
+        torch.cuda.set_device(0)
+        torch.zeros(1, device="cuda")  # the CUDA context, as in the workers
+    else:  # the GPU-less runtime's libraries, where the hook finds them
+        for name in ("libcudart.so.13", "libcublas.so.13", "libnccl.so.2"):
+            ctypes.CDLL(os.path.join(args.fake_lib_dir, name), mode=os.RTLD_GLOBAL)
+    fn = ctypes.CDLL(args.microbench_lib).xpu_launch_microbench
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    # One loop at a time, each result printed as soon as it is there: a loop
+    # that crashes the process costs only its own figure, and the log names it.
+    for loop in ("gemm", "allreduce", "kernel"):
+        print("loop %s" % loop, file=sys.stderr, flush=True)
+        out = ctypes.create_string_buffer(4096)
+        rc = fn(loop.encode(), args.micro_batches, args.batch, out, len(out))
+        if rc == 0:
+            print("@@ " + out.value.decode(), flush=True)
+        else:
+            print("loop %s: rc %d" % (loop, rc), file=sys.stderr, flush=True)
     return 0
 
 
 # --------------------------------------------------------------------------
 # Parent side.
+
+# monotonic time after which nothing waits any more (--deadline-s).
+HARD_DEADLINE = [float("inf")]
+
+
+def time_left():
+    return HARD_DEADLINE[0] - time.monotonic()
+
 
 class Worker:
     def __init__(self, name, env, argv, log_path):
@@ -438,13 +475,13 @@ class Worker:
         try:
             self.p.stdin.write(json.dumps(obj) + "\n")
             self.p.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.alive = False
+        except (BrokenPipeError, OSError) as e:
+            self.give_up("cannot send (%s)" % type(e).__name__)
 
     def recv(self, timeout):
         """The next protocol line as a dict, or None (dead or timed out: the
-        worker is then given up)."""
-        deadline = time.monotonic() + timeout
+        worker is then given up). Never waits past the run's hard deadline."""
+        deadline = min(time.monotonic() + timeout, HARD_DEADLINE[0])
         while self.alive:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([self.p.stdout], [], [], left)[0]:
@@ -460,7 +497,17 @@ class Worker:
 
     def give_up(self, why):
         if self.alive:
-            print("worker %s given up: %s (log: %s)" % (self.name, why, self.log.name), file=sys.stderr)
+            time.sleep(0.2)  # let an exiting process finish its last words
+            code = self.p.poll()
+            print("worker %s given up: %s, exit status %s; last lines of %s:"
+                  % (self.name, why, code, self.log.name), flush=True)
+            try:
+                self.log.flush()
+                with open(self.log.name, errors="replace") as f:
+                    for line in f.readlines()[-15:]:
+                        print("    " + line.rstrip(), flush=True)
+            except OSError:
+                pass
         self.alive = False
         if self.p.poll() is None:
             self.p.kill()
@@ -499,21 +546,30 @@ def bundle_hook(path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bundle", action="append", default=[], metavar="LABEL=PATH",
-                    help="a bundle directory (or libxpu_hook.so) under a label; repeatable")
+    ap.add_argument("--bundle", action="append", default=[], metavar="LABEL=PATH[:MODES]",
+                    help="a bundle directory (or libxpu_hook.so) under a label, optionally with its "
+                         "own comma-separated modes; repeatable")
     ap.add_argument("--modes", default=",".join(MODES), help="XPU_TIMING modes per bundle (default %(default)s)")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--rounds", type=int, default=24)
     ap.add_argument("--budget-s", type=float, default=360, help="start no new round after this many seconds")
+    ap.add_argument("--deadline-s", type=float, default=0,
+                    help="hard limit from the start: no wait goes past it, the C-level loops are left out "
+                         "when too little time is left, results are written before it (0: none)")
     ap.add_argument("--batch", type=int, default=256, help="ops per timed batch")
     ap.add_argument("--cpu-batches", type=int, default=16)
-    ap.add_argument("--gpu-batches", type=int, default=3)
+    ap.add_argument("--gpu-batches", type=int, default=2)
     ap.add_argument("--gemm", type=int, default=256, help="M=N=K of the small GEMM")
     ap.add_argument("--elems", type=int, default=1024, help="elements of the elementwise op")
     ap.add_argument("--ar-elems", type=int, default=1024, help="fp32 elements of the all-reduce")
     ap.add_argument("--microbench-lib", default="",
-                    help="liblaunch_microbench.so (launch_microbench.cu): C-level launch loops in every round")
-    ap.add_argument("--micro-batches", type=int, default=40)
+                    help="liblaunch_microbench.so (launch_microbench.cu): C-level launch loops, run after "
+                         "the rounds in a process per configuration")
+    ap.add_argument("--micro-batches", type=int, default=100)
+    ap.add_argument("--micro-runs", type=int, default=1,
+                    help="runs of the C-level loops per configuration, before the rounds")
+    ap.add_argument("--micro-budget-s", type=float, default=80,
+                    help="the C-level loops start no new process after this many seconds")
     ap.add_argument("--pin-cpu", type=int, default=-2,
                     help="CPU the measuring thread runs on (default: the last allowed one; -1: no pinning)")
     ap.add_argument("--gpt", default="launch", help="GPT shape of bench/gpt/train_gpt.py, or none")
@@ -525,13 +581,18 @@ def main():
     ap.add_argument("--env", action="append", default=[], metavar="K=V", help="extra environment for hook workers")
     ap.add_argument("--out", default="perop-results")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--micro-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.pin_cpu == -2:
         args.pin_cpu = max(os.sched_getaffinity(0))
     if args.worker:
         return worker(args)
+    if args.micro_child:
+        return micro_child(args)
 
     t_start = time.monotonic()
+    if args.deadline_s > 0:
+        HARD_DEADLINE[0] = t_start + args.deadline_s
     os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
     ring_root = os.path.join(os.environ.get("TMPDIR", "/tmp"), "xpu-perop-%d" % os.getpid())
     ops = [o for o in args.ops.split(",") if o]
@@ -545,7 +606,9 @@ def main():
         label, _, path = spec.partition("=")
         if not path:
             label, path = "hook", label
-        for m in modes:
+        # LABEL=PATH:MODES picks this bundle's modes (comma-separated).
+        path, _, own = path.partition(":")
+        for m in ([x for x in own.split(",") if x] or modes):
             configs.append(("%s:%s" % (label, m), bundle_hook(path), m))
 
     base_env = dict(os.environ)
@@ -560,9 +623,8 @@ def main():
         base_env.update({"XPU_FAKE_KERNEL_NS": "0", "XPU_FAKE_TFLOPS": "1e9", "XPU_FAKE_NET_GBPS": "1e9"})
     argv = [sys.executable, os.path.abspath(__file__), "--worker", "--backend", args.backend,
             "--fake-lib-dir", args.fake_lib_dir, "--device", args.device, "--gemm", str(args.gemm), "--elems", str(args.elems),
-            "--ar-elems", str(args.ar_elems), "--pin-cpu", str(args.pin_cpu),
-            "--microbench-lib", os.path.abspath(args.microbench_lib) if args.microbench_lib else ""]
-    workers = []
+            "--ar-elems", str(args.ar_elems), "--pin-cpu", str(args.pin_cpu)]
+    envs = []
     for name, hook, mode in configs:
         env = dict(base_env)
         if hook:
@@ -574,8 +636,29 @@ def main():
             for kv in args.env:
                 k, _, v = kv.partition("=")
                 env[k] = v
-        log = os.path.join(args.out, "logs", name.replace(":", "-") + ".log")
-        workers.append(Worker(name, env, argv, log))
+        envs.append((name, env))
+    rounds = []  # [{config: {"perop": {...}, "gpt": {...}, "micro": {...}}}]
+    rng = random.Random(18)
+    # The C-level loops first, on an otherwise idle machine: each
+    # configuration in a process of its own (a crash there costs only its
+    # figures), alternately, --micro-runs times, within --micro-budget-s.
+    if args.microbench_lib:
+        micro_end = time.monotonic() + args.micro_budget_s
+        for rep in range(args.micro_runs):
+            res = {}
+            for name, env in rng.sample(envs, len(envs)):
+                if time.monotonic() > micro_end or time_left() < 60:
+                    print("micro %s left out: its time is up" % name, flush=True)
+                    continue
+                a = run_micro_child(args, name, env)
+                if a is not None:
+                    res[name] = {"micro": a}
+            if res:
+                rounds.append(res)
+            print("micro run %d done (%.0f s)" % (rep + 1, time.monotonic() - t_start), flush=True)
+
+    workers = [Worker(name, env, argv, os.path.join(args.out, "logs", name.replace(":", "-") + ".log"))
+               for name, env in envs]
     info = {}
     for w in workers:  # started together, they initialize in parallel
         r = w.recv(240)
@@ -598,13 +681,15 @@ def main():
     print("workers ready after %.0f s: %s" % (time.monotonic() - t_start, ", ".join(w.name for w in workers if w.alive)),
           flush=True)
 
-    rounds = []  # [{config: {"perop": {...}, "gpt": {...}}}]
-    rng = random.Random(18)
     perop_cmd = {"cmd": "perop", "ops": ops, "batch": args.batch, "cpu_batches": args.cpu_batches,
                  "gpu_batches": args.gpu_batches}
     for r in range(args.rounds):
-        if time.monotonic() - t_start > args.budget_s:
+        if time.monotonic() - t_start > args.budget_s or time_left() < 20:
             print("time budget reached after %d rounds" % r, flush=True)
+            break
+        if not workers[0].alive or sum(w.alive for w in workers) < 2:
+            print("stopping after %d rounds: the no-hook worker or every hook worker is gone" % r,
+                  flush=True)
             break
         order = [w for w in workers if w.alive]
         rng.shuffle(order)
@@ -617,17 +702,6 @@ def main():
                     print("round %d %s: %s" % (r, w.name, a["error"]), file=sys.stderr)
                 continue
             res.setdefault(w.name, {})["perop"] = a
-        if args.microbench_lib:
-            rng.shuffle(order)
-            for w in order:
-                if not w.alive:
-                    continue
-                w.send({"cmd": "micro", "batches": args.micro_batches, "batch": args.batch})
-                a = w.recv(120)
-                if a is not None and "error" not in a:
-                    res.setdefault(w.name, {})["micro"] = a
-                elif a is not None:
-                    print("round %d %s: %s" % (r, w.name, a["error"]), file=sys.stderr)
         if do_gpt:
             rng.shuffle(order)
             for w in order:
@@ -644,12 +718,12 @@ def main():
     final = {}
     for w in workers:
         w.send({"cmd": "quit"})
-        a = w.recv(30)
+        a = w.recv(min(30, max(1, time_left() - 5)))
         if a is not None:
             final[w.name] = a.get("counters")
         if w.p.poll() is None:
             try:
-                w.p.wait(timeout=30)
+                w.p.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 w.p.kill()
     for name, _, _ in configs[1:]:
@@ -663,6 +737,34 @@ def main():
 
     print(write_results(args, configs, ops, rounds, do_gpt, info, final))
     return 0
+
+
+def run_micro_child(args, name, env):
+    """The C-level loops of one configuration in a fresh process; None when
+    it failed (the reason and its log tail are printed)."""
+    log = os.path.join(args.out, "logs", "micro-%s.log" % name.replace(":", "-"))
+    argv = [sys.executable, os.path.abspath(__file__), "--micro-child", "--backend", args.backend,
+            "--fake-lib-dir", args.fake_lib_dir, "--microbench-lib",
+            os.path.abspath(args.microbench_lib), "--micro-batches", str(args.micro_batches),
+            "--batch", str(args.batch)]
+    try:
+        with open(log, "a") as lf:
+            p = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=lf, text=True,
+                               timeout=max(5, min(90, time_left() - 10)))
+    except subprocess.TimeoutExpired:
+        print("micro %s: no answer in time" % name, flush=True)
+        return None
+    got = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("@@ "):
+            got.update(json.loads(line[3:]))
+    if p.returncode != 0 or len(got) < 3:
+        print("micro %s: exit status %s, loops %s; last lines of %s:"
+              % (name, p.returncode, sorted(got), log), flush=True)
+        with open(log, errors="replace") as f:
+            for line in f.readlines()[-12:]:
+                print("    " + line.rstrip(), flush=True)
+    return got or None
 
 
 def write_results(args, configs, ops, rounds, do_gpt, info, final):
@@ -683,7 +785,8 @@ def summarize(args, configs, ops, rounds, do_gpt):
     names = [c[0] for c in configs]
     lines = ["per-op cost: %d rounds, %d ops per batch, cpu = best of %d batches, gpu = best of %d; "
              "added = per-round difference to `none` (median [p25, p75], mean +- 95%% CI)"
-             % (len(rounds), args.batch, args.cpu_batches, args.gpu_batches)]
+             % (sum(any("perop" in v for v in rd.values()) for rd in rounds), args.batch,
+                args.cpu_batches, args.gpu_batches)]
     for op in ops:
         lines.append("")
         lines.append("%s  (%s)" % (op, {"elementwise": "y.add_(x), %d fp32" % args.elems,
@@ -735,8 +838,9 @@ def summarize(args, configs, ops, rounds, do_gpt):
                     micro_loops.append(loop)
     if micro_loops:
         lines.append("")
-        lines.append("C-level launch loops (launch_microbench.cu, %d-call batches, min of %d batches per round): "
-                     "ns per call" % (args.batch, args.micro_batches))
+        lines.append("C-level launch loops (launch_microbench.cu, %d-call batches, min of %d batches per run, "
+                     "%d run(s) per configuration before the rounds, each in its own process): ns per call"
+                     % (args.batch, args.micro_batches, args.micro_runs))
         for loop in micro_loops:
             lines.append("  %s  (%s)" % (loop, {"kernel": "empty kernel <<<>>>, untraced",
                                                 "gemm": "cublasGemmEx bf16 64^3, traced",

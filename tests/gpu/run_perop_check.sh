@@ -10,11 +10,12 @@
 # With BUNDLE_BEFORE every mode runs for both bundles in the same run (labels
 # `before` and `after`), against one shared no-hook baseline, so that one run
 # gives both columns. Needs one GPU, PyTorch with CUDA and NCCL, and nvcc for
-# the C-level launch loops; ends within ~7 minutes (rounds stop after
-# PEROP_BUDGET_S seconds, default 330; a hard limit of 560 s).
+# the C-level launch loops; ends within ~9 minutes (rounds stop after
+# PEROP_BUDGET_S seconds, default 330; a hard limit PEROP_DEADLINE_S, 540 s).
 # Results: $OUT (default ./perop-results): perop.txt (the tables), perop.json
 # (every round's figures), logs/, machine.txt.
 set -u
+T0=$(date +%s)
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 RES=${OUT:-$PWD/perop-results}
@@ -25,8 +26,10 @@ if ! "$PY" -c 'import torch' 2>/dev/null && [ -x /opt/torch/.venv/bin/python ]; 
   PY=/opt/torch/.venv/bin/python
 fi
 ROUNDS=${1:-400}
-args=(--bundle "after=${BUNDLE:-.bundle}")
-[ -n "${BUNDLE_BEFORE:-}" ] && args=(--bundle "before=$BUNDLE_BEFORE" "${args[@]}")
+# PEROP_MODES_BEFORE / PEROP_MODES_AFTER: the modes of each bundle
+# (default off,sampled,all for both).
+args=(--bundle "after=${BUNDLE:-.bundle}:${PEROP_MODES_AFTER:-off,sampled,all}")
+[ -n "${BUNDLE_BEFORE:-}" ] && args=(--bundle "before=$BUNDLE_BEFORE:${PEROP_MODES_BEFORE:-off,sampled,all}" "${args[@]}")
 {
   date -u +%FT%TZ
   nvidia-smi -L 2>&1
@@ -50,8 +53,15 @@ if [ -x "$NVCC" ] && "$NVCC" -O2 -shared -Xcompiler -fPIC -cudart shared -o "$MI
 else
   echo "no launch microbench (nvcc: $NVCC; see nvcc.log)"
 fi
-timeout 560 "$PY" "$REPO/bench/perop/perop_bench.py" "${args[@]}" --rounds "$ROUNDS" \
-  --budget-s "${PEROP_BUDGET_S:-330}" --gpt "${PEROP_GPT:-launch}" --out "$RES" ${PEROP_ARGS:-}
+# PEROP_DEADLINE_S (default 540): hard limit of the whole script, from its
+# start; the benchmark gets what is left after the build, writes its tables
+# before it, and is killed 15 s after it at the latest.
+left=$(( ${PEROP_DEADLINE_S:-540} - ($(date +%s) - T0) ))
+timeout $(( left + 15 )) "$PY" "$REPO/bench/perop/perop_bench.py" "${args[@]}" --rounds "$ROUNDS" \
+  --budget-s "${PEROP_BUDGET_S:-330}" --deadline-s "$left" --gpt "${PEROP_GPT:-launch}" --out "$RES" ${PEROP_ARGS:-}
 rc=$?
 echo "perop_bench exit $rc"
+# Everything in one file as well (logs included), for collectors that take
+# only a few files back.
+tar -czf "$RES.tgz" -C "$(dirname "$RES")" "$(basename "$RES")" 2>/dev/null && mv "$RES.tgz" "$RES/perop.tgz"
 exit $rc

@@ -6,16 +6,18 @@
 #
 #   BUNDLE=.bundle [BUNDLE_BEFORE=.bundle-before] tests/gpu/run_short_op_timing.sh
 #
-# Configurations (each a separate run of the same loops):
+# Configurations (each a separate run of the same loops), SHORT_OP_CONFIGS:
 #   after:sampled         the default: GEMMs timed by events around a stream
-#                         hold, collectives by the NCCL profiler plugin
-#   after:sampled-nohold  XPU_TIMING_HOLD=0: the plain event pair
-#   after:all             XPU_TIMING=all: events and holds for collectives too
-#   before:sampled        the same with BUNDLE_BEFORE, when given
-# A timed occurrence every 4th call (XPU_SAMPLE_FIRST=0, XPU_SAMPLE_EVERY=4),
-# so that timed ops sit among untimed ones as in a job. Ends within ~2
-# minutes on one GPU, ~3 with collectives. Results: $OUT (default ./short-op-results): short_op_timing.txt,
-# one JSON per configuration, logs.
+#                         hold, the event pair's measured overhead taken out;
+#                         collectives by the NCCL profiler plugin
+#   after:sampled-raw     XPU_TIMING_CORRECT=0: the same without the correction
+#   after:sampled-nohold  XPU_TIMING_HOLD=0 XPU_TIMING_CORRECT=0: the plain pair
+#   after:all             XPU_TIMING=all: events, holds and correction for
+#                         collectives too
+#   before:sampled        the same with BUNDLE_BEFORE
+# A ":gemm" suffix leaves the collectives out of that configuration.
+# Default: "after:sampled after:sampled-raw:gemm after:all", plus
+# before:sampled with BUNDLE_BEFORE.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
@@ -33,23 +35,28 @@ NGPU=$("$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || 
 SUMMARY=$RES/short_op_timing.txt
 : > "$SUMMARY"
 
-configs=("after:sampled:${BUNDLE:-.bundle}" "after:sampled-nohold:${BUNDLE:-.bundle}" "after:all:${BUNDLE:-.bundle}")
-if [ -n "${BUNDLE_BEFORE:-}" ]; then
-  configs+=("before:sampled:$BUNDLE_BEFORE")
-fi
-for c in "${configs[@]}"; do
-  label=${c%%:*}; rest=${c#*:}; mode=${rest%%:*}; bundle=$(cd "${rest#*:}" && pwd)
+default="after:sampled after:sampled-raw:gemm after:all"
+[ -n "${BUNDLE_BEFORE:-}" ] && default="$default before:sampled"
+for c in ${SHORT_OP_CONFIGS:-$default}; do
+  label=${c%%:*}; rest=${c#*:}; mode=${rest%%:*}; only=${rest#"$mode"}; only=${only#:}
+  if [ "$label" = before ]; then bundle=${BUNDLE_BEFORE:-}; else bundle=${BUNDLE:-.bundle}; fi
+  [ -n "$bundle" ] || { echo "no bundle for $c"; continue; }
+  bundle=$(cd "$bundle" && pwd)
   tag=$label-$mode; d=$W/$tag; mkdir -p "$d/rings"
-  timing=${mode%-nohold}; hold=1; [ "$mode" = sampled-nohold ] && hold=0
+  timing=${mode%%-*}; hold=1; correct=1
+  case $mode in
+    *-raw) correct=0;;
+    *-nohold) hold=0; correct=0;;
+  esac
   envs=(LD_PRELOAD="$bundle/lib/libxpu_hook.so" XPU_TIMING="$timing" XPU_TIMING_HOLD=$hold
-        XPU_DAEMON=off XPU_RING_DIR="$d/rings" XPU_RING_CAPACITY=262144
+        XPU_TIMING_CORRECT=$correct XPU_DAEMON=off XPU_RING_DIR="$d/rings" XPU_RING_CAPACITY=262144
         XPU_SAMPLE_FIRST=0 XPU_SAMPLE_EVERY=4)
   echo "=== $tag ($(date +%T))"
-  env "${envs[@]}" timeout 150 "$PY" "$HERE/gemm_profile.py" --out "$d" --iters 80 --shapes "$SHAPES" \
+  env "${envs[@]}" timeout 150 "$PY" "$HERE/gemm_profile.py" --out "$d" --iters 60 --shapes "$SHAPES" \
     > "$d/gemm.log" 2>&1 || echo "gemm run $tag failed: $(tail -3 "$d/gemm.log")"
-  if [ "$NGPU" -ge 2 ] && [ "$mode" != sampled-nohold ]; then
+  if [ "$NGPU" -ge 2 ] && [ "$only" != gemm ]; then
     env "${envs[@]}" timeout 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 \
-      "$HERE/allreduce_profile.py" --out "$d" --iters 40 --sizes-mib "$SIZES" > "$d/allreduce.log" 2>&1 \
+      "$HERE/allreduce_profile.py" --out "$d" --iters 30 --sizes-mib "$SIZES" > "$d/allreduce.log" 2>&1 \
       || echo "all-reduce run $tag failed: $(tail -3 "$d/allreduce.log")"
   fi
   "$PY" "$HERE/short_op_compare.py" --ring-dir "$d/rings" --profiler-dir "$d" --label "$tag" \
@@ -59,3 +66,4 @@ for c in "${configs[@]}"; do
 done
 [ "$NGPU" -ge 2 ] || echo "note: $NGPU GPU(s): collectives need two GPUs and were not run" | tee -a "$SUMMARY"
 grep '^RESULT' "$SUMMARY"
+tar -czf /tmp/xpu-short-op.tgz -C "$W" . 2>/dev/null && mv /tmp/xpu-short-op.tgz "$RES/short_op_runs.tgz"
