@@ -36,7 +36,7 @@ dropped, and writing records costs what it costs with a daemon.
 
 C-level loops (--microbench-lib, launch_microbench.cu): an untraced empty
 kernel, a traced cublasGemmEx and a traced ncclAllReduce from C, without
-Python in the loop; before the rounds, on an otherwise idle machine,
+Python in the loop; before the rounds, while the workers start,
 --micro-runs times per configuration (within --micro-budget-s), each run in
 a process of its own.
 
@@ -49,8 +49,9 @@ interval (Student t over rounds).
 Tables go to stdout and DIR/perop.txt, raw per-round figures to
 DIR/perop.json, worker logs to DIR/logs/. Prints figures; asserts nothing.
 `--backend fake --fake-lib-dir DIR` runs the same harness against the
-GPU-less test runtime through ctypes (no PyTorch, no GPT): figures are
-meaningless there, it exists to test the harness.
+GPU-less test runtime through ctypes (no PyTorch; the "GPT" is a burst of
+the three op classes): figures are meaningless there, it exists to test the
+harness.
 """
 
 import argparse
@@ -291,7 +292,15 @@ class FakeBackend:
         return self.lib.cudaEventQuery(ev) == 0
 
     def gpt_init(self, shape):
-        raise RuntimeError("the fake backend has no GPT")
+        # A stand-in "step" (tests the protocol): a burst of every op class.
+        ops = list(self.ops.values())
+
+        def step():
+            for _ in range(32):
+                for fn in ops:
+                    fn()
+
+        self.gpt = step
 
 
 def measure_op(be, ring, fn, p):
@@ -468,6 +477,7 @@ class Worker:
         self.p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=self.log, text=True, bufsize=1)
         self.alive = True
+        self.buf = b""
 
     def send(self, obj):
         if not self.alive:
@@ -481,18 +491,27 @@ class Worker:
     def recv(self, timeout):
         """The next protocol line as a dict, or None (dead or timed out: the
         worker is then given up). Never waits past the run's hard deadline."""
+        # The pipe is read with os.read into a buffer of our own: a buffered
+        # readline() would take several lines at once and leave select()
+        # waiting for data that is already here.
         deadline = min(time.monotonic() + timeout, HARD_DEADLINE[0])
+        fd = self.p.stdout.fileno()
         while self.alive:
+            nl = self.buf.find(b"\n")
+            if nl >= 0:
+                line, self.buf = self.buf[:nl].decode(errors="replace"), self.buf[nl + 1:]
+                if line.startswith("@@ "):
+                    return json.loads(line[3:])
+                continue
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.p.stdout], [], [], left)[0]:
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
                 self.give_up("no answer in %.0f s" % timeout)
                 return None
-            line = self.p.stdout.readline()
-            if not line:
-                self.give_up("exited with %s" % self.p.poll())
+            data = os.read(fd, 1 << 16)
+            if not data:
+                self.give_up("its output ended")
                 return None
-            if line.startswith("@@ "):
-                return json.loads(line[3:])
+            self.buf += data
         return None
 
     def give_up(self, why):
@@ -597,8 +616,6 @@ def main():
     ring_root = os.path.join(os.environ.get("TMPDIR", "/tmp"), "xpu-perop-%d" % os.getpid())
     ops = [o for o in args.ops.split(",") if o]
     modes = [m for m in args.modes.split(",") if m]
-    if args.backend == "fake":
-        args.gpt = "none"
     if args.backend == "torch" and args.device == "cpu":
         args.gpu_batches = 0
     configs = [("none", None, None)]
@@ -637,11 +654,21 @@ def main():
                 k, _, v = kv.partition("=")
                 env[k] = v
         envs.append((name, env))
+    # The workers start (PyTorch, CUDA, NCCL and the GPT take most of a
+    # minute) while the C-level loops run.
+    workers = [Worker(name, env, argv, os.path.join(args.out, "logs", name.replace(":", "-") + ".log"))
+               for name, env in envs]
+    do_gpt = args.gpt != "none"
+    if do_gpt:  # queued: each worker builds its GPT right after it is ready
+        for w in workers:
+            w.send({"cmd": "gpt_init", "shape": args.gpt})
     rounds = []  # [{config: {"perop": {...}, "gpt": {...}, "micro": {...}}}]
     rng = random.Random(18)
-    # The C-level loops first, on an otherwise idle machine: each
+    # The C-level loops first, while the workers initialize: each
     # configuration in a process of its own (a crash there costs only its
     # figures), alternately, --micro-runs times, within --micro-budget-s.
+    # Each figure is the best of many batches of one thread's calls, which
+    # the workers' start-up on other cores hardly disturbs.
     if args.microbench_lib:
         micro_end = time.monotonic() + args.micro_budget_s
         for rep in range(args.micro_runs):
@@ -657,8 +684,6 @@ def main():
                 rounds.append(res)
             print("micro run %d done (%.0f s)" % (rep + 1, time.monotonic() - t_start), flush=True)
 
-    workers = [Worker(name, env, argv, os.path.join(args.out, "logs", name.replace(":", "-") + ".log"))
-               for name, env in envs]
     info = {}
     for w in workers:  # started together, they initialize in parallel
         r = w.recv(240)
@@ -669,15 +694,18 @@ def main():
     if not workers[0].alive:
         print("the no-hook worker did not start; see %s" % workers[0].log.name, file=sys.stderr)
         return 1
-    do_gpt = args.gpt != "none"
+    gpt_ok = set()
     if do_gpt:
         for w in workers:
-            w.send({"cmd": "gpt_init", "shape": args.gpt})
-        for w in workers:
+            if not w.alive:
+                continue
             r = w.recv(300)
             if r is None or not r.get("ok"):
-                print("worker %s: no GPT (%s)" % (w.name, (r or {}).get("error")), file=sys.stderr)
-                do_gpt = False
+                print("worker %s: no GPT (%s)" % (w.name, (r or {}).get("error")), flush=True)
+            else:
+                gpt_ok.add(w.name)
+        if workers[0].name not in gpt_ok:
+            do_gpt = False
     print("workers ready after %.0f s: %s" % (time.monotonic() - t_start, ", ".join(w.name for w in workers if w.alive)),
           flush=True)
 
@@ -705,7 +733,7 @@ def main():
         if do_gpt:
             rng.shuffle(order)
             for w in order:
-                if not w.alive:
+                if not w.alive or w.name not in gpt_ok:
                     continue
                 w.send({"cmd": "gpt", "steps": args.gpt_steps})
                 a = w.recv(120)

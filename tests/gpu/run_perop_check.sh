@@ -55,9 +55,9 @@ else
 fi
 # PEROP_DEADLINE_S (default 540): hard limit of the whole script, from its
 # start; the benchmark gets what is left after the build, writes its tables
-# before it, and is killed 15 s after it at the latest.
+# before it, and is killed 5 s after it at the latest.
 left=$(( ${PEROP_DEADLINE_S:-540} - ($(date +%s) - T0) ))
-timeout $(( left + 15 )) "$PY" "$REPO/bench/perop/perop_bench.py" "${args[@]}" --rounds "$ROUNDS" \
+timeout $(( left + 5 )) "$PY" "$REPO/bench/perop/perop_bench.py" "${args[@]}" --rounds "$ROUNDS" \
   --budget-s "${PEROP_BUDGET_S:-330}" --deadline-s "$left" --gpt "${PEROP_GPT:-launch}" --out "$RES" ${PEROP_ARGS:-}
 rc=$?
 echo "perop_bench exit $rc"

@@ -19,6 +19,11 @@
 # Default: "after:sampled after:sampled-raw:gemm after:all", plus
 # before:sampled with BUNDLE_BEFORE.
 set -u
+T0=$(date +%s)
+# SHORT_OP_DEADLINE_S: no run goes past this many seconds from the start
+# (default 900); a configuration that cannot start with 20 s left is skipped.
+left() { echo $(( ${SHORT_OP_DEADLINE_S:-900} - ($(date +%s) - T0) )); }
+cap() { local l; l=$(left); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 RES=${OUT:-$PWD/short-op-results}
@@ -51,11 +56,12 @@ for c in ${SHORT_OP_CONFIGS:-$default}; do
   envs=(LD_PRELOAD="$bundle/lib/libxpu_hook.so" XPU_TIMING="$timing" XPU_TIMING_HOLD=$hold
         XPU_TIMING_CORRECT=$correct XPU_DAEMON=off XPU_RING_DIR="$d/rings" XPU_RING_CAPACITY=262144
         XPU_SAMPLE_FIRST=0 XPU_SAMPLE_EVERY=4)
+  if [ "$(left)" -lt 20 ]; then echo "=== $tag skipped: the deadline is near" | tee -a "$SUMMARY"; continue; fi
   echo "=== $tag ($(date +%T))"
-  env "${envs[@]}" timeout 150 "$PY" "$HERE/gemm_profile.py" --out "$d" --iters 60 --shapes "$SHAPES" \
+  env "${envs[@]}" timeout "$(cap 150)" "$PY" "$HERE/gemm_profile.py" --out "$d" --iters 60 --shapes "$SHAPES" \
     > "$d/gemm.log" 2>&1 || echo "gemm run $tag failed: $(tail -3 "$d/gemm.log")"
-  if [ "$NGPU" -ge 2 ] && [ "$only" != gemm ]; then
-    env "${envs[@]}" timeout 150 "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 \
+  if [ "$NGPU" -ge 2 ] && [ "$only" != gemm ] && [ "$(left)" -ge 20 ]; then
+    env "${envs[@]}" timeout "$(cap 150)" "$PY" -m torch.distributed.run --standalone --nproc-per-node 2 \
       "$HERE/allreduce_profile.py" --out "$d" --iters 30 --sizes-mib "$SIZES" > "$d/allreduce.log" 2>&1 \
       || echo "all-reduce run $tag failed: $(tail -3 "$d/allreduce.log")"
   fi

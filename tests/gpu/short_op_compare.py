@@ -135,6 +135,9 @@ def main() -> int:
     if a.out:
         with open(a.out, "w") as fh:
             json.dump(rows, fh, indent=1)
+    if not rows:
+        ok = False
+        print("(no profiler results: the GPU runs failed, see their logs)")
     print("RESULT (%s):" % (a.label or "-"), "all within" if ok else "NOT all within", "%g%%" % a.tolerance)
     return 0 if ok else 1
 
