@@ -45,7 +45,7 @@ struct Config {
   // Completion tracking and timing (docs/timing-policy.md).
   uint32_t marker_us = 500;          // XPU_MARKER_US: completion marker per stream and thread
   bool timing_hold = true;           // XPU_TIMING_HOLD: hold the stream around timed ops
-  bool timing_correct = true;        // XPU_TIMING_CORRECT: subtract the event-pair overhead
+  bool timing_correct = false;       // XPU_TIMING_CORRECT: subtract the event-pair overhead (over-corrects on H100: off)
   uint32_t hold_timeout_us = 2000;   // XPU_HOLD_TIMEOUT_US
   uint32_t uncovered_ms = 2000;      // XPU_UNCOVERED_MS: retire ops no marker covers
   int32_t rank = -1;             // RANK

@@ -133,7 +133,8 @@ TEST_F(PendingTest, TimedOpMapsGpuTimesIntoHostClock) {
 }
 
 // The event pair's own overhead, measured per device (event_overhead.h), is
-// taken out of event-timed durations: half before the op, half after.
+// taken out of event-timed durations with XPU_TIMING_CORRECT=1: half before
+// the op, half after.
 TEST_F(PendingTest, EventOverheadIsSubtracted) {
   Drain();
   cudaEvent_t ref;
@@ -142,6 +143,7 @@ TEST_F(PendingTest, EventOverheadIsSubtracted) {
   const uint64_t ref_host = NowNs();
   rt_->clock.SetReferenceForTest(0, ref, ref_host);
   rt_->overhead.SetForTest(0, 4000);
+  rt_->config.timing_correct = true;  // XPU_TIMING_CORRECT=1 (off by default)
   uint32_t sig = Sig(XPU_OP_GEMM, 101);
   g_gpu_ms = 1.0;
   OpHandle h = BeginGpuOp(sig, kStreamA, 0, 0);
@@ -162,7 +164,6 @@ TEST_F(PendingTest, EventOverheadIsSubtracted) {
   recs = Drain();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_NEAR(recs[0].duration, 10000u, 1);  // 1.010 to 1.020 ms, uncorrected
-  rt_->config.timing_correct = true;
   rt_->overhead.SetForTest(0, 0);
 }
 
