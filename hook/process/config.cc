@@ -118,6 +118,11 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
   c.event_pool = static_cast<uint32_t>(UintOr(env, "XPU_EVENT_POOL", 4096, 16, 1u << 16));
   c.pending_max = static_cast<uint32_t>(UintOr(env, "XPU_PENDING_MAX", 16384, 64, 1u << 20));
   c.clock_recal_s = static_cast<uint32_t>(UintOr(env, "XPU_CLOCK_RECAL_S", 5, 1, 3600));
+  c.marker_us = static_cast<uint32_t>(UintOr(env, "XPU_MARKER_US", 500, 0, 10000000));
+  if (ParseBool(env("XPU_TIMING_HOLD"), &b)) c.timing_hold = b;
+  if (ParseBool(env("XPU_TIMING_CORRECT"), &b)) c.timing_correct = b;
+  c.hold_timeout_us = static_cast<uint32_t>(UintOr(env, "XPU_HOLD_TIMEOUT_US", 2000, 50, 1000000));
+  c.uncovered_ms = static_cast<uint32_t>(UintOr(env, "XPU_UNCOVERED_MS", 2000, 10, 3600000));
   // Python call sites on sampled launches (py_callsite.h); out-of-range
   // values are clamped rather than ignored: asking for more frames than we
   // walk still means "as many as you walk". XPU_PYTHON=off turns every Python

@@ -90,6 +90,8 @@ enum xpu_counter {
   XPU_CNT_INTERNAL = 15,      /* any other internal failure */
   XPU_CNT_RING_NOT_SEALED = 16,   /* the memfd could not be sealed against shrinking */
   XPU_CNT_RING_FILE_REFUSED = 17, /* XPU_RING_DIR not private: a sealed memfd was used */
+  XPU_CNT_HOLD_TIMEOUT = 18,  /* stream holds released by the timeout (docs/timing-policy.md) */
+  XPU_CNT_UNCOVERED = 19,     /* ops retired without observed completion (XPU_REC_UNTRACKED) */
   XPU_CNT_MAX = 32
 };
 

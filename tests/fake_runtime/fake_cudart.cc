@@ -289,6 +289,14 @@ cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   XPU_FAKE_COUNT_CALL();
   return Ret(fk::Malloc(p, size));
 }
+// Host memory is device memory in this runtime: the mapped pointer is the
+// host pointer.
+cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned int flags) {
+  XPU_FAKE_COUNT_CALL();
+  if (dev == nullptr || host == nullptr || flags != 0) return Ret(cudaErrorInvalidValue);
+  *dev = host;
+  return cudaSuccess;
+}
 cudaError_t cudaFreeHost(void* p) {
   XPU_FAKE_COUNT_CALL();
   return Ret(fk::Free(p));
