@@ -126,7 +126,13 @@ void FillIdentity(const ProcessState& s, xpu::v1::ProcessIdentity* out) {
   // Published by the hook after hand-over, so read live (gpu_model.h); the
   // engine keeps the first non-empty value, so an exited process (no reader)
   // does not clear it.
-  if (s.reader != nullptr) out->set_gpu_model(ReadGpuModel(*s.reader));
+  if (s.reader != nullptr) {
+    const GpuIdentity gpu = ReadGpuIdentity(*s.reader);
+    out->set_gpu_model(gpu.model);
+    out->set_gpu_uuid(gpu.uuid);
+    out->set_gpu_pci_bus_id(gpu.pci_bus_id);
+    if (const int index = GpuIndexOfPciBusId(gpu.pci_bus_id); index >= 0) out->set_gpu_index(index);
+  }
 }
 
 void FillSignature(const ring::SignatureInfo& info, xpu::v1::Signature* out) {

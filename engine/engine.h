@@ -76,6 +76,7 @@ class Engine {
  private:
   Engine(const EngineOptions& o, Clock clock);
   void WindowLoop();
+  void ApplyMetricsRetention(const JobSummary& s, uint64_t now);
 
   EngineOptions options_;
   std::string engine_id_;
@@ -92,7 +93,6 @@ class Engine {
   std::shared_ptr<history::HistoryCache> history_;       // previous runs, calibrations
   std::unique_ptr<history::BaselineRecorder> recorder_;  // healthy windows -> store
   std::unique_ptr<history::HistoryService> history_service_;
-  FiguresExporter* figures_ = nullptr;  // owned by detectors_
   std::unique_ptr<DiagnosisTracker> tracker_;
   std::unique_ptr<DiagnosisMetrics> diagnosis_metrics_;
   std::unique_ptr<AlertNotifier> notifier_;

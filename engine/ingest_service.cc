@@ -201,6 +201,7 @@ grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu:
     const std::string job_id =
         !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
     std::shared_ptr<JobState> job = registry_.GetOrCreateJob(job_id, id.job_name());
+    metrics_.EnsureJob(job_id, job->job_name());
     DecodeStats stats;
     uint64_t dropped_delta = 0;
     {
