@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -120,7 +121,7 @@ TEST(GrafanaQueriesE2eTest, EveryPanelQueryReturnsData) {
   const int port = FreeLoopbackPort();
   WriteFile(dir + "/prometheus.yml",
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: xpu-engine\n"
-            "    honor_labels: true\n    static_configs:\n      - targets: ['127.0.0.1:" +
+            "    static_configs:\n      - targets: ['127.0.0.1:" +
                 std::to_string(eng->metrics_port()) + "']\n");
   ExternalProcess prom;
   ASSERT_TRUE(prom.Start({kPrometheus, "--config.file=" + dir + "/prometheus.yml",
@@ -166,6 +167,21 @@ TEST(GrafanaQueriesE2eTest, EveryPanelQueryReturnsData) {
     EXPECT_GT(n, 0) << q.dashboard << " / " << q.panel << ": " << expr << " returned no data "
                     << error;
   }
+  // The live /metrics, as Prometheus scraped it, passes `promtool check
+  // metrics` (format and naming conventions: units, _total, _ratio ...).
+  auto scraped = engine::HttpRequest(
+      "GET", "http://127.0.0.1:" + std::to_string(eng->metrics_port()) + "/metrics", "", "", 5000);
+  ASSERT_TRUE(scraped.ok() && scraped->status == 200);
+  EXPECT_NE(scraped->body.find("xpu_rank_issue_latency_seconds_bucket{"), std::string::npos);
+  EXPECT_NE(scraped->body.find("xpu_build_info{"), std::string::npos);
+  WriteFile(dir + "/metrics.txt", scraped->body);
+  const std::string lint = dir + "/promtool.txt";
+  const int rc = std::system(
+      ("/usr/bin/promtool check metrics < " + dir + "/metrics.txt > " + lint + " 2>&1").c_str());
+  std::ifstream lf(lint);
+  std::stringstream lss;
+  lss << lf.rdbuf();
+  EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << lss.str();
   daemon.Finish();
   prom.Stop();
 }
