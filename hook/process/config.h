@@ -43,6 +43,10 @@ struct Config {
   uint32_t clock_recal_s = 5;    // XPU_CLOCK_RECAL_S
   uint32_t py_stack_depth = 8;   // XPU_PY_STACK_DEPTH (0 = no call sites)
   int32_t rank = -1;             // RANK
+  // XPU_LOG: what the hook prints on stderr, never on the launch path.
+  // 0 "off", 1 "error" (default: set-up failures, one line each, once per
+  // process, by rank 0 or a rank-less process), 2 "info" (every rank).
+  int log_level = 1;
   int32_t local_rank = -1;       // LOCAL_RANK
   int32_t world_size = 0;        // WORLD_SIZE
   int32_t local_world_size = 0;  // LOCAL_WORLD_SIZE
