@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_replace.h"
@@ -95,6 +97,25 @@ int QuerySeries(int port, const std::string& expr, std::string* error) {
     return -1;
   }
   return body.fields().at("data").struct_value().fields().at("result").list_value().values_size();
+}
+
+// name -> type of every row of the reference table ("| `name` | type |")
+// in docs/metrics.md.
+std::map<std::string, std::string> DocumentedFamilies() {
+  std::map<std::string, std::string> out;
+  std::ifstream f(XPU_DOCS_METRICS);
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const size_t end = line.find('`', 3);
+    const size_t bar = line.find('|', end);
+    if (end == std::string::npos || bar == std::string::npos) continue;
+    const size_t bar2 = line.find('|', bar + 1);
+    std::string type = line.substr(bar + 1, bar2 - bar - 1);
+    type.erase(0, type.find_first_not_of(' '));
+    type.erase(type.find_last_not_of(' ') + 1);
+    out[line.substr(3, end - 3)] = type;
+  }
+  return out;
 }
 
 uint64_t NowNs() {
@@ -182,6 +203,31 @@ TEST(GrafanaQueriesE2eTest, EveryPanelQueryReturnsData) {
   std::stringstream lss;
   lss << lf.rdbuf();
   EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << lss.str();
+  // docs/metrics.md's reference table and the live /metrics name the same
+  // families with the same types. Families this run cannot produce (no
+  // point-to-point op, no alert receiver, no DataLoader) may be absent.
+  std::map<std::string, std::string> documented = DocumentedFamilies();
+  ASSERT_GE(documented.size(), 20u) << "no reference table in " << XPU_DOCS_METRICS;
+  std::map<std::string, std::string> served;
+  std::istringstream lines(scraped->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    std::istringstream f(line.substr(7));
+    std::string name, type;
+    f >> name >> type;
+    served[name] = type;
+  }
+  for (const auto& [name, type] : served) {
+    auto it = documented.find(name);
+    EXPECT_TRUE(it != documented.end()) << name << " is served but not in docs/metrics.md";
+    if (it != documented.end()) EXPECT_EQ(it->second, type) << name;
+  }
+  const std::set<std::string> may_be_absent = {
+      "xpu_p2p_bandwidth_bytes_per_second", "xpu_alert_posts_total", "xpu_rank_dataloader_ratio"};
+  for (const auto& [name, type] : documented) {
+    EXPECT_TRUE(served.count(name) || may_be_absent.count(name))
+        << name << " is in docs/metrics.md but not served";
+  }
   daemon.Finish();
   prom.Stop();
 }
