@@ -37,6 +37,17 @@ std::vector<ring::RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t 
   return out;
 }
 
+size_t HistoryBuffer::Count(uint64_t last_n, uint64_t since_ns) const {
+  const size_t cap = records_.size();
+  const size_t oldest = (head_ + cap - size_) % cap;
+  size_t n = 0;
+  for (size_t i = 0; i < size_; ++i) {
+    if (records_[(oldest + size_ - 1 - i) % cap].rec.start_ns < since_ns) continue;
+    if (++n == last_n) break;
+  }
+  return n;
+}
+
 ProcessState::ProcessState(uint64_t k, std::unique_ptr<ring::RingReader> r, const PeerInfo& p,
                            size_t history_records, uint64_t window_ns)
     : key(k),
