@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/cli/flags.h"
 #include "common/metrics/exposition.h"
+#include "engine/state/job_state.h"
 
 namespace xpu::engine {
 namespace {
@@ -37,8 +38,8 @@ Metrics::Metrics()
                      "Records skipped by ingest validation (e.g. unknown sig id), per job and "
                      "reason")),
       dropped_(Build(prometheus::BuildCounter(), *registry_, "xpu_records_dropped_total",
-                     "Records lost before reaching the engine (hook ring full, lapped, daemon "
-                     "budget), per job")),
+                     "Records the hooks wrote that never reached analysis, per job and reason "
+                     "(docs/reliability.md)")),
       daemons_(Build(prometheus::BuildGauge(), *registry_, "xpu_daemons_connected",
                      "Daemon streams currently connected")),
       job_ranks_(Build(prometheus::BuildGauge(), *registry_, "xpu_job_ranks",
@@ -52,7 +53,26 @@ Metrics::Metrics()
                     "Point-to-point bandwidth of a job by op (send, recv), last window")),
       window_step_(Build(prometheus::BuildHistogram(), *registry_, "xpu_window_step_seconds",
                          "Duration of one engine window step (detectors of every job)")),
-      http_([this] { return Render(); }) {
+      rejected_records_(Build(prometheus::BuildCounter(), *registry_,
+                              "xpu_ingest_rejected_records_total",
+                              "Records of processes ingest refused (caps, ownership), by reason")),
+      db_failures_(Build(prometheus::BuildCounter(), *registry_, "xpu_db_write_failures_total",
+                         "History database transactions that failed (rows kept, retried)")),
+      db_dropped_(Build(prometheus::BuildCounter(), *registry_, "xpu_db_rows_dropped_total",
+                        "History rows given up: the retry buffer was full")),
+      db_pending_(Build(prometheus::BuildGauge(), *registry_, "xpu_db_rows_pending",
+                        "History rows waiting to be written")),
+      db_degraded_(Build(prometheus::BuildGauge(), *registry_, "xpu_db_degraded",
+                         "1 while history writes fail")),
+      http_([this] { return Render(); },
+            [this] {
+              std::lock_guard<std::mutex> l(health_mu_);
+              return (health_ ? health_() : std::string("ok")) + "\n";
+            }) {
+  db_failures_.Add({});
+  db_dropped_.Add({});
+  db_pending_.Add({});
+  db_degraded_.Add({});
   batches_.Add({});
   daemons_.Add({});
   for (const char* reason : kRejectReasons) rejected_.Add({{"reason", reason}});
@@ -65,7 +85,13 @@ absl::Status Metrics::Serve(const std::string& addr) { return http_.Serve(addr);
 
 void Metrics::StopServing() { http_.Stop(); }
 
-std::string Metrics::Render() const { return metrics::Render({registry_.get(), &process_}); }
+std::string Metrics::Render() const {
+  {
+    std::lock_guard<std::mutex> l(health_mu_);
+    if (refresh_) refresh_();
+  }
+  return metrics::Render({registry_.get(), &process_});
+}
 
 void Metrics::EnsureJob(const std::string& job, const std::string& job_name) {
   prometheus::Labels labels;
@@ -76,7 +102,11 @@ void Metrics::EnsureJob(const std::string& job, const std::string& job_name) {
     labels = it->second;
   }
   series_.Get(job, records_, labels);
-  series_.Get(job, dropped_, labels);
+  for (int r = 0; r < kLossReasons; ++r) {
+    prometheus::Labels l = labels;
+    l["reason"] = std::string(LossReasonName(r));
+    series_.Get(job, dropped_, l);
+  }
   for (const char* reason : {"unknown_sig", "bad_signature"}) {
     prometheus::Labels l = labels;
     l["reason"] = reason;
@@ -102,8 +132,31 @@ void Metrics::AddSkippedRecords(const std::string& job, std::string_view reason,
   l["reason"] = std::string(reason);
   if (auto* c = series_.Get(job, skipped_, l)) c->Increment(static_cast<double>(n));
 }
-void Metrics::AddDropped(const std::string& job, uint64_t n) {
-  if (auto* c = series_.Get(job, dropped_, LabelsOf(job))) c->Increment(static_cast<double>(n));
+void Metrics::AddDropped(const std::string& job, std::string_view reason, uint64_t n) {
+  prometheus::Labels l = LabelsOf(job);
+  l["reason"] = std::string(reason);
+  if (auto* c = series_.Get(job, dropped_, l)) c->Increment(static_cast<double>(n));
+}
+void Metrics::AddRejectedRecords(std::string_view reason, uint64_t n) {
+  rejected_records_.Add({{"reason", std::string(reason)}}).Increment(static_cast<double>(n));
+}
+void Metrics::SetStore(bool degraded, uint64_t write_failures, uint64_t rows_pending,
+                       uint64_t rows_dropped) {
+  // Counters follow the store's own cumulative counts.
+  prometheus::Counter& f = db_failures_.Add({});
+  if (write_failures > f.Value()) f.Increment(static_cast<double>(write_failures) - f.Value());
+  prometheus::Counter& d = db_dropped_.Add({});
+  if (rows_dropped > d.Value()) d.Increment(static_cast<double>(rows_dropped) - d.Value());
+  db_pending_.Add({}).Set(static_cast<double>(rows_pending));
+  db_degraded_.Add({}).Set(degraded ? 1 : 0);
+}
+void Metrics::SetRefresh(std::function<void()> refresh) {
+  std::lock_guard<std::mutex> l(health_mu_);
+  refresh_ = std::move(refresh);
+}
+void Metrics::SetHealthCheck(std::function<std::string()> check) {
+  std::lock_guard<std::mutex> l(health_mu_);
+  health_ = std::move(check);
 }
 void Metrics::SetDaemonsConnected(size_t n) { daemons_.Add({}).Set(static_cast<double>(n)); }
 void Metrics::SetJobRanks(const std::string& job, std::string_view state, size_t n) {
@@ -143,7 +196,11 @@ void Metrics::ReviveJob(const std::string& job) {
   series_.ReviveJob(job);
   prometheus::Labels labels = LabelsOf(job);
   series_.Get(job, records_, labels);
-  series_.Get(job, dropped_, labels);
+  for (int r = 0; r < kLossReasons; ++r) {
+    prometheus::Labels l = labels;
+    l["reason"] = std::string(LossReasonName(r));
+    series_.Get(job, dropped_, l);
+  }
 }
 
 void Metrics::ForgetJob(const std::string& job) {

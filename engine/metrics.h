@@ -20,6 +20,7 @@
 #define XPU_ENGINE_METRICS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,7 +68,19 @@ class Metrics {
   void AddBatch();
   void AddRejected(std::string_view reason);
   void AddSkippedRecords(const std::string& job, std::string_view reason, uint64_t n);
-  void AddDropped(const std::string& job, uint64_t n);
+  // Records lost before reaching analysis, by LossReason name.
+  void AddDropped(const std::string& job, std::string_view reason, uint64_t n);
+  // Records of processes ingest refused (caps, ownership), by reason.
+  void AddRejectedRecords(std::string_view reason, uint64_t n);
+  // The history database (StoreStatus): failed writes, rows waiting, rows
+  // given up, degraded or not.
+  void SetStore(bool degraded, uint64_t write_failures, uint64_t rows_pending,
+                uint64_t rows_dropped);
+  // What /healthz answers: "ok", or "degraded: <why>" (still HTTP 200: the
+  // engine serves; a probe must not restart it for a full disk).
+  void SetHealthCheck(std::function<std::string()> check);
+  // Runs before each rendering of /metrics (gauges read from elsewhere).
+  void SetRefresh(std::function<void()> refresh);
   void SetDaemonsConnected(size_t n);
   void SetJobRanks(const std::string& job, std::string_view state, size_t n);
   // `rank`: the rank, or the process key of a rank-less process.
@@ -107,6 +120,14 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& p2p_bw_;
   prometheus::Family<prometheus::Histogram>& window_step_;
   prometheus::Histogram* window_step_all_ = nullptr;
+  prometheus::Family<prometheus::Counter>& rejected_records_;
+  prometheus::Family<prometheus::Counter>& db_failures_;
+  prometheus::Family<prometheus::Counter>& db_dropped_;
+  prometheus::Family<prometheus::Gauge>& db_pending_;
+  prometheus::Family<prometheus::Gauge>& db_degraded_;
+  mutable std::mutex health_mu_;
+  std::function<std::string()> health_;  // guarded by health_mu_
+  std::function<void()> refresh_;        // guarded by health_mu_
   JobSeries series_;
   mutable std::mutex jobs_mu_;
   std::map<std::string, prometheus::Labels> jobs_;

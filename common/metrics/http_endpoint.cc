@@ -31,7 +31,10 @@ class TextHandler : public CivetHandler {
 
 }  // namespace
 
-HttpEndpoint::HttpEndpoint(std::function<std::string()> body) : body_(std::move(body)) {}
+HttpEndpoint::HttpEndpoint(std::function<std::string()> body, std::function<std::string()> health)
+    : body_(std::move(body)), health_(std::move(health)) {
+  if (!health_) health_ = [] { return std::string("ok\n"); };
+}
 
 HttpEndpoint::~HttpEndpoint() { Stop(); }
 
@@ -45,7 +48,7 @@ absl::Status HttpEndpoint::Serve(const std::string& addr) {
   }
   metrics_handler_ =
       std::make_unique<TextHandler>(body_, "text/plain; version=0.0.4; charset=utf-8");
-  health_handler_ = std::make_unique<TextHandler>([] { return std::string("ok\n"); }, "text/plain");
+  health_handler_ = std::make_unique<TextHandler>(health_, "text/plain");
   server_->addHandler("/metrics", metrics_handler_.get());
   server_->addHandler("/healthz", health_handler_.get());
   std::vector<int> ports = server_->getListeningPorts();

@@ -23,7 +23,9 @@ namespace xpu::metrics {
 
 class HttpEndpoint {
  public:
-  explicit HttpEndpoint(std::function<std::string()> body);
+  // health: what /healthz answers (default "ok\n"); always HTTP 200.
+  explicit HttpEndpoint(std::function<std::string()> body,
+                        std::function<std::string()> health = nullptr);
   ~HttpEndpoint();
   HttpEndpoint(const HttpEndpoint&) = delete;
   HttpEndpoint& operator=(const HttpEndpoint&) = delete;
@@ -36,6 +38,7 @@ class HttpEndpoint {
 
  private:
   std::function<std::string()> body_;
+  std::function<std::string()> health_;
   std::unique_ptr<CivetServer> server_;
   std::unique_ptr<CivetHandler> metrics_handler_;
   std::unique_ptr<CivetHandler> health_handler_;

@@ -24,7 +24,6 @@ std::shared_ptr<spdlog::logger> Log() {
   return log;
 }
 
-constexpr size_t kOpenScanRecords = 8192;
 // No batch about a process for this long: its daemon stopped reporting it.
 constexpr uint64_t kUnreportedNs = 10ull * 1000000000ull;
 
@@ -49,18 +48,11 @@ struct ProcessSnapshot {
   std::vector<OpenInterval> open;
 };
 
+// The host intervals the process opened and has not closed (kept by
+// JobState::ApplyRecords as records arrive, however old they are).
 std::vector<OpenInterval> OpenIntervals(const ProcessState& p) {
-  std::map<uint32_t, uint64_t> open;  // sig_id -> start
-  for (const xpu_record_v1& r : p.ring.Last(kOpenScanRecords)) {
-    if ((r.flags & XPU_REC_HOST) == 0) continue;
-    if (r.flags & XPU_REC_BEGIN) {
-      open[r.sig_id] = r.start_ns;
-    } else if (r.flags & XPU_REC_END) {
-      open.erase(r.sig_id);
-    }
-  }
   std::vector<OpenInterval> out;
-  for (const auto& [sig_id, start] : open) {
+  for (const auto& [sig_id, start] : p.open_host) {
     const SignatureInfo* s = p.sigs.Find(sig_id);
     if (s == nullptr) continue;
     out.push_back(OpenInterval{s->abi.kind, s->name, start});
@@ -216,7 +208,7 @@ void HangMonitor::Poll() {
       episode_start_[job->job()] = now;
     }
     Log()->warn("job {}: suspected hang: {}", job->job(), s->trigger);
-    HangReport r = Diagnose(job->job(), options_.evidence_deadline_ms, false);
+    HangReport r = Diagnose(job->job(), options_.evidence_deadline_ms, false, auth::EngineCaller());
     r.trigger = s->trigger;
     r.stall_since_ns = s->stall_since_ns;
     r.suspected_ns = now;
@@ -237,10 +229,12 @@ void HangMonitor::Poll() {
   }
 }
 
-absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint64_t deadline_ms) {
+absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint64_t deadline_ms,
+                                                   const xpu::v1::CommandCaller& caller) {
   if (registry_.FindJob(job) == nullptr)
     return absl::NotFoundError(absl::StrCat("no live job ", job));
-  return Diagnose(job, deadline_ms > 0 ? deadline_ms : options_.evidence_deadline_ms, true);
+  return Diagnose(job, deadline_ms > 0 ? deadline_ms : options_.evidence_deadline_ms, true,
+                  caller);
 }
 
 namespace {
@@ -277,7 +271,7 @@ using EvidenceByProcess = std::map<std::pair<std::string, int32_t>, xpu::v1::Pro
 // answered and the time it took.
 EvidenceByProcess GatherEvidence(const EvidenceSender& send, const std::string& job_name,
                                  const std::vector<ProcessSnapshot>& procs, uint64_t deadline_ms,
-                                 HangReport* report) {
+                                 const xpu::v1::CommandCaller& caller, HangReport* report) {
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, CommandFuture> futures;
   for (const ProcessSnapshot& s : procs) {
@@ -286,6 +280,7 @@ EvidenceByProcess GatherEvidence(const EvidenceSender& send, const std::string& 
     c.set_kind("evidence");
     c.set_job(job_name);
     c.set_deadline_ms(deadline_ms);
+    *c.mutable_caller() = caller;
     futures.emplace(s.daemon_id, send(s.daemon_id, std::move(c)));
   }
   report->daemons_asked = static_cast<uint32_t>(futures.size());
@@ -460,13 +455,13 @@ void PlaceCudaGdbRings(const CudaGdbReadings& cuda_gdb, std::vector<RankEvidence
 }  // namespace
 
 HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_ms,
-                                 bool on_demand) {
+                                 bool on_demand, const xpu::v1::CommandCaller& caller) {
   HangReport report;
   report.job = job_name;
   report.on_demand = on_demand;
   std::shared_ptr<JobState> job = registry_.FindJob(job_name);
   const std::vector<ProcessSnapshot> procs = SnapshotProcesses(job.get());
-  const EvidenceByProcess evidence = GatherEvidence(send_, job_name, procs, deadline_ms, &report);
+  const EvidenceByProcess evidence = GatherEvidence(send_, job_name, procs, deadline_ms, caller, &report);
   std::vector<RankEvidence> ranks;
   CudaGdbReadings cuda_gdb;
   for (const ProcessSnapshot& s : procs) {

@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "engine/auth/caller.h"
 #include "engine/hang/report.h"
 #include "engine/state/command.h"
 #include "engine/state/diagnosis.h"
@@ -68,7 +69,10 @@ class HangMonitor {
   void Poll();
 
   std::optional<HangReport> Latest(const std::string& job) const;
-  absl::StatusOr<HangReport> CollectNow(const std::string& job, uint64_t deadline_ms);
+  // `caller` goes with the evidence command to the daemons, which refuse
+  // processes the caller may not act on.
+  absl::StatusOr<HangReport> CollectNow(const std::string& job, uint64_t deadline_ms,
+                                        const xpu::v1::CommandCaller& caller = auth::EngineCaller());
   // The diagnosis of the job's ongoing hang episode, if any.
   std::optional<Diagnosis> ActiveDiagnosis(const std::string& job) const;
   // Called with every new hang diagnosis, right away (logging, tests).
@@ -83,7 +87,8 @@ class HangMonitor {
     uint64_t stall_since_ns = 0;
   };
   std::optional<Suspicion> Suspect(JobState& job, uint64_t now);
-  HangReport Diagnose(const std::string& job, uint64_t deadline_ms, bool on_demand);
+  HangReport Diagnose(const std::string& job, uint64_t deadline_ms, bool on_demand,
+                      const xpu::v1::CommandCaller& caller);
 
   Registry& registry_;
   EvidenceSender send_;

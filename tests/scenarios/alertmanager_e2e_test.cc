@@ -187,8 +187,7 @@ receivers:
     const std::string line = metrics.substr(at + 1, metrics.find('\n', at + 1) - at - 1);
     EXPECT_TRUE(absl::EndsWith(line, "} 0")) << line;
   }
-  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
+  auto stub = xpu::v1::Query::NewStub(xpu::engine::testing::TestChannel(eng->port()));
   grpc::ClientContext ctx;
   xpu::v1::DiagnosesRequest req;
   req.set_job("am-job");
