@@ -32,7 +32,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 STRIP ?= 0
 
-.PHONY: all deps configure build test demo clean bundle install install-only install-demo \
+.PHONY: all deps configure build test demo clean bundle wheel install install-only install-demo \
   images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz scale scale-100k
 
 # ccache, when installed, for the sanitizer builds too.
@@ -60,6 +60,10 @@ demo: build
 
 bundle: build
 	tools/make_bundle.sh $(BUILD) .bundle
+
+# The pip wheel (hook, plugin, daemon, CLI in the xputimer package) in .whl-xpu/.
+wheel: build
+	tools/make_wheel.sh $(BUILD) .whl-xpu
 
 # `install` builds first; `install-only` installs an existing build (the image
 # build runs it after compiling the target xpu_installed only).

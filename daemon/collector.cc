@@ -372,8 +372,12 @@ void Collector::HandleEvidence(const xpu::v1::Command& command, xpu::v1::Command
 
 void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) {
   std::lock_guard<std::mutex> lock(mu_);
-  size_t budget = options_.max_reply_records;
-  bool truncated = false;
+  // The reply budget (max_reply_records) is shared fairly between the
+  // processes asked for: each gets an equal share, and what a process with
+  // fewer records leaves over goes to the others (water-filling), so that no
+  // rank is starved by the ones listed before it. Each process keeps its
+  // newest records.
+  std::vector<ProcessState*> asked;
   size_t refused = 0;
   std::string refused_why;
   table_.ForEach([&](ProcessState& s) {
@@ -386,28 +390,42 @@ void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandR
       ++refused;
       return;
     }
+    asked.push_back(&s);
+  });
+  const uint64_t want = command.last_n() == 0 ? ~0ull : command.last_n();
+  std::vector<uint64_t> avail(asked.size()), grant(asked.size());
+  for (size_t i = 0; i < asked.size(); ++i) {
+    // Every record the process could send (since_ns and last_n applied).
+    avail[i] = asked[i]->history.Count(want == ~0ull ? 0 : want, command.since_ns());
+  }
+  std::vector<size_t> order(asked.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return avail[a] < avail[b]; });
+  uint64_t budget = options_.max_reply_records;
+  bool truncated = false;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t i = order[k];
+    const uint64_t share = budget / (order.size() - k);
+    grant[i] = std::min<uint64_t>(avail[i], share);
+    truncated = truncated || grant[i] < avail[i];
+    budget -= grant[i];
+  }
+  for (size_t i = 0; i < asked.size(); ++i) {
+    const ProcessState& s = *asked[i];
+    std::vector<ring::RingRecord> recs;  // Snapshot's last_n 0 would mean "all"
+    if (grant[i] > 0) recs = s.history.Snapshot(grant[i], command.since_ns());
     xpu::v1::ProcessBatch* pb = reply->add_processes();
     pb->set_process_key(s.key);
     FillIdentity(s, pb->mutable_identity());
     for (const ring::SignatureInfo& sig : s.signatures) FillSignature(sig, pb->add_signatures());
     FillCounters(s, pb->mutable_counters());
     pb->set_exited(s.exited);
-    uint64_t want = command.last_n() == 0 ? ~0ull : command.last_n();
-    const bool clipped = want > budget;
-    if (clipped) want = budget;
-    if (want == 0) {
-      truncated = truncated || s.history.size() > 0;
-      return;
-    }
-    std::vector<ring::RingRecord> recs = s.history.Snapshot(want, command.since_ns());
-    if (clipped && recs.size() == want) truncated = true;
-    budget -= recs.size();
     std::string packed;
     packed.reserve(recs.size() * sizeof(xpu_record_v1));
     for (const ring::RingRecord& r : recs) AppendPacked(r.rec, &packed);
     if (!recs.empty()) pb->set_first_position(recs.front().position);
     pb->set_records(std::move(packed));
-  });
+  }
   reply->set_ok(true);
   if (truncated) reply->set_payload("truncated");
   if (refused > 0) {

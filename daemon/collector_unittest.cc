@@ -241,6 +241,42 @@ TEST(CollectorTest, HistoryReplyIsBoundedAndSaysSo) {
   EXPECT_EQ(reply.payload(), "truncated");
 }
 
+TEST(CollectorTest, HistoryBudgetIsSharedFairlySoNoRankIsStarved) {
+  // 8 ranks; rank 2 has few records. Budget 400: rank 2 gets all of its 10,
+  // the 7 others share the remaining 390 equally (55 or 56 each, newest
+  // first); before the fix the first ranks took everything and the last
+  // ones got zero.
+  CollectorOptions o = Opts();
+  o.max_reply_records = 400;
+  Collector c(o);
+  std::vector<Proc> procs;
+  for (int r = 0; r < 8; ++r) procs.push_back(AddProc(c, "job", r, 100 + r));
+  for (int i = 0; i < 100; ++i) {
+    for (int r = 0; r < 8; ++r) {
+      if (r != 2 || i < 10) procs[r].ring->Write(Rec(procs[r].sig, i));
+    }
+  }
+  c.DrainOnce(1);
+  xpu::v1::Command cmd;
+  cmd.set_kind("history");
+  xpu::v1::CommandReply reply;
+  c.HandleCommand(cmd, &reply);
+  ASSERT_EQ(reply.processes_size(), 8);
+  size_t total = 0;
+  for (const auto& pb : reply.processes()) {
+    const size_t n = pb.records().size() / 32;
+    total += n;
+    if (pb.identity().rank() == 2) {
+      EXPECT_EQ(n, 10u);
+    } else {
+      EXPECT_GE(n, 55u) << "rank " << pb.identity().rank();
+      EXPECT_LE(n, 56u) << "rank " << pb.identity().rank();
+    }
+  }
+  EXPECT_EQ(total, 400u);
+  EXPECT_EQ(reply.payload(), "truncated");
+}
+
 TEST(CollectorTest, VanishedPidIsDetectedThroughProc) {
   CollectorOptions o = Opts();
   o.liveness_interval_ns = 0;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
+#include "common/metrics/exposition.h"
 
 namespace xpu::daemon {
 namespace {
@@ -55,6 +56,8 @@ absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& o, const std:
     if (!token.ok()) return token.status();
     c.engine.token = *token;
   }
+  c.metrics_addr = o.metrics_addr;
+  c.version = version;
   return c;
 }
 
@@ -73,6 +76,19 @@ absl::Status Daemon::Start() {
   absl::Status s = hook_server_->Start();
   if (!s.ok()) return s;
   if (engine_client_) engine_client_->Start();
+  if (!config_.metrics_addr.empty()) {
+    metrics_ = std::make_unique<DaemonMetrics>(collector_.get(), hook_server_.get(),
+                                               engine_client_.get());
+    process_metrics_ = std::make_unique<metrics::ProcessCollector>("daemon", config_.version);
+    http_ = std::make_unique<metrics::HttpEndpoint>(
+        [this] { return metrics::Render({metrics_.get(), process_metrics_.get()}); });
+    if (absl::Status ms = http_->Serve(config_.metrics_addr); !ms.ok()) {
+      if (engine_client_) engine_client_->Stop();
+      hook_server_->Stop();
+      return ms;
+    }
+    Log()->info("metrics on port {}", http_->port());
+  }
   started_ = true;
   drain_thread_ = std::thread([this] { DrainLoop(); });
   Log()->info("xpu-daemon ready: socket {} engine {}", config_.hook.socket.path,
@@ -121,6 +137,7 @@ void Daemon::Stop(uint64_t flush_timeout_ms) {
     stop_ = true;
   }
   cv_.notify_all();
+  if (http_) http_->Stop();  // before the components its scrapes read
   if (hook_server_) hook_server_->Stop();
   if (drain_thread_.joinable()) drain_thread_.join();
   if (collector_) {

@@ -78,6 +78,10 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
   app.add_option("--log-level", o->log_level, "trace, debug, info, warn, error, critical or off.")
       ->type_name("LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--metrics-addr", o->metrics_addr,
+                 "Serve Prometheus /metrics and /healthz on HOST:PORT (default: not served; the "
+                 "daemon's counters also reach the engine).")
+      ->type_name("HOST:PORT");
   app.add_option("--log-file", o->log_file,
                  "Log to this file instead of stderr (default when detached: <socket "
                  "dir>/daemon.log).")

@@ -37,6 +37,17 @@ std::vector<ring::RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t 
   return out;
 }
 
+size_t HistoryBuffer::Count(uint64_t last_n, uint64_t since_ns) const {
+  const size_t cap = records_.size();
+  const size_t oldest = (head_ + cap - size_) % cap;
+  size_t n = 0;
+  for (size_t i = 0; i < size_; ++i) {
+    if (records_[(oldest + size_ - 1 - i) % cap].rec.start_ns < since_ns) continue;
+    if (++n == last_n) break;
+  }
+  return n;
+}
+
 ProcessState::ProcessState(uint64_t k, std::unique_ptr<ring::RingReader> r, const PeerInfo& p,
                            size_t history_records, uint64_t window_ns)
     : key(k),
@@ -126,7 +137,13 @@ void FillIdentity(const ProcessState& s, xpu::v1::ProcessIdentity* out) {
   // Published by the hook after hand-over, so read live (gpu_model.h); the
   // engine keeps the first non-empty value, so an exited process (no reader)
   // does not clear it.
-  if (s.reader != nullptr) out->set_gpu_model(ReadGpuModel(*s.reader));
+  if (s.reader != nullptr) {
+    const GpuIdentity gpu = ReadGpuIdentity(*s.reader);
+    out->set_gpu_model(gpu.model);
+    out->set_gpu_uuid(gpu.uuid);
+    out->set_gpu_pci_bus_id(gpu.pci_bus_id);
+    if (const int index = GpuIndexOfPciBusId(gpu.pci_bus_id); index >= 0) out->set_gpu_index(index);
+  }
 }
 
 void FillSignature(const ring::SignatureInfo& info, xpu::v1::Signature* out) {

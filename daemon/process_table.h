@@ -38,6 +38,8 @@ class HistoryBuffer {
   // Records with start_ns >= since_ns, the newest `last_n` of them (0 = all),
   // in ring order.
   std::vector<ring::RingRecord> Snapshot(uint64_t last_n, uint64_t since_ns) const;
+  // How many records Snapshot(last_n, since_ns) would return, without copying.
+  size_t Count(uint64_t last_n, uint64_t since_ns) const;
 
  private:
   std::vector<ring::RingRecord> records_;

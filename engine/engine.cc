@@ -3,6 +3,8 @@
 #include <grp.h>
 #include <unistd.h>
 
+#include <chrono>
+
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
@@ -214,11 +216,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       e->views_, config, [store = e->store_.get()](const history::RunBaseline& run, int keep) {
         store->EnqueueRunBaseline(run, keep);
       });
-  auto figures = std::make_unique<FiguresExporter>(e->views_, config, e->metrics_.registry());
-  e->figures_ = figures.get();
-  e->detectors_.push_back(std::move(figures));
+  e->detectors_.push_back(std::make_unique<FiguresExporter>(
+      e->views_, config, e->metrics_.registry(), e->metrics_.series()));
   e->tracker_ = std::make_unique<DiagnosisTracker>(static_cast<int>(o.resolve_after_windows));
-  e->diagnosis_metrics_ = std::make_unique<DiagnosisMetrics>(e->metrics_.registry());
+  e->diagnosis_metrics_ = std::make_unique<DiagnosisMetrics>(
+      e->metrics_.registry(), e->metrics_.series(), [p = e.get()](const std::string& job) {
+        return p->metrics_.LabelsOf(job)[kJobNameLabel];
+      });
   if (!o.alertmanager_url.empty() || !o.webhook_url.empty()) {
     AlertNotifierOptions no;
     no.alertmanager_url = o.alertmanager_url;
@@ -227,6 +231,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     no.webhook_auth = *webhook_auth;
     no.ca_file = o.alert_tls_ca;
     no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
+    no.links = AlertLinks{o.grafana_url, o.docs_url};
     e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
   }
 
@@ -324,12 +329,28 @@ void Engine::WindowLoop() {
   }
 }
 
+// A finished job's series leave /metrics once it has been over longer than
+// the retention; the same job id running again brings them back.
+void Engine::ApplyMetricsRetention(const JobSummary& s, uint64_t now) {
+  const uint64_t retain_ns = static_cast<uint64_t>(options_.metrics_retain_finished_s * 1e9);
+  if (s.state == "finished" && now > s.last_seen_ns && now - s.last_seen_ns >= retain_ns) {
+    if (!metrics_.series().Retired(s.job)) {
+      metrics_.RetireJob(s.job);
+      Log()->info("job {} finished {:.0f} s ago: its series left /metrics", s.job,
+                  (now - s.last_seen_ns) * 1e-9);
+    }
+  } else if (s.state != "finished") {
+    metrics_.ReviveJob(s.job);
+  }
+}
+
 std::vector<Diagnosis> Engine::TickWindow() {
   std::lock_guard<std::mutex> tick(tick_mu_);
+  const auto tick_start = std::chrono::steady_clock::now();
   registry_.UpdateLiveness();
   const uint64_t now = registry_.Now();
   std::vector<Diagnosis> all;
-  std::set<std::string> ticked;
+  std::set<std::string> ticked, finished;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     VectorSink sink;
     WindowSummaryRow row;
@@ -337,6 +358,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
     std::vector<history::RankRow> ranks;
     {
       std::lock_guard<std::mutex> l(job->mu());
+      ApplyMetricsRetention(Summarize(*job), now);
       row = job->CloseWindow(now);
       for (auto& d : detectors_) d->OnWindow(*job, sink);
       if (recorder_) recorder_->OnWindow(*job, sink.out, now);
@@ -350,7 +372,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
         uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
         metrics_.SetRankLastRecordAge(
             job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
-            now > last ? (now - last) * 1e-9 : 0);
+            p->identity, now > last ? (now - last) * 1e-9 : 0);
         history::RankRow r;
         r.job = job->job();
         r.key = key;
@@ -386,6 +408,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
     if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
     for (Diagnosis& d : sink.out) all.push_back(std::move(d));
     ticked.insert(job->job());
+    if (summary.state == "finished") finished.insert(job->job());
   }
   // A throughput regression starts a profiling window (rate-limited per job
   // by the monitor), whose localization the next windows report.
@@ -397,6 +420,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
   for (const DaemonState& d : registry_.Daemons()) store_->EnqueueDaemon(d);
   for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {
     busbw_ops_.erase(job);
+    metrics_.ForgetJob(job);
     Log()->info("job {} finished; kept in history only", job);
   }
   // Diagnosis lifecycle: persisting findings keep their first_seen, absent
@@ -412,7 +436,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
     if (ingest_) ingest_->ExpirePending();
     return all;
   }
-  TrackerUpdate update = tracker_->Update(&all, ticked, alive, now);
+  TrackerUpdate update = tracker_->Update(&all, ticked, alive, now, finished);
   for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);
   for (const ResolvedDiagnosis& r : update.resolved) {
     store_->EnqueueDiagnosisResolution(history::DiagnosisResolution{
@@ -423,9 +447,10 @@ std::vector<Diagnosis> Engine::TickWindow() {
   views_->Retain(alive_list);
   history_->Retain(alive_list);
   recorder_->Retain(alive_list);
-  figures_->Retain(alive_list);
   if (ingest_) ingest_->ExpirePending();
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
+  metrics_.ObserveWindowStep(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - tick_start).count());
   return all;
 }
 

@@ -80,6 +80,7 @@ class Engine {
  private:
   Engine(const EngineOptions& o, Clock clock);
   void WindowLoop();
+  void ApplyMetricsRetention(const JobSummary& s, uint64_t now);
   // Credentials from the options (files read now); the identity socket
   // follows once the port is known (StartIdentity).
   absl::Status SetUpAccess(const EngineOptions& o);
@@ -106,7 +107,6 @@ class Engine {
   std::shared_ptr<history::HistoryCache> history_;       // previous runs, calibrations
   std::unique_ptr<history::BaselineRecorder> recorder_;  // healthy windows -> store
   std::unique_ptr<history::HistoryService> history_service_;
-  FiguresExporter* figures_ = nullptr;  // owned by detectors_
   std::unique_ptr<DiagnosisTracker> tracker_;
   std::unique_ptr<DiagnosisMetrics> diagnosis_metrics_;
   std::unique_ptr<AlertNotifier> notifier_;

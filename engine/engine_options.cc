@@ -93,6 +93,19 @@ void AddEngineFlags(CLI::App& app, EngineOptions* o) {
                  "windows without a report before a diagnosis resolves")
       ->type_name("N")
       ->check(flags::PositiveNumber());
+  app.add_option("--metrics-retain-finished-s", o->metrics_retain_finished_s,
+                 "series of a finished job stay on /metrics this long after its last record")
+      ->type_name("S")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--grafana-url", o->grafana_url,
+                 "Grafana base URL: alerts link to the job's dashboard (default: no link)")
+      ->type_name("URL")
+      ->group(kAlerting);
+  app.add_option("--docs-url", o->docs_url,
+                 "base URL of the docs/ directory for the runbook links of alerts "
+                 "(default: the path docs/ of the sources)")
+      ->type_name("URL")
+      ->group(kAlerting);
 }
 
 void AddSecurityFlags(CLI::App& app, EngineOptions* o) {

@@ -59,6 +59,13 @@ struct EngineOptions {
   std::string alert_tls_ca;          // CA bundle for https:// receivers ("" = system roots)
   std::string detector_config;       // thresholds file (engine/window/detector_config.h)
   double resolve_after_windows = 1;  // a diagnosis absent this many windows is resolved
+  // Series of a finished job stay on /metrics this long after its last
+  // record, then are removed (docs/metrics.md, "Retention").
+  double metrics_retain_finished_s = 900;
+  // Links in alerts: Grafana's base URL ("" = no dashboard link) and the
+  // base of the docs' runbook anchors ("" = the docs/ path of the sources).
+  std::string grafana_url;
+  std::string docs_url;
   bool help = false;                 // --help was given (EngineUsage() is the text)
   bool version = false;              // --version was given
 };

@@ -316,6 +316,7 @@ void IngestService::ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& p
     Reject(s, pb, job_id, "jobs");
     return;
   }
+  metrics_.EnsureJob(job_id, job->job_name());
   DecodeStats stats;
   std::array<uint64_t, kLossReasons> lost_delta{};
   std::string refused;

@@ -120,7 +120,7 @@ TEST_F(IngestTest, UnknownSigIdsAreSkippedAndCounted) {
   ASSERT_TRUE(d.Finish().ok());
   ASSERT_TRUE(WaitFor([&] { return RankRecords("job1", "rank:0") == 10; }));
   std::string text = engine_->metrics().Render();
-  EXPECT_NE(text.find("xpu_ingest_records_skipped_total{job=\"job1\",reason=\"unknown_sig\"} 2"),
+  EXPECT_NE(text.find("xpu_ingest_records_skipped_total{reason=\"unknown_sig\",xpu_job=\"job1\",xpu_job_name=\"\"} 2"),
             std::string::npos)
       << text;
 }
@@ -301,11 +301,11 @@ TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
   engine_->TickWindow();
   std::string text = engine_->metrics().Render();
   EXPECT_NE(
-      text.find("xpu_collective_busbw_bytes_per_second{job=\"jobC\",op=\"allreduce\"} 4194304000"),
+      text.find("xpu_collective_busbw_bytes_per_second{op=\"allreduce\",xpu_job=\"jobC\",xpu_job_name=\"\"} 4194304000"),
       std::string::npos)
       << text;
-  EXPECT_NE(text.find("xpu_ingest_records_total{job=\"jobC\"} 2"), std::string::npos) << text;
-  EXPECT_NE(text.find("xpu_job_ranks{job=\"jobC\",state=\"alive\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("xpu_ingest_records_total{xpu_job=\"jobC\",xpu_job_name=\"\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("xpu_job_ranks{state=\"alive\",xpu_job=\"jobC\",xpu_job_name=\"\"} 2"), std::string::npos) << text;
   // No collective completed in the next window: the series goes away
   // instead of showing a stale figure.
   engine_->TickWindow();
@@ -326,10 +326,10 @@ TEST_F(IngestTest, DropCountersBecomeDeltas) {
   ASSERT_TRUE(d.Finish().ok());
   ASSERT_TRUE(WaitFor([&] { return RankRecords("jobD", "rank:0") == 2; }));
   const std::string text = engine_->metrics().Render();
-  EXPECT_NE(text.find("xpu_records_dropped_total{job=\"jobD\",reason=\"ring_lapped\"} 10"),
+  EXPECT_NE(text.find("xpu_records_dropped_total{reason=\"ring_lapped\",xpu_job=\"jobD\",xpu_job_name=\"\"} 10"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("xpu_records_dropped_total{job=\"jobD\",reason=\"ring_full\"} 5"),
+  EXPECT_NE(text.find("xpu_records_dropped_total{reason=\"ring_full\",xpu_job=\"jobD\",xpu_job_name=\"\"} 5"),
             std::string::npos)
       << text;
 }

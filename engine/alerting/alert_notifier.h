@@ -1,10 +1,13 @@
 // alert_notifier — sends diagnoses out of the engine:
 //  * Prometheus Alertmanager (v2 API, POST /api/v2/alerts): every window,
 //    every active diagnosis as an alert (labels alertname=xpu_<kind>, team,
-//    job, severity, kind, subject; annotations summary/evidence/ranks/hosts;
-//    startsAt = first seen, endsAt = now + ttl so that alerts lapse if the
-//    engine stops), and each resolved one once with endsAt = its resolution
-//    time, which Alertmanager treats as resolved.
+//    xpu_job, severity, kind, subject; annotations summary/evidence/ranks/
+//    hosts and the links back: command (`xpu report --job J`, `xpu hang` for
+//    hangs), runbook_url (the kind's section in the docs), dashboard_url
+//    (Grafana's job overview, when --grafana-url is set); startsAt = first
+//    seen, endsAt = now + ttl so that alerts lapse if the engine stops), and
+//    each resolved one (or one that ended with its job) once with endsAt =
+//    that time, which Alertmanager treats as resolved.
 //  * a generic JSON webhook: one POST per window with changes,
 //    {"source":"xpu-engine","events":[{"status":"firing"|"resolved", ...}]}.
 //
@@ -33,6 +36,12 @@
 
 namespace xpu::engine {
 
+// Where alerts link back to.
+struct AlertLinks {
+  std::string grafana_url;  // "" = no dashboard link
+  std::string docs_url;     // base of docs/; "" = the relative path "docs"
+};
+
 struct AlertNotifierOptions {
   std::string alertmanager_url;  // base, e.g. http://127.0.0.1:9093 ("" = off)
   std::string webhook_url;       // full URL ("" = off)
@@ -42,14 +51,20 @@ struct AlertNotifierOptions {
   double alert_ttl_s = 300;  // endsAt of active alerts = now + ttl
   int timeout_ms = 5000;
   size_t max_queue = 64;
+  AlertLinks links;
 };
 
 // Payload builders, exposed for tests.
 // ns since the Unix epoch as RFC 3339 UTC with milliseconds (Alertmanager's
 // startsAt/endsAt), e.g. "2026-11-22T02:46:48.123Z".
 std::string Rfc3339(uint64_t ns);
-std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s);
-std::string WebhookPayload(const TrackerUpdate& u);
+std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s,
+                                const AlertLinks& links = {});
+std::string WebhookPayload(const TrackerUpdate& u, const AlertLinks& links = {});
+// The links of a diagnosis.
+std::string ReportCommand(const Diagnosis& d);
+std::string RunbookUrl(const std::string& kind, const AlertLinks& l);
+std::string DashboardUrl(const std::string& job, const AlertLinks& l);
 
 class AlertNotifier {
  public:

@@ -12,7 +12,8 @@ std::string DiagnosisTracker::Key(const Diagnosis& d) {
 
 TrackerUpdate DiagnosisTracker::Update(std::vector<Diagnosis>* reported,
                                        const std::set<std::string>& jobs_ticked,
-                                       const std::set<std::string>& jobs_alive, uint64_t now_ns) {
+                                       const std::set<std::string>& jobs_alive, uint64_t now_ns,
+                                       const std::set<std::string>& jobs_finished) {
   TrackerUpdate u;
   std::set<std::string> seen;
   // Several reports of one key in a window (should not happen) collapse to
@@ -33,6 +34,11 @@ TrackerUpdate DiagnosisTracker::Update(std::vector<Diagnosis>* reported,
   for (auto it = active_.begin(); it != active_.end();) {
     const Diagnosis& d = it->second.d;
     bool resolve = false;
+    if (!seen.count(it->first) && jobs_finished.count(d.job)) {
+      u.ended.push_back(ResolvedDiagnosis{d, now_ns});
+      it = active_.erase(it);
+      continue;
+    }
     if (!seen.count(it->first)) {
       if (jobs_ticked.count(d.job)) {
         resolve = ++it->second.missed >= resolve_after_;

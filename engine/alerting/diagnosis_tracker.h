@@ -2,7 +2,9 @@
 // reported again (same job, kind, subject) is the same diagnosis, whose
 // first_seen_ns stays and last_seen_ns moves on; one not reported for
 // `resolve_after_windows` consecutive windows of its job (or whose job is
-// gone) is resolved.
+// gone) is resolved. A diagnosis still active when its job finished is not
+// resolved: it ends with the job (TrackerUpdate::ended), so that history
+// keeps it as the state the job ended in (`xpu report` on a finished job).
 //
 // Thread-safety: none; owned by the engine and used on the window thread.
 #ifndef XPU_ENGINE_ALERTING_DIAGNOSIS_TRACKER_H_
@@ -27,6 +29,9 @@ struct TrackerUpdate {
   std::vector<Diagnosis> opened;  // first report
   std::vector<Diagnosis> active;  // every active diagnosis after this window (opened included)
   std::vector<ResolvedDiagnosis> resolved;
+  // Active when their job finished; resolved_ns = the window that saw it.
+  // Alerts end; history keeps them unresolved.
+  std::vector<ResolvedDiagnosis> ended;
 };
 
 class DiagnosisTracker {
@@ -36,10 +41,12 @@ class DiagnosisTracker {
 
   // One window: `reported` are this window's diagnoses of the jobs in
   // `jobs_ticked` (jobs that were analysed); active diagnoses of other jobs
-  // that are not in `jobs_alive` resolve. `reported` is rewritten in place
-  // with the tracked first_seen_ns.
+  // that are not in `jobs_alive` resolve; those of `jobs_finished` that were
+  // not reported again end. `reported` is rewritten in place with the
+  // tracked first_seen_ns.
   TrackerUpdate Update(std::vector<Diagnosis>* reported, const std::set<std::string>& jobs_ticked,
-                       const std::set<std::string>& jobs_alive, uint64_t now_ns);
+                       const std::set<std::string>& jobs_alive, uint64_t now_ns,
+                       const std::set<std::string>& jobs_finished = {});
   size_t active_count() const { return active_.size(); }
 
  private:

@@ -142,6 +142,11 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
   if (c.job.empty()) c.job = "pid-" + std::to_string(pid) + "@" + host;
 
   c.rank = IntOr(env, "RANK", -1, 0);
+  if (const char* l = env("XPU_LOG")) {
+    const std::string v = l;
+    if (v == "off" || v == "0" || v == "none") c.log_level = 0;
+    if (v == "info" || v == "debug" || v == "2") c.log_level = 2;
+  }
   c.local_rank = IntOr(env, "LOCAL_RANK", -1, 0);
   c.world_size = IntOr(env, "WORLD_SIZE", 0, 1);
   c.local_world_size = IntOr(env, "LOCAL_WORLD_SIZE", 0, 1);

@@ -49,6 +49,10 @@ struct Config {
   uint32_t hold_timeout_us = 2000;   // XPU_HOLD_TIMEOUT_US
   uint32_t uncovered_ms = 2000;      // XPU_UNCOVERED_MS: retire ops no marker covers
   int32_t rank = -1;             // RANK
+  // XPU_LOG: what the hook prints on stderr, never on the launch path.
+  // 0 "off", 1 "error" (default: set-up failures, one line each, once per
+  // process, by rank 0 or a rank-less process), 2 "info" (every rank).
+  int log_level = 1;
   int32_t local_rank = -1;       // LOCAL_RANK
   int32_t world_size = 0;        // WORLD_SIZE
   int32_t local_world_size = 0;  // LOCAL_WORLD_SIZE

@@ -53,7 +53,9 @@ class DaemonClient {
   pid_t spawned_pid() const { return spawned_; }
 
   // Where xpu-daemon is looked for: XPU_DAEMON_BIN, else next to this
-  // library, else <lib dir>/../bin, else $PATH. "" if not found.
+  // library, else <lib dir>/../bin (bundle, wheel, install prefix), else
+  // <lib dir>/../daemon (build tree), else $PATH. "" if not found; the
+  // process then says so on stderr once (XPU_LOG).
   static std::string FindDaemonBinary(const std::string& configured);
 
  private:
@@ -67,6 +69,11 @@ class DaemonClient {
   std::string daemon_bin_;
   std::string engine_;
   bool autostart_ = true;
+  // Set-up failures are reported on stderr once per process (Note).
+  int log_level_ = 1;
+  int32_t rank_ = -1;
+  bool noted_ = false;
+  void Note(const std::string& line);
   State state_ = State::kIdle;
   int sock_ = -1;
   int lock_fd_ = -1;

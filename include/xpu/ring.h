@@ -127,7 +127,14 @@ typedef struct xpu_ring_header_v1 {
    * a release store; a reader acquire-loads byte 0 and copies the field only
    * when it is non-zero. All zero: not known yet (or an older hook). */
   char gpu_model[64];
-  uint8_t reserved_identity[1024 - 432]; /* keeps write_index at offset 1024 */
+  /* The same GPU's UUID as NVML prints it ("GPU-" and 36 characters of the
+   * 16 UUID bytes) and PCI bus id ("%08X:%02X:%02X.0": domain, bus, device),
+   * NUL-terminated. Written by the same writer BEFORE the release store of
+   * gpu_model[0], so a reader that saw gpu_model[0] non-zero (acquire) sees
+   * them complete; empty when the runtime did not report them. */
+  char gpu_uuid[48];
+  char gpu_pci_bus_id[32];
+  uint8_t reserved_identity[1024 - 512]; /* keeps write_index at offset 1024 */
 
   /* --- producer-owned, live. */
   uint64_t write_index __attribute__((aligned(64))); /* next position to reserve */

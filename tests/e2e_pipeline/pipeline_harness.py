@@ -443,13 +443,31 @@ def parse_metrics(text):
     return out
 
 
+# Labels every series of a job carries besides those a test names.
+_JOB_LABELS = {"xpu_job_name"}
+
+
+def _labels(labels):
+    # `job=` is the job id, exported as xpu_job (docs/metrics.md).
+    labels = dict(labels)
+    if "job" in labels:
+        labels["xpu_job"] = labels.pop("job")
+    return labels
+
+
 def metric(metrics, name, **labels):
-    return metrics.get((name, frozenset(labels.items())))
+    """The value of the one series of `name` with `labels` (job= means xpu_job);
+    a job's series may carry xpu_job_name too. None when absent."""
+    want = set(_labels(labels).items())
+    for (n, l), v in metrics.items():
+        if n == name and want <= set(l) and {k for k, _ in set(l) - want} <= _JOB_LABELS:
+            return v
+    return None
 
 
 def metric_series(metrics, name, **labels):
     """All series of `name` whose labels include `labels`: [(labels dict, value)]."""
-    want = set(labels.items())
+    want = set(_labels(labels).items())
     return [(dict(l), v) for (n, l), v in metrics.items() if n == name and want <= set(l)]
 
 

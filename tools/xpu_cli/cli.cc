@@ -362,7 +362,11 @@ std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& r
   int active = 0;
   for (const auto& d : diags.diagnoses()) active += d.active();
   if (active == 0) {
-    out += "No active diagnosis: no slowdown detected.\n";
+    out += job.state() == "finished" ? "No diagnosis was active when the job ended.\n"
+                                     : "No active diagnosis: no slowdown detected.\n";
+  } else if (job.state() == "finished") {
+    absl::StrAppend(&out, "The job has finished; ", active, active == 1 ? " diagnosis was" : " diagnoses were",
+                    " active when it ended:\n\n");
   }
   for (const char* team : {"operations", "infrastructure", "algorithm"}) {
     std::string section;

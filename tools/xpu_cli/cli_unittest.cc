@@ -127,7 +127,18 @@ TEST(CliTest, DiagnosisRenderers) {
   EXPECT_NE(report.find("For the operations team:"), std::string::npos) << report;
   EXPECT_EQ(report.find("For the algorithm team:"), std::string::npos) << report;
   EXPECT_EQ(report.find("No active diagnosis"), std::string::npos) << report;
+  // A finished job keeps what was active at its end, said as such.
+  job.set_state("finished");
+  report = ReportText(job, xpu::v1::RanksReply(), r);
+  EXPECT_NE(report.find("The job has finished; 1 diagnosis was active when it ended"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("slow_gpu [critical] ranks 3"), std::string::npos) << report;
+  EXPECT_EQ(report.find("No active diagnosis"), std::string::npos) << report;
   d->set_active(false);
+  EXPECT_NE(ReportText(job, xpu::v1::RanksReply(), r).find("No diagnosis was active when the job ended"),
+            std::string::npos);
+  job.set_state("running");
   EXPECT_NE(ReportText(job, xpu::v1::RanksReply(), r).find("No active diagnosis"),
             std::string::npos);
 }
