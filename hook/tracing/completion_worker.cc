@@ -139,7 +139,7 @@ void CompletionWorker::Housekeeping(uint64_t now) {
     uint32_t n = 0;
     for (uint32_t i = 0; i < active_count_ && n < kMaxWatchedHeads; ++i) {
       const PendingOp& p = rt_->pending.op(head_[active_[i]]);
-      heads[n++] = WatchedOp{p.sig_id, p.seq, p.launch_ns};
+      heads[n++] = WatchedOp{p.sig_id, p.seq, p.launch_ns, p.stream};
     }
     Watch().Check(heads, n, now);
     next_hang_check_ns_ = now + kHangCheckNs;
