@@ -59,6 +59,7 @@ def main():
     ap.add_argument("--stuck-at", type=int, default=-1)
     ap.add_argument("--stuck-ranks", default="all")
     ap.add_argument("--step-sleep-ms", type=float, default=50)
+    ap.add_argument("--json-steps", action="store_true", help="rank 0 prints each step as JSON with its step_ms")
     a = ap.parse_args()
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     stuck = a.stuck_ranks == "all" or str(rank) in a.stuck_ranks.split(",")
@@ -81,7 +82,7 @@ def main():
 
     def load_next_batch(step):
         if stuck and step == a.stuck_at:
-            print("rank %d stuck in python at step %d" % (rank, step), flush=True)
+            print("rank %d stuck in python at step %d (sleeping forever)" % (rank, step), flush=True)
             while True:  # waits for a batch that never comes
                 time.sleep(0.1)
         time.sleep(a.step_sleep_ms / 1000.0)
@@ -94,9 +95,12 @@ def main():
         assert lib.cudaDeviceSynchronize() == 0
 
     for step in range(a.steps):
+        t0 = time.time()
         load_next_batch(step)
         train_step()
-        if step % 20 == 0:
+        if a.json_steps and rank == 0:
+            print('{"step": %d, "step_ms": %.1f}' % (step, (time.time() - t0) * 1e3), flush=True)
+        elif step % 20 == 0:
             print("rank %d step %d" % (rank, step), flush=True)
 
 
