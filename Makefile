@@ -31,7 +31,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 STRIP ?= 0
 
-.PHONY: all deps configure build test demo clean bundle install install-only install-demo \
+.PHONY: all deps configure build test demo clean bundle catalogue install install-only install-demo \
   images image-deps stack stack-down deploy-check deploy-tools asan tsan
 
 # ccache, when installed, for the sanitizer builds too.
@@ -59,6 +59,12 @@ demo: build
 
 bundle: build
 	tools/make_bundle.sh $(BUILD) .bundle
+
+# The fault catalogue on the GPU-less runtime (a few minutes): scores every
+# emulated fault class and writes the table into docs/diagnosis-catalogue.md
+# (tests/gpu/run_catalogue.sh --help; on GPUs the same script with a bundle).
+catalogue: build
+	DOC=docs/diagnosis-catalogue.md OUT=$(BUILD)/catalogue tests/gpu/run_catalogue.sh --fake $(BUILD)/tests/e2e_hang/e2e_paths.json
 
 # `install` builds first; `install-only` installs an existing build (the image
 # build runs it after compiling the target xpu_installed only).

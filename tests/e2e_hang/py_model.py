@@ -6,6 +6,7 @@ from PyTorch), a device synchronization at the end of each step, and Python
 stacks on demand (xputimer.pystacks, as the package's autoload installs it).
 
 usage: py_model.py [--stuck-at STEP] [--stuck-ranks all|R[,R...]] [--steps N]
+                   [--gc-garbage N] [--json-steps]
 
 Ranks in --stuck-ranks enter load_next_batch() at step --stuck-at and never
 leave it: a data-loading loop that waits in Python forever (time.sleep in a
@@ -18,6 +19,7 @@ others read it) when WORLD_SIZE > 1.
 """
 import argparse
 import ctypes
+import gc
 import os
 import sys
 import time
@@ -59,13 +61,17 @@ def main():
     ap.add_argument("--stuck-at", type=int, default=-1)
     ap.add_argument("--stuck-ranks", default="all")
     ap.add_argument("--step-sleep-ms", type=float, default=50)
+    ap.add_argument("--gc-garbage", type=int, default=0,
+                    help="ranks in --stuck-ranks make this many cyclic objects per step and run gc.collect() "
+                         "(GC stalls; xputimer.gc_trace records them)")
     ap.add_argument("--json-steps", action="store_true", help="rank 0 prints each step as JSON with its step_ms")
     a = ap.parse_args()
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     stuck = a.stuck_ranks == "all" or str(rank) in a.stuck_ranks.split(",")
 
-    from xputimer import pystacks
+    from xputimer import gc_trace, pystacks
     pystacks.install()
+    gc_trace.install()
     for name in ("libcudart.so.13", "libcublas.so.13", "libnccl.so.2"):
         ctypes.CDLL(os.path.join(os.environ["FAKE_LIB_DIR"], name), mode=os.RTLD_GLOBAL)
     lib = ctypes.CDLL(None)  # the hook's interposers first
@@ -87,7 +93,15 @@ def main():
                 time.sleep(0.1)
         time.sleep(a.step_sleep_ms / 1000.0)
 
+    def make_garbage():
+        for _ in range(a.gc_garbage // 2):
+            x, y = {}, {}
+            x["y"], y["x"] = y, x
+        gc.collect()
+
     def train_step():
+        if a.gc_garbage and stuck:
+            make_garbage()
         for _ in range(2):
             matmul(256)
             matmul(512)

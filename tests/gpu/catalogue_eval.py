@@ -63,7 +63,10 @@ def row(a):
     r = {"case": a.case, "class": a.cls, "world": a.world, "shape": a.shape, "expect": a.expect,
          "found": [("%s(%s)" % (d["kind"], d["subject"]) if d["subject"] else d["kind"]) +
                    " %s %s" % (d["team"], d["ranks"]) for d in ds]}
-    if a.expect == "none":
+    if a.no_run:
+        r.update(found=["run failed to start"], detected=False, culprit=False, team=False, time_s=None,
+                 healthy=a.expect == "none")
+    elif a.expect == "none":
         r.update(detected=not ds, culprit=not ds, team=not ds, time_s=None, healthy=True)
     else:
         specs = a.expect.split("|")
@@ -139,6 +142,7 @@ def main():
     r.add_argument("--seen-s", type=float, default=None)
     r.add_argument("--hang", default="")
     r.add_argument("--diag", default="")
+    r.add_argument("--no-run", action="store_true", help="the run failed to start: scored as not detected")
     t = sub.add_parser("table")
     t.add_argument("rows")
     t.add_argument("--doc", default="")

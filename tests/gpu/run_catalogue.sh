@@ -29,11 +29,38 @@
 # Output under $OUT (default ./catalogue-results): catalogue.tgz (every
 # report as printed, JSON, engine and training logs) and summary.txt (the
 # accuracy table, one row per case, and the times).
+#
+# --fake PATHS_JSON: the same catalogue on the GPU-less runtime, the paths
+# of the build's binaries from PATHS_JSON (tests/e2e_hang's e2e_paths.json),
+# torchrun replaced by tests/gpu/fake_torchrun (the faults mapped onto
+# xpu-fake-train and a Python model; FSDP and the second-stream GEMMs have
+# no emulation and are skipped). DOC=path writes the table into that file
+# (between the "catalogue:gpu" or "catalogue:gpu-less" markers).
 set -u
-DRY=0; [ "${1:-}" = "--dry-run" ] && DRY=1
+DRY=0; FAKE=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) DRY=1; shift;;
+    --fake) FAKE=$2; shift 2;;
+    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    *) echo "run_catalogue.sh: unknown argument $1" >&2; exit 2;;
+  esac
+done
 HERE=$(cd "$(dirname "$0")" && pwd); REPO=$(cd "$HERE/../.." && pwd)
+OUT=${OUT:-$PWD/catalogue-results}; mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+W=${CATALOGUE_WORK:-/tmp/xpu-catalogue-$$}
+if [ -n "$FAKE" ]; then
+  # A bundle-shaped directory of links to the build's binaries.
+  pj() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$FAKE" "$1"; }
+  FB=$W.bundle; rm -rf "$FB"; mkdir -p "$FB/bin" "$FB/lib" "$FB/shim"
+  ln -s "$(pj engine)" "$FB/bin/xpu-engine"; ln -s "$(pj cli)" "$FB/bin/xpu"; ln -s "$(pj daemon)" "$FB/bin/xpu-daemon"
+  ln -s "$(pj hook)" "$FB/lib/libxpu_hook.so"; ln -s "$HERE/fake_torchrun" "$FB/shim/torchrun"
+  export XPU_DAEMON_BIN=$(pj daemon) XPU_FAKE_TRAIN=$(pj fake_train) XPU_FAKE_LAUNCH=$(pj fake_launch) \
+    XPU_FAKE_LIB_DIR=$(pj fake_lib_dir) XPU_EVIDENCE_FAKE_NCCL=1 PATH=$FB/shim:$PATH
+  BUNDLE=$FB; NGPU=2
+  PORT=${PORT:-$((20000 + $$ % 20000))}
+fi
 BUNDLE=$(cd "${BUNDLE:-.bundle}" 2>/dev/null && pwd || echo "${BUNDLE:-.bundle}")
-OUT=${OUT:-$PWD/catalogue-results}; mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 if ! command -v torchrun > /dev/null && [ -x /opt/torch/.venv/bin/torchrun ]; then
   export PATH=/opt/torch/.venv/bin:$PATH
@@ -45,7 +72,7 @@ HANG_LIMIT_S=${HANG_LIMIT_S:-80}
 RUN_LIMIT_S=${RUN_LIMIT_S:-75}
 TOTAL_S=${TOTAL_S:-430}
 RUN_S=${RUN_S:-20}          # seconds of steps in a slowdown or healthy run
-W=/tmp/xpu-catalogue; ROWS=$OUT/rows.jsonl; SUM=$OUT/summary.txt
+ROWS=$OUT/rows.jsonl; SUM=$OUT/summary.txt
 T_START=$(date +%s)
 [ -z "${NGPU:-}" ] && NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 NGPU=${NGPU:-0}
@@ -117,9 +144,16 @@ run_case() {  # name world shape parallel kind expect ranks team [gpus] -- args
   local TP=$!
   for i in $(seq 60); do sleep 1; J=$(job_of "$jobname"); [ -n "$J" ] && break; kill -0 $TP 2>/dev/null || break; done
   # Steady state first: a few steps done.
-  for i in $(seq 60); do [ "$(grep -c '"step_ms"' "$D/train.log")" -ge 5 ] && break; sleep 1
+  for i in $(seq 60); do [ "$(grep -cE '"step_ms"|^rank 0 step ' "$D/train.log")" -ge 5 ] && break; sleep 1
     kill -0 $TP 2>/dev/null || break; done
   [ -z "$J" ] && J=$(job_of "$jobname")
+  if [ -z "$J" ]; then  # the run failed to start: nothing to ask about
+    echo "[$name] no job (see train.log): $(tail -2 "$D/train.log" | tr '\n' ' ')" | tee -a "$D/case.txt"
+    kill_tree "$TP"; wait "$TP" 2>/dev/null
+    $EVAL row "$ROWS" --case "$name" --cls "$(class_of "$name")" --world "$world" --shape "$(shape_of "$shape" "$par")" \
+      --expect "$expect" --ranks "${ranks/-/}" --team "${team/-/}" --t0 0 --no-run
+    return 0
+  fi
   local tj; tj=$(now)
   echo "[$name] job ${J:-none} after $(( $(date +%s) - tc )) s" | tee -a "$D/case.txt"
   case $kind in
@@ -172,6 +206,9 @@ while read -r name world shape par kind expect ranks team rest; do
   [ -z "$name" ] && continue
   selected "$name" || continue
   if [ "$NGPU" -lt "$world" ]; then echo "[$name] skipped: needs $world GPUs"; continue; fi
+  if [ -n "$FAKE" ] && { [ "$par" = fsdp ] || [[ "$rest" == *--side-gemms* ]]; }; then
+    echo "[$name] skipped: not emulated on the GPU-less runtime"; continue
+  fi
   if [ "$(elapsed)" -ge "$TOTAL_S" ]; then
     echo "[$name] skipped: ${TOTAL_S}s used"
     [ "$DRY" = 0 ] && echo "{\"case\":\"$name\",\"class\":\"$(class_of "$name")\",\"world\":$world,\"shape\":\"$(shape_of "$shape" "$par")\",\"found\":[\"skipped (time)\"],\"detected\":false,\"culprit\":false,\"team\":false,\"time_s\":null,\"healthy\":false}" >> "$ROWS"
@@ -201,9 +238,9 @@ if [ ${#pending[@]} = 1 ]; then read -r -a a <<< "${pending[0]}"; run_case "${a[
 kill "$EPID" 2>/dev/null; wait "$EPID" 2>/dev/null
 cp "$W/engine.log" "$W/e.db" "$OUT/" 2>/dev/null
 {
-  echo "GPU catalogue: $NGPU GPU(s), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(elapsed) s"
-  echo "command: OUT=\$OUT BUNDLE=$BUNDLE tests/gpu/run_catalogue.sh"
-  $EVAL table "$ROWS"
+  if [ -n "$FAKE" ]; then echo "GPU-less catalogue (fake runtime), $(elapsed) s"
+  else echo "GPU catalogue: $NGPU GPU(s), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(elapsed) s"; fi
+  $EVAL table "$ROWS" ${DOC:+--doc "$DOC"} --section "$([ -n "$FAKE" ] && echo gpu-less || echo gpu)"
   echo
   echo "hang reports (first verdict):"
   for f in "$W"/*/hang.txt; do [ -f "$f" ] && { echo "== $(basename "$(dirname "$f")")"; head -12 "$f"; }; done
@@ -213,4 +250,11 @@ cp "$W/engine.log" "$W/e.db" "$OUT/" 2>/dev/null
 cp "$ROWS" "$SUM" "$W/" 2>/dev/null
 tar -czf "$OUT/catalogue.tgz" -C "$W" --exclude='*.sock' . 2>/dev/null
 rm -f "$OUT/e.db" "$OUT/engine.log"  # in the tarball
+[ -n "$FAKE" ] && rm -rf "$FB"
+[ "${KEEP_WORK:-0}" = 1 ] || rm -rf "$W"
 cat "$SUM"
+# Exit status: 0 when every case ran and scored fully (CHECK=1 only).
+if [ "${CHECK:-0}" = 1 ]; then
+  $PY -c "import json,sys; rows=[json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sys.exit(0 if rows and all(r['detected'] and r['culprit'] and r['team'] for r in rows) else 1)" "$ROWS"
+fi
