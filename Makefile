@@ -7,6 +7,7 @@
 #   make images         engine, node and demo images (buildah, podman or docker)
 #   make stack          engine + Prometheus + Alertmanager + Grafana (compose)
 #   make deploy-check   the deployment kit's checks (part of make test)
+#   make fuzz [FUZZ_SECONDS=600]  every libFuzzer target (clang) for that long each
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SYS_PYTHON ?= /usr/bin/python3
@@ -32,7 +33,7 @@ DESTDIR ?=
 STRIP ?= 0
 
 .PHONY: all deps configure build test demo clean bundle catalogue install install-only install-demo \
-  images image-deps stack stack-down deploy-check deploy-tools asan tsan
+  images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz scale scale-100k
 
 # ccache, when installed, for the sanitizer builds too.
 CCACHE := $(shell command -v ccache 2>/dev/null)
@@ -111,5 +112,27 @@ asan tsan: deps
 	cmake --build --preset $@ -j$(JOBS)
 	ctest --preset $@ -j$(JOBS)
 
+# Every fuzz target of untrusted input (ring readers of the daemon and of the
+# Python module, the engine's batch decoder) under libFuzzer with ASan/UBSan,
+# FUZZ_SECONDS each (build-fuzz/, corpora kept in build-fuzz/corpus/). The
+# fast form of each runs in make test (ctest -L fuzz and *_fuzz_unittest).
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	tools/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
+
+# The engine at scale (docs/scale.md): xpu-sim at 1k and 10k ranks (healthy,
+# a slow GPU, a rank stuck in Python) and the localization at a million ranks;
+# scale-100k is the 100k-rank run (about 10 GB of memory, 4+ free cores). Each
+# writes its table into docs/scale.md; the 256-rank form runs in make test.
+SCALE_OUT ?= $(BUILD)/scale
+scale: build
+	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 1000,10000 \
+	  --out $(SCALE_OUT) --docs docs/scale.md --section 1k-10k
+	$(BUILD)/bench/localize/localize_bench --workers 1000000
+
+scale-100k: build
+	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 100000 --window-s 30 \
+	  --windows 4 --out $(SCALE_OUT)-100k --docs docs/scale.md --section 100k
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

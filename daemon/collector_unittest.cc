@@ -139,6 +139,7 @@ TEST(CollectorTest, DisconnectDrainsThenExitsOnceAndIsRetained) {
   // History stays queryable until retention ends.
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   cmd.set_job("job");
   xpu::v1::CommandReply reply;
   c.HandleCommand(cmd, &reply);
@@ -182,6 +183,7 @@ TEST(CollectorTest, HistoryCommandFiltersByJobRanksLastNAndSince) {
     xpu::v1::Command cmd;
     cmd.set_command_id(5);
     cmd.set_kind("history");
+    cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
     cmd.set_job("job");
     for (int r : ranks) cmd.add_ranks(r);
     cmd.set_last_n(last_n);
@@ -210,6 +212,7 @@ TEST(CollectorTest, HistoryCommandFiltersByJobRanksLastNAndSince) {
   EXPECT_EQ(since.processes(0).records().size() / 32, 5u);
   xpu::v1::Command bad;
   bad.set_kind("flamegraph");
+  bad.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   c.HandleCommand(bad, &reply);
   EXPECT_FALSE(reply.ok());
@@ -229,6 +232,7 @@ TEST(CollectorTest, HistoryReplyIsBoundedAndSaysSo) {
   c.DrainOnce(1);
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   c.HandleCommand(cmd, &reply);
   size_t n = 0;
@@ -277,6 +281,35 @@ TEST(HistoryBufferTest, KeepsTheNewestInOrder) {
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0].position, 8u);
   EXPECT_EQ(h.Snapshot(0, 100).size(), 0u);
+}
+
+// The daemon's own check, whatever the engine says: a user acts on its own
+// processes only; all_jobs callers (root, the admin group, act tokens) on
+// all; the engine's automatic actions only where allowed; no caller, no act.
+TEST(CallerMayActTest, OnlyTheProcesssUserOrAnAllJobsCaller) {
+  std::string why;
+  xpu::v1::Command cmd;
+  cmd.set_kind("evidence");
+  EXPECT_FALSE(CallerMayAct(cmd, 1000, true, &why));
+  EXPECT_NE(why.find("no caller"), std::string::npos) << why;
+
+  cmd.mutable_caller()->set_uid(1001);
+  cmd.mutable_caller()->set_name("uid 1001");
+  EXPECT_FALSE(CallerMayAct(cmd, 1000, true, &why));
+  EXPECT_EQ(why, "uid 1001 may not act on a process of uid 1000");
+  EXPECT_FALSE(CallerMayAct(cmd, 0, true, &why));  // nor on root's
+  EXPECT_TRUE(CallerMayAct(cmd, 1001, true, &why));
+
+  cmd.mutable_caller()->set_uid(-1);  // a role credential without all_jobs
+  EXPECT_FALSE(CallerMayAct(cmd, 1001, true, &why));
+  cmd.mutable_caller()->set_all_jobs(true);
+  EXPECT_TRUE(CallerMayAct(cmd, 1000, true, &why));
+
+  xpu::v1::Command automatic;
+  automatic.mutable_caller()->set_engine(true);
+  EXPECT_TRUE(CallerMayAct(automatic, 1000, true, &why));
+  EXPECT_FALSE(CallerMayAct(automatic, 1000, false, &why));
+  EXPECT_NE(why.find("automatic"), std::string::npos) << why;
 }
 
 }  // namespace

@@ -100,10 +100,11 @@ void Daemon::DrainLoop() {
     if (now >= next_stats) {
       const CollectorStats st = collector_->stats();
       Log()->info(
-          "processes={} live={} records_read={} corrupt={} lapped={} abandoned={} "
-          "profile_unclaimed={}",
-          st.processes, st.processes_live, st.records_read, st.records_corrupt, st.records_lapped,
-          st.records_abandoned, st.records_profile_unclaimed);
+          "processes={} live={} records_read={} lost={} (corrupt={} lapped={} abandoned={}) "
+          "resyncs={} replayed={} commands_refused={} profile_unclaimed={}",
+          st.processes, st.processes_live, st.records_read, st.records_lost, st.records_corrupt,
+          st.records_lapped, st.records_abandoned, st.resyncs, st.records_replayed,
+          st.commands_refused, st.records_profile_unclaimed);
       next_stats = now + config_.stats_log_s * kNsPerS;
     }
     lock.lock();
@@ -131,12 +132,21 @@ void Daemon::Stop(uint64_t flush_timeout_ms) {
   if (engine_client_) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(flush_timeout_ms);
+    // Until the engine has acknowledged everything: the rings' acked_index
+    // then says all is delivered, and a restarted daemon has nothing to
+    // read again. What is not acknowledged by the deadline is read again by
+    // the next daemon (from the ring's acked_index).
+    EngineClientStats st;
     while (std::chrono::steady_clock::now() < deadline) {
-      const EngineClientStats st = engine_client_->stats();
-      if (!st.connected || st.batches_buffered == 0) break;
+      st = engine_client_->stats();
+      if (!st.connected || (st.batches_buffered == 0 && st.batches_unacked == 0)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    st = engine_client_->stats();
     engine_client_->Stop();
+    Log()->info("flushed on stop: {} batches unsent, {} unacknowledged (read again from the "
+                "rings by the next daemon)",
+                st.batches_buffered, st.batches_unacked);
   }
   if (started_) Log()->info("xpu-daemon stopped");
 }

@@ -43,8 +43,9 @@ class Daemon {
   // Binds the socket (fails if another daemon owns it) and starts the threads.
   absl::Status Start();
   // Stops accepting, drains once more, flushes a last batch and gives the
-  // engine client up to `flush_timeout_ms` to send what is buffered.
-  void Stop(uint64_t flush_timeout_ms = 2000);
+  // engine client up to `flush_timeout_ms` to have what is buffered
+  // acknowledged (what is not is read again by the next daemon).
+  void Stop(uint64_t flush_timeout_ms = 5000);
   Collector& collector() { return *collector_; }
   const std::string& socket_path() const { return config_.hook.socket.path; }
 

@@ -118,6 +118,7 @@ TEST_F(DaemonTest, NoEngineModeKeepsHistory) {
   ASSERT_TRUE(WaitFor([&] { return daemon.collector().stats().records_read == 2000; }));
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   daemon.collector().HandleCommand(cmd, &reply);
   ASSERT_EQ(reply.processes_size(), 1);

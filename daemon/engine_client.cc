@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
+#include "common/rpc/local_identity.h"
 #include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon {
@@ -44,6 +46,7 @@ void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
       pb.mutable_signatures()->Swap(&merged);
     }
     if (from.exited()) pb.set_exited(true);
+    pb.set_end_position(std::max(pb.end_position(), from.end_position()));
     return;
   }
   xpu::v1::ProcessBatch* pb = to->add_processes();
@@ -52,6 +55,7 @@ void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
   *pb->mutable_signatures() = from.signatures();
   *pb->mutable_counters() = from.counters();
   pb->set_exited(from.exited());
+  pb->set_end_position(from.end_position());
 }
 
 bool HasPayload(const xpu::v1::Batch& b) {
@@ -148,23 +152,82 @@ EngineClientStats EngineClient::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineClientStats s = stats_;
   s.batches_buffered = queue_.size();
+  s.batches_unacked = unacked_.size();
   s.bytes_buffered = queue_bytes_;
   return s;
 }
 
 void EngineClient::Enqueue(xpu::v1::Batch batch) {
+  std::vector<Loss> losses;
   {
     std::lock_guard<std::mutex> lock(mu_);
     batch.set_batch_seq(next_seq_++);
+    NoteDefinitionsLocked(batch);
     const size_t bytes = batch.ByteSizeLong();
     queue_.emplace_back(std::move(batch), bytes);
     queue_bytes_ += bytes;
-    EnforceBudgetLocked();
+    EnforceBudgetLocked(&losses);
+  }
+  ReportLosses(losses);
+  cv_.notify_all();
+}
+
+void EngineClient::NoteDefinitionsLocked(const xpu::v1::Batch& batch) {
+  for (const auto& pb : batch.processes()) {
+    xpu::v1::ProcessBatch& d = definitions_[pb.process_key()];
+    d.set_process_key(pb.process_key());
+    *d.mutable_identity() = pb.identity();
+    for (const auto& sig : pb.signatures()) *d.add_signatures() = sig;
+    if (pb.exited()) d.set_exited(true);
+  }
+}
+
+void EngineClient::ReportLosses(const std::vector<Loss>& losses) {
+  if (state_ == nullptr) return;
+  for (const Loss& l : losses) state_->Lost(l.process_key, l.reason, l.records);
+}
+
+void EngineClient::HandleAck(const xpu::v1::BatchAck& ack) {
+  std::vector<std::pair<uint64_t, uint64_t>> settled;  // process key, end position
+  std::vector<Loss> losses;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!unacked_.empty() && unacked_.front().first.batch_seq() <= ack.batch_seq()) {
+      auto& [b, bytes] = unacked_.front();
+      for (const auto& pb : b.processes()) {
+        if (pb.end_position() > 0) settled.emplace_back(pb.process_key(), pb.end_position());
+        // A process that has exited and has nothing left here needs no
+        // more definitions.
+        if (pb.exited()) definitions_.erase(pb.process_key());
+      }
+      queue_bytes_ -= bytes;
+      unacked_.pop_front();
+      ++stats_.batches_acked;
+    }
+    for (const auto& r : ack.rejected()) {
+      stats_.records_rejected += r.records();
+      losses.push_back(Loss{r.process_key(), XPU_LOSS_REJECTED, r.records()});
+    }
+  }
+  for (const auto& r : ack.rejected()) {
+    Log()->warn("engine refused process key={} ({} records): {}", r.process_key(), r.records(),
+                r.reason());
+  }
+  ReportLosses(losses);
+  if (state_ != nullptr) {
+    for (const auto& [key, end] : settled) state_->Acknowledged(key, end);
   }
   cv_.notify_all();
 }
 
-void EngineClient::EnforceBudgetLocked() {
+void EngineClient::EnforceBudgetLocked(std::vector<Loss>* losses) {
+  // Written but unacknowledged batches first: the engine has them; keeping
+  // them only guards against its crash.
+  while (queue_bytes_ > options_.buffer_bytes && !unacked_.empty()) {
+    queue_bytes_ -= unacked_.front().second;
+    unacked_.pop_front();
+    ++stats_.batches_released_unacked;
+  }
   while (queue_bytes_ > options_.buffer_bytes && !queue_.empty()) {
     auto& [oldest, bytes] = queue_.front();
     if (HasPayload(oldest)) {
@@ -173,7 +236,7 @@ void EngineClient::EnforceBudgetLocked() {
       for (auto& pb : *oldest.mutable_processes()) {
         const size_t n = RecordsIn(pb);
         stats_.records_dropped += n;
-        dropped_by_process_[pb.process_key()] += n;
+        if (n > 0) losses->push_back(Loss{pb.process_key(), XPU_LOSS_BUFFER, n});
         pb.clear_records();
         pb.clear_windows();
       }
@@ -199,12 +262,6 @@ void EngineClient::PrepareForSend(xpu::v1::Batch* batch) {
   batch->set_sent_ns(RealtimeNs());
   batch->set_batches_dropped(stats_.batches_dropped);
   batch->set_records_dropped(stats_.records_dropped);
-  for (auto& pb : *batch->mutable_processes()) {
-    auto it = dropped_by_process_.find(pb.process_key());
-    if (it == dropped_by_process_.end()) continue;
-    auto* c = pb.mutable_counters();
-    c->set_records_dropped_daemon(c->records_dropped_daemon() + it->second);
-  }
 }
 
 void EngineClient::Run() {
@@ -244,6 +301,12 @@ bool EngineClient::RunConnection() {
     if (!running_) return false;
     current_ctx_ = &ctx;
     acked_ = accepted_ = broken_ = false;
+    // Whatever the previous engine did not acknowledge goes again, first.
+    stats_.batches_resent += unacked_.size();
+    while (!unacked_.empty()) {
+      queue_.push_front(std::move(unacked_.back()));
+      unacked_.pop_back();
+    }
   }
   auto stream = stub->Stream(&ctx);
   std::thread reader([&] { ReadStream(stream.get()); });
@@ -284,6 +347,9 @@ void EngineClient::ReadStream(Stream* stream) {
       acked_ = true;
       accepted_ = msg.ack().accepted();
       if (!accepted_) Log()->error("engine refused this daemon: {}", msg.ack().reason());
+    } else if (msg.has_batch_ack()) {
+      HandleAck(msg.batch_ack());
+      continue;
     } else if (msg.has_command()) {
       // Long commands answer later (the reply joins the queue then); the
       // reader goes straight back to the stream.
@@ -317,7 +383,16 @@ bool EngineClient::Handshake(Stream* stream) {
   hello->set_host(options_.host);
   hello->set_pid(static_cast<uint32_t>(getpid()));
   hello->set_version(options_.version);
-  hello->set_token(options_.token);
+  if (!options_.token.empty()) {
+    hello->set_token(options_.token);
+  } else if (absl::StatusOr<std::string> local = rpc::FetchLocalIdentity(
+                 options_.target,
+                 static_cast<int>(std::min<uint64_t>(options_.ack_timeout_ms, 2000)));
+             local.ok()) {
+    // An engine on this host names our uid itself (its identity socket); a
+    // new token for every connection, since a restarted engine knows none.
+    hello->set_token(*local);
+  }
   if (!stream->Write(hello_msg)) return false;
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, std::chrono::milliseconds(options_.ack_timeout_ms),
@@ -329,14 +404,24 @@ bool EngineClient::Handshake(Stream* stream) {
 }
 
 bool EngineClient::Resync(Stream* stream) {
-  if (state_ == nullptr) return true;
   xpu::v1::DaemonMessage resync;
-  for (auto& pb : state_->FullState()) *resync.mutable_batch()->add_processes() = std::move(pb);
+  std::set<uint64_t> keys;
+  if (state_ != nullptr) {
+    for (auto& pb : state_->FullState()) {
+      keys.insert(pb.process_key());
+      *resync.mutable_batch()->add_processes() = std::move(pb);
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Processes gone from the table whose last batches still wait here.
+    for (const auto& [key, d] : definitions_) {
+      if (!keys.count(key)) *resync.mutable_batch()->add_processes() = d;
+    }
     resync.mutable_batch()->set_batch_seq(0);
     PrepareForSend(resync.mutable_batch());
   }
+  if (resync.batch().processes_size() == 0) return true;
   return stream->Write(resync);
 }
 
@@ -368,9 +453,10 @@ void EngineClient::SendUntilBroken(Stream* stream) {
     if (have_batch) {
       std::lock_guard<std::mutex> lock(mu_);
       // The budget enforcer may have shrunk the front meanwhile; it is still
-      // the same batch (same seq) unless it was folded away.
+      // the same batch (same seq) unless it was folded away. Written is not
+      // delivered: it waits for the engine's acknowledgement.
       if (!queue_.empty() && queue_.front().first.batch_seq() == out.batch().batch_seq()) {
-        queue_bytes_ -= queue_.front().second;
+        unacked_.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
       ++stats_.batches_sent;

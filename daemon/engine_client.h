@@ -7,13 +7,24 @@
 // batches in order. Commands from the engine are handed to a CommandHandler
 // on the stream's reader thread; replies are written by the writer thread.
 //
-// Buffering: batches wait in a queue bounded by `buffer_bytes`. When the
-// engine is unreachable and the budget is exceeded, the oldest batches lose
-// their records and windows (counted as batches_dropped / records_dropped,
-// cumulative in every later Batch, and per process in
-// ProcessCounters.records_dropped_daemon) while their identity, signatures and
-// exit flag are merged into the next batch, so the engine never sees a record
-// whose signature it missed. Reconnects back off exponentially (0.5 s → 10 s).
+// Delivery: the engine acknowledges batches once it has recorded them
+// durably (BatchAck); a written batch stays in `unacked_` until then, and
+// after a reconnect the unacknowledged batches are sent again (after the
+// definitions: the identity and signatures of every process that still has
+// a batch here, so that a restarted engine knows every signature a record
+// names). The engine drops records it already has by ring position. An ack
+// moves each process's ring acked_index (StateProvider::Acknowledged), which
+// a restarted daemon resumes from.
+//
+// Buffering: unsent and unacknowledged batches share the budget
+// `buffer_bytes`. Over it, unacknowledged batches go first (the engine has
+// them in memory; only a crash of the engine before it recorded them would
+// lose them: counted as batches_released_unacked), then the oldest unsent
+// batches lose their records and windows (counted as batches_dropped /
+// records_dropped, cumulative in every later Batch, and per process in the
+// ring, XPU_LOSS_BUFFER) while their identity, signatures and exit flag are
+// merged into the next batch. Reconnects back off exponentially
+// (0.5 s → 10 s).
 //
 // Threads: a writer thread (connects, writes) and, per connection, a reader
 // thread. Enqueue/stats/Stop are thread-safe.
@@ -31,6 +42,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "daemon/collector.h"
@@ -65,8 +77,13 @@ struct EngineClientStats {
   uint64_t batches_sent = 0;
   uint64_t batches_dropped = 0;
   uint64_t records_dropped = 0;
-  uint64_t batches_buffered = 0;
-  uint64_t bytes_buffered = 0;
+  uint64_t batches_buffered = 0;  // not yet written
+  uint64_t bytes_buffered = 0;    // written or not, not yet acknowledged
+  uint64_t batches_unacked = 0;   // written, not yet acknowledged
+  uint64_t batches_acked = 0;
+  uint64_t batches_resent = 0;    // written again after a reconnect
+  uint64_t batches_released_unacked = 0;
+  uint64_t records_rejected = 0;  // refused by the engine (BatchAck.rejected)
   uint64_t commands = 0;
 };
 
@@ -107,9 +124,21 @@ class EngineClient {
   bool Resync(Stream* stream);
   // Replies, batches and heartbeats until the stream breaks or Stop.
   void SendUntilBroken(Stream* stream);
-  // Drops the oldest batches' records until the queue fits. Needs mu_.
-  void EnforceBudgetLocked();
+  // Records lost for good, reported to the StateProvider outside mu_.
+  struct Loss {
+    uint64_t process_key;
+    xpu_consumer_loss reason;
+    uint64_t records;
+  };
+  // Releases unacknowledged batches, then drops the oldest unsent batches'
+  // records, until the buffer fits. Needs mu_.
+  void EnforceBudgetLocked(std::vector<Loss>* losses);
   void PrepareForSend(xpu::v1::Batch* batch);  // needs mu_
+  // BatchAck: forgets what it covers and settles it in the rings.
+  void HandleAck(const xpu::v1::BatchAck& ack);
+  void ReportLosses(const std::vector<Loss>& losses);
+  // Remembers the identity and signatures of the processes in `batch`.
+  void NoteDefinitionsLocked(const xpu::v1::Batch& batch);
 
   const EngineClientOptions options_;
   const std::shared_ptr<grpc::ChannelCredentials> creds_;
@@ -119,11 +148,14 @@ class EngineClient {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool running_ = false;
-  std::deque<std::pair<xpu::v1::Batch, size_t>> queue_;  // batch and its byte size
-  size_t queue_bytes_ = 0;
+  std::deque<std::pair<xpu::v1::Batch, size_t>> queue_;    // not yet written, with byte size
+  std::deque<std::pair<xpu::v1::Batch, size_t>> unacked_;  // written, not acknowledged
+  size_t queue_bytes_ = 0;                                 // both deques
   std::deque<xpu::v1::CommandReply> replies_;
   uint64_t next_seq_ = 1;
-  std::map<uint64_t, uint64_t> dropped_by_process_;
+  // Identity and every signature sent so far, per process with a batch
+  // here (what a restarted engine must be told before those records).
+  std::map<uint64_t, xpu::v1::ProcessBatch> definitions_;
   grpc::ClientContext* current_ctx_ = nullptr;
   // Handshake state of the current connection.
   bool acked_ = false;

@@ -137,18 +137,27 @@ void FillCounters(const ProcessState& s, xpu::v1::ProcessCounters* out) {
   if (s.reader == nullptr) return;
   const ring::RingLiveState live = s.reader->ReadLiveState();
   for (int i = 0; i < XPU_CNT_MAX; ++i) out->add_hook(live.counters[i]);
+  // Losses are the ring's (xpu_ring_consumer_v1): cumulative over every
+  // daemon that read this process.
   const ring::RingReaderCounters& c = s.reader->counters();
   out->set_records_read(c.records_read);
-  // The wire has no separate field for slots a crashed producer never
-  // committed; they are lost records that failed validation, so they are
-  // reported as corrupt (the daemon log tells them apart).
-  out->set_records_corrupt(c.records_corrupt + c.records_abandoned);
+  out->set_records_corrupt(c.records_corrupt);
+  out->set_records_abandoned(c.records_abandoned);
   out->set_records_lapped(c.records_lapped);
-  out->set_records_dropped_daemon(s.records_dropped_daemon);
+  out->set_records_resync(c.records_resync);
+  out->set_records_restart(c.records_restart);
+  out->set_records_dropped_daemon(c.records_buffer);
+  out->set_records_rejected(c.records_rejected);
+  out->set_resyncs(c.resyncs);
+  out->set_records_replayed(c.records_replayed);
   out->set_heartbeat_ns(live.heartbeat_ns);
   out->set_producer_state(live.producer_state);
   // Hang-watch table (ring.h): only when the hook keeps one.
   if (!ReadProgress(*s.reader, out->mutable_progress())) out->clear_progress();
+}
+
+uint64_t PositionFromCommit(uint64_t base, uint32_t commit) {
+  return base + static_cast<uint32_t>(commit - 1u - static_cast<uint32_t>(base));
 }
 
 uint64_t ReadProcStartTicks(int32_t pid) {

@@ -1,5 +1,6 @@
 #include "engine/engine.h"
 
+#include <grp.h>
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
@@ -8,6 +9,7 @@
 #include "common/base/status_macros.h"
 #include "common/cli/flags.h"
 #include "common/logging/logging.h"
+#include "common/rpc/local_identity.h"
 #include "engine/alerting/http_client.h"
 #include "engine/detectors/rank_liveness.h"
 #include "engine/detectors/slowdown_detectors.h"
@@ -58,14 +60,104 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const
   return grpc::SslServerCredentials(ssl);
 }
 
+bool AnyToken(const EngineOptions& o) {
+  return !o.token_file.empty() || !o.read_token_file.empty() || !o.act_token_file.empty() ||
+         !o.admin_token_file.empty() || !o.ingest_token_file.empty();
+}
+
+IngestLimits LimitsFrom(const EngineOptions& o) {
+  IngestLimits limits;
+  limits.max_jobs = o.max_jobs;
+  limits.max_ranks_per_job = o.max_ranks_per_job;
+  limits.max_processes_per_stream = o.max_processes_per_stream;
+  limits.max_job_buffer_bytes = o.max_job_buffer_mb << 20;
+  return limits;
+}
+
+absl::StatusOr<int64_t> GroupId(const std::string& name, const char* flag) {
+  if (name.empty()) return -1;
+  std::vector<char> buf(16384);
+  group g{};
+  group* found = nullptr;
+  if (getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": no group '", name, "'"));
+  }
+  return static_cast<int64_t>(g.gr_gid);
+}
+
 }  // namespace
+
+absl::Status Engine::SetUpAccess(const EngineOptions& o) {
+  auth::AuthorizerOptions a;
+  const std::pair<const std::string*, std::string*> files[] = {
+      {&o.token_file, &a.shared_token},     {&o.read_token_file, &a.read_token},
+      {&o.act_token_file, &a.act_token},    {&o.admin_token_file, &a.admin_token},
+      {&o.ingest_token_file, &a.ingest_token}};
+  for (const auto& [file, secret] : files) {
+    if (file->empty()) continue;
+    XPU_ASSIGN_OR_RETURN(*secret, ReadSecretFile(*file, "token file"));
+  }
+  a.certificate_roles = !o.tls_client_ca.empty();
+  XPU_ASSIGN_OR_RETURN(admin_gid_, GroupId(o.admin_group, "--admin-group"));
+  authorizer_ = std::make_unique<auth::Authorizer>(
+      a, nullptr, [r = &registry_](const std::string& job) { return r->JobOwner(job); },
+      [r = &registry_] { return r->Now(); });
+  return absl::OkStatus();
+}
+
+absl::Status Engine::StartIdentity(const EngineOptions& o) {
+  if (o.identity_socket == "off") return absl::OkStatus();
+  const std::string name =
+      o.identity_socket == "auto" || o.identity_socket.empty() ? rpc::LocalIdentityName(port_)
+                                                               : o.identity_socket;
+  XPU_ASSIGN_OR_RETURN(identity_,
+                       auth::LocalIdentityServer::Start(
+                           name, admin_gid_, static_cast<uint64_t>(o.identity_ttl_s * 1e9)));
+  authorizer_->SetLocalIdentity(identity_.get());
+  return absl::OkStatus();
+}
+
+namespace {
+
+// History of a job from before a restart, for the registry's seeder.
+JobSeed SeedFromStore(history::Store* store, const std::string& job) {
+  absl::StatusOr<JobSeed> seed = store->LoadJobSeed(job);
+  if (!seed.ok()) {
+    Log()->warn("job {}: history unreadable ({}); its counts start from zero", job,
+                seed.status().ToString());
+    return JobSeed{};
+  }
+  return *std::move(seed);
+}
+
+}  // namespace
+
+absl::Status Engine::OpenStore(const EngineOptions& o) {
+  history::StoreOptions so;
+  XPU_ASSIGN_OR_RETURN(so.file_gid, GroupId(o.db_group, "--db-group"));
+  so.file_mode = so.file_gid >= 0 ? 0640 : 0600;
+  so.max_db_bytes = o.db_max_mb << 20;
+  so.max_pending_rows = o.db_retry_rows;
+  XPU_ASSIGN_OR_RETURN(store_, history::Store::Open(o.db, so));
+  XPU_ASSIGN_OR_RETURN(const std::vector<JobSummary> jobs, store_->LoadJobs());
+  for (const JobSummary& j : jobs) registry_.AddHistoricalJob(j);
+  registry_.SetJobSeeder(
+      [store = store_.get()](const std::string& job) { return SeedFromStore(store, job); });
+  metrics_.SetRefresh([store = store_.get(), m = &metrics_] {
+    const history::StoreStatus st = store->Status();
+    m->SetStore(st.degraded, st.write_failures, st.rows_pending, st.rows_dropped);
+  });
+  metrics_.SetHealthCheck([store = store_.get()] {
+    const history::StoreStatus st = store->Status();
+    if (!st.degraded) return std::string("ok");
+    return absl::StrCat("degraded: history writes failing (", st.error, "); ", st.rows_pending,
+                        " rows waiting, ", st.rows_dropped, " dropped");
+  });
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
   XPU_RETURN_IF_ERROR(ValidateSecurity(o));
-  std::string token;
-  if (!o.token_file.empty()) {
-    XPU_ASSIGN_OR_RETURN(token, ReadSecretFile(o.token_file, "token file"));
-  }
   // Slowdown-detector thresholds and notification URLs are checked before
   // anything starts, so that a bad flag is a plain error.
   auto config = std::make_shared<DetectorConfig>();
@@ -91,9 +183,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   const uint64_t start_ns = e->registry_.Now();
   e->engine_id_ = MakeEngineId(start_ns);
 
-  XPU_ASSIGN_OR_RETURN(e->store_, history::Store::Open(o.db));
-  XPU_ASSIGN_OR_RETURN(const std::vector<JobSummary> jobs, e->store_->LoadJobs());
-  for (const JobSummary& j : jobs) e->registry_.AddHistoricalJob(j);
+  XPU_RETURN_IF_ERROR(e->SetUpAccess(o));
+  XPU_RETURN_IF_ERROR(e->OpenStore(o));
 
   e->detectors_.push_back(std::make_unique<RankLivenessDetector>(e->registry_.silent_after_ns()));
   // Hang diagnosis (engine/hang/): its findings enter the window tick.
@@ -143,9 +234,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     XPU_RETURN_IF_ERROR(e->metrics_.Serve(o.metrics_addr));
   }
 
-  e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, token, e->engine_id_);
-  e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(), token,
-                                             e->engine_id_, flags::Version(), start_ns);
+  e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, *e->authorizer_,
+                                               e->engine_id_, e->store_.get(), LimitsFrom(o));
+  e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(),
+                                             *e->authorizer_, e->engine_id_, flags::Version(),
+                                             start_ns);
   e->query_->SetCommandSender(
       [ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
         return ingest->SendCommand(id, std::move(c));
@@ -156,21 +249,30 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_bytes));
   builder.RegisterService(e->ingest_.get());
   builder.RegisterService(e->query_.get());
-  e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, token);
+  e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, *e->authorizer_);
   builder.RegisterService(e->hang_service_.get());
-  e->profile_service_ = std::make_unique<profile::ProfileService>(*e->profile_, token);
+  e->profile_service_ = std::make_unique<profile::ProfileService>(*e->profile_, *e->authorizer_);
   builder.RegisterService(e->profile_service_.get());
-  e->history_service_ = std::make_unique<history::HistoryService>(e->store_.get(), token);
+  e->history_service_ =
+      std::make_unique<history::HistoryService>(e->store_.get(), *e->authorizer_);
   builder.RegisterService(e->history_service_.get());
   e->server_ = builder.BuildAndStart();
   if (!e->server_ || e->port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", o.listen, " (address in use or not resolvable)"));
   }
+  if (absl::Status st = e->StartIdentity(o); !st.ok()) {
+    e->server_->Shutdown();
+    return st;
+  }
   e->window_thread_ = std::thread([p = e.get()] { p->WindowLoop(); });
   e->hang_->Start();
   Log()->info("xpu-engine {} listening on {} (port {}), metrics on port {}, db {}", e->engine_id_,
               o.listen, e->port_, e->metrics_.port(), o.db);
+  Log()->info("access: local identity {}, tokens {}, client certificates {}",
+              e->identity_ ? "@" + e->identity_->name() : std::string("off"),
+              AnyToken(o) ? "configured" : "none",
+              o.tls_client_ca.empty() ? "not required" : "required");
   return e;
 }
 
@@ -203,10 +305,19 @@ void Engine::Wait() {
 }
 
 void Engine::WindowLoop() {
-  const auto period = std::chrono::milliseconds(static_cast<int64_t>(options_.window_s * 1000));
+  // Windows end at multiples of the period since the Unix epoch, whatever
+  // the start time or the length of a tick: every engine (and xpu-sim,
+  // docs/scale.md) knows where a window ends, and a slow tick does not shift
+  // the windows after it.
+  const int64_t period_ms = std::max<int64_t>(1, static_cast<int64_t>(options_.window_s * 1000));
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
-    if (cv_.wait_for(l, period, [&] { return stopping_; })) break;
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const std::chrono::system_clock::time_point next{
+        std::chrono::milliseconds((now_ms / period_ms + 1) * period_ms)};
+    if (cv_.wait_until(l, next, [&] { return stopping_; })) break;
     l.unlock();
     TickWindow();
     l.lock();
@@ -229,6 +340,9 @@ std::vector<Diagnosis> Engine::TickWindow() {
       row = job->CloseWindow(now);
       for (auto& d : detectors_) d->OnWindow(*job, sink);
       if (recorder_) recorder_->OnWindow(*job, sink.out, now);
+      // The window's records were read: give their memory back.
+      if (views_) views_->Release(job->job());
+      job->TrimRings();
       summary = Summarize(*job);
       size_t by_state[3] = {0, 0, 0};
       for (const auto& [key, p] : job->processes()) {

@@ -21,6 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/alerting/alert_notifier.h"
+#include "engine/auth/authorizer.h"
+#include "engine/auth/local_identity_server.h"
 #include "engine/alerting/diagnosis_metrics.h"
 #include "engine/alerting/diagnosis_tracker.h"
 #include "engine/detectors/figures_exporter.h"
@@ -55,6 +57,8 @@ class Engine {
   ~Engine();
 
   int port() const { return port_; }
+  // Abstract name of the local identity socket ("" when off).
+  std::string identity_socket() const { return identity_ ? identity_->name() : ""; }
   int metrics_port() const { return metrics_.port(); }
   const std::string& engine_id() const { return engine_id_; }
   Registry& registry() { return registry_; }
@@ -76,12 +80,22 @@ class Engine {
  private:
   Engine(const EngineOptions& o, Clock clock);
   void WindowLoop();
+  // Credentials from the options (files read now); the identity socket
+  // follows once the port is known (StartIdentity).
+  absl::Status SetUpAccess(const EngineOptions& o);
+  absl::Status StartIdentity(const EngineOptions& o);
+  // The history database (modes, page limit, retry buffer), the jobs it
+  // holds, and /healthz and the metrics that tell of its writes.
+  absl::Status OpenStore(const EngineOptions& o);
 
   EngineOptions options_;
   std::string engine_id_;
   Registry registry_;
   Metrics metrics_;
   std::unique_ptr<history::Store> store_;
+  // Before every service: they check each call with it.
+  std::unique_ptr<auth::Authorizer> authorizer_;
+  std::unique_ptr<auth::LocalIdentityServer> identity_;
   std::unique_ptr<hang::HangMonitor> hang_;  // before detectors_: HangDetector points into it
   std::unique_ptr<hang::HangService> hang_service_;
   // Before detectors_: DifferentialLocalizationDetector points into it.
@@ -100,6 +114,7 @@ class Engine {
   std::unique_ptr<QueryService> query_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  int64_t admin_gid_ = -1;
 
   std::mutex tick_mu_;                                      // one window step at a time
   std::map<std::string, std::set<std::string>> busbw_ops_;  // job -> ops with a series

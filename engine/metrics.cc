@@ -53,8 +53,8 @@ Metrics::Metrics()
               .Register(*registry_)),
       dropped_(prometheus::BuildCounter()
                    .Name("xpu_records_dropped_total")
-                   .Help("Records lost before reaching the engine (hook ring full, lapped, daemon "
-                         "budget), per job")
+                   .Help("Records the hooks wrote that never reached analysis, per job and reason "
+                         "(docs/reliability.md)")
                    .Register(*registry_)),
       daemons_(prometheus::BuildGauge()
                    .Name("xpu_daemons_connected")
@@ -71,7 +71,32 @@ Metrics::Metrics()
       busbw_(prometheus::BuildGauge()
                  .Name("xpu_collective_busbw_bytes_per_second")
                  .Help("Collective bus bandwidth over the last window (last-arrival method)")
-                 .Register(*registry_)) {
+                 .Register(*registry_)),
+      rejected_records_(prometheus::BuildCounter()
+                            .Name("xpu_ingest_rejected_records_total")
+                            .Help("Records of processes ingest refused (caps, ownership), by "
+                                  "reason")
+                            .Register(*registry_)),
+      db_failures_(prometheus::BuildCounter()
+                       .Name("xpu_db_write_failures_total")
+                       .Help("History database transactions that failed (rows kept, retried)")
+                       .Register(*registry_)),
+      db_dropped_(prometheus::BuildCounter()
+                      .Name("xpu_db_rows_dropped_total")
+                      .Help("History rows given up: the retry buffer was full")
+                      .Register(*registry_)),
+      db_pending_(prometheus::BuildGauge()
+                      .Name("xpu_db_rows_pending")
+                      .Help("History rows waiting to be written")
+                      .Register(*registry_)),
+      db_degraded_(prometheus::BuildGauge()
+                       .Name("xpu_db_degraded")
+                       .Help("1 while history writes fail")
+                       .Register(*registry_)) {
+  db_failures_.Add({});
+  db_dropped_.Add({});
+  db_pending_.Add({});
+  db_degraded_.Add({});
   batches_.Add({});
   daemons_.Add({});
 }
@@ -88,7 +113,12 @@ absl::Status Metrics::Serve(const std::string& addr) {
   }
   metrics_handler_ = std::make_unique<TextHandler>([this] { return Render(); },
                                                    "text/plain; version=0.0.4; charset=utf-8");
-  health_handler_ = std::make_unique<TextHandler>([] { return std::string("ok\n"); }, "text/plain");
+  health_handler_ = std::make_unique<TextHandler>(
+      [this] {
+        std::lock_guard<std::mutex> l(health_mu_);
+        return (health_ ? health_() : std::string("ok")) + "\n";
+      },
+      "text/plain");
   server_->addHandler("/metrics", metrics_handler_.get());
   server_->addHandler("/healthz", health_handler_.get());
   std::vector<int> ports = server_->getListeningPorts();
@@ -102,6 +132,10 @@ void Metrics::StopServing() {
 }
 
 std::string Metrics::Render() const {
+  {
+    std::lock_guard<std::mutex> l(health_mu_);
+    if (refresh_) refresh_();
+  }
   prometheus::TextSerializer s;
   return s.Serialize(registry_->Collect());
 }
@@ -116,8 +150,29 @@ void Metrics::AddRejected(std::string_view reason) {
 void Metrics::AddSkippedRecords(const std::string& job, std::string_view reason, uint64_t n) {
   skipped_.Add({{"job", job}, {"reason", std::string(reason)}}).Increment(static_cast<double>(n));
 }
-void Metrics::AddDropped(const std::string& job, uint64_t n) {
-  dropped_.Add({{"job", job}}).Increment(static_cast<double>(n));
+void Metrics::AddDropped(const std::string& job, std::string_view reason, uint64_t n) {
+  dropped_.Add({{"job", job}, {"reason", std::string(reason)}}).Increment(static_cast<double>(n));
+}
+void Metrics::AddRejectedRecords(std::string_view reason, uint64_t n) {
+  rejected_records_.Add({{"reason", std::string(reason)}}).Increment(static_cast<double>(n));
+}
+void Metrics::SetStore(bool degraded, uint64_t write_failures, uint64_t rows_pending,
+                       uint64_t rows_dropped) {
+  // Counters follow the store's own cumulative counts.
+  prometheus::Counter& f = db_failures_.Add({});
+  if (write_failures > f.Value()) f.Increment(static_cast<double>(write_failures) - f.Value());
+  prometheus::Counter& d = db_dropped_.Add({});
+  if (rows_dropped > d.Value()) d.Increment(static_cast<double>(rows_dropped) - d.Value());
+  db_pending_.Add({}).Set(static_cast<double>(rows_pending));
+  db_degraded_.Add({}).Set(degraded ? 1 : 0);
+}
+void Metrics::SetRefresh(std::function<void()> refresh) {
+  std::lock_guard<std::mutex> l(health_mu_);
+  refresh_ = std::move(refresh);
+}
+void Metrics::SetHealthCheck(std::function<std::string()> check) {
+  std::lock_guard<std::mutex> l(health_mu_);
+  health_ = std::move(check);
 }
 void Metrics::SetDaemonsConnected(size_t n) { daemons_.Add({}).Set(static_cast<double>(n)); }
 void Metrics::SetJobRanks(const std::string& job, std::string_view state, size_t n) {

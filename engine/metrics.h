@@ -15,7 +15,9 @@
 #define XPU_ENGINE_METRICS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -46,7 +48,19 @@ class Metrics {
   void AddBatch();
   void AddRejected(std::string_view reason);
   void AddSkippedRecords(const std::string& job, std::string_view reason, uint64_t n);
-  void AddDropped(const std::string& job, uint64_t n);
+  // Records lost before reaching analysis, by LossReason name.
+  void AddDropped(const std::string& job, std::string_view reason, uint64_t n);
+  // Records of processes ingest refused (caps, ownership), by reason.
+  void AddRejectedRecords(std::string_view reason, uint64_t n);
+  // The history database (StoreStatus): failed writes, rows waiting, rows
+  // given up, degraded or not.
+  void SetStore(bool degraded, uint64_t write_failures, uint64_t rows_pending,
+                uint64_t rows_dropped);
+  // What /healthz answers: "ok", or "degraded: <why>" (still HTTP 200: the
+  // engine serves; a probe must not restart it for a full disk).
+  void SetHealthCheck(std::function<std::string()> check);
+  // Runs before each rendering of /metrics (gauges read from elsewhere).
+  void SetRefresh(std::function<void()> refresh);
   void SetDaemonsConnected(size_t n);
   void SetJobRanks(const std::string& job, std::string_view state, size_t n);
   void SetRankLastRecordAge(const std::string& job, const std::string& rank, double seconds);
@@ -69,6 +83,14 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& job_ranks_;
   prometheus::Family<prometheus::Gauge>& rank_age_;
   prometheus::Family<prometheus::Gauge>& busbw_;
+  prometheus::Family<prometheus::Counter>& rejected_records_;
+  prometheus::Family<prometheus::Counter>& db_failures_;
+  prometheus::Family<prometheus::Counter>& db_dropped_;
+  prometheus::Family<prometheus::Gauge>& db_pending_;
+  prometheus::Family<prometheus::Gauge>& db_degraded_;
+  mutable std::mutex health_mu_;
+  std::function<std::string()> health_;  // guarded by health_mu_
+  std::function<void()> refresh_;        // guarded by health_mu_
   std::unique_ptr<CivetServer> server_;
   std::unique_ptr<CivetHandler> metrics_handler_;
   std::unique_ptr<CivetHandler> health_handler_;

@@ -45,7 +45,9 @@ TEST(MetricsTest, ServesMetricsAndHealthz) {
   m.AddBatch();
   m.AddRejected("protocol_version");
   m.AddRejected("protocol_version");
-  m.AddDropped("job-a", 3);
+  m.AddDropped("job-a", "ring_full", 3);
+  m.AddRejectedRecords("processes_per_stream", 7);
+  m.SetStore(true, 2, 5, 1);
   m.SetDaemonsConnected(2);
   m.SetJobRanks("job-a", "alive", 8);
   m.SetRankLastRecordAge("job-a", "3", 1.5);
@@ -57,7 +59,12 @@ TEST(MetricsTest, ServesMetricsAndHealthz) {
            "xpu_ingest_records_total{job=\"job-a\"} 4100",
            "xpu_ingest_batches_total 1",
            "xpu_ingest_rejected_total{reason=\"protocol_version\"} 2",
-           "xpu_records_dropped_total{job=\"job-a\"} 3",
+           "xpu_records_dropped_total{job=\"job-a\",reason=\"ring_full\"} 3",
+           "xpu_ingest_rejected_records_total{reason=\"processes_per_stream\"} 7",
+           "xpu_db_write_failures_total 2",
+           "xpu_db_rows_pending 5",
+           "xpu_db_rows_dropped_total 1",
+           "xpu_db_degraded 1",
            "xpu_daemons_connected 2",
            "xpu_job_ranks{job=\"job-a\",state=\"alive\"} 8",
            "xpu_rank_last_record_age_seconds{job=\"job-a\",rank=\"3\"} 1.5",
@@ -74,6 +81,11 @@ TEST(MetricsTest, ServesMetricsAndHealthz) {
   std::string health = HttpGet(m.port(), "/healthz");
   EXPECT_NE(health.find("200 OK"), std::string::npos) << health;
   EXPECT_NE(health.find("\r\n\r\nok\n"), std::string::npos) << health;
+
+  m.SetHealthCheck([] { return std::string("degraded: history writes failing"); });
+  health = HttpGet(m.port(), "/healthz");
+  EXPECT_NE(health.find("200 OK"), std::string::npos) << health;
+  EXPECT_NE(health.find("degraded: history writes failing\n"), std::string::npos) << health;
 }
 
 TEST(MetricsTest, BindFailureIsAStatus) {

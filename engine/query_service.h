@@ -1,8 +1,9 @@
 // query_service — the Query endpoint the CLI talks to: Status, Jobs, Ranks.
 // Read-only; answers from the registry (live) and the store (history).
 //
-// Authentication: when the engine has a token, calls must carry it in the
-// "x-xpu-token" metadata entry (else UNAUTHENTICATED).
+// Authorization (engine/auth/authorizer.h): Status and Jobs list only the
+// jobs the caller may read; Ranks and Diagnoses need read on the job,
+// TimelineDump needs act (it makes the daemons send the job's records).
 // Thread-safety: handlers run concurrently; everything they touch is
 // thread-safe.
 #ifndef XPU_ENGINE_QUERY_SERVICE_H_
@@ -12,6 +13,7 @@
 #include <functional>
 #include <string>
 
+#include "engine/auth/authorizer.h"
 #include "engine/history/store.h"
 #include "engine/metrics.h"
 #include "engine/state/registry.h"
@@ -22,8 +24,9 @@ namespace xpu::engine {
 
 class QueryService final : public xpu::v1::Query::Service {
  public:
-  QueryService(Registry& registry, Metrics& metrics, history::Store* store, std::string token,
-               std::string engine_id, std::string version, uint64_t start_ns);
+  QueryService(Registry& registry, Metrics& metrics, history::Store* store,
+               const auth::Authorizer& authorizer, std::string engine_id, std::string version,
+               uint64_t start_ns);
 
   grpc::Status Status(grpc::ServerContext* ctx, const xpu::v1::StatusRequest* req,
                       xpu::v1::StatusReply* reply) override;
@@ -45,7 +48,7 @@ class QueryService final : public xpu::v1::Query::Service {
   Metrics& metrics_;
   history::Store* store_;  // may be null
   CommandSender send_;     // empty: TimelineDump answers UNAVAILABLE
-  const std::string token_;
+  const auth::Authorizer& authorizer_;
   const std::string engine_id_;
   const std::string version_;
   const uint64_t start_ns_;

@@ -1,11 +1,13 @@
 // daemon/evidence/evidence_collector.cc — see evidence_collector.h.
 #include "daemon/evidence/evidence_collector.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +101,64 @@ void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o,
   ev->set_native_stacks(r.output);
 }
 
+// Opens the faulthandler file of `pid` if it can only have come from that
+// process's user: the directory is that user's (or root's) and writable by
+// nobody else, its parent cannot be used to swap it (sticky or private), the
+// file is a regular file of the process's uid (the kernel's: the owner of
+// /proc/<pid>), not writable by others, and no symlink is followed. Returns
+// -1 with `why` otherwise.
+int OpenTrustedPystackFile(const std::string& dir, const std::string& file, int32_t pid,
+                           std::string* why) {
+  struct stat proc_st;
+  if (stat(("/proc/" + std::to_string(pid)).c_str(), &proc_st) != 0) {
+    *why = "process gone";
+    return -1;
+  }
+  const uid_t uid = proc_st.st_uid;
+  auto private_to = [uid](const struct stat& st) {
+    return (st.st_uid == uid || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+  };
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !private_to(st)) {
+    *why = dir + " is not a directory of uid " + std::to_string(uid) +
+           " (or root) writable by nobody else";
+    return -1;
+  }
+  const size_t slash = dir.find_last_of('/');
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0                ? "/"
+                                                         : dir.substr(0, slash);
+  if (stat(parent.c_str(), &st) != 0 || (!private_to(st) && (st.st_mode & S_ISVTX) == 0)) {
+    *why = parent + " lets other users replace " + dir;
+    return -1;
+  }
+  const int fd = open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    *why = file + ": " + strerror(errno);
+    return -1;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    close(fd);
+    *why = file + " is not a private file of uid " + std::to_string(uid);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads from `fd` at `offset` up to `max` bytes.
+std::string ReadFrom(int fd, off_t offset, size_t max) {
+  std::string out;
+  char buf[8192];
+  while (out.size() < max) {
+    const ssize_t n = pread(fd, buf, std::min(sizeof(buf), max - out.size()), offset);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    offset += n;
+  }
+  return out;
+}
+
 // Python stacks: the package's faulthandler file, else py-spy.
 void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::string& state,
                   uint64_t budget_ms, xpu::v1::ProcessEvidence* ev) {
@@ -113,10 +173,16 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
       ev->set_python_error("process stopped: it cannot run its faulthandler");
       return;
     }
+    std::string why;
+    const int fd = OpenTrustedPystackFile(o.pystack_dir, file, t.pid, &why);
+    if (fd < 0) {
+      ev->set_python_error("faulthandler file not trusted (" + why + "): not signalled");
+      return;
+    }
     // The file must be this very process's (pystacks.py writes
     // "xputimer-pystacks pid P start T"): a signal to a process that only
     // reuses the pid could kill it.
-    std::ifstream head(file);
+    std::istringstream head(ReadFrom(fd, 0, 256));
     std::string tag;
     long long pid = 0;
     std::string start_word;
@@ -125,10 +191,12 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
     head >> tag >> pid_word >> pid >> start_word >> start;
     const uint64_t ticks = ProcStartTicks(t.pid);
     if (tag != "xputimer-pystacks" || pid != t.pid || ticks == 0 || start != ticks) {
+      close(fd);
       ev->set_python_error("faulthandler file " + file +
                            " belongs to another process: not signalled");
       return;
     }
+    fstat(fd, &st);
     const off_t before = st.st_size;
     kill(t.pid, o.pystack_signal);
     // faulthandler writes from the signal handler; wait until the file stops
@@ -138,7 +206,7 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
     int stable = 0;
     while (MonoMs() < end) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (stat(file.c_str(), &st) != 0) break;
+      if (fstat(fd, &st) != 0) break;
       if (st.st_size > before && st.st_size == last) {
         if (++stable >= 2) break;
       } else {
@@ -146,11 +214,8 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
       }
       last = st.st_size;
     }
-    std::ifstream in(file, std::ios::binary);
-    in.seekg(before);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str().substr(0, o.max_stack_bytes);
+    const std::string text = ReadFrom(fd, before, o.max_stack_bytes);
+    close(fd);
     if (text.empty()) {
       ev->set_python_error("faulthandler file " + file + " did not grow after the signal");
     } else {

@@ -1,5 +1,7 @@
 #include "engine/detectors/figures_exporter.h"
 
+#include <unordered_map>
+
 #include "common/analysis/collective.h"
 #include "common/analysis/gemm.h"
 #include "common/analysis/stats.h"
@@ -41,6 +43,16 @@ void FiguresExporter::Set(prometheus::Family<prometheus::Gauge>& f, const Labels
 void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
   const WindowView& v = views_->Get(job);
   const std::vector<analysis::CommBandwidth> comms = analysis::CommunicatorBandwidth(v.ranks);
+  // Per rank, the bus bytes and seconds of the communicators it is in,
+  // summed in the communicators' order (one pass over their members).
+  std::unordered_map<int32_t, std::pair<double, double>> bus;  // rank -> (bytes, seconds)
+  for (const auto& c : comms) {
+    for (int32_t r : c.ranks) {
+      std::pair<double, double>& b = bus[r];
+      b.first += c.bus_bytes;
+      b.second += c.seconds;
+    }
+  }
   for (const analysis::RankTrace& t : v.ranks) {
     const std::string rank = std::to_string(t.rank);
     const Labels base = {{"job", job.job()}, {"rank", rank}};
@@ -64,13 +76,10 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
       ns += static_cast<double>(g.total_ns);
     }
     if (ns > 0) Set(tflops_, base, flops / (ns * 1e-9) / 1e12);
-    double bus_bytes = 0, secs = 0;
-    for (const auto& c : comms) {
-      if (!c.ranks.count(t.rank)) continue;
-      bus_bytes += c.bus_bytes;
-      secs += c.seconds;
+    auto b = bus.find(t.rank);
+    if (b != bus.end() && b->second.second > 0) {
+      Set(busbw_, base, b->second.first / b->second.second);
     }
-    if (secs > 0) Set(busbw_, base, bus_bytes / secs);
     for (auto fam : {analysis::KernelFamily::kCompute, analysis::KernelFamily::kCommunication}) {
       std::vector<double> lat = analysis::IssueLatenciesUs(t, fam);
       if (lat.empty()) continue;

@@ -187,7 +187,8 @@ void HangMonitor::Poll() {
     Log()->warn("job {}: suspected hang: {}", job->job(), s->trigger);
     EvidenceByProcess evidence;
     HangReport r =
-        Diagnose(job->job(), options_.quick_deadline_ms, false, "quick", nullptr, &evidence);
+        Diagnose(job->job(), options_.quick_deadline_ms, false, "quick", nullptr, &evidence,
+                 auth::EngineCaller());
     r.trigger = s->trigger;
     r.stall_since_ns = s->stall_since_ns;
     r.suspected_ns = now;
@@ -224,7 +225,7 @@ void HangMonitor::Poll() {
 void HangMonitor::Refine(std::string job, HangReport quick, EvidenceByProcess evidence,
                          uint64_t episode) {
   HangReport r =
-      Diagnose(job, options_.evidence_deadline_ms, false, "", &evidence, nullptr);
+      Diagnose(job, options_.evidence_deadline_ms, false, "", &evidence, nullptr, auth::EngineCaller());
   r.trigger = quick.trigger;
   r.stall_since_ns = quick.stall_since_ns;
   r.suspected_ns = quick.suspected_ns;
@@ -270,14 +271,15 @@ void HangMonitor::Publish(const HangReport& r, uint64_t episode) {
   if (listener) listener(d);
 }
 
-absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint64_t deadline_ms) {
+absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint64_t deadline_ms,
+                                                   const xpu::v1::CommandCaller& caller) {
   if (registry_.FindJob(job) == nullptr)
     return absl::NotFoundError(absl::StrCat("no live job ", job));
   const uint64_t deadline = deadline_ms > 0 ? deadline_ms : options_.evidence_deadline_ms;
   EvidenceByProcess quick;
   HangReport q = Diagnose(job, std::min(deadline, options_.quick_deadline_ms), true, "quick",
-                          nullptr, &quick);
-  HangReport r = Diagnose(job, deadline, true, "", &quick, nullptr);
+                          nullptr, &quick, caller);
+  HangReport r = Diagnose(job, deadline, true, "", &quick, nullptr, caller);
   r.evidence_ms += q.evidence_ms;
   r.phase = "on-demand";
   return r;
@@ -286,14 +288,15 @@ absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint6
 HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_ms,
                                  bool on_demand, const std::string& mode,
                                  const EvidenceByProcess* earlier,
-                                 EvidenceByProcess* evidence_out) {
+                                 EvidenceByProcess* evidence_out,
+                                 const xpu::v1::CommandCaller& caller) {
   HangReport report;
   report.job = job_name;
   report.on_demand = on_demand;
   std::shared_ptr<JobState> job = registry_.FindJob(job_name);
   const JobSnapshot snap = SnapshotJob(job.get());
   EvidenceByProcess evidence =
-      GatherEvidence(send_, job_name, snap.procs, deadline_ms, mode, &report);
+      GatherEvidence(send_, job_name, snap.procs, deadline_ms, mode, caller, &report);
   if (earlier != nullptr) MergeEarlierEvidence(*earlier, &evidence);
   const uint64_t now = registry_.Now();
   std::vector<RankEvidence> ranks =

@@ -53,6 +53,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "engine/auth/caller.h"
 #include "engine/hang/progress_watch.h"
 #include "engine/hang/rank_evidence.h"
 #include "engine/hang/report.h"
@@ -102,7 +103,10 @@ class HangMonitor {
   void WaitIdle();
 
   std::optional<HangReport> Latest(const std::string& job) const;
-  absl::StatusOr<HangReport> CollectNow(const std::string& job, uint64_t deadline_ms);
+  // `caller` goes with the evidence command to the daemons, which refuse
+  // processes the caller may not act on.
+  absl::StatusOr<HangReport> CollectNow(const std::string& job, uint64_t deadline_ms,
+                                        const xpu::v1::CommandCaller& caller = auth::EngineCaller());
   // The diagnosis of the job's ongoing hang episode, if any.
   std::optional<Diagnosis> ActiveDiagnosis(const std::string& job) const;
   // Called with every new or changed hang diagnosis, right away (logging,
@@ -122,7 +126,7 @@ class HangMonitor {
   // null) completes the evidence; `evidence_out` (may be null) gets it.
   HangReport Diagnose(const std::string& job, uint64_t deadline_ms, bool on_demand,
                       const std::string& mode, const EvidenceByProcess* earlier,
-                      EvidenceByProcess* evidence_out);
+                      EvidenceByProcess* evidence_out, const xpu::v1::CommandCaller& caller);
   // Keeps `r` as the job's latest report and, while the episode started at
   // `episode` lasts, its diagnosis as the active one.
   void Publish(const HangReport& r, uint64_t episode);

@@ -23,23 +23,15 @@ std::shared_ptr<spdlog::logger> Log() {
   return log;
 }
 
-constexpr size_t kOpenScanRecords = 8192;
 // Collectives looked back at for the per-step pattern (the collective
 // table keeps 1024 per communicator).
 constexpr uint32_t kPatternLookback = 1024;
 
+// The host intervals the process opened and has not closed (kept by
+// JobState::ApplyRecords as records arrive, however old they are).
 std::vector<OpenInterval> OpenIntervals(const ProcessState& p) {
-  std::map<uint32_t, uint64_t> open;  // sig_id -> start
-  for (const xpu_record_v1& r : p.ring.Last(kOpenScanRecords)) {
-    if ((r.flags & XPU_REC_HOST) == 0) continue;
-    if (r.flags & XPU_REC_BEGIN) {
-      open[r.sig_id] = r.start_ns;
-    } else if (r.flags & XPU_REC_END) {
-      open.erase(r.sig_id);
-    }
-  }
   std::vector<OpenInterval> out;
-  for (const auto& [sig_id, start] : open) {
+  for (const auto& [sig_id, start] : p.open_host) {
     const SignatureInfo* s = p.sigs.Find(sig_id);
     if (s == nullptr) continue;
     out.push_back(OpenInterval{s->abi.kind, s->name, start});
@@ -307,7 +299,8 @@ JobSnapshot SnapshotJob(JobState* job) {
 
 EvidenceByProcess GatherEvidence(const CommandSender& send, const std::string& job_name,
                                  const std::vector<ProcessSnapshot>& procs, uint64_t deadline_ms,
-                                 const std::string& mode, HangReport* report) {
+                                 const std::string& mode, const xpu::v1::CommandCaller& caller,
+                                 HangReport* report) {
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, CommandFuture> futures;
   for (const ProcessSnapshot& s : procs) {
@@ -317,6 +310,7 @@ EvidenceByProcess GatherEvidence(const CommandSender& send, const std::string& j
     c.set_job(job_name);
     c.set_deadline_ms(deadline_ms);
     c.set_evidence_mode(mode);
+    *c.mutable_caller() = caller;
     futures.emplace(s.daemon_id, send(s.daemon_id, std::move(c)));
   }
   report->daemons_asked = static_cast<uint32_t>(futures.size());

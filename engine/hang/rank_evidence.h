@@ -59,7 +59,8 @@ using EvidenceByProcess = std::map<std::pair<std::string, int32_t>, xpu::v1::Pro
 // answered and the time it took.
 EvidenceByProcess GatherEvidence(const CommandSender& send, const std::string& job_name,
                                  const std::vector<ProcessSnapshot>& procs, uint64_t deadline_ms,
-                                 const std::string& mode, HangReport* report);
+                                 const std::string& mode, const xpu::v1::CommandCaller& caller,
+                                 HangReport* report);
 
 // A later pass's evidence completed with an earlier one's: the Python
 // stacks, thread states and CPU sample of the quick pass where the full

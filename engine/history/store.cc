@@ -1,13 +1,21 @@
 #include "engine/history/store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/base/clock.h"
 #include "common/base/status_macros.h"
 #include "common/logging/logging.h"
 #include "engine/history/baseline_sql.h"
@@ -92,6 +100,17 @@ CREATE TABLE calibration_collective (
   measured_ns INTEGER NOT NULL,
   PRIMARY KEY (gpu_model, host, op, bytes, nranks, nodes));
 )sql",
+    // 4: what a restarted engine needs to count every record once (rank
+    // checkpoints: position, process start time), who owns a job, and the
+    // losses of a job.
+    R"sql(
+ALTER TABLE ranks ADD COLUMN next_position INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN start_ticks INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN uid INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE ranks ADD COLUMN undefined_signature INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN uid INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE jobs ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == Store::kSchemaVersion,
               "kSchemaVersion must equal the number of migration steps");
@@ -117,10 +136,51 @@ absl::StatusOr<sqlite3*> OpenDb(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+// Creates the database file with `mode` (never through a symlink) and
+// brings an existing one, and its WAL files, to it: history holds every
+// job's names, hosts and diagnoses. SQLite gives the -wal and -shm files it
+// creates the main file's permissions.
+absl::Status PrepareFiles(const std::string& path, const StoreOptions& o) {
+  if (path == ":memory:" || path.empty()) return absl::OkStatus();
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, o.file_mode);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open database ", path, ": ", strerror(errno)));
+  }
+  absl::Status st = absl::OkStatus();
+  if (o.file_gid >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(o.file_gid)) != 0) {
+    st = absl::PermissionDeniedError(
+        absl::StrCat("chgrp ", o.file_gid, " ", path, ": ", strerror(errno)));
+  }
+  if (st.ok() && fchmod(fd, o.file_mode) != 0) {
+    st = absl::PermissionDeniedError(absl::StrCat("chmod ", path, ": ", strerror(errno)));
+  }
+  close(fd);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string side = path + suffix;
+    const int sfd = open(side.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0) continue;
+    if (o.file_gid >= 0) (void)!fchown(sfd, static_cast<uid_t>(-1), static_cast<gid_t>(o.file_gid));
+    (void)!fchmod(sfd, o.file_mode);
+    close(sfd);
+  }
+  return st;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path,
+                                                   const StoreOptions& options) {
   std::unique_ptr<Store> s(new Store());
+  s->options_ = options;
+  XPU_RETURN_IF_ERROR(PrepareFiles(path, options));
   XPU_ASSIGN_OR_RETURN(s->write_db_, OpenDb(path));
   XPU_RETURN_IF_ERROR(Exec(s->write_db_, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  if (options.max_db_bytes > 0) {
+    XPU_RETURN_IF_ERROR(Exec(
+        s->write_db_,
+        absl::StrCat("PRAGMA max_page_count=", std::max<uint64_t>(16, options.max_db_bytes / 4096),
+                     ";")
+            .c_str()));
+  }
   XPU_RETURN_IF_ERROR(
       Exec(s->write_db_, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL);"));
   XPU_ASSIGN_OR_RETURN(const int version, s->SchemaVersionOn(s->write_db_));
@@ -185,6 +245,19 @@ void Store::EnqueueRunBaseline(const history::RunBaseline& run, int keep_runs) {
 }
 void Store::EnqueueCalibration(const history::CalibrationRows& rows) { Enqueue(rows); }
 
+void Store::EnqueueCheckpoint(std::vector<RankCheckpoint> rows, const std::string& ack_key,
+                              std::function<void()> on_durable) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (RankCheckpoint& r : rows) {
+      auto key = std::make_pair(r.job, r.key);
+      checkpoints_[key] = std::move(r);
+    }
+    if (on_durable) acks_[ack_key] = std::move(on_durable);
+  }
+  cv_.notify_one();
+}
+
 absl::Status Store::Flush() {
   std::unique_lock<std::mutex> l(mu_);
   const uint64_t target = enqueued_;
@@ -195,21 +268,89 @@ absl::Status Store::Flush() {
   return st;
 }
 
+StoreStatus Store::Status() const {
+  std::lock_guard<std::mutex> l(mu_);
+  StoreStatus st = status_;
+  st.rows_pending = queue_.size() + retry_.size() + checkpoints_.size();
+  return st;
+}
+
+void Store::RetainLocked(std::vector<Op>* ops, Checkpoints* checkpoints, Acks* acks) {
+  // Newer checkpoints and acknowledgements queued meanwhile win.
+  for (auto& [key, row] : *checkpoints) checkpoints_.emplace(key, std::move(row));
+  for (auto& [key, fn] : *acks) acks_.emplace(key, std::move(fn));
+  std::vector<Op> keep = std::move(*ops);
+  const size_t bound = options_.max_pending_rows;
+  const size_t total = keep.size() + queue_.size();
+  if (total > bound) {
+    // The oldest rows go first; they are counted, never silently lost.
+    const size_t drop = std::min(keep.size(), total - bound);
+    status_.rows_dropped += drop;
+    keep.erase(keep.begin(), keep.begin() + static_cast<std::ptrdiff_t>(drop));
+    Log()->error("history: {} rows dropped, the retry buffer ({} rows) is full", drop, bound);
+  }
+  retry_ = std::move(keep);
+}
+
 void Store::WriterLoop() {
   std::unique_lock<std::mutex> l(mu_);
+  uint64_t backoff_ms = 0;
   while (true) {
-    cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty() && stop_) break;
-    std::vector<Op> ops;
-    ops.swap(queue_);
+    auto work = [&] {
+      return stop_ || !queue_.empty() || !checkpoints_.empty() || !retry_.empty();
+    };
+    if (backoff_ms > 0) {
+      // Retry after the backoff, or at once on stop (one last try).
+      cv_.wait_for(l, std::chrono::milliseconds(backoff_ms), [&] { return stop_; });
+    } else {
+      cv_.wait(l, work);
+    }
+    if (!stop_ && !work()) continue;
+    if (queue_.empty() && checkpoints_.empty() && retry_.empty()) {
+      if (stop_) break;
+      continue;
+    }
+    std::vector<Op> ops = std::move(retry_);
+    retry_.clear();
+    const size_t fresh = queue_.size();
+    for (Op& op : queue_) ops.push_back(std::move(op));
+    queue_.clear();
+    Checkpoints checkpoints;
+    checkpoints.swap(checkpoints_);
+    Acks acks;
+    acks.swap(acks_);
     l.unlock();
-    absl::Status st = Write(ops);
-    if (!st.ok())
-      Log()->error("dropping {} queued rows: {}", ops.size(), std::string(st.message()));
+    absl::Status st = Write(ops, checkpoints);
+    if (st.ok()) {
+      for (auto& [key, fn] : acks) fn();  // durable: the daemons may forget these
+    }
     l.lock();
-    if (!st.ok() && error_.ok()) error_ = st;
-    committed_ += ops.size();
+    committed_ += fresh;
+    if (st.ok()) {
+      if (status_.degraded) Log()->info("history writes succeed again");
+      status_.degraded = false;
+      status_.error.clear();
+      backoff_ms = 0;
+    } else {
+      ++status_.write_failures;
+      if (!status_.degraded) {
+        status_.degraded_since_ns = RealtimeNs();
+        Log()->error("history write failed, rows kept for retry: {}", std::string(st.message()));
+      }
+      status_.degraded = true;
+      status_.error = std::string(st.message());
+      if (error_.ok()) error_ = st;
+      if (stop_) {
+        status_.rows_dropped += ops.size() + checkpoints.size();
+        Log()->error("stopping: {} history rows could not be written", ops.size());
+      } else {
+        RetainLocked(&ops, &checkpoints, &acks);
+        backoff_ms = std::min<uint64_t>(std::max<uint64_t>(250, backoff_ms * 2), 5000);
+      }
+    }
     done_cv_.notify_all();
+    if (stop_ && st.ok() && queue_.empty() && checkpoints_.empty()) break;
+    if (stop_ && !st.ok()) break;
   }
   done_cv_.notify_all();
 }
@@ -219,9 +360,10 @@ namespace {
 // One queued row each (Store::Write runs them in one transaction).
 absl::Status WriteRow(sqlite3* db, const JobSummary& j) {
   Stmt s(db,
-         "INSERT INTO jobs VALUES (?1,?2,?3,?4,?5,?6,?7) ON CONFLICT(job) DO UPDATE SET "
+         "INSERT INTO jobs (job, job_name, first_seen_ns, last_seen_ns, ranks, records, state, "
+         "uid, dropped) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9) ON CONFLICT(job) DO UPDATE SET "
          "job_name=?2, first_seen_ns=MIN(first_seen_ns,?3), last_seen_ns=?4, ranks=?5, "
-         "records=?6, state=?7;");
+         "records=?6, state=?7, uid=CASE WHEN ?8 >= 0 THEN ?8 ELSE uid END, dropped=?9;");
   return s.Bind(1, j.job)
       .Bind(2, j.job_name)
       .Bind(3, j.first_seen_ns)
@@ -229,11 +371,19 @@ absl::Status WriteRow(sqlite3* db, const JobSummary& j) {
       .Bind(5, j.ranks)
       .Bind(6, j.records)
       .Bind(7, j.state)
+      .Bind(8, j.owner_uid)
+      .Bind(9, j.dropped)
       .Run();
 }
 
+// The record count of an existing rank belongs to its checkpoints (exact
+// across restarts): the window's row updates everything else.
 absl::Status WriteRow(sqlite3* db, const RankRow& r) {
-  Stmt s(db, "INSERT OR REPLACE INTO ranks VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11);");
+  Stmt s(db,
+         "INSERT INTO ranks (job, key, rank, host, pid, local_rank, liveness, records, dropped, "
+         "last_record_ns, last_seen_ns) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11) "
+         "ON CONFLICT(job, key) DO UPDATE SET rank=?3, host=?4, pid=?5, local_rank=?6, "
+         "liveness=?7, dropped=?9, last_record_ns=?10, last_seen_ns=?11;");
   return s.Bind(1, r.job)
       .Bind(2, r.key)
       .Bind(3, r.rank)
@@ -335,13 +485,39 @@ absl::Status WriteRow(sqlite3* db, const history::CalibrationRows& c) {
   return history::WriteCalibration(db, c);
 }
 
+absl::Status WriteCheckpoint(sqlite3* db, const RankCheckpoint& c) {
+  Stmt s(db,
+         "INSERT INTO ranks (job, key, rank, host, pid, local_rank, liveness, records, dropped, "
+         "last_record_ns, last_seen_ns, next_position, start_ticks, uid, undefined_signature) "
+         "VALUES (?1,?2,?3,?4,?5,?6,'alive',?7,0,0,0,?8,?9,?10,?11) "
+         "ON CONFLICT(job, key) DO UPDATE SET rank=?3, host=?4, pid=?5, local_rank=?6, "
+         "records=?7, next_position=?8, start_ticks=?9, uid=?10, undefined_signature=?11;");
+  return s.Bind(1, c.job)
+      .Bind(2, c.key)
+      .Bind(3, c.rank)
+      .Bind(4, c.host)
+      .Bind(5, c.pid)
+      .Bind(6, c.local_rank)
+      .Bind(7, c.records)
+      .Bind(8, c.next_position)
+      .Bind(9, c.start_ticks)
+      .Bind(10, c.uid)
+      .Bind(11, c.undefined_signature)
+      .Run();
+}
+
 }  // namespace
 
-absl::Status Store::Write(const std::vector<Op>& ops) {
+absl::Status Store::Write(const std::vector<Op>& ops, const Checkpoints& checkpoints) {
   sqlite3* db = write_db_;
   if (auto st = Exec(db, "BEGIN;"); !st.ok()) return st;
   absl::Status st;
+  for (const auto& [key, row] : checkpoints) {
+    st = WriteCheckpoint(db, row);
+    if (!st.ok()) break;
+  }
   for (const Op& op : ops) {
+    if (!st.ok()) break;
     st = std::visit(
         [db](const auto& row) -> absl::Status {
           if constexpr (std::is_same_v<std::decay_t<decltype(row)>, RunBaselineUpdate>) {
@@ -363,8 +539,8 @@ absl::Status Store::Write(const std::vector<Op>& ops) {
 absl::StatusOr<std::vector<JobSummary>> Store::LoadJobs() {
   std::lock_guard<std::mutex> l(read_mu_);
   Stmt q(read_db_,
-         "SELECT job, job_name, first_seen_ns, last_seen_ns, ranks, records, state FROM jobs "
-         "ORDER BY first_seen_ns;");
+         "SELECT job, job_name, first_seen_ns, last_seen_ns, ranks, records, state, uid, "
+         "dropped FROM jobs ORDER BY first_seen_ns;");
   if (!q.ok()) return SqlError(read_db_, "load jobs");
   std::vector<JobSummary> out;
   while (true) {
@@ -378,9 +554,42 @@ absl::StatusOr<std::vector<JobSummary>> Store::LoadJobs() {
     j.ranks = static_cast<uint32_t>(q.Int(4));
     j.records = q.Int(5);
     j.state = q.Text(6);
+    j.owner_uid = q.Int(7);
+    j.dropped = q.Int(8);
     out.push_back(std::move(j));
   }
   return out;
+}
+
+absl::StatusOr<JobSeed> Store::LoadJobSeed(const std::string& job) {
+  std::lock_guard<std::mutex> l(read_mu_);
+  JobSeed seed;
+  {
+    Stmt q(read_db_, "SELECT uid FROM jobs WHERE job=?1;");
+    if (!q.ok()) return SqlError(read_db_, "load job owner");
+    q.Bind(1, job);
+    XPU_ASSIGN_OR_RETURN(const bool row, q.Step());
+    if (row) seed.owner_uid = q.Int(0);
+  }
+  Stmt q(read_db_,
+         "SELECT key, pid, host, start_ticks, records, next_position, undefined_signature, uid "
+         "FROM ranks WHERE job=?1;");
+  if (!q.ok()) return SqlError(read_db_, "load rank checkpoints");
+  q.Bind(1, job);
+  while (true) {
+    XPU_ASSIGN_OR_RETURN(const bool more, q.Step());
+    if (!more) break;
+    RankSeed r;
+    r.pid = static_cast<int32_t>(q.Int(1));
+    r.host = q.Text(2);
+    r.start_ticks = q.Int(3);
+    r.records = q.Int(4);
+    r.next_position = q.Int(5);
+    r.undefined_signature = q.Int(6);
+    if (seed.owner_uid < 0) seed.owner_uid = q.Int(7);
+    seed.ranks.emplace(q.Text(0), std::move(r));
+  }
+  return seed;
 }
 
 absl::StatusOr<std::vector<RankRow>> Store::LoadRanks(const std::string& job) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -116,6 +117,55 @@ TEST(StoreTest, RoundTripSurvivesReopen) {
   EXPECT_EQ((*diags)[0].ranks, std::vector<int32_t>{3});
 }
 
+// A full disk (SQLite's page limit standing in for it): writes fail, the
+// store says so, keeps at most max_pending_rows for retry and counts the
+// rows it had to give up; files are created owner-only.
+TEST(StoreTest, FailedWritesAreCountedRetriedAndBounded) {
+  const std::string path = TempDb("full");
+  StoreOptions o;
+  o.max_db_bytes = 512 << 10;  // room for the schema, not for the rows below
+  o.max_pending_rows = 500;
+  auto store = Store::Open(path, o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_FALSE((*store)->Status().degraded);
+  JobSummary j;
+  j.job_name = std::string(400, 'n');
+  j.state = "running";
+  for (int i = 0; i < 3000; ++i) {
+    j.job = "job-" + std::to_string(i);
+    (*store)->EnqueueJob(j);
+  }
+  EXPECT_FALSE((*store)->Flush().ok());
+  const StoreStatus s = (*store)->Status();
+  EXPECT_TRUE(s.degraded);
+  EXPECT_NE(s.error.find("full"), std::string::npos) << s.error;
+  EXPECT_GT(s.write_failures, 0u);
+  EXPECT_LE(s.rows_pending, 500u);
+  EXPECT_GT(s.rows_pending, 0u);
+  EXPECT_GT(s.rows_dropped, 0u);
+  // Every row is written, waiting or counted as given up (read while the
+  // writer thread is between retries: the same status before and after).
+  size_t written = 0;
+  StoreStatus a, b;
+  for (int i = 0; i < 100; ++i) {
+    a = (*store)->Status();
+    auto jobs = (*store)->LoadJobs();
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    written = jobs->size();
+    b = (*store)->Status();
+    if (a.rows_pending == b.rows_pending && a.rows_dropped == b.rows_dropped &&
+        a.write_failures == b.write_failures)
+      break;
+    usleep(20000);
+  }
+  EXPECT_EQ(written + b.rows_pending + b.rows_dropped, 3000u)
+      << written << " written, " << b.rows_pending << " pending, " << b.rows_dropped
+      << " dropped";
+}
+
 TEST(StoreTest, RefusesNewerSchema) {
   const std::string path = TempDb("newer");
   { ASSERT_TRUE(Store::Open(path).ok()); }
@@ -189,7 +239,7 @@ TEST(StoreTest, MigratesVersion2DatabaseAndKeepsItsRows) {
   ASSERT_TRUE(store.ok()) << store.status();
   auto v = (*store)->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 3);
+  EXPECT_EQ(*v, 4);
   auto jobs = (*store)->LoadJobs();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);

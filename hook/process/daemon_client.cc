@@ -24,7 +24,14 @@ namespace xpu::hook {
 namespace {
 
 constexpr uint64_t kSec = 1000000000ull;
+// Refusals (DENIED, BAD_*) do not change soon: the slowest pace. Anything
+// else (no daemon yet, a daemon restarting) is retried quickly and at least
+// once a second, so that every rank reattaches within ~1 s of a new daemon
+// listening; a connect() on a Unix socket costs microseconds, off the
+// launch path.
 constexpr uint64_t kMaxBackoffNs = 30 * kSec;
+constexpr uint64_t kFirstRetryNs = 100 * 1000 * 1000;
+constexpr uint64_t kMaxRetryNs = kSec;
 constexpr uint64_t kAckTimeoutNs = 2 * kSec;
 
 std::string DirName(const std::string& path) {
@@ -90,7 +97,7 @@ void DaemonClient::Fail(uint64_t now, uint64_t min_backoff_ns) {
   CloseSocket();
   state_ = State::kIdle;
   ring_->Count(XPU_CNT_DAEMON_CONNECT_FAIL);
-  backoff_ns_ = backoff_ns_ == 0 ? kSec : std::min(backoff_ns_ * 2, kMaxBackoffNs);
+  backoff_ns_ = backoff_ns_ == 0 ? kFirstRetryNs : std::min(backoff_ns_ * 2, kMaxRetryNs);
   if (backoff_ns_ < min_backoff_ns) backoff_ns_ = min_backoff_ns;
   next_attempt_ns_ = now + backoff_ns_;
 }

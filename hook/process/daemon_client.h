@@ -4,8 +4,10 @@
 // A non-blocking state machine advanced by the background thread (Tick):
 // connect the SOCK_SEQPACKET socket, send xpu_hello_v1 with the ring fd as
 // SCM_RIGHTS, wait (bounded) for the ack, then keep the socket open so that
-// EOF tells the daemon we are gone. Failures retry with backoff 1 s -> 30 s
-// and are counted (XPU_CNT_DAEMON_CONNECT_FAIL); the application never waits.
+// EOF tells the daemon we are gone. Failures retry with backoff 100 ms -> 1 s
+// (a refusal by the daemon: 30 s) and are counted
+// (XPU_CNT_DAEMON_CONNECT_FAIL); the application never waits. A daemon that
+// restarts therefore has every rank back within about a second.
 //
 // Auto-start: when no daemon answers and XPU_DAEMON is not off, one local
 // process (the holder of a non-blocking flock on <socket dir>/daemon.lock)

@@ -453,6 +453,12 @@ def metric_series(metrics, name, **labels):
     return [(dict(l), v) for (n, l), v in metrics.items() if n == name and want <= set(l)]
 
 
+def metric_sum(metrics, name, **labels):
+    """The sum over every series of `name` whose labels include `labels`
+    (xpu_records_dropped_total has one per loss reason)."""
+    return sum(v for _, v in metric_series(metrics, name, **labels))
+
+
 def run_test(name, body):
     """Entry point: argv = [script, paths.json]; exit 0 on success."""
     paths = Paths(sys.argv[1])

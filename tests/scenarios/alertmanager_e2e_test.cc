@@ -180,8 +180,7 @@ receivers:
       << metrics;
   EXPECT_TRUE(absl::StrContains(
       metrics, "xpu_diagnosis_active{job=\"am-job\",kind=\"slow_gpu\",team=\"operations\"} 0"));
-  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
+  auto stub = xpu::v1::Query::NewStub(xpu::engine::testing::TestChannel(eng->port()));
   grpc::ClientContext ctx;
   xpu::v1::DiagnosesRequest req;
   req.set_job("am-job");

@@ -14,6 +14,7 @@
 #include "common/json/json.h"
 #include "tools/xpu_cli/command.h"
 #include "tools/xpu_cli/connection.h"
+#include "xpu/ring.h"
 #include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::cli {
@@ -126,8 +127,22 @@ json::Json JobJson(const xpu::v1::JobInfo& j) {
           {"ranks", j.ranks()},
           {"ranks_alive", j.ranks_alive()},
           {"records", j.records()},
+          {"records_dropped", j.records_dropped()},
+          {"owner_uid", j.owner_uid()},
           {"first_seen_ns", j.first_seen_ns()},
           {"last_seen_ns", j.last_seen_ns()}};
+}
+
+json::Json LossJson(const google::protobuf::RepeatedPtrField<xpu::v1::LossCount>& lost) {
+  json::Json out = json::Json::object();
+  for (const auto& l : lost) out[l.reason()] = l.records();
+  return out;
+}
+
+std::string LossText(const google::protobuf::RepeatedPtrField<xpu::v1::LossCount>& lost) {
+  std::string out;
+  for (const auto& l : lost) absl::StrAppend(&out, out.empty() ? "" : ", ", l.reason(), " ", l.records());
+  return out;
 }
 
 json::Json JobList(const google::protobuf::RepeatedPtrField<xpu::v1::JobInfo>& jobs) {
@@ -167,6 +182,16 @@ std::string StatusJson(const xpu::v1::StatusReply& r) {
                         {"uptime_s", r.uptime_s()},
                         {"records_total", r.records_total()},
                         {"rejected_total", r.rejected_total()},
+                        {"records_dropped_total", r.records_dropped_total()},
+                        {"lost", LossJson(r.lost())},
+                        {"caller", r.caller()},
+                        {"store",
+                         {{"degraded", r.store().degraded()},
+                          {"error", r.store().error()},
+                          {"degraded_since_ns", r.store().degraded_since_ns()},
+                          {"write_failures", r.store().write_failures()},
+                          {"rows_pending", r.store().rows_pending()},
+                          {"rows_dropped", r.store().rows_dropped()}}},
                         {"daemons", std::move(daemons)},
                         {"jobs", JobList(r.jobs())}};
   return json::Dump(o) + "\n";
@@ -186,6 +211,13 @@ std::string RanksJson(const xpu::v1::RanksReply& r) {
                      {"liveness", k.liveness()},
                      {"records", k.records()},
                      {"dropped", k.dropped()},
+                     {"lost", LossJson(k.lost())},
+                     // The hook's own count of what it wrote (ring header).
+                     {"written", k.counters().hook_size() > XPU_CNT_RECORDS_WRITTEN
+                                     ? k.counters().hook(XPU_CNT_RECORDS_WRITTEN)
+                                     : 0},
+                     {"replayed", k.counters().records_replayed()},
+                     {"resyncs", k.counters().resyncs()},
                      {"signatures", k.signatures()},
                      {"last_record_ns", k.last_record_ns()},
                      {"last_seen_ns", k.last_seen_ns()}});
@@ -197,7 +229,18 @@ std::string StatusTable(const xpu::v1::StatusReply& r) {
   uint64_t now = NowNs();
   std::string out = absl::StrCat("engine   ", r.engine_id(), " (version ", r.version(), ", up ",
                                  r.uptime_s(), " s)\nrecords  ", r.records_total(), " received, ",
-                                 r.rejected_total(), " messages rejected\n\n");
+                                 r.records_dropped_total(), " lost",
+                                 r.lost().empty() ? "" : " (" + LossText(r.lost()) + ")", ", ",
+                                 r.rejected_total(), " messages rejected\n");
+  if (r.store().degraded()) {
+    absl::StrAppend(&out, "history  DEGRADED since ", FormatAge(r.store().degraded_since_ns(), now),
+                    " ago: ", r.store().error(), " (", r.store().rows_pending(), " rows waiting, ",
+                    r.store().rows_dropped(), " dropped)\n");
+  } else {
+    absl::StrAppend(&out, "history  ok (", r.store().write_failures(), " failed writes so far, ",
+                    r.store().rows_dropped(), " rows dropped)\n");
+  }
+  absl::StrAppend(&out, "caller   ", r.caller(), "\n\n");
   std::vector<std::vector<std::string>> rows = {
       {"DAEMON", "HOST", "CONNECTED", "BATCHES", "RECORDS", "DROPPED", "LAST SEEN"}};
   for (const auto& d : r.daemons()) {
@@ -226,7 +269,12 @@ std::string RanksTable(const xpu::v1::RanksReply& r) {
                     std::to_string(k.dropped()), std::to_string(k.signatures()),
                     FormatAge(k.last_record_ns(), now) + " ago"});
   }
-  return absl::StrCat("job ", r.job(), "\n", Table(rows));
+  std::string out = absl::StrCat("job ", r.job(), "\n", Table(rows));
+  for (const auto& k : r.ranks()) {
+    if (!k.lost().empty())
+      absl::StrAppend(&out, "rank ", k.rank(), " dropped: ", LossText(k.lost()), "\n");
+  }
+  return out;
 }
 
 namespace {

@@ -154,7 +154,8 @@ TEST(CliTest, JsonRendering) {
   EXPECT_EQ(
       RanksJson(rr),
       "{\"job\":\"j\\\"1\",\"ranks\":[{\"rank\":3,\"host\":\"h\",\"pid\":0,\"local_rank\":0,"
-      "\"liveness\":\"silent\",\"records\":18446744073709551615,\"dropped\":0,\"signatures\":0,"
+      "\"liveness\":\"silent\",\"records\":18446744073709551615,\"dropped\":0,\"lost\":{},"
+      "\"written\":0,\"replayed\":0,\"resyncs\":0,\"signatures\":0,"
       "\"last_record_ns\":0,\"last_seen_ns\":0}]}\n");
   xpu::v1::JobsReply jr;
   EXPECT_EQ(JobsJson(jr), "{\"jobs\":[]}\n");
