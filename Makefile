@@ -32,7 +32,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 STRIP ?= 0
 
-.PHONY: all deps configure build test demo clean bundle wheel install install-only install-demo \
+.PHONY: all deps configure build test demo clean bundle wheel catalogue install install-only install-demo \
   images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz scale scale-100k
 
 # ccache, when installed, for the sanitizer builds too.
@@ -64,6 +64,12 @@ bundle: build
 # The pip wheel (hook, plugin, daemon, CLI in the xputimer package) in .whl-xpu/.
 wheel: build
 	tools/make_wheel.sh $(BUILD) .whl-xpu
+
+# The fault catalogue on the GPU-less runtime (a few minutes): scores every
+# emulated fault class and writes the table into docs/diagnosis-catalogue.md
+# (tests/gpu/run_catalogue.sh --help; on GPUs the same script with a bundle).
+catalogue: build
+	DOC=docs/diagnosis-catalogue.md OUT=$(BUILD)/catalogue tests/gpu/run_catalogue.sh --fake $(BUILD)/tests/e2e_hang/e2e_paths.json
 
 # `install` builds first; `install-only` installs an existing build (the image
 # build runs it after compiling the target xpu_installed only).

@@ -360,7 +360,8 @@ void Collector::HandleEvidence(const xpu::v1::Command& command, xpu::v1::Command
     });
   }
   const uint64_t deadline_ms = command.deadline_ms() > 0 ? command.deadline_ms() : 20000;
-  xpu::v1::EvidenceReply ev = CollectEvidence(targets, EvidenceOptionsFromEnv(), deadline_ms);
+  xpu::v1::EvidenceReply ev = CollectEvidence(targets, EvidenceOptionsFromEnv(), deadline_ms,
+                                              EvidenceModeFromString(command.evidence_mode()));
   for (auto& r : refused) *ev.add_processes() = std::move(r);
   if (!refused.empty()) {
     Log()->warn("evidence command {}: refused for {} processes ({})", command.command_id(),

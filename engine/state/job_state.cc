@@ -106,6 +106,14 @@ void KindCounts::Merge(const KindCounts& o) {
   other += o.other;
 }
 
+bool IsProgressRecord(uint16_t kind, uint16_t flags) {
+  if (flags & XPU_REC_INCOMPLETE) return false;
+  if (kind == XPU_OP_PY_GC || kind == XPU_OP_PY_CALLSITE) return false;
+  // A host interval that opens (BEGIN) is work starting, not done.
+  if ((flags & XPU_REC_HOST) && (flags & XPU_REC_BEGIN)) return false;
+  return kind != XPU_OP_NONE;
+}
+
 JobState::JobState(std::string job, std::string job_name, size_t ring_capacity, uint64_t now_ns)
     : job_(std::move(job)),
       job_name_(std::move(job_name)),
@@ -208,6 +216,7 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
     if (s == nullptr) continue;  // the decoder filtered these; stay defensive
     const uint16_t kind = s->abi.kind;
     p.window_kinds.Add(kind);
+    if (IsProgressRecord(kind, rec.flags)) p.last_progress_rx_ns = now_ns;
     const uint64_t dur = xpu_record_duration_ns(&rec);
     last_end = std::max(last_end, rec.start_ns + dur);
     if ((rec.flags & XPU_REC_HOST) && (rec.flags & (XPU_REC_BEGIN | XPU_REC_END))) {

@@ -30,6 +30,10 @@ namespace xpu::engine {
 
 enum class Liveness { kAlive, kSilent, kExited };
 std::string_view LivenessName(Liveness l);
+// A record that shows the process moving on: a completed GPU op, host API,
+// synchronization or step marker. Not: Python GC (it runs in a process stuck
+// in a loop too), call-site links, ops flushed incomplete, intervals opening.
+bool IsProgressRecord(uint16_t kind, uint16_t flags);
 // Op kinds are named by the shared table (common/record/op_kind.h):
 // "allreduce", "gemm", ..., "op<N>" when unknown.
 using ::xpu::record::OpKindName;
@@ -110,6 +114,10 @@ struct ProcessState {
   uint64_t last_seen_ns = 0;       // engine clock: last batch for this process
   uint64_t last_record_rx_ns = 0;  // engine clock: last batch with records
   uint64_t last_record_ns = 0;     // host clock: latest record end
+  // engine clock: last batch with a record of progress (a GPU op or a host
+  // API completed, a step marker; not GC, call sites or incomplete ops), the
+  // hang monitor's measure of a stalled process
+  uint64_t last_progress_rx_ns = 0;
   uint64_t records = 0;
   uint64_t unknown_sig = 0;
   uint64_t dropped = 0;  // every loss of lost[] (cumulative, saturating)

@@ -135,7 +135,7 @@ int CompletionTracker::Drain(uint64_t now_ns) {
           ++pending_;
           Append(f, node);
           if (watch_ != nullptr) {
-            watch_->OnIssued(WatchedOp{e.sig_id, e.seq, e.launch_ns}, e.launch_ns);
+            watch_->OnIssued(WatchedOp{e.sig_id, e.seq, e.launch_ns, e.stream}, e.launch_ns);
           }
         } else if (e.type == LaneEntry::kStreamSync) {
           Fifo* f = FifoFor(lane, e.stream, false);
@@ -206,7 +206,7 @@ void CompletionTracker::WriteCompleted(const Node& n, uint64_t done_ns, uint64_t
   r.flags = flags;
   rt_->ring.Write(r);
   if (watch_ != nullptr) {
-    watch_->OnCompleted(WatchedOp{e.sig_id, e.seq, e.launch_ns},
+    watch_->OnCompleted(WatchedOp{e.sig_id, e.seq, e.launch_ns, e.stream},
                         done_ns > e.launch_ns ? done_ns - e.launch_ns : 0, now_ns);
   }
 }
@@ -227,7 +227,7 @@ void CompletionTracker::WriteRetired(const Node& n, uint64_t now_ns, uint16_t ex
   r.flags = flags;
   rt_->ring.Write(r);
   if (watch_ != nullptr) {
-    watch_->OnCompleted(WatchedOp{e.sig_id, e.seq, e.launch_ns}, zero_duration ? 0 : age, now_ns);
+    watch_->OnCompleted(WatchedOp{e.sig_id, e.seq, e.launch_ns, e.stream}, zero_duration ? 0 : age, now_ns);
   }
 }
 
@@ -404,7 +404,7 @@ uint32_t CompletionTracker::WatchedHeads(WatchedOp* out, uint32_t max) const {
     if (f.head == 0) continue;
     const LaneEntry& e = nodes_[f.head].e;
     if (f.first_marker == 0 && !PluginTimed(e)) continue;  // nothing will decide it
-    out[n++] = WatchedOp{e.sig_id, e.seq, e.launch_ns};
+    out[n++] = WatchedOp{e.sig_id, e.seq, e.launch_ns, e.stream};
   }
   return n;
 }

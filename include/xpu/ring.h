@@ -178,7 +178,8 @@ typedef struct xpu_ring_header_v1 {
  *                       (pending_seq 0: none)
  * Suspect block: set when an op (any traced GPU op, collective or not) has
  * been outstanding for longer than max(floor, multiple x the recent maximum
- * duration of its signature); cleared when it completes. `suspect_since_ns`
+ * duration of its signature); cleared when it completes. `suspect_stream`
+ * is the stream of the op as the records number it (record.h `stream`). `suspect_since_ns`
  * is the op's launch time (host clock), `detected_ns` when the hook noticed.
  * ------------------------------------------------------------------------- */
 #define XPU_RING_PROGRESS_OFFSET 2048u
@@ -215,7 +216,8 @@ typedef struct xpu_ring_progress_v1 {
   uint64_t suspect_threshold_ns;
   uint32_t suspect_seq;
   uint16_t suspect_kind;
-  uint16_t reserved0;
+  uint16_t suspect_stream; /* the hook's stream index of the overdue op (was
+                              reserved, zero from older hooks) */
   uint64_t suspect_comm_id;                            /* 0 for a non-collective op */
   uint64_t suspects_total;                             /* suspicions raised since start */
   xpu_comm_progress_v1 comms[XPU_RING_PROGRESS_COMMS]; /* overflow: ignored, not counted */
