@@ -111,10 +111,13 @@ shape_of() {
   case $1-$2 in gpu-ddp) echo "DDP GPU-bound";; launch-ddp) echo "DDP launch-bound";; *-fsdp) echo "FSDP";;
     *) echo "$1 $2";; esac
 }
-job_of() {  # job name -> newest job id
+job_of() {  # job name -> the training job's id: most ranks, then most records, then newest
+  # (the launcher process, under the same LD_PRELOAD and job name, can show up as a
+  # job of its own with no records; it must not be taken for the training job)
   $X jobs --all --json 2>/dev/null | $PY -c "import json,sys
-js=[j for j in json.load(sys.stdin).get('jobs',[]) if j.get('job_name')=='$1']
-print(sorted(js, key=lambda j: j.get('first_seen_ns',0))[-1]['job'] if js else '')" 2>/dev/null
+js=[j for j in json.load(sys.stdin).get('jobs',[]) if j.get('job_name')=='$1' and j.get('records',0)>0]
+key=lambda j: (j.get('ranks',0), j.get('records',0), j.get('first_seen_ns',0))
+print(sorted(js, key=key)[-1]['job'] if js else '')" 2>/dev/null
 }
 pid_of() { $X ranks --job "$1" --json 2>/dev/null | $PY -c "import json,sys
 print([r['pid'] for r in json.load(sys.stdin)['ranks'] if r['rank']==$2][0])" 2>/dev/null; }
