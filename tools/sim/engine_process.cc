@@ -45,10 +45,11 @@ int FreePort() {
   return port;
 }
 
-bool Serving(const std::string& target) {
+bool Serving(const std::string& target, const std::string& token) {
   auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   auto stub = xpu::v1::Query::NewStub(channel);
   grpc::ClientContext ctx;
+  if (!token.empty()) ctx.AddMetadata("x-xpu-token", token);
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   xpu::v1::StatusRequest req;
   xpu::v1::StatusReply reply;
@@ -211,7 +212,7 @@ absl::StatusOr<std::unique_ptr<EngineProcess>> EngineProcess::Start(
                                               e->exit_status_, "); its log: ", e->log_file_, "\n",
                                               ReadFile(e->log_file_)));
     }
-    if (Serving(e->target_)) return e;
+    if (Serving(e->target_, o.token)) return e;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   e->Stop(1, /*keep_dir=*/true);

@@ -25,6 +25,7 @@ struct EngineProcessOptions {
   std::string log_file;     // the engine's stderr; "" = a file in the work directory
   std::vector<std::string> extra_args;
   std::vector<std::string> env;  // NAME=VALUE added to the engine's environment
+  std::string token;  // the shared token the engine was given (--token-file); "" = none
 };
 
 struct ProcessUsage {

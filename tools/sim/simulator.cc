@@ -1,6 +1,8 @@
 #include "tools/sim/simulator.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -53,6 +55,30 @@ std::string ReadToken(const std::string& path) {
   return std::string(absl::StripAsciiWhitespace(ss.str()));
 }
 
+// A random token in a new private file (0600 in a 0700 directory under /tmp)
+// for an engine the sim starts itself; returns the file's path.
+absl::StatusOr<std::string> MakeTokenFile(std::string* token) {
+  std::ifstream rnd("/dev/urandom", std::ios::binary);
+  unsigned char b[24];
+  if (!rnd.read(reinterpret_cast<char*>(b), sizeof(b))) {
+    return absl::InternalError("cannot read /dev/urandom for the engine's token");
+  }
+  static const char kHex[] = "0123456789abcdef";
+  token->clear();
+  for (unsigned char c : b) {
+    token->push_back(kHex[c >> 4]);
+    token->push_back(kHex[c & 15]);
+  }
+  char dir[] = "/tmp/xpu-sim-token-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return absl::InternalError("cannot create a directory for the token");
+  const std::string path = std::string(dir) + "/token";
+  std::ofstream f(path);
+  f << *token << "\n";
+  if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
+  chmod(path.c_str(), 0600);
+  return path;
+}
+
 // Per-window figures for the progress line and the report.
 struct WindowStats {
   uint64_t records = 0;
@@ -101,6 +127,7 @@ class Simulation {
   const uint64_t window_ns_, floor_ns_;
   std::unique_ptr<EngineProcess> engine_;
   std::string target_, token_;
+  std::string token_file_;  // the user's --token-file, or the one made for the embedded engine
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<xpu::v1::Ingest::Stub>> stubs_;
   std::vector<std::unique_ptr<HostStream>> streams_;
@@ -122,6 +149,7 @@ class Simulation {
 
 absl::Status Simulation::StartEngine() {
   token_ = ReadToken(o_.token_file);
+  token_file_ = o_.token_file;
   if (o_.engine != "embedded") {
     target_ = o_.engine;
     return absl::OkStatus();
@@ -132,10 +160,17 @@ absl::Status Simulation::StartEngine() {
   eo.silent_after_s = std::max(30.0, 3 * o_.window_s);
   eo.cpus = o_.engine_cpus;
   eo.extra_args = o_.engine_args;
-  if (!o_.token_file.empty()) {
-    eo.extra_args.push_back("--token-file");
-    eo.extra_args.push_back(o_.token_file);
+  // Every engine call needs a credential (docs/security.md): without a token
+  // file of the user's, the sim makes one for the engine it starts, and its
+  // streams, queries and CLI calls present it.
+  if (token_file_.empty()) {
+    absl::StatusOr<std::string> made = MakeTokenFile(&token_);
+    if (!made.ok()) return made.status();
+    token_file_ = *made;
   }
+  eo.extra_args.push_back("--token-file");
+  eo.extra_args.push_back(token_file_);
+  eo.token = token_;
   absl::StatusOr<std::unique_ptr<EngineProcess>> e = EngineProcess::Start(eo);
   if (!e.ok()) return e.status();
   engine_ = *std::move(e);
@@ -383,9 +418,9 @@ void Simulation::TimeQueries() {
     return;
   }
   std::vector<std::string> common = {"--engine", target_};
-  if (!o_.token_file.empty()) {
+  if (!token_file_.empty()) {
     common.push_back("--token-file");
-    common.push_back(o_.token_file);
+    common.push_back(token_file_);
   }
   const std::vector<std::pair<std::string, std::vector<std::string>>> commands = {
       {"status", {"status"}},
