@@ -136,7 +136,10 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
   }
 
   // Job identity: the launcher's run id first, so that all ranks agree.
+  // torchrun without --rdzv-id (and without --standalone) sets the run id "none":
+  // not an identity, so the next source decides.
   c.job = StrOr(env, "TORCHELASTIC_RUN_ID", "");
+  if (c.job == "none") c.job.clear();
   if (c.job.empty()) c.job = StrOr(env, "SLURM_JOB_ID", "");
   if (c.job.empty()) c.job = StrOr(env, "XPU_JOB", "");
   if (c.job.empty()) c.job = "pid-" + std::to_string(pid) + "@" + host;
