@@ -158,6 +158,31 @@ absl::Status Engine::OpenStore(const EngineOptions& o) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Receivers' URLs and credential files, checked before anything starts so
+// that a bad flag is a plain error.
+absl::Status ReadReceivers(const EngineOptions& o, HttpAuth* alertmanager, HttpAuth* webhook) {
+  for (const std::string& url : {o.alertmanager_url, o.webhook_url}) {
+    if (url.empty()) continue;
+    if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
+  }
+  XPU_ASSIGN_OR_RETURN(*alertmanager, ReadHttpAuth(o.alertmanager_basic_auth_file,
+                                                   o.alertmanager_bearer_token_file,
+                                                   "Alertmanager"));
+  XPU_ASSIGN_OR_RETURN(*webhook,
+                       ReadHttpAuth(o.webhook_basic_auth_file, o.webhook_bearer_token_file,
+                                    "webhook"));
+  if ((!alertmanager->empty() && o.alertmanager_url.empty()) ||
+      (!webhook->empty() && o.webhook_url.empty())) {
+    return absl::InvalidArgumentError(
+        "credentials given for a receiver without its URL (--alertmanager-url, --webhook-url)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
   XPU_RETURN_IF_ERROR(ValidateSecurity(o));
   // Slowdown-detector thresholds and notification URLs are checked before
@@ -166,21 +191,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   if (!o.detector_config.empty()) {
     XPU_ASSIGN_OR_RETURN(*config, DetectorConfig::Load(o.detector_config));
   }
-  for (const std::string& url : {o.alertmanager_url, o.webhook_url}) {
-    if (url.empty()) continue;
-    if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
-  }
-  absl::StatusOr<HttpAuth> alertmanager_auth = ReadHttpAuth(
-      o.alertmanager_basic_auth_file, o.alertmanager_bearer_token_file, "Alertmanager");
-  if (!alertmanager_auth.ok()) return alertmanager_auth.status();
-  absl::StatusOr<HttpAuth> webhook_auth =
-      ReadHttpAuth(o.webhook_basic_auth_file, o.webhook_bearer_token_file, "webhook");
-  if (!webhook_auth.ok()) return webhook_auth.status();
-  if ((!alertmanager_auth->empty() && o.alertmanager_url.empty()) ||
-      (!webhook_auth->empty() && o.webhook_url.empty())) {
-    return absl::InvalidArgumentError(
-        "credentials given for a receiver without its URL (--alertmanager-url, --webhook-url)");
-  }
+  HttpAuth am_auth, webhook_auth;
+  XPU_RETURN_IF_ERROR(ReadReceivers(o, &am_auth, &webhook_auth));
   std::unique_ptr<Engine> e(new Engine(o, std::move(clock)));
   const uint64_t start_ns = e->registry_.Now();
   e->engine_id_ = MakeEngineId(start_ns);
@@ -227,8 +239,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     AlertNotifierOptions no;
     no.alertmanager_url = o.alertmanager_url;
     no.webhook_url = o.webhook_url;
-    no.alertmanager_auth = *alertmanager_auth;
-    no.webhook_auth = *webhook_auth;
+    no.alertmanager_auth = am_auth;
+    no.webhook_auth = webhook_auth;
     no.ca_file = o.alert_tls_ca;
     no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
     no.links = AlertLinks{o.grafana_url, o.docs_url};
