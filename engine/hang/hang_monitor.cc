@@ -176,6 +176,7 @@ void HangMonitor::Poll() {
       std::lock_guard<std::mutex> l(mu_);
       if (!s) {
         episode_start_.erase(job->job());  // recovered: a later hang is a new episode
+        busy_refined_.erase(job->job());
         active_.erase(job->job());
         continue;
       }
@@ -200,6 +201,16 @@ void HangMonitor::Poll() {
                     : 0.0,
                 VerdictLine(r.verdict));
     Publish(r, now);
+    if (r.verdict.cls == HangClass::kBusyWait) {
+      // Not a fault yet (the ranks outside the collective are still busy):
+      // a second look after a second instead of after rediagnose_ns, so that
+      // a rank that has stopped becomes a verdict; the full pass runs once.
+      constexpr uint64_t kRecheckNs = 1000000000ull;
+      std::lock_guard<std::mutex> l(mu_);
+      episode_start_[job->job()] =
+          now + kRecheckNs > options_.rediagnose_ns ? now + kRecheckNs - options_.rediagnose_ns : 0;
+      if (!busy_refined_.insert(job->job()).second) continue;
+    }
     // The full pass (native stacks, cuda-gdb ring reads) refines it, off
     // the poll thread.
     auto finished = std::make_shared<std::atomic<bool>>(false);

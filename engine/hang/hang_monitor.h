@@ -49,6 +49,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -142,6 +143,7 @@ class HangMonitor {
   bool stop_ = false;
   std::map<std::string, HangReport> latest_;        // guarded by mu_
   std::map<std::string, uint64_t> episode_start_;   // job -> engine time of its last diagnosis
+  std::set<std::string> busy_refined_;  // jobs whose busy-wait episode had its full pass
   std::map<std::string, Diagnosis> active_;         // guarded by mu_
   std::function<void(const Diagnosis&)> listener_;  // guarded by mu_
   struct Worker {
