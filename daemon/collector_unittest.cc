@@ -259,6 +259,7 @@ TEST(CollectorTest, HistoryBudgetIsSharedFairlySoNoRankIsStarved) {
   c.DrainOnce(1);
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   c.HandleCommand(cmd, &reply);
   ASSERT_EQ(reply.processes_size(), 8);
