@@ -397,7 +397,8 @@ void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandR
   std::vector<uint64_t> avail(asked.size()), grant(asked.size());
   for (size_t i = 0; i < asked.size(); ++i) {
     // Every record the process could send (since_ns and last_n applied).
-    avail[i] = asked[i]->history.Count(want == ~0ull ? 0 : want, command.since_ns());
+    avail[i] =
+        asked[i]->history.Count(want == ~0ull ? 0 : want, command.since_ns(), command.until_ns());
   }
   std::vector<size_t> order(asked.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -414,7 +415,7 @@ void Collector::HandleHistory(const xpu::v1::Command& command, xpu::v1::CommandR
   for (size_t i = 0; i < asked.size(); ++i) {
     const ProcessState& s = *asked[i];
     std::vector<ring::RingRecord> recs;  // Snapshot's last_n 0 would mean "all"
-    if (grant[i] > 0) recs = s.history.Snapshot(grant[i], command.since_ns());
+    if (grant[i] > 0) recs = s.history.Snapshot(grant[i], command.since_ns(), command.until_ns());
     xpu::v1::ProcessBatch* pb = reply->add_processes();
     pb->set_process_key(s.key);
     FillIdentity(s, pb->mutable_identity());

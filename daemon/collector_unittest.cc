@@ -4,7 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
 
 #include "common/ring/testing/test_ring_writer.h"
 
@@ -276,6 +279,36 @@ TEST(CollectorTest, HistoryBudgetIsSharedFairlySoNoRankIsStarved) {
   }
   EXPECT_EQ(total, 400u);
   EXPECT_EQ(reply.payload(), "truncated");
+
+  // The next, older page (xpu timeline dump --before): records that started
+  // before the newest of the ranks' oldest; together the pages hold every
+  // record of every rank.
+  std::map<int32_t, std::set<uint64_t>> starts;
+  uint64_t before = 0;
+  for (const auto& pb : reply.processes()) {
+    uint64_t oldest = ~0ull;
+    for (size_t i = 0; i < pb.records().size() / 32; ++i) {
+      xpu_record_v1 r;
+      memcpy(&r, pb.records().data() + i * 32, 32);
+      starts[pb.identity().rank()].insert(r.start_ns);
+      oldest = std::min<uint64_t>(oldest, r.start_ns);
+    }
+    before = std::max(before, oldest);
+  }
+  cmd.set_until_ns(before);
+  xpu::v1::CommandReply page2;
+  c.HandleCommand(cmd, &page2);
+  ASSERT_EQ(page2.processes_size(), 8);
+  EXPECT_NE(page2.payload(), "truncated");
+  for (const auto& pb : page2.processes()) {
+    for (size_t i = 0; i < pb.records().size() / 32; ++i) {
+      xpu_record_v1 r;
+      memcpy(&r, pb.records().data() + i * 32, 32);
+      EXPECT_LT(r.start_ns, before);
+      starts[pb.identity().rank()].insert(r.start_ns);
+    }
+  }
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(starts[r].size(), r == 2 ? 10u : 100u) << "rank " << r;
 }
 
 TEST(CollectorTest, VanishedPidIsDetectedThroughProc) {
@@ -305,6 +338,24 @@ TEST(CollectorTest, VanishedPidIsDetectedThroughProc) {
       .value();
   c.DrainOnce(1);
   EXPECT_EQ(c.stats().processes_live, 1u);  // only the live one
+}
+
+TEST(HistoryBufferTest, UpperBoundSelectsAnOlderPage) {
+  HistoryBuffer h(10);
+  for (uint64_t i = 1; i <= 10; ++i) {
+    ring::RingRecord r{};
+    r.rec.start_ns = i * 100;
+    r.position = i;
+    h.Push(r);
+  }
+  EXPECT_EQ(h.Count(0, 0, 500), 4u);  // 100..400
+  EXPECT_EQ(h.Count(2, 0, 500), 2u);
+  std::vector<ring::RingRecord> page = h.Snapshot(2, 0, 500);
+  ASSERT_EQ(page.size(), 2u);  // the newest two before 500, oldest first
+  EXPECT_EQ(page[0].rec.start_ns, 300u);
+  EXPECT_EQ(page[1].rec.start_ns, 400u);
+  EXPECT_EQ(h.Snapshot(0, 200, 500).size(), 3u);  // 200..400
+  EXPECT_EQ(h.Snapshot(0, 0, 0).size(), 10u);     // no bound
 }
 
 TEST(HistoryBufferTest, KeepsTheNewestInOrder) {

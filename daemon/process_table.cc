@@ -22,14 +22,15 @@ void HistoryBuffer::Push(const ring::RingRecord& r) {
   if (size_ < records_.size()) ++size_;
 }
 
-std::vector<ring::RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t since_ns) const {
+std::vector<ring::RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t since_ns,
+                                                      uint64_t until_ns) const {
   std::vector<ring::RingRecord> out;
   const size_t cap = records_.size();
   const size_t oldest = (head_ + cap - size_) % cap;
   // Walk newest to oldest so that last_n bounds the work.
   for (size_t i = 0; i < size_; ++i) {
     const ring::RingRecord& r = records_[(oldest + size_ - 1 - i) % cap];
-    if (r.rec.start_ns < since_ns) continue;
+    if (r.rec.start_ns < since_ns || (until_ns != 0 && r.rec.start_ns >= until_ns)) continue;
     out.push_back(r);
     if (last_n != 0 && out.size() >= last_n) break;
   }
@@ -37,12 +38,13 @@ std::vector<ring::RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t 
   return out;
 }
 
-size_t HistoryBuffer::Count(uint64_t last_n, uint64_t since_ns) const {
+size_t HistoryBuffer::Count(uint64_t last_n, uint64_t since_ns, uint64_t until_ns) const {
   const size_t cap = records_.size();
   const size_t oldest = (head_ + cap - size_) % cap;
   size_t n = 0;
   for (size_t i = 0; i < size_; ++i) {
-    if (records_[(oldest + size_ - 1 - i) % cap].rec.start_ns < since_ns) continue;
+    const uint64_t start = records_[(oldest + size_ - 1 - i) % cap].rec.start_ns;
+    if (start < since_ns || (until_ns != 0 && start >= until_ns)) continue;
     if (++n == last_n) break;
   }
   return n;

@@ -35,11 +35,13 @@ class HistoryBuffer {
   void Push(const ring::RingRecord& r);
   size_t size() const { return size_; }
   size_t capacity() const { return records_.size(); }
-  // Records with start_ns >= since_ns, the newest `last_n` of them (0 = all),
-  // in ring order.
-  std::vector<ring::RingRecord> Snapshot(uint64_t last_n, uint64_t since_ns) const;
-  // How many records Snapshot(last_n, since_ns) would return, without copying.
-  size_t Count(uint64_t last_n, uint64_t since_ns) const;
+  // Records with since_ns <= start_ns < until_ns (until_ns 0: no upper
+  // bound), the newest `last_n` of them (0 = all), in ring order.
+  std::vector<ring::RingRecord> Snapshot(uint64_t last_n, uint64_t since_ns,
+                                         uint64_t until_ns = 0) const;
+  // How many records Snapshot(last_n, since_ns, until_ns) would return,
+  // without copying.
+  size_t Count(uint64_t last_n, uint64_t since_ns, uint64_t until_ns = 0) const;
 
  private:
   std::vector<ring::RingRecord> records_;

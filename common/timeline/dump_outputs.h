@@ -47,7 +47,10 @@ struct DumpContext {
   std::vector<std::string>
       from_engine;  // served from the engine's ring: "rank 5: why not the daemon"
   std::vector<std::string> truncated_daemons;
-  uint64_t last_n = 0, since_ns = 0;
+  uint64_t last_n = 0, since_ns = 0, until_ns = 0;
+  // When a daemon's budget left records out: --before this for the next
+  // (older) page; 0 when nothing was left out.
+  uint64_t next_before_ns = 0;
   double fetch_s = 0;
 };
 

@@ -172,6 +172,7 @@ void HangMonitor::Poll() {
     live.push_back(job->job());
     std::optional<Suspicion> s = Suspect(*job, now);
     if (s) progress_.MarkStalled(job->job());
+    bool continuing = false;
     const uint64_t threshold = progress_.ThresholdNs(job->job());
     {
       std::lock_guard<std::mutex> l(mu_);
@@ -184,6 +185,7 @@ void HangMonitor::Poll() {
       auto it = episode_start_.find(job->job());
       if (it != episode_start_.end() && now - it->second < options_.rediagnose_ns) continue;
       if (stop_) return;
+      continuing = it != episode_start_.end();  // no recovery since the last look
       episode_start_[job->job()] = now;
     }
     Log()->warn("job {}: suspected hang: {}", job->job(), s->trigger);
@@ -201,7 +203,9 @@ void HangMonitor::Poll() {
                     ? (r.diagnosed_ns - r.stall_since_ns) * 1e-9
                     : 0.0,
                 VerdictLine(r.verdict));
-    Publish(r, now);
+    // A re-check that finds what the episode's full pass already reported
+    // keeps that (refined) report in place instead of a quick one.
+    if (!continuing || !RepeatsRefined(r)) Publish(r, now);
     if (r.verdict.cls == HangClass::kBusyWait) {
       // Not a fault yet (the ranks outside the collective are still busy):
       // a second look after a second instead of after rediagnose_ns, so that
@@ -259,6 +263,14 @@ void HangMonitor::Refine(std::string job, HangReport quick, EvidenceByProcess ev
                   : 0.0,
               VerdictLine(r.verdict));
   Publish(r, episode);
+}
+
+bool HangMonitor::RepeatsRefined(const HangReport& quick) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = latest_.find(quick.job);
+  return it != latest_.end() && it->second.refined_ns != 0 &&
+         it->second.verdict.cls == quick.verdict.cls &&
+         it->second.verdict.culprits == quick.verdict.culprits;
 }
 
 void HangMonitor::Publish(const HangReport& r, uint64_t episode) {

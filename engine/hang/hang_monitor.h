@@ -130,6 +130,9 @@ class HangMonitor {
                       EvidenceByProcess* evidence_out, const xpu::v1::CommandCaller& caller);
   // Keeps `r` as the job's latest report and, while the episode started at
   // `episode` lasts, its diagnosis as the active one.
+  // True when `quick` says again what the latest, refined report says (the
+  // caller knows it is the same episode: no recovery in between).
+  bool RepeatsRefined(const HangReport& quick) const;
   void Publish(const HangReport& r, uint64_t episode);
   void Refine(std::string job, HangReport quick, EvidenceByProcess evidence, uint64_t episode);
 

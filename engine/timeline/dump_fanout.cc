@@ -29,7 +29,9 @@ bool EngineRingBatch(const ProcessState& p, const xpu::v1::TimelineDumpRequest& 
   std::string packed;
   packed.reserve(recs.size() * sizeof(xpu_record_v1));
   for (xpu_record_v1 r : recs) {
-    if (r.start_ns < req.since_ns()) continue;
+    if (r.start_ns < req.since_ns() || (req.until_ns() != 0 && r.start_ns >= req.until_ns())) {
+      continue;
+    }
     r.commit = 0;
     packed.append(reinterpret_cast<const char*>(&r), sizeof(r));
   }
@@ -128,6 +130,7 @@ void SendHistoryCommands(const CommandSender& send, const xpu::v1::CommandCaller
     }
     cmd.set_last_n(dump.request.last_n());
     cmd.set_since_ns(dump.request.since_ns());
+    cmd.set_until_ns(dump.request.until_ns());
     // The daemon-side deadline is a little longer than ours, so that a late
     // reply is still consumed (and dropped) by the pending-command table.
     cmd.set_deadline_ms(static_cast<uint64_t>(dump.deadline_ms.count()) + 5000);

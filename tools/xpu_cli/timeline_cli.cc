@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -32,7 +33,7 @@ namespace tl = ::xpu::timeline;
 
 const char kTimelineHelp[] = R"(xpu timeline: on-demand timelines from the daemons' history.
 
-xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--out DIR]
+xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--before T] [--out DIR]
                   [--format perfetto|json|both|auto] [--deadline-s S]
                   [--no-engine-fallback] [--json]
     Asks every daemon holding one of the ranks for what it kept (exited
@@ -48,7 +49,11 @@ xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--out DIR]
     GPU times are aligned across hosts with clock offsets estimated from
     collective completion (reference: the lowest rank).
     --last N: the last N records per rank; --since T: ns since the epoch or
-    an age (90s, 5m, 2h). --deadline-s: wait for daemons (default 30).
+    an age (90s, 5m, 2h); --before T: only records that started before T.
+    A daemon shares its reply budget equally among its ranks; when that
+    leaves older records out, dump says so and prints the next page's
+    command (--before the newest of the ranks' oldest records; also
+    next_before_ns in dump.json). --deadline-s: wait for daemons (default 30).
     Ranks whose daemon does not answer come from the engine's own
     recent-record ring (listed as such) unless --no-engine-fallback.
 
@@ -65,7 +70,7 @@ JSON (summary): {job, window_start_ns, window_end_ns, ops, top: [...], ranks: [.
 // them, so that the messages name what was wrong.
 struct Flags {
   bool no_engine_fallback = false;
-  std::string ranks, last, since, out, in, format = "auto", deadline_s, top;
+  std::string ranks, last, since, before, out, in, format = "auto", deadline_s, top;
 };
 
 uint64_t NowNs() {
@@ -89,7 +94,21 @@ struct Fetched {
   xpu::v1::TimelineDumpDone done;
   double seconds = 0;
   uint64_t raw_bytes = 0;
+  uint64_t next_before_ns = 0;  // the next page's --before, when a budget left records out
 };
+
+// The next (older) page's --before when a daemon's budget left records out:
+// the newest of the ranks' oldest records, so that no rank's older records
+// fall between the pages (ranks that were not cut may appear in both).
+uint64_t NextPageBefore(const std::vector<tl::RankDump>& ranks) {
+  uint64_t before = 0;
+  for (const tl::RankDump& d : ranks) {
+    uint64_t oldest = ~0ull;
+    for (size_t i = 0; i < d.size(); ++i) oldest = std::min(oldest, d.Record(i).start_ns);
+    if (oldest != ~0ull) before = std::max(before, oldest);
+  }
+  return before;
+}
 
 // Runs Query.TimelineDump; writes raw files into `raw_dir` when not empty.
 int Fetch(const Invocation& in, const xpu::v1::TimelineDumpRequest& req, const std::string& raw_dir,
@@ -183,6 +202,14 @@ int Fetch(const Invocation& in, const xpu::v1::TimelineDumpRequest& req, const s
            "out; ask for fewer ranks (--ranks) or a shorter span (--since, --last) to get "
            "them\n";
   }
+  if (got->done.truncated_daemons_size() > 0) {
+    got->next_before_ns = NextPageBefore(got->ranks);
+    if (got->next_before_ns != 0) {
+      err << "xpu timeline: the next (older) page: xpu timeline dump --job " << req.job()
+          << " --before " << got->next_before_ns
+          << (req.ranks_size() > 0 ? " --ranks ..." : "") << "\n";
+    }
+  }
   tl::SortRanks(&got->ranks);
   return kExitOk;
 }
@@ -219,6 +246,18 @@ bool BuildRequest(const Flags& f, const std::string& job, xpu::v1::TimelineDumpR
     }
     req->set_since_ns(since);
   }
+  if (!f.before.empty()) {
+    uint64_t before = 0;
+    if (!ParseSince(f.before, NowNs(), &before) || before == 0) {
+      *error = "bad --before '" + f.before + "' (ns since the epoch, or an age like 90s, 5m, 2h)";
+      return false;
+    }
+    if (before <= req->since_ns()) {
+      *error = "--before must be later than --since";
+      return false;
+    }
+    req->set_until_ns(before);
+  }
   if (!f.deadline_s.empty()) {
     double s = 0;
     if (!absl::SimpleAtod(f.deadline_s, &s) || s <= 0 || s > 3600) {
@@ -245,6 +284,8 @@ tl::DumpContext Context(const xpu::v1::TimelineDumpRequest& req, const Fetched& 
                                got.done.truncated_daemons().end());
   ctx.last_n = req.last_n();
   ctx.since_ns = req.since_ns();
+  ctx.until_ns = req.until_ns();
+  ctx.next_before_ns = got.next_before_ns;
   ctx.fetch_s = got.seconds;
   return ctx;
 }
@@ -411,6 +452,10 @@ void AddTimelineCommands(CLI::App& xpu, CommonFlags* common, CommandTable* table
     cmd->add_option("--last", tf->last, "the last N records per rank")->type_name("N");
     cmd->add_option("--since", tf->since,
                     "records since T: ns since the Unix epoch, or an age (90s, 5m, 2h)")
+        ->type_name("T");
+    cmd->add_option("--before", tf->before,
+                    "records that started before T (same forms as --since): the next, older "
+                    "page of a dump that hit a daemon's budget (dump prints the command)")
         ->type_name("T");
     cmd->add_option("--deadline-s", tf->deadline_s, "how long to wait for the daemons (default 30)")
         ->type_name("S");

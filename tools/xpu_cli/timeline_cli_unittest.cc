@@ -64,6 +64,13 @@ TEST(TimelineCliTest, UsageErrors) {
   EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--last", "5", "--since", "5m"}, &out, &err),
             kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--ranks", "x"}, &out, &err), kExitUsage);
+  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--before", "soon"}, &out, &err), kExitUsage);
+  EXPECT_NE(err.find("bad --before"), std::string::npos);
+  EXPECT_EQ(RunTl({"timeline", "dump", "--job", "j", "--since", "1700000000000000000", "--before",
+                   "1600000000000000000"},
+                  &out, &err),
+            kExitUsage);
+  EXPECT_NE(err.find("--before must be later than --since"), std::string::npos);
   EXPECT_EQ(RunTl({"timeline", "summary"}, &out, &err), kExitUsage);
   EXPECT_EQ(RunTl({"timeline", "summary", "--in", "/tmp", "--top", "0"}, &out, &err), kExitUsage);
   EXPECT_NE(err.find("--top wants a positive number"), std::string::npos);
