@@ -8,6 +8,8 @@
 #   make stack          engine + Prometheus + Alertmanager + Grafana (compose)
 #   make deploy-check   the deployment kit's checks (part of make test)
 #   make fuzz [FUZZ_SECONDS=600]  every libFuzzer target (clang) for that long each
+#   make fuzz-bundle [FUZZ_BUNDLE=build-fuzz/fuzz-bundle.tar.xz]  the built fuzzers
+#               and corpora, to run elsewhere with tools/run_fuzz_bundle.sh
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SYS_PYTHON ?= /usr/bin/python3
@@ -33,7 +35,8 @@ DESTDIR ?=
 STRIP ?= 0
 
 .PHONY: all deps configure build test demo clean bundle wheel catalogue install install-only install-demo \
-  images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz scale scale-100k
+  images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz fuzz-bundle scale \
+  scale-100k
 
 # ccache, when installed, for the sanitizer builds too.
 CCACHE := $(shell command -v ccache 2>/dev/null)
@@ -120,11 +123,18 @@ asan tsan: deps
 
 # Every fuzz target of untrusted input (ring readers of the daemon and of the
 # Python module, the engine's batch decoder) under libFuzzer with ASan/UBSan,
-# FUZZ_SECONDS each (build-fuzz/, corpora kept in build-fuzz/corpus/). The
-# fast form of each runs in make test (ctest -L fuzz and *_fuzz_unittest).
+# FUZZ_SECONDS each, in parallel on $(JOBS) cores (build-fuzz/, corpora kept
+# in build-fuzz/corpus/, logs and summary in build-fuzz/fuzz-out/). The fast
+# form of each runs in make test (ctest -L fuzz and *_fuzz_unittest).
+# fuzz-bundle packs what `make fuzz` built (fuzzers, corpora, their shared
+# libraries) for tools/run_fuzz_bundle.sh BUNDLE SECONDS OUTDIR [CORES].
 FUZZ_SECONDS ?= 600
+FUZZ_BUNDLE ?= build-fuzz/fuzz-bundle.tar.xz
 fuzz: deps
 	tools/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
+fuzz-bundle: deps
+	tools/run_fuzz.sh build-fuzz 1 $(JOBS) build-fuzz/fuzz-out-bundle
+	tools/make_fuzz_bundle.sh build-fuzz $(FUZZ_BUNDLE)
 
 # The engine at scale (docs/scale.md): xpu-sim at 1k and 10k ranks (healthy,
 # a slow GPU, a rank stuck in Python) and the localization at a million ranks;

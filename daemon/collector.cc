@@ -23,11 +23,14 @@ void AppendPacked(const xpu_record_v1& rec, std::string* out) {
   memcpy(&(*out)[at], &rec, sizeof(rec));
 }
 
-// For the engine: the commit word carries the record's ring position
-// (common.proto, ProcessBatch), so a record sent twice is recognized.
+// For the engine: the commit word carries the record's position in the
+// process's stream (common.proto, ProcessBatch), so a record sent twice is
+// recognized. The sequence, not the raw ring index: after corrupted indices
+// the index may move back, and the engine would take every later record for
+// one it already has.
 void AppendWithPosition(const ring::RingRecord& r, std::string* out) {
   xpu_record_v1 rec = r.rec;
-  rec.commit = static_cast<uint32_t>(r.position + 1);
+  rec.commit = static_cast<uint32_t>(r.sequence + 1);
   AppendPacked(rec, out);
 }
 
@@ -107,7 +110,7 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
     const ring::SignatureInfo* sig = reader.signature(r.rec.sig_id);
     s.aggregator.Add(r.rec, sig != nullptr ? &sig->sig : nullptr);
     if (options_.collect_for_engine) {
-      if (s.pending_records.empty()) s.pending_first_position = r.position;
+      if (s.pending_records.empty()) s.pending_first_position = r.sequence;
       AppendWithPosition(r, &s.pending_records);
     }
   }
@@ -127,7 +130,7 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
     if (s.pending_records.size() > max_bytes) {
       const size_t drop = s.pending_records.size() - max_bytes;
       const uint64_t n = drop / sizeof(xpu_record_v1);
-      reader.AddLoss(XPU_LOSS_BUFFER, s.pending_first_position, n);
+      reader.AddLoss(XPU_LOSS_BUFFER, reader.PositionOfSequence(s.pending_first_position), n);
       s.pending_records.erase(0, drop);
       s.pending_first_position =
           PositionFromCommit(s.pending_first_position, CommitAt(s.pending_records, 0));
@@ -222,7 +225,7 @@ std::vector<xpu::v1::Batch> Collector::TakeBatches() {
       }
       pb->set_records(s.pending_records.substr(offset, len));
       pb->set_first_position(
-          len == 0 ? s.reader->cursor()
+          len == 0 ? s.reader->records_accounted()
                    : PositionFromCommit(s.pending_first_position,
                                         CommitAt(s.pending_records, offset)));
       FillCounters(s, pb->mutable_counters());

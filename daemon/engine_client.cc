@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
+#include "common/rpc/address.h"
 #include "common/rpc/local_identity.h"
 #include "xpu/v1/ingest.grpc.pb.h"
 
@@ -67,28 +68,9 @@ bool HasPayload(const xpu::v1::Batch& b) {
 
 }  // namespace
 
-bool IsLoopbackTarget(const std::string& target) {
-  std::string t = target;
-  if (t.rfind("unix:", 0) == 0 || t.rfind("unix-abstract:", 0) == 0) return true;
-  for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
-    if (t.rfind(scheme, 0) == 0) {
-      t = t.substr(strlen(scheme));
-      break;
-    }
-  }
-  std::string host;
-  if (!t.empty() && t[0] == '[') {
-    const size_t end = t.find(']');
-    if (end == std::string::npos) return false;
-    host = t.substr(1, end - 1);
-  } else {
-    const size_t colon = t.find(':');
-    host = colon == std::string::npos ? t : t.substr(0, colon);
-    if (t.find(':', colon == std::string::npos ? 0 : colon + 1) != std::string::npos)
-      host = t;  // bare IPv6
-  }
-  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1";
-}
+// By resolution, never by spelling: "127.evil.example" may name a public
+// address, and a plaintext stream to it would carry the token and records.
+bool IsLoopbackTarget(const std::string& target) { return rpc::IsLoopback(target); }
 
 absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(
     const EngineClientOptions& options, CommandHandler* handler, StateProvider* state) {

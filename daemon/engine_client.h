@@ -87,7 +87,8 @@ struct EngineClientStats {
   uint64_t commands = 0;
 };
 
-// True for targets that stay on this host (localhost, 127.0.0.0/8, ::1, unix:).
+// True for targets that stay on this host: unix: sockets, and hosts whose
+// every resolved address is loopback (common/rpc/address.h).
 bool IsLoopbackTarget(const std::string& target);
 
 class EngineClient {

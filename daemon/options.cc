@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/cli/flags.h"
+#include "common/rpc/address.h"
 
 namespace xpu::daemon {
 namespace {
@@ -80,8 +81,12 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
   app.add_option("--metrics-addr", o->metrics_addr,
                  "Serve Prometheus /metrics and /healthz on HOST:PORT (default: not served; the "
-                 "daemon's counters also reach the engine).")
+                 "daemon's counters also reach the engine). An address that resolves to "
+                 "anything but loopback needs --metrics-allow-remote.")
       ->type_name("HOST:PORT");
+  app.add_flag("--metrics-allow-remote", o->metrics_allow_remote,
+               "Serve /metrics and /healthz on a non-loopback --metrics-addr (they carry job "
+               "ids and counts, without authentication).");
   app.add_option("--log-file", o->log_file,
                  "Log to this file instead of stderr (default when detached: <socket "
                  "dir>/daemon.log).")
@@ -129,6 +134,15 @@ absl::StatusOr<DaemonOptions> ParseDaemonOptions(const std::vector<std::string>&
     case flags::Outcome::kError:
       return absl::InvalidArgumentError(
           absl::StripSuffix(absl::StripPrefix(r.text, "xpu-daemon: "), "\n"));
+  }
+  if (!o.help && !o.version && !o.metrics_addr.empty() && !o.metrics_allow_remote) {
+    // Resolved, never judged by spelling (common/rpc/address.h).
+    if (absl::Status lo = rpc::CheckLoopback(o.metrics_addr); !lo.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to serve /metrics on ", o.metrics_addr, " (", lo.message(),
+          "): it carries job ids and counts without authentication; give "
+          "--metrics-allow-remote if that is intended"));
+    }
   }
   return o;
 }

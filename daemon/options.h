@@ -38,6 +38,7 @@ struct DaemonOptions {
   std::string log_level = "info";
   std::string log_file;
   std::string metrics_addr;  // --metrics-addr: /metrics + /healthz ("" = not served)
+  bool metrics_allow_remote = false;  // a non-loopback --metrics-addr on purpose
   bool foreground = false;
   bool help = false;
   bool version = false;

@@ -48,12 +48,28 @@ TEST(DaemonOptionsTest, Errors) {
   EXPECT_FALSE(ParseDaemonOptions({"--tls-cert", "c.pem"}).ok());
 }
 
+TEST(DaemonOptionsTest, MetricsStayOnLoopbackUnlessAllowed) {
+  EXPECT_TRUE(ParseDaemonOptions({"--metrics-addr=127.0.0.1:0"}).ok());
+  EXPECT_TRUE(ParseDaemonOptions({"--metrics-addr=localhost:9465"}).ok());
+  auto any = ParseDaemonOptions({"--metrics-addr=0.0.0.0:9465"});
+  EXPECT_EQ(any.status().code(), absl::StatusCode::kFailedPrecondition) << any.status();
+  EXPECT_NE(any.status().message().find("--metrics-allow-remote"), std::string::npos);
+  EXPECT_FALSE(ParseDaemonOptions({"--metrics-addr=:9465"}).ok());  // every address
+  EXPECT_FALSE(ParseDaemonOptions({"--metrics-addr=10.1.2.3:9465"}).ok());
+  EXPECT_FALSE(ParseDaemonOptions({"--metrics-addr=127.0.0.1.invalid:9465"}).ok());
+  auto allowed = ParseDaemonOptions({"--metrics-addr=0.0.0.0:9465", "--metrics-allow-remote"});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  EXPECT_TRUE(allowed->metrics_allow_remote);
+  EXPECT_TRUE(ParseDaemonOptions({"--metrics-addr=0.0.0.0:9465", "--help"}).ok());
+}
+
 TEST(DaemonOptionsTest, HelpMentionsEveryFlag) {
   const std::string help = DaemonHelpText();
   for (const char* f :
        {"--socket", "--engine", "--no-engine", "--token-file", "--tls-ca", "--tls-cert",
         "--tls-key", "--insecure", "--history-records", "--retain-exited-s", "--window-s",
-        "--flush-ms", "--buffer-mb", "--foreground", "--help"}) {
+        "--flush-ms", "--buffer-mb", "--foreground", "--metrics-addr", "--metrics-allow-remote",
+        "--help"}) {
     EXPECT_NE(help.find(f), std::string::npos) << f;
   }
   EXPECT_NE(help.find("[131072]"), std::string::npos);

@@ -71,7 +71,7 @@ struct ProcessState {
   // Pending for the engine since the last batch: packed xpu_record_v1 whose
   // commit word carries (uint32_t)(ring position + 1) (common.proto).
   std::string pending_records;
-  uint64_t pending_first_position = 0;  // ring position of the first pending record
+  uint64_t pending_first_position = 0;  // sequence (RingRecord) of the first pending record
   std::vector<xpu::v1::WindowSummary> pending_windows;
   // While a profiling window runs in this process: a copy of every record
   // drained (profile_window.h); null otherwise.

@@ -2,6 +2,7 @@
 #include "common/logging/logging.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -53,6 +54,38 @@ TEST(LoggingTest, ComponentLoggersShareTheProgramSinkAndLevel) {
       << text.str();
   EXPECT_NE(text.str().find("[component_b] [error] written by b"), std::string::npos) << text.str();
   std::remove(file.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(LoggingTest, FileIsPrivateAndNeverASymlink) {
+  char tmpl[] = "/tmp/xpu-logging-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const mode_t old = umask(0);
+  const std::string file = dir + "/a.log";
+  EXPECT_TRUE(InitLogging({"prog", "info", file}).ok());
+  struct stat st;
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // A symlink planted where the log goes is refused, its target untouched.
+  const std::string target = dir + "/target";
+  { std::ofstream(target) << "precious"; }
+  const std::string planted = dir + "/b.log";
+  ASSERT_EQ(symlink(target.c_str(), planted.c_str()), 0);
+  EXPECT_FALSE(InitLogging({"prog", "info", planted}).ok());
+  GetLogger("after_symlink")->info("to stderr, not the target");
+  std::ifstream in(target);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), "precious");
+  // A directory anyone may write (not sticky): a file there could be swapped.
+  const std::string open_dir = dir + "/open";
+  ASSERT_EQ(mkdir(open_dir.c_str(), 0777), 0);
+  EXPECT_FALSE(InitLogging({"prog", "info", open_dir + "/c.log"}).ok());
+  umask(old);
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("prog"));
+  for (const std::string& f : {file, planted, target, open_dir + "/c.log"}) std::remove(f.c_str());
+  rmdir(open_dir.c_str());
   rmdir(dir.c_str());
 }
 

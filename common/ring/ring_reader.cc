@@ -477,7 +477,7 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
       } else {
         copy.commit = 0;
         if (ValidateRecord(copy)) {
-          out->push_back(RingRecord{cursor_, copy});
+          out->push_back(RingRecord{cursor_, copy, cursor_ - bias_});
           ++appended;
           ++counters_.records_read;
           if (cursor_ < replay_end_) ++counters_.records_replayed;

@@ -128,10 +128,16 @@ struct SignatureInfo {
   std::string name;      // sanitised
 };
 
-// A record read from the ring, with its ring position.
+// A record read from the ring, with its ring position and its sequence:
+// the records and losses accounted before it (RingReader::records_accounted).
+// The two are equal until corrupted indices force a resynchronization; from
+// then on the position may jump back or far ahead, while the sequence still
+// grows by one per record or loss. Whatever is deduplicated by position
+// downstream (the engine) must use the sequence.
 struct RingRecord {
   uint64_t position;
   xpu_record_v1 rec;  // commit zeroed
+  uint64_t sequence = 0;
 };
 
 // Returns OK when `h` describes a consistent ring that fits in `actual_size`
@@ -182,6 +188,9 @@ class RingReader {
   // Records the hook wrote that this ring's consumers have accounted for
   // (read or counted lost): cursor - position_bias.
   uint64_t records_accounted() const { return cursor_ - bias_; }
+  // The ring position of sequence `seq` (RingRecord) under the current
+  // position bias; exact unless a resynchronization came in between.
+  uint64_t PositionOfSequence(uint64_t seq) const { return seq + bias_; }
   // Still re-reading what a previous daemon had read but not delivered.
   bool replaying() const { return cursor_ < replay_end_; }
 

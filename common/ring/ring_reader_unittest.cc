@@ -418,6 +418,12 @@ TEST(RingReaderTest, WriteIndexCorruptedBackwardsResyncsAndCounts) {
   reader->Poll(0, 1000, &recs);
   EXPECT_EQ(recs.size(), 70u);
   ExpectAccounted(*w, *reader, recs.size());
+  // The ring positions moved back; the sequence (what the engine
+  // deduplicates by) keeps growing, past the records counted lost.
+  EXPECT_LT(recs[40].position, recs[39].position);
+  for (size_t i = 1; i < recs.size(); ++i) EXPECT_GT(recs[i].sequence, recs[i - 1].sequence) << i;
+  EXPECT_EQ(recs[40].sequence, recs[39].sequence + 1 + reader->counters().records_resync);
+  EXPECT_EQ(recs.back().sequence + 1, reader->records_accounted());
 }
 
 TEST(RingReaderTest, WriteIndexCorruptedForwardResyncsAndCounts) {

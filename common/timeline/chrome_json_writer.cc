@@ -5,6 +5,7 @@
 #include "common/record/op_kind.h"
 #include "common/timeline/trace_model.h"
 #include "common/timeline/trace_writer.h"
+#include "common/timeline/private_output.h"
 
 namespace xpu::timeline {
 namespace {
@@ -148,8 +149,9 @@ void EmitSlice(size_t ri, int32_t pid, const RankLayout& L, const TrackSlice& s,
 
 absl::StatusOr<TraceStats> WriteChromeJson(const std::vector<RankDump>& ranks,
                                            const ClockAlignment& align, const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return absl::InternalError(absl::StrCat("cannot open ", path));
+  absl::StatusOr<FILE*> opened = OpenPrivateFile(path);  // 0600, no symlink
+  if (!opened.ok()) return opened.status();
+  FILE* f = *opened;
   FlowIndex flows;
   flows.Build(ranks, align);
   const uint64_t base = BaseTime(ranks, align);

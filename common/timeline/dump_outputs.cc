@@ -12,6 +12,7 @@
 #include "common/base/status_macros.h"
 #include "common/json/json.h"
 #include "common/timeline/summary.h"
+#include "common/timeline/private_output.h"
 
 namespace xpu::timeline {
 namespace {
@@ -23,11 +24,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 }
 
 absl::Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f << text;
-  f.close();
-  if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
+  return WritePrivateFile(path, text);  // job data: 0600, never through a symlink
 }
 
 Json StatsJson(const TraceStats& s) {
@@ -57,9 +54,7 @@ bool ParseTraceFormat(const std::string& s, TraceFormat* f) {
 absl::StatusOr<DumpOutputs> WriteDumpOutputs(const std::string& dir,
                                              const std::vector<RankDump>& ranks, TraceFormat format,
                                              const DumpContext& ctx) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", std::strerror(errno)));
-  }
+  XPU_RETURN_IF_ERROR(MakePrivateDir(dir));
   DumpOutputs o;
   for (const RankDump& d : ranks) {
     o.ops += d.size();

@@ -5,6 +5,7 @@
 #include "common/timeline/proto_encoder.h"
 #include "common/timeline/trace_model.h"
 #include "common/timeline/trace_writer.h"
+#include "common/timeline/private_output.h"
 
 namespace xpu::timeline {
 namespace {
@@ -39,7 +40,11 @@ constexpr uint32_t kEventNames = 2, kDebugAnnotationNames = 3, kIid = 1, kName =
 
 class FileOut {
  public:
-  explicit FileOut(const std::string& path) : f_(std::fopen(path.c_str(), "wb")) {}
+  // 0600, never through a symlink (private_output.h).
+  explicit FileOut(const std::string& path) {
+    absl::StatusOr<FILE*> f = OpenPrivateFile(path);
+    f_ = f.ok() ? *f : nullptr;
+  }
   ~FileOut() {
     if (f_) std::fclose(f_);
   }
@@ -56,7 +61,7 @@ class FileOut {
   uint64_t bytes() const { return bytes_; }
 
  private:
-  FILE* f_;
+  FILE* f_ = nullptr;
   bool failed_ = false;
   uint64_t bytes_ = 0;
 };

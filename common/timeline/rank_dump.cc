@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
 #include "common/wire/signature.h"
+#include "common/timeline/private_output.h"
 
 namespace xpu::timeline {
 
@@ -63,12 +64,8 @@ analysis::RankTrace ToRankTrace(const RankDump& d, int64_t offset_ns) {
 
 namespace {
 
-absl::Status MakeDir(const std::string& p) {
-  if (mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) {
-    return absl::InternalError(absl::StrCat("cannot create ", p, ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
+// Job data: private directories and files (private_output.h).
+absl::Status MakeDir(const std::string& p) { return MakePrivateDir(p); }
 
 }  // namespace
 
@@ -80,11 +77,10 @@ absl::StatusOr<uint64_t> WriteRaw(const std::string& dir, const xpu::v1::Process
   std::string name = id.rank() >= 0 ? absl::StrCat("rank-", id.rank())
                                     : absl::StrCat("pid-", id.pid(), "-", pb.process_key());
   const std::string path = absl::StrCat(raw, "/", name, ".xpb");
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f || !pb.SerializeToOstream(&f))
+  XPU_ASSIGN_OR_RETURN(FILE * f, OpenPrivateFile(path));
+  const bool wrote = pb.SerializeToFileDescriptor(fileno(f));
+  if (std::fclose(f) != 0 || !wrote)
     return absl::InternalError(absl::StrCat("cannot write ", path));
-  f.close();
-  if (!f) return absl::InternalError(absl::StrCat("cannot write ", path));
   return static_cast<uint64_t>(pb.ByteSizeLong());
 }
 

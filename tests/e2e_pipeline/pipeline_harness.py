@@ -115,6 +115,7 @@ class Paths:
         self.daemon = p["daemon"]
         self.cli = p["cli"]
         self.ring_dump = p["ring_dump"]
+        self.sim = p.get("sim")  # only tests/e2e_pipeline lists it
         self.hook = p["hook"]
         self.fake_train = p["fake_train"]
         self.fake_launch = p["fake_launch"]
@@ -191,12 +192,14 @@ class Pipeline:
         self.procs.append(p)
         return p
 
-    def start_engine(self, name="engine", port=0, db=None, extra=()):
+    def start_engine(self, name="engine", port=0, db=None, extra=(), wrap=()):
+        """wrap: a command that execs the engine (argv appended), e.g. to put
+        it in a namespace; the engine keeps the spawned process's pid."""
         db = db or os.path.join(self.dir, "engine.db")
         # No automatic profiling windows unless a test asks for them
         # (tests/e2e_profile): their kernel records would upset exact counts.
         env = {"XPU_PROFILE_AUTO": os.environ.get("XPU_PROFILE_AUTO", "0")}
-        proc = self.spawn(name, [self.paths.engine, "--listen=127.0.0.1:%d" % port,
+        proc = self.spawn(name, list(wrap) + [self.paths.engine, "--listen=127.0.0.1:%d" % port,
                                  "--metrics-addr=127.0.0.1:0", "--db=%s" % db, "--window-s=1",
                                  "--silent-after-s=30"] + list(extra), env)
         pat = re.compile(r"listening on \S+ \(port (\d+)\), metrics on port (\d+)")

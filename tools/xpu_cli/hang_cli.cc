@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "common/json/json.h"
+#include "common/timeline/private_output.h"
 #include "tools/xpu_cli/cli.h"
 #include "tools/xpu_cli/command.h"
 #include "xpu/v1/hang.grpc.pb.h"
@@ -35,10 +36,9 @@ struct HangFlags {
   double deadline_s = 20;
 };
 
+// Stacks of a job: 0600, never through a symlink (common/timeline/private_output.h).
 bool WriteAll(const std::string& path, const std::string& data) {
-  std::ofstream o(path, std::ios::binary | std::ios::trunc);
-  o << data;
-  return static_cast<bool>(o);
+  return timeline::WritePrivateFile(path, data).ok();
 }
 
 int RunHang(const std::string& command, const HangFlags& f, const Invocation& in) {
