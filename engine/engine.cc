@@ -1,10 +1,12 @@
 #include "engine/engine.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/clock.h"
 #include "common/base/status_macros.h"
 #include "common/cli/flags.h"
 #include "common/logging/logging.h"
@@ -31,6 +33,24 @@ std::string MakeEngineId(uint64_t now_ns) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   return absl::StrCat(host, ":", getpid(), ":", now_ns / 1000000000ull);
+}
+
+// Where daemons reach this engine: --listen with the port the server bound,
+// and this host's name in place of a wildcard address.
+std::string DefaultAdvertiseAddress(const std::string& listen, int port) {
+  if (listen.rfind("unix:", 0) == 0 || listen.rfind("unix-abstract:", 0) == 0) return listen;
+  std::string host = listen;
+  if (!host.empty() && host[0] == '[') {
+    host = host.substr(0, host.find(']') + 1);
+  } else if (size_t colon = host.rfind(':'); colon != std::string::npos) {
+    host = host.substr(0, colon);
+  }
+  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
+    char name[256] = {0};
+    gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  return absl::StrCat(host, ":", port);
 }
 
 }  // namespace
@@ -136,6 +156,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     no.webhook_auth = *webhook_auth;
     no.ca_file = o.alert_tls_ca;
     no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
+    // What the webhook delivered is recorded, so that a replica taking the
+    // job over does not deliver it again.
+    no.on_webhook_delivered = [store = e->store_.get()](const std::vector<DeliveredEvent>& evs) {
+      for (const DeliveredEvent& ev : evs) {
+        store->EnqueueAlertDelivery(history::AlertDelivery{ev.job, ev.kind, ev.subject,
+                                                           ev.first_seen_ns, ev.status,
+                                                           RealtimeNs()});
+      }
+    };
     e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
   }
 
@@ -167,14 +196,136 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", o.listen, " (address in use or not resolvable)"));
   }
+  XPU_RETURN_IF_ERROR(e->StartReplica(o));
   e->window_thread_ = std::thread([p = e.get()] { p->WindowLoop(); });
   e->hang_->Start();
-  Log()->info("xpu-engine {} listening on {} (port {}), metrics on port {}, db {}", e->engine_id_,
-              o.listen, e->port_, e->metrics_.port(), o.db);
+  Log()->info("xpu-engine {} (replica {}) listening on {} (port {}), metrics on port {}, db {}",
+              e->engine_id_, e->replica_id_, o.listen, e->port_, e->metrics_.port(),
+              history::RedactDb(o.db));
   return e;
 }
 
-Engine::~Engine() { Shutdown(); }
+absl::Status Engine::StartReplica(const EngineOptions& o) {
+  replica::OwnershipOptions ro;
+  ro.address = o.advertise_addr.empty() ? DefaultAdvertiseAddress(o.listen, port_)
+                                        : o.advertise_addr;
+  ro.replica_id = o.replica_id.empty() ? ro.address : o.replica_id;
+  ro.instance = engine_id_;
+  ro.version = flags::Version();
+  ro.lease_ttl_s = o.lease_ttl_s > 0 ? o.lease_ttl_s : o.window_s / 2;
+  replica_id_ = ro.replica_id;
+  XPU_ASSIGN_OR_RETURN(std::unique_ptr<history::Leases> leases, history::Leases::Open(o.db));
+  replica_metrics_ = std::make_unique<replica::ReplicaMetrics>(metrics_.registry());
+  ownership_ = std::make_unique<replica::Ownership>(std::move(leases), ro);
+  XPU_RETURN_IF_ERROR(ownership_->Start(
+      [this](const std::string& job) { return TakeOver(job); },
+      [this](const std::vector<std::string>& jobs) { OnJobsLost(jobs); },
+      [this](const absl::Status& why) { OnReplaced(why); }));
+  store_->SetFencingOwner(replica_id_);
+  ingest_->SetOwnership(ownership_.get(), replica_id_, replica_metrics_.get());
+  return absl::OkStatus();
+}
+
+absl::Status Engine::exit_status() {
+  std::lock_guard<std::mutex> l(mu_);
+  return exit_status_;
+}
+
+absl::Status Engine::TakeOver(const std::string& job) {
+  XPU_ASSIGN_OR_RETURN(replica::JobTakeover t, replica::LoadTakeover(*store_, job));
+  const bool existed = registry_.FindJob(job) != nullptr;
+  std::shared_ptr<JobState> js =
+      registry_.GetOrCreateJob(job, t.summary ? t.summary->job_name : std::string());
+  {
+    std::lock_guard<std::mutex> l(js->mu());
+    if (t.summary && !existed) {
+      js->CarryOver(t.summary->first_seen_ns, t.summary->records, t.rank_records);
+    }
+    for (const auto& [stream, seq] : t.stream_seqs) {
+      uint64_t& mine = js->stream_seq()[stream];
+      mine = std::max(mine, seq);
+    }
+  }
+  if (t.summary) {
+    Log()->info("job {}: loaded from the database ({} records, {} active diagnoses, {} streams)",
+                job, t.summary->records, t.active.size(), t.stream_seqs.size());
+  }
+  replica_metrics_->AddTakenOver();
+  std::lock_guard<std::mutex> l(replica_mu_);
+  lost_jobs_.erase(job);
+  takeovers_.push_back(std::move(t));
+  return absl::OkStatus();
+}
+
+void Engine::OnJobsLost(const std::vector<std::string>& jobs) {
+  replica_metrics_->AddLost(jobs.size());
+  for (const std::string& job : jobs) {
+    registry_.DropJob(job);
+    std::optional<history::JobOwner> owner = ownership_->OwnerOf(job);
+    Log()->warn("job {} is served by replica {} now; dropped here, its daemons redirected", job,
+                owner ? owner->owner : std::string("(unknown)"));
+    if (owner && !owner->address.empty() && ingest_) {
+      ingest_->RedirectJob(job, owner->owner, owner->address);
+    }
+  }
+  std::lock_guard<std::mutex> l(replica_mu_);
+  lost_jobs_.insert(jobs.begin(), jobs.end());
+}
+
+void Engine::OnReplaced(const absl::Status& why) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    exit_status_ = why;
+  }
+  // main() waits for SIGTERM on its signal thread: this ends it the same way.
+  Log()->error("stopping: {}", std::string(why.message()));
+  kill(getpid(), SIGTERM);
+}
+
+void Engine::ApplyReplicaChanges() {
+  std::vector<replica::JobTakeover> takeovers;
+  std::set<std::string> lost;
+  {
+    std::lock_guard<std::mutex> l(replica_mu_);
+    takeovers.swap(takeovers_);
+    lost.swap(lost_jobs_);
+  }
+  for (const std::string& job : lost) {
+    if (tracker_) tracker_->Forget(job);
+    written_seqs_.erase(job);
+    busbw_ops_.erase(job);
+  }
+  for (replica::JobTakeover& t : takeovers) {
+    if (tracker_) {
+      for (const replica::JobTakeover::Active& a : t.active)
+        tracker_->Seed(a.diagnosis, a.firing_delivered);
+      for (const ResolvedDiagnosis& r : t.undelivered_resolutions) tracker_->SeedResolved(r);
+    }
+    if (recorder_ && t.baseline) recorder_->Seed(*t.baseline);
+    written_seqs_[t.job] = t.stream_seqs;
+  }
+}
+
+void Engine::OnWindowCommitted(const history::BarrierResult& r,
+                               const std::vector<IngestService::AckPoint>& acks) {
+  {
+    std::lock_guard<std::mutex> l(replica_mu_);
+    if (!acks_enabled_) return;
+  }
+  // Redirects first: a daemon moves the lost jobs' batches before the ack
+  // lets it forget the rest.
+  if (!r.fenced_jobs.empty() && ownership_) {
+    ownership_->MarkLost(std::vector<std::string>(r.fenced_jobs.begin(), r.fenced_jobs.end()));
+  }
+  if (r.status.ok() && ingest_) ingest_->Acknowledge(acks);
+}
+
+Engine::~Engine() {
+  Shutdown();
+  // The store's writer may still run barrier callbacks into the ingest:
+  // it goes first.
+  store_.reset();
+}
 
 void Engine::Shutdown() {
   {
@@ -188,12 +339,19 @@ void Engine::Shutdown() {
   if (ingest_) ingest_->FailAllPending(absl::UnavailableError("engine shutting down"));
   if (hang_) hang_->Stop();
   if (profile_) profile_->Stop();  // its windows were just failed by the ingest
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  // Persist the final picture.
+  // Persist the final picture while the daemons are still connected (they
+  // hear that it is committed), then end the lease so that another replica
+  // can take the jobs at once, then disconnect them.
   if (store_) {
     TickWindow();
     store_->Flush().IgnoreError();
   }
+  {
+    std::lock_guard<std::mutex> l(replica_mu_);
+    acks_enabled_ = false;
+  }
+  if (ownership_) ownership_->Stop(/*resign=*/true);
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   metrics_.StopServing();
 }
 
@@ -215,6 +373,11 @@ void Engine::WindowLoop() {
 
 std::vector<Diagnosis> Engine::TickWindow() {
   std::lock_guard<std::mutex> tick(tick_mu_);
+  ApplyReplicaChanges();
+  // Taken before any window closes: every batch counted here is in a window
+  // closed below, so it is committed when this tick's rows are.
+  std::vector<IngestService::AckPoint> acks;
+  if (ingest_) acks = ingest_->SnapshotBatches();
   registry_.UpdateLiveness();
   const uint64_t now = registry_.Now();
   std::vector<Diagnosis> all;
@@ -224,9 +387,18 @@ std::vector<Diagnosis> Engine::TickWindow() {
     WindowSummaryRow row;
     JobSummary summary;
     std::vector<history::RankRow> ranks;
+    std::vector<history::StreamSeqRow> seqs;
     {
       std::lock_guard<std::mutex> l(job->mu());
       row = job->CloseWindow(now);
+      std::map<std::string, uint64_t>& written = written_seqs_[job->job()];
+      for (const auto& [stream, seq] : job->stream_seq()) {
+        uint64_t& w = written[stream];
+        if (seq > w) {
+          seqs.push_back(history::StreamSeqRow{job->job(), stream, seq, now});
+          w = seq;
+        }
+      }
       for (auto& d : detectors_) d->OnWindow(*job, sink);
       if (recorder_) recorder_->OnWindow(*job, sink.out, now);
       summary = Summarize(*job);
@@ -270,6 +442,8 @@ std::vector<Diagnosis> Engine::TickWindow() {
     store_->EnqueueJob(summary);
     for (const history::RankRow& r : ranks) store_->EnqueueRank(r);
     if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
+    // After the window: whoever reads a stream's seq finds its records.
+    for (const history::StreamSeqRow& q : seqs) store_->EnqueueStreamSeq(q);
     for (Diagnosis& d : sink.out) all.push_back(std::move(d));
     ticked.insert(job->job());
   }
@@ -283,6 +457,11 @@ std::vector<Diagnosis> Engine::TickWindow() {
   for (const DaemonState& d : registry_.Daemons()) store_->EnqueueDaemon(d);
   for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {
     busbw_ops_.erase(job);
+    written_seqs_.erase(job);
+    if (ownership_) {
+      store_->EnqueueRelease(job, replica_id_);
+      ownership_->Released(job);
+    }
     Log()->info("job {} finished; kept in history only", job);
   }
   // Diagnosis lifecycle: persisting findings keep their first_seen, absent
@@ -298,6 +477,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
     if (ingest_) ingest_->ExpirePending();
     return all;
   }
+
   TrackerUpdate update = tracker_->Update(&all, ticked, alive, now);
   for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);
   for (const ResolvedDiagnosis& r : update.resolved) {
@@ -310,8 +490,16 @@ std::vector<Diagnosis> Engine::TickWindow() {
   history_->Retain(alive_list);
   recorder_->Retain(alive_list);
   figures_->Retain(alive_list);
+  // Once this tick's rows are committed, the daemons may forget its batches.
+  store_->EnqueueBarrier([this, acks = std::move(acks)](const history::BarrierResult& r) {
+    OnWindowCommitted(r, acks);
+  });
   if (ingest_) ingest_->ExpirePending();
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
+  if (replica_metrics_) {
+    replica_metrics_->SetStore(store_->write_stats());
+    if (ownership_) replica_metrics_->SetJobs(ownership_->Served().size());
+  }
   return all;
 }
 

@@ -3,7 +3,13 @@
 //
 // Window thread: every --window-s it updates liveness, closes each job's
 // window, runs the detectors, refreshes the gauges and queues the rows for
-// the store. TickWindow() runs the same step on demand (tests).
+// the store; once they are committed, the daemons' batches are
+// acknowledged. TickWindow() runs the same step on demand (tests).
+//
+// Engine replicas (docs/architecture.md, "Engine replicas"): the engine
+// serves the jobs it holds a lease on (replica/ownership.h), loads a job's
+// state from the database when it starts serving it (replica/takeover.h),
+// and drops the jobs another replica claimed, redirecting their daemons.
 //
 // Thread-safety: Start/Shutdown from one thread; everything else is safe to
 // call from any thread.
@@ -36,6 +42,9 @@
 #include "engine/profile/profile_monitor.h"
 #include "engine/profile/profile_service.h"
 #include "engine/query_service.h"
+#include "engine/replica/ownership.h"
+#include "engine/replica/replica_metrics.h"
+#include "engine/replica/takeover.h"
 #include "engine/state/registry.h"
 #include "engine/window/detector.h"
 #include "engine/window/window_view.h"
@@ -62,6 +71,12 @@ class Engine {
   history::Store& store() { return *store_; }
   // Diagnosis delivery (Alertmanager / webhook); null when neither is set.
   AlertNotifier* notifier() { return notifier_.get(); }
+  // This replica's id and the jobs it serves.
+  const std::string& replica_id() const { return replica_id_; }
+  replica::Ownership* ownership() { return ownership_.get(); }
+  // Not OK when the engine stopped by itself (another instance took its
+  // replica id over); main() exits with an error then.
+  absl::Status exit_status();
 
   CommandFuture SendCommand(const std::string& daemon_id, xpu::v1::Command cmd) {
     return ingest_->SendCommand(daemon_id, std::move(cmd));
@@ -76,6 +91,21 @@ class Engine {
  private:
   Engine(const EngineOptions& o, Clock clock);
   void WindowLoop();
+  // Registers the lease and wires ingest and store to it (after the server
+  // started: the advertised port may be the one it picked).
+  absl::Status StartReplica(const EngineOptions& o);
+  // Ownership callbacks: load a job to serve (ingest thread), drop jobs that
+  // moved away, stop when replaced.
+  absl::Status TakeOver(const std::string& job);
+  void OnJobsLost(const std::vector<std::string>& jobs);
+  void OnReplaced(const absl::Status& why);
+  // Window thread: seeds tracker and recorder with what TakeOver loaded and
+  // forgets the jobs that moved away.
+  void ApplyReplicaChanges();
+  // The window's job rows are committed (store writer thread): report the
+  // fenced jobs as lost, then acknowledge the batches the window holds.
+  void OnWindowCommitted(const history::BarrierResult& r,
+                         const std::vector<IngestService::AckPoint>& acks);
 
   EngineOptions options_;
   std::string engine_id_;
@@ -103,6 +133,17 @@ class Engine {
 
   std::mutex tick_mu_;                                      // one window step at a time
   std::map<std::string, std::set<std::string>> busbw_ops_;  // job -> ops with a series
+  // job -> stream -> batch_seq last written to job_stream_seq (window thread)
+  std::map<std::string, std::map<std::string, uint64_t>> written_seqs_;
+
+  std::string replica_id_;
+  std::unique_ptr<replica::ReplicaMetrics> replica_metrics_;
+  std::unique_ptr<replica::Ownership> ownership_;
+  std::mutex replica_mu_;  // guards the three below
+  std::vector<replica::JobTakeover> takeovers_;  // loaded, for the window thread
+  std::set<std::string> lost_jobs_;               // moved away, for the window thread
+  bool acks_enabled_ = true;                      // false once shutting down
+  absl::Status exit_status_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -22,7 +22,11 @@ void AddEngineFlags(CLI::App& app, EngineOptions* o) {
   app.add_option("--metrics-addr", o->metrics_addr,
                  "Prometheus /metrics and /healthz; \"off\" disables the endpoint")
       ->type_name("ADDR");
-  app.add_option("--db", o->db, "SQLite history (WAL mode)")->type_name("PATH");
+  app.add_option("--db", o->db,
+                 "history: a SQLite file (WAL mode), or a PostgreSQL URL "
+                 "postgresql://USER@HOST:PORT/DB?sslmode=... (password from ~/.pgpass, "
+                 "PGPASSFILE or passfile=) that engine replicas share")
+      ->type_name("PATH|URL");
   app.add_option("--token-file", o->token_file,
                  "shared token that daemons (DaemonHello.token) and the CLI (x-xpu-token "
                  "metadata) must present")
@@ -83,6 +87,24 @@ void AddEngineFlags(CLI::App& app, EngineOptions* o) {
                  "CA bundle (PEM) that verifies https:// receivers; default: the system's")
       ->type_name("PATH")
       ->group(kAlerting);
+
+  const std::string kReplicas = "Engine replicas sharing PostgreSQL (docs/deploy.md)";
+  app.add_option("--replica-id", o->replica_id,
+                 "this engine's name among the replicas of its --db; stable across restarts "
+                 "(default: the advertised address)")
+      ->type_name("ID")
+      ->group(kReplicas);
+  app.add_option("--advertise-addr", o->advertise_addr,
+                 "HOST:PORT where daemons reach this replica when redirected to it (default: "
+                 "--listen, with this host's name for 0.0.0.0 or [::])")
+      ->type_name("ADDR")
+      ->group(kReplicas);
+  app.add_option("--lease-ttl-s", o->lease_ttl_s,
+                 "a replica's jobs move to another one this long after it stops renewing its "
+                 "lease (default: half of --window-s)")
+      ->type_name("S")
+      ->check(CLI::NonNegativeNumber)
+      ->group(kReplicas);
 
   app.add_option("--detector-config", o->detector_config,
                  "detector thresholds (key = value; docs/diagnosis-catalogue.md)")

@@ -39,6 +39,12 @@ struct EngineOptions {
   std::string alert_tls_ca;          // CA bundle for https:// receivers ("" = system roots)
   std::string detector_config;       // thresholds file (engine/window/detector_config.h)
   double resolve_after_windows = 1;  // a diagnosis absent this many windows is resolved
+  // Engine replicas (docs/architecture.md, "Engine replicas"): several
+  // engines on one PostgreSQL database serve a cluster, each job served by
+  // one of them under a lease. A lone engine (SQLite) is a replica too.
+  std::string replica_id;      // "" = advertise_addr
+  std::string advertise_addr;  // where daemons reach this engine; "" = from --listen
+  double lease_ttl_s = 0;      // 0 = half of window_s
   bool help = false;                 // --help was given (EngineUsage() is the text)
   bool version = false;              // --version was given
 };

@@ -32,12 +32,24 @@ bool StreamWasCancelled(grpc::ServerContext* ctx) {
 // One warning per second on per-batch paths.
 logging::RateLimiter g_unknown_sig_log(1, 1000000000ull);
 logging::RateLimiter g_reject_log(1, 1000000000ull);
+logging::RateLimiter g_redirect_log(1, 1000000000ull);
+
+std::string JobId(const xpu::v1::ProcessIdentity& id) {
+  return !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
+}
 
 }  // namespace
 
 struct IngestService::Session {
   std::string daemon_id;
+  // "daemon_id#incarnation": names the daemon's batch_seq sequence; empty
+  // for a daemon that neither keeps batches for acks nor follows redirects.
+  std::string stream_key;
   Stream_t* stream = nullptr;
+  std::atomic<uint64_t> batches{0};  // Batch messages handled (reader thread writes)
+  uint64_t acked = 0;                // under write_mu
+  std::mutex jobs_mu;
+  std::set<std::string> jobs;  // jobs whose records this stream carried here
   std::mutex write_mu;  // serializes writes on `stream`
   std::mutex pending_mu;
   bool closed = false;  // guarded by pending_mu
@@ -89,9 +101,19 @@ grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "DaemonHello.daemon_id must be 1..512 bytes");
   }
+  {
+    // Until the engine knows its replica id and lease, it cannot tell which
+    // jobs are its own.
+    std::unique_lock<std::mutex> l(ready_mu_);
+    if (!ready_cv_.wait_for(l, std::chrono::seconds(30), [&] { return ready_; })) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "engine starting");
+    }
+  }
   xpu::v1::EngineMessage ack;
   ack.mutable_ack()->set_accepted(true);
   ack.mutable_ack()->set_engine_id(engine_id_);
+  ack.mutable_ack()->set_replica_id(replica_id_);
+  ack.mutable_ack()->set_acks_batches(hello->incarnation() != 0);
   if (!stream->Write(ack))
     return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed during hello");
   return grpc::Status::OK;
@@ -103,6 +125,8 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
   const std::string daemon_id = hello.daemon_id();
   auto session = std::make_shared<Session>();
   session->daemon_id = daemon_id;
+  if (hello.incarnation() != 0)
+    session->stream_key = absl::StrCat(daemon_id, "#", hello.incarnation());
   session->stream = stream;
   {
     std::lock_guard<std::mutex> l(sessions_mu_);
@@ -128,7 +152,7 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
     }
     switch (msg.msg_case()) {
       case xpu::v1::DaemonMessage::kBatch:
-        result = HandleBatch(daemon_id, msg.batch());
+        result = HandleBatch(*session, msg.batch());
         break;
       case xpu::v1::DaemonMessage::kHeartbeat:
         registry_.DaemonSeen(daemon_id, 0, 0, 0);
@@ -180,7 +204,62 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
   return result;
 }
 
-grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu::v1::Batch& batch) {
+void IngestService::SetOwnership(replica::Ownership* ownership, std::string replica_id,
+                                 replica::ReplicaMetrics* replica_metrics) {
+  {
+    std::lock_guard<std::mutex> l(ready_mu_);
+    ownership_ = ownership;
+    replica_metrics_ = replica_metrics;
+    replica_id_ = std::move(replica_id);
+    ready_ = true;
+  }
+  ready_cv_.notify_all();
+}
+
+bool IngestService::WriteTo(Session& s, const xpu::v1::EngineMessage& m) {
+  std::lock_guard<std::mutex> l(s.write_mu);
+  return s.stream != nullptr && s.stream->Write(m);
+}
+
+grpc::Status IngestService::RouteBatch(Session& s, const xpu::v1::Batch& batch,
+                                       std::set<std::string>* skip) {
+  if (ownership_ == nullptr) return grpc::Status::OK;
+  std::set<std::string> checked;
+  for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
+    const std::string job = JobId(pb.identity());
+    if (!checked.insert(job).second) continue;
+    const replica::Verdict v = ownership_->Check(job);
+    if (v.kind == replica::Verdict::kMine) continue;
+    if (v.kind == replica::Verdict::kUnknown) {
+      metrics_.AddRejected("owner_unknown");
+      if (g_reject_log.Allow()) Log()->warn("daemon {}: {}", s.daemon_id, v.error);
+      // The daemon reconnects and sends what was not acknowledged again.
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, v.error);
+    }
+    if (s.stream_key.empty()) {
+      metrics_.AddRejected("wrong_replica");
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("job ", job, " is served by engine replica ", v.owner, " at ", v.address,
+                       "; this xpu-daemon cannot follow redirects: upgrade it or point it there"));
+    }
+    skip->insert(job);
+    xpu::v1::EngineMessage m;
+    m.mutable_redirect()->set_job(job);
+    m.mutable_redirect()->set_replica_id(v.owner);
+    m.mutable_redirect()->set_address(v.address);
+    if (replica_metrics_ != nullptr) replica_metrics_->AddRedirect();
+    if (g_redirect_log.Allow()) {
+      Log()->info("daemon {}: job {} is served by replica {} at {}: redirected", s.daemon_id, job,
+                  v.owner, v.address);
+    }
+    if (!WriteTo(s, m)) return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status IngestService::HandleBatch(Session& s, const xpu::v1::Batch& batch) {
+  const std::string& daemon_id = s.daemon_id;
   // Validate the whole batch before applying any of it.
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
     absl::Status st = ValidateProcessBatch(pb);
@@ -193,13 +272,18 @@ grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu:
                           absl::StrCat("batch ", batch.batch_seq(), " rejected: ", st.message()));
     }
   }
+  std::set<std::string> elsewhere;
+  if (grpc::Status st = RouteBatch(s, batch, &elsewhere); !st.ok()) return st;
   thread_local std::vector<xpu_record_v1> records;
   const uint64_t now = registry_.Now();
+  // Replays are recognised per job by the stream's batch_seq (0: the state
+  // a daemon re-sends after connecting, never a replay).
+  const bool dedup = !s.stream_key.empty() && batch.batch_seq() > 0;
   uint64_t total = 0;
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
     const xpu::v1::ProcessIdentity& id = pb.identity();
-    const std::string job_id =
-        !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
+    const std::string job_id = JobId(id);
+    if (elsewhere.count(job_id)) continue;
     std::shared_ptr<JobState> job = registry_.GetOrCreateJob(job_id, id.job_name());
     DecodeStats stats;
     uint64_t dropped_delta = 0;
@@ -209,14 +293,28 @@ grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu:
       records.clear();
       // Cannot fail: validated above.
       DecodeProcessBatch(pb, p.sigs, &records, &stats).IgnoreError();
-      for (const xpu::v1::Signature& s : pb.signatures()) {
-        if (const SignatureInfo* info = p.sigs.Find(s.id())) job->NoteSignature(p, *info);
+      for (const xpu::v1::Signature& sig : pb.signatures()) {
+        if (const SignatureInfo* info = p.sigs.Find(sig.id())) job->NoteSignature(p, *info);
       }
-      job->ApplyRecords(p, records.data(), records.size(), now);
-      p.unknown_sig += stats.unknown_sig;
-      const uint64_t dropped_before = p.dropped;
-      job->ApplyCounters(p, pb, now);
-      if (p.dropped > dropped_before) dropped_delta = p.dropped - dropped_before;
+      bool replay = false;
+      if (dedup) {
+        uint64_t& last = job->stream_seq()[s.stream_key];
+        replay = batch.batch_seq() <= last;
+        if (!replay) last = batch.batch_seq();
+      }
+      if (replay) {
+        stats.records = 0;  // held already: identity and signatures only
+      } else {
+        job->ApplyRecords(p, records.data(), records.size(), now);
+        p.unknown_sig += stats.unknown_sig;
+        const uint64_t dropped_before = p.dropped;
+        job->ApplyCounters(p, pb, now);
+        if (p.dropped > dropped_before) dropped_delta = p.dropped - dropped_before;
+      }
+    }
+    {
+      std::lock_guard<std::mutex> l(s.jobs_mu);
+      s.jobs.insert(job_id);
     }
     total += stats.records;
     if (stats.records) metrics_.AddIngestedRecords(job_id, stats.records);
@@ -233,7 +331,49 @@ grpc::Status IngestService::HandleBatch(const std::string& daemon_id, const xpu:
   }
   metrics_.AddBatch();
   registry_.DaemonSeen(daemon_id, 1, total, batch.records_dropped());
+  s.batches.fetch_add(1);
   return grpc::Status::OK;
+}
+
+std::vector<IngestService::AckPoint> IngestService::SnapshotBatches() {
+  std::vector<AckPoint> out;
+  std::lock_guard<std::mutex> l(sessions_mu_);
+  for (const auto& [id, s] : sessions_) {
+    if (!s->stream_key.empty()) out.push_back(AckPoint{s, s->batches.load()});
+  }
+  return out;
+}
+
+void IngestService::Acknowledge(const std::vector<AckPoint>& points) {
+  for (const AckPoint& p : points) {
+    std::shared_ptr<Session> s = p.session.lock();
+    if (!s) continue;
+    std::lock_guard<std::mutex> l(s->write_mu);
+    if (s->stream == nullptr || p.batches <= s->acked) continue;
+    xpu::v1::EngineMessage m;
+    m.mutable_batch_ack()->set_batches(p.batches);
+    if (s->stream->Write(m)) s->acked = p.batches;
+  }
+}
+
+void IngestService::RedirectJob(const std::string& job, const std::string& owner,
+                                const std::string& address) {
+  std::vector<std::shared_ptr<Session>> carriers;
+  {
+    std::lock_guard<std::mutex> l(sessions_mu_);
+    for (const auto& [id, s] : sessions_) {
+      std::lock_guard<std::mutex> jl(s->jobs_mu);
+      if (s->jobs.erase(job)) carriers.push_back(s);
+    }
+  }
+  xpu::v1::EngineMessage m;
+  m.mutable_redirect()->set_job(job);
+  m.mutable_redirect()->set_replica_id(owner);
+  m.mutable_redirect()->set_address(address);
+  for (const std::shared_ptr<Session>& s : carriers) {
+    if (s->stream_key.empty()) continue;  // cannot follow: its next batch of the job closes it
+    WriteTo(*s, m);
+  }
 }
 
 void IngestService::HandleReply(Session& s, const xpu::v1::CommandReply& reply) {

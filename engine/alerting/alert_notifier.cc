@@ -1,6 +1,7 @@
 #include "engine/alerting/alert_notifier.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,7 +42,8 @@ json::Json Alert(const Diagnosis& d, uint64_t starts_ns, uint64_t ends_ns) {
 }
 
 json::Json Event(const char* status, const Diagnosis& d, uint64_t resolved_ns) {
-  return {{"status", status},
+  return {{"id", WebhookEventId(d, status)},
+          {"status", status},
           {"job", d.job},
           {"kind", d.kind},
           {"subject", d.subject},
@@ -60,6 +62,23 @@ json::Json Event(const char* status, const Diagnosis& d, uint64_t resolved_ns) {
 std::string Rfc3339(uint64_t ns) {
   return absl::FormatTime("%Y-%m-%d%ET%H:%M:%E3SZ", absl::FromUnixNanos(static_cast<int64_t>(ns)),
                           absl::UTCTimeZone());
+}
+
+std::string WebhookEventId(const Diagnosis& d, std::string_view status) {
+  // FNV-1a over the fields that name the event, separated by 0x1f.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::string_view s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0x1f) * 1099511628211ull;
+  };
+  mix(d.job);
+  mix(d.kind);
+  mix(d.subject);
+  mix(std::to_string(d.first_seen_ns));
+  mix(status);
+  char buf[17];
+  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s) {
@@ -107,7 +126,15 @@ void AlertNotifier::Publish(const TrackerUpdate& u, uint64_t now_ns) {
                          AlertmanagerPayload(u, now_ns, o_.alert_ttl_s), &o_.alertmanager_auth});
   }
   if (!o_.webhook_url.empty() && (!u.opened.empty() || !u.resolved.empty())) {
-    posts.push_back(Post{"webhook", o_.webhook_url, WebhookPayload(u), &o_.webhook_auth});
+    std::vector<DeliveredEvent> events;
+    for (const Diagnosis& d : u.opened)
+      events.push_back(DeliveredEvent{d.job, d.kind, d.subject, d.first_seen_ns, "firing"});
+    for (const ResolvedDiagnosis& r : u.resolved) {
+      const Diagnosis& d = r.diagnosis;
+      events.push_back(DeliveredEvent{d.job, d.kind, d.subject, d.first_seen_ns, "resolved"});
+    }
+    posts.push_back(Post{"webhook", o_.webhook_url, WebhookPayload(u), &o_.webhook_auth,
+                         std::move(events)});
   }
   if (posts.empty()) return;
   {
@@ -146,6 +173,7 @@ void AlertNotifier::Loop() {
     const bool ok = r.ok() && r->status >= 200 && r->status < 300;
     posts_.Add({{"target", p.target}, {"result", ok ? "ok" : "error"}}).Increment();
     (ok ? ok_ : failed_)++;
+    if (ok && !p.events.empty() && o_.on_webhook_delivered) o_.on_webhook_delivered(p.events);
     if (!ok && std::chrono::steady_clock::now() - last_log > std::chrono::seconds(60)) {
       last_log = std::chrono::steady_clock::now();
       Log()->warn("posting diagnoses to {} ({}) failed: {}", p.target, p.url,

@@ -7,6 +7,11 @@
 //    time, which Alertmanager treats as resolved.
 //  * a generic JSON webhook: one POST per window with changes,
 //    {"source":"xpu-engine","events":[{"status":"firing"|"resolved", ...}]}.
+//    Each event has an "id", the same for every delivery of the same event
+//    (one episode's firing or resolution: job, kind, subject, first_seen_ns,
+//    status), so that a receiver can drop a repeat. Repeats happen only when
+//    an engine replica stops between delivering and recording the delivery
+//    (on_webhook_delivered): delivery is at least once.
 //
 // Delivery runs on the notifier's own thread so the window thread never
 // blocks on the network; the queue is bounded (oldest payload dropped and
@@ -21,6 +26,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <string_view>
+#include <vector>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -33,6 +41,15 @@
 
 namespace xpu::engine {
 
+// A webhook event that reached its receiver (2xx).
+struct DeliveredEvent {
+  std::string job;
+  std::string kind;
+  std::string subject;
+  uint64_t first_seen_ns = 0;
+  std::string status;  // "firing" / "resolved"
+};
+
 struct AlertNotifierOptions {
   std::string alertmanager_url;  // base, e.g. http://127.0.0.1:9093 ("" = off)
   std::string webhook_url;       // full URL ("" = off)
@@ -42,6 +59,9 @@ struct AlertNotifierOptions {
   double alert_ttl_s = 300;  // endsAt of active alerts = now + ttl
   int timeout_ms = 5000;
   size_t max_queue = 64;
+  // Called on the notifier's thread after each webhook POST that succeeded,
+  // with its events (the engine records them in the database).
+  std::function<void(const std::vector<DeliveredEvent>&)> on_webhook_delivered;
 };
 
 // Payload builders, exposed for tests.
@@ -50,6 +70,8 @@ struct AlertNotifierOptions {
 std::string Rfc3339(uint64_t ns);
 std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s);
 std::string WebhookPayload(const TrackerUpdate& u);
+// The webhook event id of `d`'s firing or resolution (16 hex digits).
+std::string WebhookEventId(const Diagnosis& d, std::string_view status);
 
 class AlertNotifier {
  public:
@@ -68,6 +90,7 @@ class AlertNotifier {
     std::string url;
     std::string body;
     const HttpAuth* auth;  // points into o_
+    std::vector<DeliveredEvent> events;  // webhook: what it delivers
   };
   void Loop();
 

@@ -4,6 +4,14 @@
 // `resolve_after_windows` consecutive windows of its job (or whose job is
 // gone) is resolved.
 //
+// Engine replicas: a replica that takes a job over (or restarts) seeds the
+// job's active diagnoses from the database, so their episodes go on with
+// their first_seen_ns and are not opened again; one whose firing was never
+// delivered, and a resolution never delivered, are announced in the next
+// Update (at least once: the delivery marks are written after delivery).
+// A job that moved to another replica is forgotten without resolving
+// anything.
+//
 // Thread-safety: none; owned by the engine and used on the window thread.
 #ifndef XPU_ENGINE_ALERTING_DIAGNOSIS_TRACKER_H_
 #define XPU_ENGINE_ALERTING_DIAGNOSIS_TRACKER_H_
@@ -42,6 +50,15 @@ class DiagnosisTracker {
                        const std::set<std::string>& jobs_alive, uint64_t now_ns);
   size_t active_count() const { return active_.size(); }
 
+  // An active diagnosis loaded from the database. Unless its firing was
+  // delivered it is listed in `opened` of the next Update.
+  void Seed(const Diagnosis& d, bool firing_delivered);
+  // A resolution loaded from the database whose delivery is not recorded:
+  // listed in `resolved` of the next Update.
+  void SeedResolved(const ResolvedDiagnosis& r);
+  // Drops the job's diagnoses silently (the job moved to another replica).
+  void Forget(const std::string& job);
+
  private:
   struct Entry {
     Diagnosis d;
@@ -50,6 +67,8 @@ class DiagnosisTracker {
   static std::string Key(const Diagnosis& d);
   int resolve_after_;
   std::map<std::string, Entry> active_;
+  std::vector<Diagnosis> seeded_open_;               // announced by the next Update
+  std::vector<ResolvedDiagnosis> seeded_resolved_;  // likewise
 };
 
 }  // namespace xpu::engine

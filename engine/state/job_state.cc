@@ -93,6 +93,10 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
     slot = std::make_unique<ProcessState>(key, ring_capacity_);
     slot->first_seen_ns = now_ns;
     slot->identity = id;
+    if (auto c = carried_records_.find(key); c != carried_records_.end()) {
+      slot->records = c->second;
+      carried_records_.erase(c);
+    }
   } else if (slot->identity.pid() != id.pid() || slot->identity.host() != id.host()) {
     // Restarted rank: signature ids belong to the old process.
     slot->sigs.Clear();
@@ -110,6 +114,13 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
   if (job_name_.empty() && !id.job_name().empty()) job_name_ = id.job_name();
   last_seen_ns_ = std::max(last_seen_ns_, now_ns);
   return *slot;
+}
+
+void JobState::CarryOver(uint64_t first_seen_ns, uint64_t records,
+                         std::map<std::string, uint64_t> process_records) {
+  if (first_seen_ns > 0) first_seen_ns_ = std::min(first_seen_ns_, first_seen_ns);
+  records_ += records;
+  carried_records_ = std::move(process_records);
 }
 
 void JobState::NoteSignature(const ProcessState& p, const SignatureInfo& s) {

@@ -152,6 +152,16 @@ class JobState {
   std::string_view StateName() const;
   size_t Alive() const;
 
+  // Engine replicas (docs/architecture.md, "Engine replicas"): counters the
+  // job's previous owner committed, carried on by this one (records, first
+  // seen, per process key its records).
+  void CarryOver(uint64_t first_seen_ns, uint64_t records,
+                 std::map<std::string, uint64_t> process_records);
+  // Per daemon stream ("daemon_id#incarnation"), the highest batch_seq whose
+  // records this job holds: a batch at or below it is a replay and its
+  // records are not applied again.
+  std::map<std::string, uint64_t>& stream_seq() { return stream_seq_; }
+
  private:
   mutable std::mutex mu_;
   std::string job_;
@@ -165,6 +175,8 @@ class JobState {
   CollectiveTable collectives_;
   std::map<uint64_t, Communicator> comms_;
   std::deque<WindowSummaryRow> windows_;  // recent, bounded
+  std::map<std::string, uint64_t> stream_seq_;
+  std::map<std::string, uint64_t> carried_records_;  // process key -> records
 };
 
 }  // namespace xpu::engine

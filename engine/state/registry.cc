@@ -29,6 +29,11 @@ std::shared_ptr<JobState> Registry::FindJob(const std::string& job) const {
   return it == jobs_.end() ? nullptr : it->second;
 }
 
+bool Registry::DropJob(const std::string& job) {
+  std::lock_guard<std::mutex> l(mu_);
+  return jobs_.erase(job) > 0;
+}
+
 std::vector<std::shared_ptr<JobState>> Registry::Jobs() const {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<std::shared_ptr<JobState>> out;
