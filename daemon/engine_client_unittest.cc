@@ -246,5 +246,138 @@ TEST(EngineClientTest, RefusedHelloIsRetriedWithBackoff) {
   client->Stop();
 }
 
+// Engine replicas: an acknowledged batch is forgotten; the others are sent
+// again, in order, after the stream breaks.
+TEST(EngineClientTest, UnacknowledgedBatchesAreSentAgainAfterAReconnect) {
+  auto engine = std::make_unique<FakeEngine>();
+  engine->service.acks_batches_ = true;
+  const int port = engine->port();
+  Node node;
+  auto client = std::move(
+      EngineClient::Create(ClientOptions(port), node.collector.get(), node.collector.get()).value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+  for (int i = 0; i < 3; ++i) {
+    for (auto& b : node.Produce(10, node.sig_a)) client->Enqueue(std::move(b));
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] { return engine->service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }));
+  EXPECT_EQ(client->stats().batches_unacked, 3u);
+  ASSERT_TRUE(engine->service.SendAck(2));  // the resync and seq 1
+  ASSERT_TRUE(WaitFor([&] { return client->stats().batches_unacked == 2; }));
+  const uint64_t incarnation =
+      engine->service.With([](FakeIngest& s) { return s.hellos_[0].incarnation(); });
+  EXPECT_NE(incarnation, 0u);
+
+  engine->Stop();
+  ASSERT_TRUE(WaitFor([&] { return !client->stats().connected; }));
+  engine = std::make_unique<FakeEngine>(port);
+  engine->service.acks_batches_ = true;
+  ASSERT_TRUE(WaitFor(
+      [&] { return engine->service.With([](FakeIngest& s) { return s.batches_.size() == 3; }); }));
+  engine->service.With([&](FakeIngest& s) {
+    EXPECT_EQ(s.hellos_[0].incarnation(), incarnation) << "same daemon, same sequence";
+    EXPECT_EQ(s.batches_[0].batch_seq(), 0u);  // resync
+    EXPECT_EQ(s.batches_[1].batch_seq(), 2u);
+    EXPECT_EQ(s.batches_[2].batch_seq(), 3u);
+    EXPECT_EQ(RecordsOf(s.batches_[1]) + RecordsOf(s.batches_[2]), 20u);
+  });
+  client->Stop();
+}
+
+// A redirect moves the job to the named replica: its processes' state
+// first, then its unacknowledged batches, then everything new.
+TEST(EngineClientTest, ARedirectMovesTheJobWithItsStateAndUnacknowledgedBatches) {
+  FakeEngine a, b;
+  a.service.acks_batches_ = b.service.acks_batches_ = true;
+  Node node;
+  auto client = std::move(EngineClient::Create(ClientOptions(a.port()), node.collector.get(),
+                                               node.collector.get())
+                              .value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+  for (auto& batch : node.Produce(10, node.sig_a)) client->Enqueue(std::move(batch));
+  ASSERT_TRUE(WaitFor(
+      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 2; }); }));
+  ASSERT_TRUE(a.service.SendRedirect("job-1", "127.0.0.1:" + std::to_string(b.port())));
+  ASSERT_TRUE(WaitFor(
+      [&] { return b.service.With([](FakeIngest& s) { return s.batches_.size() >= 3; }); }));
+  for (auto& batch : node.Produce(5, node.sig_b)) client->Enqueue(std::move(batch));
+  ASSERT_TRUE(WaitFor(
+      [&] { return b.service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }));
+  b.service.With([&](FakeIngest& s) {
+    ASSERT_EQ(s.hellos_.size(), 1u);
+    // The stream's own resync: nothing routed there yet, or the job already.
+    EXPECT_EQ(s.batches_[0].batch_seq(), 0u);
+    // The job's state, then its unacknowledged batch 1, then batch 2.
+    const auto& state = s.batches_[1];
+    EXPECT_EQ(state.batch_seq(), 0u);
+    ASSERT_EQ(state.processes_size(), 1);
+    EXPECT_EQ(state.processes(0).signatures_size(), 2);
+    EXPECT_EQ(s.batches_[2].batch_seq(), 1u);
+    EXPECT_EQ(RecordsOf(s.batches_[2]), 10u);
+    EXPECT_EQ(s.batches_[3].batch_seq(), 2u);
+    EXPECT_EQ(RecordsOf(s.batches_[3]), 5u);
+  });
+  EXPECT_EQ(a.service.With([](FakeIngest& s) { return s.batches_.size(); }), 2u)
+      << "nothing more went to the replica that redirected";
+  EXPECT_EQ(client->stats().redirects, 1u);
+  EXPECT_EQ(client->stats().replica_streams, 1u);
+  client->Stop();
+}
+
+// A replica that cannot be reached gives its jobs back to the configured
+// address; a redirect to it during its pause parks the job's batches,
+// which go to the configured address when the pause ends.
+TEST(EngineClientTest, AnUnreachableReplicaSendsTheJobBackAndThenParksIt) {
+  FakeEngine a;
+  a.service.acks_batches_ = true;
+  const int dead_port = [] {
+    FakeEngine gone;
+    return gone.port();
+  }();
+  const std::string dead = "127.0.0.1:" + std::to_string(dead_port);
+  Node node;
+  EngineClientOptions o = ClientOptions(a.port());
+  o.replica_retry_initial_ms = 1500;
+  auto client =
+      std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+  for (auto& batch : node.Produce(10, node.sig_a)) client->Enqueue(std::move(batch));
+  ASSERT_TRUE(WaitFor(
+      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 2; }); }));
+  ASSERT_TRUE(a.service.SendRedirect("job-1", dead));
+  // Back at a: the job's state and batch 1 again.
+  ASSERT_TRUE(WaitFor(
+      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }))
+      << a.service.With([](FakeIngest& s) {
+           std::string d;
+           for (const auto& b : s.batches_)
+             d += " seq=" + std::to_string(b.batch_seq()) + "/p=" +
+                  std::to_string(b.processes_size()) + "/r=" + std::to_string(RecordsOf(b));
+           return d;
+         });
+  ASSERT_TRUE(WaitFor([&] { return client->stats().replica_streams == 0; }));
+  a.service.With([&](FakeIngest& s) {
+    EXPECT_EQ(s.batches_[2].batch_seq(), 0u);
+    EXPECT_EQ(s.batches_[3].batch_seq(), 1u);
+  });
+  // Redirected there again during the pause: parked, then back at a.
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(a.service.SendRedirect("job-1", dead));
+  for (auto& batch : node.Produce(5, node.sig_b)) client->Enqueue(std::move(batch));
+  ASSERT_TRUE(WaitFor(
+      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 7; }); }));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500))
+      << "released when the pause ended, not at once";
+  a.service.With([&](FakeIngest& s) {
+    EXPECT_EQ(s.batches_[4].batch_seq(), 0u);
+    EXPECT_EQ(s.batches_[5].batch_seq(), 1u);
+    EXPECT_EQ(s.batches_[6].batch_seq(), 2u);
+  });
+  client->Stop();
+}
+
 }  // namespace
 }  // namespace xpu::daemon
