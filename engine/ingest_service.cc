@@ -279,6 +279,9 @@ grpc::Status IngestService::HandleBatch(Session& s, const xpu::v1::Batch& batch)
   // Replays are recognised per job by the stream's batch_seq (0: the state
   // a daemon re-sends after connecting, never a replay).
   const bool dedup = !s.stream_key.empty() && batch.batch_seq() > 0;
+  // The verdict of each job, taken at its first process in the batch (the
+  // batch's other processes of the job share it).
+  std::map<std::string, bool> replay_of;
   uint64_t total = 0;
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
     const xpu::v1::ProcessIdentity& id = pb.identity();
@@ -298,9 +301,13 @@ grpc::Status IngestService::HandleBatch(Session& s, const xpu::v1::Batch& batch)
       }
       bool replay = false;
       if (dedup) {
-        uint64_t& last = job->stream_seq()[s.stream_key];
-        replay = batch.batch_seq() <= last;
-        if (!replay) last = batch.batch_seq();
+        auto [verdict, first] = replay_of.emplace(job_id, false);
+        if (first) {
+          uint64_t& last = job->stream_seq()[s.stream_key];
+          verdict->second = batch.batch_seq() <= last;
+          if (!verdict->second) last = batch.batch_seq();
+        }
+        replay = verdict->second;
       }
       if (replay) {
         stats.records = 0;  // held already: identity and signatures only
