@@ -73,11 +73,16 @@ bool EngineClient::RunConnection(Conn* c) {
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(c->target, creds_, args);
   if (!c->is_default) {
-    // A replica we were sent to may be gone: give up on it soon.
+    // A replica we were sent to may be gone: give up on it at its first
+    // failed connection attempt (refused at once when its host is up), or
+    // after 3 s at most.
     const uint64_t ms = std::min<uint64_t>(options_.ack_timeout_ms, 3000);
-    if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                   std::chrono::milliseconds(ms))) {
-      return false;
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::milliseconds(ms);
+    grpc_connectivity_state st = channel->GetState(/*try_to_connect=*/true);
+    while (st != GRPC_CHANNEL_READY) {
+      if (st == GRPC_CHANNEL_TRANSIENT_FAILURE || st == GRPC_CHANNEL_SHUTDOWN) return false;
+      if (!channel->WaitForStateChange(st, deadline)) return false;
+      st = channel->GetState(/*try_to_connect=*/true);
     }
   }
   auto stub = xpu::v1::Ingest::NewStub(channel);
