@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
 #include "daemon/engine_connection.h"
@@ -89,6 +90,14 @@ bool IsLoopbackTarget(const std::string& target) {
   for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
     if (t.rfind(scheme, 0) == 0) {
       t = t.substr(strlen(scheme));
+      // ipv4:/ipv6: lists of addresses: every one must stay on this host.
+      if (t.find(',') != std::string::npos && scheme[0] == 'i') {
+        const std::string prefix(scheme);
+        for (absl::string_view a : absl::StrSplit(t, ',')) {
+          if (a.empty() || !IsLoopbackTarget(prefix + std::string(a))) return false;
+        }
+        return true;
+      }
       break;
     }
   }

@@ -78,6 +78,8 @@ TEST(EngineClientTest, LoopbackRule) {
   EXPECT_FALSE(IsLoopbackTarget("10.0.0.1:7441"));
   EXPECT_FALSE(IsLoopbackTarget("engine.example.com:7441"));
   EXPECT_FALSE(IsLoopbackTarget("127x.evil.com:1"));
+  EXPECT_TRUE(IsLoopbackTarget("ipv4:127.0.0.1:1,127.0.0.2:2"));
+  EXPECT_FALSE(IsLoopbackTarget("ipv4:127.0.0.1:1,10.0.0.1:2"));
   EngineClientOptions o;
   o.target = "10.1.2.3:7441";
   EXPECT_EQ(EngineClient::Create(o, nullptr, nullptr).status().code(),

@@ -18,7 +18,10 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
                  "$XDG_RUNTIME_DIR/xpu/daemon.sock, else /run/xpu/daemon.sock (root), else "
                  "/tmp/xpu-<uid>/daemon.sock.")
       ->type_name("PATH");
-  app.add_option("--engine", o->engine, "Engine address (gRPC Ingest service).")
+  app.add_option("--engine", o->engine,
+                 "Engine address (gRPC Ingest service). Engine replicas: a name that resolves to "
+                 "all of them, or ipv4:HOST:PORT,HOST:PORT; a replica redirects the daemon to the "
+                 "one serving each job.")
       ->type_name("HOST:PORT");
   app.add_flag("--no-engine", o->no_engine,
                "Do not connect to an engine: only drain rings and keep history.");

@@ -223,6 +223,7 @@ absl::Status Engine::StartReplica(const EngineOptions& o) {
       [this](const absl::Status& why) { OnReplaced(why); }));
   store_->SetFencingOwner(replica_id_);
   ingest_->SetOwnership(ownership_.get(), replica_id_, replica_metrics_.get());
+  query_->SetReplicas(replica_id_, [this] { return ownership_->leases().Replicas(); });
   return absl::OkStatus();
 }
 

@@ -57,6 +57,26 @@ grpc::Status QueryService::Status(grpc::ServerContext* ctx, const xpu::v1::Statu
   }
   reply->set_records_total(records);
   reply->set_rejected_total(static_cast<uint64_t>(metrics_.RejectedTotal()));
+  ReplicaLister list;
+  {
+    std::lock_guard<std::mutex> l(replicas_mu_);
+    reply->set_replica_id(replica_id_);
+    list = list_replicas_;
+  }
+  if (list) {
+    // The database unreachable: the rest of the status still answers.
+    absl::StatusOr<std::vector<history::ReplicaRow>> rows = list();
+    for (const history::ReplicaRow& r : rows.ok() ? *rows : std::vector<history::ReplicaRow>{}) {
+      xpu::v1::ReplicaInfo* ri = reply->add_replicas();
+      ri->set_replica_id(r.replica_id);
+      ri->set_address(r.address);
+      ri->set_version(r.version);
+      ri->set_started_ns(r.started_ns);
+      ri->set_heartbeat_ns(r.heartbeat_ns);
+      ri->set_alive(r.alive);
+      ri->set_jobs(r.jobs);
+    }
+  }
   return grpc::Status::OK;
 }
 

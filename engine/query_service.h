@@ -10,8 +10,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
+#include <vector>
 
+#include "engine/history/leases.h"
 #include "engine/history/store.h"
 #include "engine/metrics.h"
 #include "engine/state/registry.h"
@@ -39,6 +42,14 @@ class QueryService final : public xpu::v1::Query::Service {
                             grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) override;
   // How TimelineDump reaches the daemons; set once by the engine before serving.
   void SetCommandSender(CommandSender send) { send_ = std::move(send); }
+  // This engine's replica id and how to list the replicas of its database
+  // (StatusReply.replica_id, .replicas); set once the lease is registered.
+  using ReplicaLister = std::function<absl::StatusOr<std::vector<history::ReplicaRow>>()>;
+  void SetReplicas(std::string replica_id, ReplicaLister list) {
+    std::lock_guard<std::mutex> l(replicas_mu_);
+    replica_id_ = std::move(replica_id);
+    list_replicas_ = std::move(list);
+  }
 
  private:
   Registry& registry_;
@@ -49,6 +60,9 @@ class QueryService final : public xpu::v1::Query::Service {
   const std::string engine_id_;
   const std::string version_;
   const uint64_t start_ns_;
+  std::mutex replicas_mu_;
+  std::string replica_id_;
+  ReplicaLister list_replicas_;
 };
 
 }  // namespace xpu::engine

@@ -119,6 +119,19 @@ JobView ViewJob(const std::string& addr, const std::string& job) {
   return v;
 }
 
+// replica id -> (alive, jobs), as the replica at `addr` lists them.
+std::map<std::string, std::pair<bool, uint32_t>> ListReplicas(const std::string& addr) {
+  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  xpu::v1::StatusRequest req;
+  xpu::v1::StatusReply reply;
+  std::map<std::string, std::pair<bool, uint32_t>> out;
+  if (!stub->Status(&ctx, req, &reply).ok()) return out;
+  for (const auto& r : reply.replicas()) out[r.replica_id()] = {r.alive(), r.jobs()};
+  return out;
+}
+
 // Webhook events of `kind` for `job`: status -> event id -> posts.
 std::map<std::string, std::map<std::string, int>> Events(const std::vector<std::string>& bodies,
                                                          const std::string& job,
@@ -265,6 +278,15 @@ TEST_P(ReplicaFailoverE2eTest, KilledReplicasJobMovesAndItsDiagnosisArrivesOnce)
               moved_s, fired_s, kWindowS);
   EXPECT_LE(moved_s, 2 * kWindowS) << "the job moved later than 2 windows after the kill";
   EXPECT_LE(fired_s, 2 * kWindowS) << "the diagnosis arrived later than 2 windows after the kill";
+  // b lists both replicas: a's lease expired, b owns the job.
+  EXPECT_TRUE(feed_until(
+      [&] {
+        auto r = ListReplicas(b.addr());
+        return r.size() == 2 && !r["replica-a"].first && r["replica-b"].first &&
+               r["replica-b"].second == 1;
+      },
+      30))
+      << "b's status does not show a's lease expired and the job at b";
   EXPECT_GE(ViewJob(b.addr(), spec.job).records, a_records)
       << "b lost records a had committed";
 

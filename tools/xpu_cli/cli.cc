@@ -162,7 +162,19 @@ std::string StatusJson(const xpu::v1::StatusReply& r) {
                        {"records", d.records()},
                        {"records_dropped", d.records_dropped()}});
   }
+  json::Json replicas = json::Json::array();
+  for (const auto& x : r.replicas()) {
+    replicas.push_back({{"replica_id", x.replica_id()},
+                        {"address", x.address()},
+                        {"version", x.version()},
+                        {"started_ns", x.started_ns()},
+                        {"heartbeat_ns", x.heartbeat_ns()},
+                        {"alive", x.alive()},
+                        {"jobs", x.jobs()}});
+  }
   const json::Json o = {{"engine_id", r.engine_id()},
+                        {"replica_id", r.replica_id()},
+                        {"replicas", std::move(replicas)},
                         {"version", r.version()},
                         {"uptime_s", r.uptime_s()},
                         {"records_total", r.records_total()},
@@ -208,6 +220,17 @@ std::string StatusTable(const xpu::v1::StatusReply& r) {
   }
   out += r.daemons().empty() ? "no daemons\n" : Table(rows);
   out += "\n";
+  if (r.replicas_size() > 1) {
+    // Engine replicas sharing one database (docs/deploy.md).
+    std::vector<std::vector<std::string>> reps = {
+        {"REPLICA", "ADDRESS", "ALIVE", "JOBS", "HEARTBEAT"}};
+    for (const auto& x : r.replicas()) {
+      reps.push_back({x.replica_id() + (x.replica_id() == r.replica_id() ? " (this)" : ""),
+                      x.address(), x.alive() ? "yes" : "no", std::to_string(x.jobs()),
+                      FormatAge(x.heartbeat_ns(), now) + " ago"});
+    }
+    out += Table(reps) + "\n";
+  }
   out += r.jobs().empty() ? "no running jobs\n" : Table(JobRows(r.jobs()));
   return out;
 }
