@@ -368,9 +368,16 @@ TEST(EngineClientTest, AnUnreachableReplicaSendsTheJobBackAndThenParksIt) {
   // Redirected there again during the pause: parked, then back at a.
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(a.service.SendRedirect("job-1", dead));
+  ASSERT_TRUE(WaitFor([&] { return client->stats().redirects == 2; }));
   for (auto& batch : node.Produce(5, node.sig_b)) client->Enqueue(std::move(batch));
   ASSERT_TRUE(WaitFor(
-      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 7; }); }));
+      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 7; }); }))
+      << a.service.With([](FakeIngest& s) {
+           std::string d;
+           for (const auto& b : s.batches_)
+             d += " seq=" + std::to_string(b.batch_seq()) + "/r=" + std::to_string(RecordsOf(b));
+           return d;
+         });
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500))
       << "released when the pause ended, not at once";
   a.service.With([&](FakeIngest& s) {
