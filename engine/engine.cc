@@ -78,6 +78,35 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const
   return grpc::SslServerCredentials(ssl);
 }
 
+// What the webhook delivered is recorded, so that a replica taking the job
+// over does not deliver it again.
+auto RecordDeliveries(history::Store* store) {
+  return [store](const std::vector<DeliveredEvent>& evs) {
+    for (const DeliveredEvent& ev : evs) {
+      store->EnqueueAlertDelivery(history::AlertDelivery{ev.job, ev.kind, ev.subject,
+                                                         ev.first_seen_ns, ev.status,
+                                                         RealtimeNs()});
+    }
+  };
+}
+
+// The store's row of one rank.
+history::RankRow RankRowOf(const std::string& job, const std::string& key, const ProcessState& p) {
+  history::RankRow r;
+  r.job = job;
+  r.key = key;
+  r.rank = p.identity.rank();
+  r.host = p.identity.host();
+  r.pid = p.identity.pid();
+  r.local_rank = p.identity.local_rank();
+  r.liveness = std::string(LivenessName(p.liveness));
+  r.records = p.records;
+  r.dropped = p.dropped;
+  r.last_record_ns = p.last_record_ns;
+  r.last_seen_ns = p.last_seen_ns;
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
@@ -156,15 +185,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     no.webhook_auth = *webhook_auth;
     no.ca_file = o.alert_tls_ca;
     no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
-    // What the webhook delivered is recorded, so that a replica taking the
-    // job over does not deliver it again.
-    no.on_webhook_delivered = [store = e->store_.get()](const std::vector<DeliveredEvent>& evs) {
-      for (const DeliveredEvent& ev : evs) {
-        store->EnqueueAlertDelivery(history::AlertDelivery{ev.job, ev.kind, ev.subject,
-                                                           ev.first_seen_ns, ev.status,
-                                                           RealtimeNs()});
-      }
-    };
+    no.on_webhook_delivered = RecordDeliveries(e->store_.get());
     e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
   }
 
@@ -410,19 +431,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
         metrics_.SetRankLastRecordAge(
             job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
             now > last ? (now - last) * 1e-9 : 0);
-        history::RankRow r;
-        r.job = job->job();
-        r.key = key;
-        r.rank = p->identity.rank();
-        r.host = p->identity.host();
-        r.pid = p->identity.pid();
-        r.local_rank = p->identity.local_rank();
-        r.liveness = std::string(LivenessName(p->liveness));
-        r.records = p->records;
-        r.dropped = p->dropped;
-        r.last_record_ns = p->last_record_ns;
-        r.last_seen_ns = p->last_seen_ns;
-        ranks.push_back(std::move(r));
+        ranks.push_back(RankRowOf(job->job(), key, *p));
       }
       for (Liveness lv : {Liveness::kAlive, Liveness::kSilent, Liveness::kExited}) {
         metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
