@@ -7,6 +7,7 @@
 #   make images         engine, node and demo images (buildah, podman or docker)
 #   make stack          engine + Prometheus + Alertmanager + Grafana (compose)
 #   make deploy-check   the deployment kit's checks (part of make test)
+#   make fuzz [FUZZ_SECONDS=600]  every libFuzzer target (clang) for that long each
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SYS_PYTHON ?= /usr/bin/python3
@@ -32,8 +33,8 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 STRIP ?= 0
 
-.PHONY: all deps configure build test demo clean bundle install install-only install-demo \
-  images image-deps stack stack-down deploy-check deploy-tools asan tsan
+.PHONY: all deps configure build test demo clean bundle wheel catalogue install install-only install-demo \
+  images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz scale scale-100k
 
 # ccache, when installed, for the sanitizer builds too.
 CCACHE := $(shell command -v ccache 2>/dev/null)
@@ -60,6 +61,16 @@ demo: build
 
 bundle: build
 	tools/make_bundle.sh $(BUILD) .bundle
+
+# The pip wheel (hook, plugin, daemon, CLI in the xputimer package) in .whl-xpu/.
+wheel: build
+	tools/make_wheel.sh $(BUILD) .whl-xpu
+
+# The fault catalogue on the GPU-less runtime (a few minutes): scores every
+# emulated fault class and writes the table into docs/diagnosis-catalogue.md
+# (tests/gpu/run_catalogue.sh --help; on GPUs the same script with a bundle).
+catalogue: build
+	DOC=docs/diagnosis-catalogue.md OUT=$(BUILD)/catalogue tests/gpu/run_catalogue.sh --fake $(BUILD)/tests/e2e_hang/e2e_paths.json
 
 # `install` builds first; `install-only` installs an existing build (the image
 # build runs it after compiling the target xpu_installed only).
@@ -106,5 +117,27 @@ asan tsan: deps
 	cmake --build --preset $@ -j$(JOBS)
 	ctest --preset $@ -j$(JOBS)
 
+# Every fuzz target of untrusted input (ring readers of the daemon and of the
+# Python module, the engine's batch decoder) under libFuzzer with ASan/UBSan,
+# FUZZ_SECONDS each (build-fuzz/, corpora kept in build-fuzz/corpus/). The
+# fast form of each runs in make test (ctest -L fuzz and *_fuzz_unittest).
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	tools/run_fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
+
+# The engine at scale (docs/scale.md): xpu-sim at 1k and 10k ranks (healthy,
+# a slow GPU, a rank stuck in Python) and the localization at a million ranks;
+# scale-100k is the 100k-rank run (about 10 GB of memory, 4+ free cores). Each
+# writes its table into docs/scale.md; the 256-rank form runs in make test.
+SCALE_OUT ?= $(BUILD)/scale
+scale: build
+	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 1000,10000 \
+	  --out $(SCALE_OUT) --docs docs/scale.md --section 1k-10k
+	$(BUILD)/bench/localize/localize_bench --workers 1000000
+
+scale-100k: build
+	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 100000 --window-s 30 \
+	  --windows 4 --out $(SCALE_OUT)-100k --docs docs/scale.md --section 100k
+
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

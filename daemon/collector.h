@@ -9,8 +9,10 @@
 #ifndef XPU_DAEMON_COLLECTOR_H_
 #define XPU_DAEMON_COLLECTOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -40,13 +42,28 @@ class CommandHandler {
   }
 };
 
-// Gives the engine client what it must re-send after a reconnect.
+// Gives the engine client what it must re-send after a reconnect, and
+// takes the engine's word on what it has.
 class StateProvider {
  public:
   virtual ~StateProvider() = default;
-  // Identity and the full signature table of every live process.
+  // Identity and the signature table handed out so far of every process
+  // still in the table (exited ones flagged).
   virtual std::vector<xpu::v1::ProcessBatch> FullState() = 0;
+  // The engine durably has every record of the process below `end_position`
+  // (ProcessBatch.end_position of an acknowledged batch).
+  virtual void Acknowledged(uint64_t process_key, uint64_t end_position) {}
+  // `records` read from the process will never reach the engine: shed from
+  // the buffer (XPU_LOSS_BUFFER) or refused by it (XPU_LOSS_REJECTED).
+  virtual void Lost(uint64_t process_key, xpu_consumer_loss reason, uint64_t records) {}
 };
+
+// Whether `command`'s caller may act on a process of `uid`: the engine's
+// own automatic actions (when `engine_actions`), callers with all_jobs, or
+// the process's own user. A command without a caller is refused. `why` says
+// why not.
+bool CallerMayAct(const xpu::v1::Command& command, uint32_t uid, bool engine_actions,
+                  std::string* why);
 
 struct CollectorOptions {
   ProcessTableOptions table;
@@ -66,6 +83,9 @@ struct CollectorOptions {
   uint64_t liveness_interval_ns = 1000000000ull;
   // Reply budget of a history command.
   size_t max_reply_records = 98304;
+  // Act on the engine's automatic commands (hang evidence, profiling after a
+  // regression); users' commands are always checked against their uid.
+  bool engine_actions = true;
   // Profiling windows (command kind "profile", profile_window.h).
   ProfileOptions profile;
 };
@@ -78,6 +98,10 @@ struct CollectorStats {
   uint64_t records_lapped = 0;
   uint64_t records_abandoned = 0;
   uint64_t records_dropped_pending = 0;
+  uint64_t records_lost = 0;  // every reason, cumulative per ring
+  uint64_t resyncs = 0;
+  uint64_t records_replayed = 0;
+  uint64_t commands_refused = 0;  // processes a command's caller may not act on
   // Profiling-window records read while no window of this daemon was
   // capturing (a window the daemon gave up on, or one another daemon asked
   // for): dropped, they are never forwarded raw.
@@ -103,6 +127,10 @@ class Collector : public CommandHandler, public StateProvider {
   std::vector<xpu::v1::Batch> TakeBatches();
 
   std::vector<xpu::v1::ProcessBatch> FullState() override;
+  void Acknowledged(uint64_t process_key, uint64_t end_position) override;
+  void Lost(uint64_t process_key, xpu_consumer_loss reason, uint64_t records) override;
+  // CallerMayAct with this daemon's policy.
+  bool MayAct(const xpu::v1::Command& command, const ProcessState& s, std::string* why) const;
   void HandleCommand(const xpu::v1::Command& command, xpu::v1::CommandReply* reply) override;
   // Kind "profile" runs on a ProfileRunner thread.
   bool HandleCommandAsync(const xpu::v1::Command& command,
@@ -132,6 +160,7 @@ class Collector : public CommandHandler, public StateProvider {
   std::vector<ring::SignatureInfo> scratch_sigs_;
   logging::RateLimiter bad_limiter_{10, 10000000000ull};  // per-record losses are logged sparingly
   uint64_t records_profile_unclaimed_ = 0;                // guarded by mu_
+  mutable std::atomic<uint64_t> commands_refused_{0};
   // Last member: destroyed (its threads joined) while the rest still exists.
   std::unique_ptr<ProfileRunner> profiles_;
 };

@@ -139,6 +139,7 @@ TEST(CollectorTest, DisconnectDrainsThenExitsOnceAndIsRetained) {
   // History stays queryable until retention ends.
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   cmd.set_job("job");
   xpu::v1::CommandReply reply;
   c.HandleCommand(cmd, &reply);
@@ -182,6 +183,7 @@ TEST(CollectorTest, HistoryCommandFiltersByJobRanksLastNAndSince) {
     xpu::v1::Command cmd;
     cmd.set_command_id(5);
     cmd.set_kind("history");
+    cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
     cmd.set_job("job");
     for (int r : ranks) cmd.add_ranks(r);
     cmd.set_last_n(last_n);
@@ -210,6 +212,7 @@ TEST(CollectorTest, HistoryCommandFiltersByJobRanksLastNAndSince) {
   EXPECT_EQ(since.processes(0).records().size() / 32, 5u);
   xpu::v1::Command bad;
   bad.set_kind("flamegraph");
+  bad.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   c.HandleCommand(bad, &reply);
   EXPECT_FALSE(reply.ok());
@@ -229,11 +232,49 @@ TEST(CollectorTest, HistoryReplyIsBoundedAndSaysSo) {
   c.DrainOnce(1);
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   c.HandleCommand(cmd, &reply);
   size_t n = 0;
   for (const auto& pb : reply.processes()) n += pb.records().size() / 32;
   EXPECT_EQ(n, 150u);
+  EXPECT_EQ(reply.payload(), "truncated");
+}
+
+TEST(CollectorTest, HistoryBudgetIsSharedFairlySoNoRankIsStarved) {
+  // 8 ranks; rank 2 has few records. Budget 400: rank 2 gets all of its 10,
+  // the 7 others share the remaining 390 equally (55 or 56 each, newest
+  // first); before the fix the first ranks took everything and the last
+  // ones got zero.
+  CollectorOptions o = Opts();
+  o.max_reply_records = 400;
+  Collector c(o);
+  std::vector<Proc> procs;
+  for (int r = 0; r < 8; ++r) procs.push_back(AddProc(c, "job", r, 100 + r));
+  for (int i = 0; i < 100; ++i) {
+    for (int r = 0; r < 8; ++r) {
+      if (r != 2 || i < 10) procs[r].ring->Write(Rec(procs[r].sig, i));
+    }
+  }
+  c.DrainOnce(1);
+  xpu::v1::Command cmd;
+  cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
+  xpu::v1::CommandReply reply;
+  c.HandleCommand(cmd, &reply);
+  ASSERT_EQ(reply.processes_size(), 8);
+  size_t total = 0;
+  for (const auto& pb : reply.processes()) {
+    const size_t n = pb.records().size() / 32;
+    total += n;
+    if (pb.identity().rank() == 2) {
+      EXPECT_EQ(n, 10u);
+    } else {
+      EXPECT_GE(n, 55u) << "rank " << pb.identity().rank();
+      EXPECT_LE(n, 56u) << "rank " << pb.identity().rank();
+    }
+  }
+  EXPECT_EQ(total, 400u);
   EXPECT_EQ(reply.payload(), "truncated");
 }
 
@@ -277,6 +318,35 @@ TEST(HistoryBufferTest, KeepsTheNewestInOrder) {
   ASSERT_EQ(two.size(), 2u);
   EXPECT_EQ(two[0].position, 8u);
   EXPECT_EQ(h.Snapshot(0, 100).size(), 0u);
+}
+
+// The daemon's own check, whatever the engine says: a user acts on its own
+// processes only; all_jobs callers (root, the admin group, act tokens) on
+// all; the engine's automatic actions only where allowed; no caller, no act.
+TEST(CallerMayActTest, OnlyTheProcesssUserOrAnAllJobsCaller) {
+  std::string why;
+  xpu::v1::Command cmd;
+  cmd.set_kind("evidence");
+  EXPECT_FALSE(CallerMayAct(cmd, 1000, true, &why));
+  EXPECT_NE(why.find("no caller"), std::string::npos) << why;
+
+  cmd.mutable_caller()->set_uid(1001);
+  cmd.mutable_caller()->set_name("uid 1001");
+  EXPECT_FALSE(CallerMayAct(cmd, 1000, true, &why));
+  EXPECT_EQ(why, "uid 1001 may not act on a process of uid 1000");
+  EXPECT_FALSE(CallerMayAct(cmd, 0, true, &why));  // nor on root's
+  EXPECT_TRUE(CallerMayAct(cmd, 1001, true, &why));
+
+  cmd.mutable_caller()->set_uid(-1);  // a role credential without all_jobs
+  EXPECT_FALSE(CallerMayAct(cmd, 1001, true, &why));
+  cmd.mutable_caller()->set_all_jobs(true);
+  EXPECT_TRUE(CallerMayAct(cmd, 1000, true, &why));
+
+  xpu::v1::Command automatic;
+  automatic.mutable_caller()->set_engine(true);
+  EXPECT_TRUE(CallerMayAct(automatic, 1000, true, &why));
+  EXPECT_FALSE(CallerMayAct(automatic, 1000, false, &why));
+  EXPECT_NE(why.find("automatic"), std::string::npos) << why;
 }
 
 }  // namespace

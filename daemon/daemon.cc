@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
+#include "common/metrics/exposition.h"
 
 namespace xpu::daemon {
 namespace {
@@ -55,6 +56,8 @@ absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& o, const std:
     if (!token.ok()) return token.status();
     c.engine.token = *token;
   }
+  c.metrics_addr = o.metrics_addr;
+  c.version = version;
   return c;
 }
 
@@ -73,6 +76,19 @@ absl::Status Daemon::Start() {
   absl::Status s = hook_server_->Start();
   if (!s.ok()) return s;
   if (engine_client_) engine_client_->Start();
+  if (!config_.metrics_addr.empty()) {
+    metrics_ = std::make_unique<DaemonMetrics>(collector_.get(), hook_server_.get(),
+                                               engine_client_.get());
+    process_metrics_ = std::make_unique<metrics::ProcessCollector>("daemon", config_.version);
+    http_ = std::make_unique<metrics::HttpEndpoint>(
+        [this] { return metrics::Render({metrics_.get(), process_metrics_.get()}); });
+    if (absl::Status ms = http_->Serve(config_.metrics_addr); !ms.ok()) {
+      if (engine_client_) engine_client_->Stop();
+      hook_server_->Stop();
+      return ms;
+    }
+    Log()->info("metrics on port {}", http_->port());
+  }
   started_ = true;
   drain_thread_ = std::thread([this] { DrainLoop(); });
   Log()->info("xpu-daemon ready: socket {} engine {}", config_.hook.socket.path,
@@ -100,10 +116,11 @@ void Daemon::DrainLoop() {
     if (now >= next_stats) {
       const CollectorStats st = collector_->stats();
       Log()->info(
-          "processes={} live={} records_read={} corrupt={} lapped={} abandoned={} "
-          "profile_unclaimed={}",
-          st.processes, st.processes_live, st.records_read, st.records_corrupt, st.records_lapped,
-          st.records_abandoned, st.records_profile_unclaimed);
+          "processes={} live={} records_read={} lost={} (corrupt={} lapped={} abandoned={}) "
+          "resyncs={} replayed={} commands_refused={} profile_unclaimed={}",
+          st.processes, st.processes_live, st.records_read, st.records_lost, st.records_corrupt,
+          st.records_lapped, st.records_abandoned, st.resyncs, st.records_replayed,
+          st.commands_refused, st.records_profile_unclaimed);
       next_stats = now + config_.stats_log_s * kNsPerS;
     }
     lock.lock();
@@ -120,6 +137,7 @@ void Daemon::Stop(uint64_t flush_timeout_ms) {
     stop_ = true;
   }
   cv_.notify_all();
+  if (http_) http_->Stop();  // before the components its scrapes read
   if (hook_server_) hook_server_->Stop();
   if (drain_thread_.joinable()) drain_thread_.join();
   if (collector_) {
@@ -131,12 +149,21 @@ void Daemon::Stop(uint64_t flush_timeout_ms) {
   if (engine_client_) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(flush_timeout_ms);
+    // Until the engine has acknowledged everything: the rings' acked_index
+    // then says all is delivered, and a restarted daemon has nothing to
+    // read again. What is not acknowledged by the deadline is read again by
+    // the next daemon (from the ring's acked_index).
+    EngineClientStats st;
     while (std::chrono::steady_clock::now() < deadline) {
-      const EngineClientStats st = engine_client_->stats();
-      if (!st.connected || st.batches_buffered == 0) break;
+      st = engine_client_->stats();
+      if (!st.connected || (st.batches_buffered == 0 && st.batches_unacked == 0)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    st = engine_client_->stats();
     engine_client_->Stop();
+    Log()->info("flushed on stop: {} batches unsent, {} unacknowledged (read again from the "
+                "rings by the next daemon)",
+                st.batches_buffered, st.batches_unacked);
   }
   if (started_) Log()->info("xpu-daemon stopped");
 }

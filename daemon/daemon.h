@@ -15,7 +15,10 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "common/metrics/http_endpoint.h"
+#include "common/metrics/process_collector.h"
 #include "daemon/collector.h"
+#include "daemon/daemon_metrics.h"
 #include "daemon/engine_client.h"
 #include "daemon/hook_server.h"
 #include "daemon/options.h"
@@ -30,6 +33,8 @@ struct DaemonConfig {
   uint64_t drain_ms = 10;
   uint64_t flush_ms = 1000;
   uint64_t stats_log_s = 60;
+  std::string metrics_addr;  // "" = no /metrics
+  std::string version;
 };
 
 // Builds the component configuration from parsed flags.
@@ -43,10 +48,13 @@ class Daemon {
   // Binds the socket (fails if another daemon owns it) and starts the threads.
   absl::Status Start();
   // Stops accepting, drains once more, flushes a last batch and gives the
-  // engine client up to `flush_timeout_ms` to send what is buffered.
-  void Stop(uint64_t flush_timeout_ms = 2000);
+  // engine client up to `flush_timeout_ms` to have what is buffered
+  // acknowledged (what is not is read again by the next daemon).
+  void Stop(uint64_t flush_timeout_ms = 5000);
   Collector& collector() { return *collector_; }
   const std::string& socket_path() const { return config_.hook.socket.path; }
+  // Port of /metrics (0 when not served).
+  int metrics_port() const { return http_ ? http_->port() : 0; }
 
  private:
   void DrainLoop();
@@ -56,6 +64,9 @@ class Daemon {
   std::unique_ptr<Collector> collector_;
   std::unique_ptr<HookServer> hook_server_;
   std::unique_ptr<EngineClient> engine_client_;
+  std::unique_ptr<DaemonMetrics> metrics_;
+  std::unique_ptr<metrics::ProcessCollector> process_metrics_;
+  std::unique_ptr<metrics::HttpEndpoint> http_;
   std::thread drain_thread_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -5,7 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "common/logging/logging.h"
 #include "common/ring/testing/test_ring_writer.h"
@@ -118,6 +125,7 @@ TEST_F(DaemonTest, NoEngineModeKeepsHistory) {
   ASSERT_TRUE(WaitFor([&] { return daemon.collector().stats().records_read == 2000; }));
   xpu::v1::Command cmd;
   cmd.set_kind("history");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply reply;
   daemon.collector().HandleCommand(cmd, &reply);
   ASSERT_EQ(reply.processes_size(), 1);
@@ -134,6 +142,75 @@ TEST_F(DaemonTest, SecondDaemonOnTheSameSocketRefuses) {
   ASSERT_TRUE(first.Start().ok());
   Daemon second(Config({"--no-engine"}));
   EXPECT_EQ(second.Start().code(), absl::StatusCode::kAlreadyExists);
+  first.Stop();
+}
+
+// GET of a path on 127.0.0.1:port; the body ("" on failure).
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) out.append(buf, n);
+    }
+  }
+  close(fd);
+  const size_t body = out.find("\r\n\r\n");
+  return body == std::string::npos ? "" : out.substr(body + 4);
+}
+
+TEST_F(DaemonTest, MetricsEndpointPassesPromtool) {
+  FakeEngine engine;
+  Daemon daemon(Config({"--engine", "127.0.0.1:" + std::to_string(engine.port()),
+                        "--metrics-addr", "127.0.0.1:0"}));
+  ASSERT_TRUE(daemon.Start().ok());
+  ASSERT_GT(daemon.metrics_port(), 0);
+  auto ring = TestRingWriter::Create(TestRingConfig{});
+  const uint32_t sig = ring->AddSignature(XPU_OP_KERNEL, "k");
+  FakeHook hook(daemon.socket_path());
+  ASSERT_TRUE(hook.SendHello(ring->fd(), ring->size()));
+  ASSERT_EQ(hook.ReadAck(), XPU_HELLO_OK);
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(ring->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+  ASSERT_TRUE(WaitFor([&] { return daemon.collector().stats().records_read == 100; }));
+  const std::string text = HttpGet(daemon.metrics_port(), "/metrics");
+  EXPECT_NE(text.find("\nxpu_daemon_records_read_total 100\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("xpu_daemon_processes{state=\"live\"} 1"), std::string::npos) << text;
+  // Counters from the start: every loss reason, at 0.
+  EXPECT_NE(text.find("xpu_daemon_records_lost_total{reason=\"lapped\"} 0"), std::string::npos);
+  EXPECT_NE(text.find("xpu_build_info{component=\"daemon\",version=\"test\"} 1"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter"), std::string::npos);
+  EXPECT_EQ(HttpGet(daemon.metrics_port(), "/healthz"), "ok\n");
+  if (access("/usr/bin/promtool", X_OK) == 0) {
+    {
+      std::ofstream f(dir_ + "/metrics.txt");
+      f << text;
+    }
+    const std::string cmd = "/usr/bin/promtool check metrics < " + dir_ + "/metrics.txt > " +
+                            dir_ + "/lint.txt 2>&1";
+    const int rc = system(cmd.c_str());
+    std::ifstream lf(dir_ + "/lint.txt");
+    std::stringstream lint;
+    lint << lf.rdbuf();
+    EXPECT_EQ(rc, 0) << lint.str() << "\n" << text;
+  } else {
+    ADD_FAILURE() << "/usr/bin/promtool is required (Debian package prometheus)";
+  }
+  daemon.Stop();
+}
+
+TEST_F(DaemonTest, MetricsAddressInUseIsAnError) {
+  Daemon first(Config({"--no-engine", "--metrics-addr", "127.0.0.1:0"}));
+  ASSERT_TRUE(first.Start().ok());
+  const std::string taken = "127.0.0.1:" + std::to_string(first.metrics_port());
+  Daemon second(Config({"--no-engine", "--socket", dir_ + "/d2.sock", "--metrics-addr", taken}));
+  EXPECT_FALSE(second.Start().ok());
   first.Stop();
 }
 

@@ -1,5 +1,3 @@
-// EngineClient: routing of batches to engine replicas, buffering, parked
-// jobs. The life of each stream is in engine_connection.cc.
 #include "daemon/engine_client.h"
 
 #include <unistd.h>
@@ -8,13 +6,14 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
-#include "daemon/engine_connection.h"
+#include "common/rpc/local_identity.h"
+#include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon {
 namespace {
@@ -36,24 +35,6 @@ size_t RecordsIn(const xpu::v1::ProcessBatch& pb) {
   return pb.records().size() / sizeof(xpu_record_v1);
 }
 
-std::string JobOf(const xpu::v1::ProcessBatch& pb) {
-  const xpu::v1::ProcessIdentity& id = pb.identity();
-  // The engine's job id for a process without one (ingest_service.cc).
-  return !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
-}
-
-// `from` with only the processes `keep` accepts (same seq and counters).
-template <typename Keep>
-xpu::v1::Batch Part(const xpu::v1::Batch& from, Keep keep) {
-  xpu::v1::Batch out;
-  out.set_batch_seq(from.batch_seq());
-  out.set_sent_ns(from.sent_ns());
-  for (const auto& pb : from.processes()) {
-    if (keep(pb)) *out.add_processes() = pb;
-  }
-  return out;
-}
-
 // Moves the metadata of `from` (identity, signatures, exit) into `to`, in
 // front of what `to` already carries for the same process.
 void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
@@ -65,6 +46,7 @@ void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
       pb.mutable_signatures()->Swap(&merged);
     }
     if (from.exited()) pb.set_exited(true);
+    pb.set_end_position(std::max(pb.end_position(), from.end_position()));
     return;
   }
   xpu::v1::ProcessBatch* pb = to->add_processes();
@@ -73,6 +55,7 @@ void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
   *pb->mutable_signatures() = from.signatures();
   *pb->mutable_counters() = from.counters();
   pb->set_exited(from.exited());
+  pb->set_end_position(from.end_position());
 }
 
 bool HasPayload(const xpu::v1::Batch& b) {
@@ -90,14 +73,6 @@ bool IsLoopbackTarget(const std::string& target) {
   for (const char* scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
     if (t.rfind(scheme, 0) == 0) {
       t = t.substr(strlen(scheme));
-      // ipv4:/ipv6: lists of addresses: every one must stay on this host.
-      if (t.find(',') != std::string::npos && scheme[0] == 'i') {
-        const std::string prefix(scheme);
-        for (absl::string_view a : absl::StrSplit(t, ',')) {
-          if (a.empty() || !IsLoopbackTarget(prefix + std::string(a))) return false;
-        }
-        return true;
-      }
       break;
     }
   }
@@ -151,12 +126,7 @@ absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(
 EngineClient::EngineClient(const EngineClientOptions& options,
                            std::shared_ptr<grpc::ChannelCredentials> creds, CommandHandler* handler,
                            StateProvider* state)
-    : options_(options),
-      creds_(std::move(creds)),
-      handler_(handler),
-      state_(state),
-      incarnation_(RealtimeNs()),
-      default_(std::make_unique<Conn>(options.target, /*is_default=*/true)) {}
+    : options_(options), creds_(std::move(creds)), handler_(handler), state_(state) {}
 
 EngineClient::~EngineClient() { Stop(); }
 
@@ -164,314 +134,127 @@ void EngineClient::Start() {
   std::lock_guard<std::mutex> lock(mu_);
   if (running_) return;
   running_ = true;
-  Conn* c = default_.get();
-  c->thread = std::thread([this, c] { Run(c); });
-  park_thread_ = std::thread([this] { ParkLoop(); });
+  thread_ = std::thread([this] { Run(); });
 }
 
 void EngineClient::Stop() {
-  std::vector<Conn*> all;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!running_) return;
     running_ = false;
-    all.push_back(default_.get());
-    for (auto& [a, c] : replicas_) all.push_back(c.get());
-    for (auto& c : retired_) all.push_back(c.get());
-    for (Conn* c : all) {
-      c->stop = true;
-      if (c->ctx != nullptr) c->ctx->TryCancel();
-      c->cv.notify_all();
-    }
+    if (current_ctx_ != nullptr) current_ctx_->TryCancel();
   }
-  park_cv_.notify_all();
-  for (Conn* c : all) {
-    if (c->thread.joinable()) c->thread.join();
-  }
-  if (park_thread_.joinable()) park_thread_.join();
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
 }
 
 EngineClientStats EngineClient::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineClientStats s = stats_;
-  s.connected = default_->connected;
-  auto add = [&](const Conn& c) {
-    s.batches_buffered += c.pending.size();
-    s.bytes_buffered += c.bytes;
-    for (const Item& i : c.sent) s.batches_unacked += i.batch.processes_size() > 0;
-  };
-  add(*default_);
-  for (const auto& [a, c] : replicas_) add(*c);
-  s.replica_streams = replicas_.size();
+  s.batches_buffered = queue_.size();
+  s.batches_unacked = unacked_.size();
+  s.bytes_buffered = queue_bytes_;
   return s;
 }
 
-bool EngineClient::RoutedTo(const std::string& job, const Conn* c) const {
-  if (parked_.count(job)) return false;
-  auto it = routes_.find(job);
-  if (it == routes_.end()) return c->is_default;
-  return !c->is_default && it->second == c->target;
-}
-
-EngineClient::Conn* EngineClient::ConnFor(const std::string& job) {
-  if (parked_.count(job)) return nullptr;
-  auto it = routes_.find(job);
-  if (it == routes_.end()) return default_.get();
-  auto c = replicas_.find(it->second);
-  if (c != replicas_.end()) return c->second.get();
-  routes_.erase(it);
-  return default_.get();
-}
-
-EngineClient::Conn* EngineClient::GetOrStartConn(const std::string& address) {
-  auto& slot = replicas_[address];
-  if (!slot) {
-    slot = std::make_unique<Conn>(address, /*is_default=*/false);
-    Conn* c = slot.get();
-    if (running_) c->thread = std::thread([this, c] { Run(c); });
-  }
-  return slot.get();
-}
-
-void EngineClient::Push(Conn* c, xpu::v1::Batch batch) {
-  const size_t bytes = batch.ByteSizeLong();
-  c->pending.push_back(Item{std::move(batch), bytes});
-  c->bytes += bytes;
-  EnforceBudgetLocked(c);
-  c->cv.notify_all();
-}
-
 void EngineClient::Enqueue(xpu::v1::Batch batch) {
-  std::lock_guard<std::mutex> lock(mu_);
-  batch.set_batch_seq(next_seq_++);
-  // Parts by destination; most batches have one.
-  std::map<Conn*, std::vector<int>> parts;
-  std::map<std::string, std::vector<int>> parked;
-  for (int i = 0; i < batch.processes_size(); ++i) {
-    const std::string job = JobOf(batch.processes(i));
-    if (Conn* c = ConnFor(job)) {
-      parts[c].push_back(i);
-    } else {
-      parked[job].push_back(i);
-    }
+  std::vector<Loss> losses;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batch.set_batch_seq(next_seq_++);
+    NoteDefinitionsLocked(batch);
+    const size_t bytes = batch.ByteSizeLong();
+    queue_.emplace_back(std::move(batch), bytes);
+    queue_bytes_ += bytes;
+    EnforceBudgetLocked(&losses);
   }
-  auto subset = [&](const std::vector<int>& idx) {
-    xpu::v1::Batch out;
-    out.set_batch_seq(batch.batch_seq());
-    for (int i : idx) *out.add_processes() = batch.processes(i);
-    return out;
-  };
-  if (parts.size() == 1 && parked.empty()) {
-    Push(parts.begin()->first, std::move(batch));
-    return;
-  }
-  for (const auto& [c, idx] : parts) Push(c, subset(idx));
-  for (const auto& [job, idx] : parked) parked_[job].batches.push_back(subset(idx));
+  ReportLosses(losses);
+  cv_.notify_all();
 }
 
-std::vector<xpu::v1::Batch> EngineClient::TakeJob(const std::string& job) {
-  std::vector<xpu::v1::Batch> out;
-  auto of_job = [&](const xpu::v1::ProcessBatch& pb) { return JobOf(pb) == job; };
-  auto not_job = [&](const xpu::v1::ProcessBatch& pb) { return JobOf(pb) != job; };
-  auto take = [&](Conn* c) {
-    for (Item& it : c->sent) {
-      xpu::v1::Batch mine = Part(it.batch, of_job);
-      if (mine.processes_size() == 0) continue;
-      out.push_back(std::move(mine));
-      it.batch = Part(it.batch, not_job);  // stays, for the acknowledgement count
-      c->bytes -= it.bytes;
-      it.bytes = it.batch.ByteSizeLong();
-      c->bytes += it.bytes;
-    }
-    std::deque<Item> keep;
-    for (Item& it : c->pending) {
-      xpu::v1::Batch mine = Part(it.batch, of_job);
-      c->bytes -= it.bytes;
-      if (mine.processes_size() > 0) out.push_back(std::move(mine));
-      xpu::v1::Batch rest = Part(it.batch, not_job);
-      if (rest.processes_size() == 0 && mine.processes_size() > 0) continue;
-      const size_t bytes = rest.ByteSizeLong();
-      c->bytes += bytes;
-      keep.push_back(Item{std::move(rest), bytes});
-    }
-    c->pending.swap(keep);
-  };
-  take(default_.get());
-  for (auto& [a, c] : replicas_) take(c.get());
-  if (auto p = parked_.find(job); p != parked_.end()) {
-    for (xpu::v1::Batch& b : p->second.batches) out.push_back(std::move(b));
-    parked_.erase(p);
-  }
-  // batch_seq is global: sorting restores the order the batches were made in.
-  std::stable_sort(out.begin(), out.end(), [](const xpu::v1::Batch& a, const xpu::v1::Batch& b) {
-    return a.batch_seq() < b.batch_seq();
-  });
-  return out;
-}
-
-xpu::v1::Batch EngineClient::StateBatch(const std::string& job, const Conn* c) {
-  xpu::v1::Batch b;
-  b.set_batch_seq(0);
-  if (state_ == nullptr) return b;
-  for (auto& pb : state_->FullState()) {
-    const std::string j = JobOf(pb);
-    if (job.empty() ? RoutedTo(j, c) : j == job) *b.add_processes() = std::move(pb);
-  }
-  return b;
-}
-
-void EngineClient::MoveJob(const std::string& job, Conn* to) {
-  std::vector<xpu::v1::Batch> batches = TakeJob(job);
-  // The next replica gets the job's processes and signature tables first.
-  xpu::v1::Batch state = StateBatch(job, to);
-  std::set<uint64_t> in_state;
-  for (const auto& pb : state.processes()) in_state.insert(pb.process_key());
-  if (state.processes_size() > 0) Push(to, std::move(state));
-  for (xpu::v1::Batch& b : batches) {
-    if (b.batch_seq() == 0) {
-      // An earlier state batch of the job (it moved before): the fresh one
-      // above supersedes it for the processes that still live.
-      b = Part(b, [&](const xpu::v1::ProcessBatch& pb) {
-        return in_state.count(pb.process_key()) == 0;
-      });
-      if (b.processes_size() == 0) continue;
-    }
-    Push(to, std::move(b));
+void EngineClient::NoteDefinitionsLocked(const xpu::v1::Batch& batch) {
+  for (const auto& pb : batch.processes()) {
+    xpu::v1::ProcessBatch& d = definitions_[pb.process_key()];
+    d.set_process_key(pb.process_key());
+    *d.mutable_identity() = pb.identity();
+    for (const auto& sig : pb.signatures()) *d.add_signatures() = sig;
+    if (pb.exited()) d.set_exited(true);
   }
 }
 
-void EngineClient::OnRedirect(Conn* from, const xpu::v1::JobRedirect& r) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!running_ || r.job().empty() || r.address().empty()) return;
-  stats_.redirects++;
-  if (!from->is_default && from->target == r.address()) return;  // itself: stale
-  auto rt = routes_.find(r.job());
-  if (rt != routes_.end() && rt->second == r.address() && replicas_.count(r.address())) {
-    return;  // a repeat: the job's batches went there with the first one
-  }
-  Log()->info("job {} is served by engine replica {} at {}: its batches go there", r.job(),
-              r.replica_id(), r.address());
-  const uint64_t now = MonotonicNs();
-  auto d = down_.find(r.address());
-  if (d != down_.end() && now < d->second.until_ns) {
-    // That replica could not be reached a moment ago: hold the job's
-    // batches until it may be tried again (then they go to the configured
-    // address, whose replica redirects again or takes the job).
-    std::vector<xpu::v1::Batch> batches = TakeJob(r.job());
-    routes_.erase(r.job());
-    Parked& p = parked_[r.job()];
-    p.until_ns = std::max(p.until_ns, d->second.until_ns);
-    for (xpu::v1::Batch& b : batches) p.batches.push_back(std::move(b));
-    park_cv_.notify_all();
-    return;
-  }
-  routes_[r.job()] = r.address();
-  MoveJob(r.job(), GetOrStartConn(r.address()));
+void EngineClient::ReportLosses(const std::vector<Loss>& losses) {
+  if (state_ == nullptr) return;
+  for (const Loss& l : losses) state_->Lost(l.process_key, l.reason, l.records);
 }
 
-void EngineClient::OnReplicaFailed(Conn* c) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = replicas_.find(c->target);
-  if (it == replicas_.end() || it->second.get() != c) return;
-  c->stop = true;
-  Down& d = down_[c->target];
-  d.pause_ms = d.pause_ms == 0 ? options_.replica_retry_initial_ms
-                               : std::min(d.pause_ms * 2, options_.replica_retry_max_ms);
-  d.until_ns = MonotonicNs() + d.pause_ms * 1000000ull;
-  std::set<std::string> jobs;
-  for (const auto& [job, addr] : routes_) {
-    if (addr == c->target) jobs.insert(job);
-  }
-  for (const Item& i : c->sent) {
-    for (const auto& pb : i.batch.processes()) jobs.insert(JobOf(pb));
-  }
-  for (const Item& i : c->pending) {
-    for (const auto& pb : i.batch.processes()) jobs.insert(JobOf(pb));
-  }
-  Log()->warn("engine replica {} unreachable: {} job(s) back to {} (retry in {} ms)", c->target,
-              jobs.size(), default_->target, d.pause_ms);
-  for (const std::string& job : jobs) {
-    routes_.erase(job);
-    MoveJob(job, default_.get());
-  }
-  retired_.push_back(std::move(it->second));
-  replicas_.erase(it);
-  park_cv_.notify_all();
-}
-
-void EngineClient::ParkLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (running_) {
-    // Retired streams' threads have returned (or are about to): join them.
-    std::vector<std::unique_ptr<Conn>> done;
-    done.swap(retired_);
-    if (!done.empty()) {
-      lock.unlock();
-      for (auto& c : done) {
-        if (c->thread.joinable()) c->thread.join();
+void EngineClient::HandleAck(const xpu::v1::BatchAck& ack) {
+  std::vector<std::pair<uint64_t, uint64_t>> settled;  // process key, end position
+  std::vector<Loss> losses;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    while (!unacked_.empty() && unacked_.front().first.batch_seq() <= ack.batch_seq()) {
+      auto& [b, bytes] = unacked_.front();
+      for (const auto& pb : b.processes()) {
+        if (pb.end_position() > 0) settled.emplace_back(pb.process_key(), pb.end_position());
+        // A process that has exited and has nothing left here needs no
+        // more definitions.
+        if (pb.exited()) definitions_.erase(pb.process_key());
       }
-      done.clear();
-      lock.lock();
-      continue;
+      queue_bytes_ -= bytes;
+      unacked_.pop_front();
+      ++stats_.batches_acked;
     }
-    const uint64_t now = MonotonicNs();
-    uint64_t next = UINT64_MAX;
-    std::vector<std::string> due;
-    for (const auto& [job, p] : parked_) {
-      if (p.until_ns <= now) {
-        due.push_back(job);
-      } else {
-        next = std::min(next, p.until_ns);
-      }
-    }
-    for (const std::string& job : due) MoveJob(job, default_.get());
-    if (!due.empty()) continue;
-    if (next == UINT64_MAX) {
-      park_cv_.wait(lock);
-    } else {
-      park_cv_.wait_for(lock, std::chrono::nanoseconds(next - now));
+    for (const auto& r : ack.rejected()) {
+      stats_.records_rejected += r.records();
+      losses.push_back(Loss{r.process_key(), XPU_LOSS_REJECTED, r.records()});
     }
   }
+  for (const auto& r : ack.rejected()) {
+    Log()->warn("engine refused process key={} ({} records): {}", r.process_key(), r.records(),
+                r.reason());
+  }
+  ReportLosses(losses);
+  if (state_ != nullptr) {
+    for (const auto& [key, end] : settled) state_->Acknowledged(key, end);
+  }
+  cv_.notify_all();
 }
 
-void EngineClient::EnforceBudgetLocked(Conn* c) {
-  // Unacknowledged batches first: delivered already, they only lose their
-  // replay (an empty item keeps the acknowledgement count).
-  for (Item& it : c->sent) {
-    if (c->bytes <= options_.buffer_bytes) return;
-    if (it.batch.processes_size() == 0) continue;
-    ++stats_.batches_unacked_forgotten;
-    c->bytes -= it.bytes;
-    it.batch.clear_processes();
-    it.bytes = 0;
+void EngineClient::EnforceBudgetLocked(std::vector<Loss>* losses) {
+  // Written but unacknowledged batches first: the engine has them; keeping
+  // them only guards against its crash.
+  while (queue_bytes_ > options_.buffer_bytes && !unacked_.empty()) {
+    queue_bytes_ -= unacked_.front().second;
+    unacked_.pop_front();
+    ++stats_.batches_released_unacked;
   }
-  while (c->bytes > options_.buffer_bytes && !c->pending.empty()) {
-    auto& [oldest, bytes] = c->pending.front();
+  while (queue_bytes_ > options_.buffer_bytes && !queue_.empty()) {
+    auto& [oldest, bytes] = queue_.front();
     if (HasPayload(oldest)) {
       // Drop the bulky part: records and windows.
       ++stats_.batches_dropped;
       for (auto& pb : *oldest.mutable_processes()) {
         const size_t n = RecordsIn(pb);
         stats_.records_dropped += n;
-        dropped_by_process_[pb.process_key()] += n;
+        if (n > 0) losses->push_back(Loss{pb.process_key(), XPU_LOSS_BUFFER, n});
         pb.clear_records();
         pb.clear_windows();
       }
-      c->bytes -= bytes;
+      queue_bytes_ -= bytes;
       bytes = oldest.ByteSizeLong();
-      c->bytes += bytes;
+      queue_bytes_ += bytes;
       continue;
     }
-    if (c->pending.size() == 1) break;  // metadata alone: nothing more to shed
+    if (queue_.size() == 1) break;  // metadata alone: nothing more to shed
     // Fold the remaining metadata into the next batch.
     xpu::v1::Batch meta = std::move(oldest);
-    c->bytes -= bytes;
-    c->pending.pop_front();
-    auto& [next, next_bytes] = c->pending.front();
+    queue_bytes_ -= bytes;
+    queue_.pop_front();
+    auto& [next, next_bytes] = queue_.front();
     for (const auto& pb : meta.processes()) MergeMetadata(pb, &next);
-    c->bytes -= next_bytes;
+    queue_bytes_ -= next_bytes;
     next_bytes = next.ByteSizeLong();
-    c->bytes += next_bytes;
+    queue_bytes_ += next_bytes;
   }
 }
 
@@ -479,11 +262,205 @@ void EngineClient::PrepareForSend(xpu::v1::Batch* batch) {
   batch->set_sent_ns(RealtimeNs());
   batch->set_batches_dropped(stats_.batches_dropped);
   batch->set_records_dropped(stats_.records_dropped);
-  for (auto& pb : *batch->mutable_processes()) {
-    auto it = dropped_by_process_.find(pb.process_key());
-    if (it == dropped_by_process_.end()) continue;
-    auto* cnt = pb.mutable_counters();
-    cnt->set_records_dropped_daemon(cnt->records_dropped_daemon() + it->second);
+}
+
+void EngineClient::Run() {
+  uint64_t backoff_ms = options_.backoff_initial_ms;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!running_) return;
+    }
+    const bool handshook = RunConnection();
+    std::unique_lock<std::mutex> lock(mu_);
+    stats_.connected = false;
+    if (!running_) return;
+    if (handshook) {
+      backoff_ms = options_.backoff_initial_ms;
+    } else {
+      ++stats_.connect_failures;
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return !running_; });
+    if (!handshook) backoff_ms = std::min(backoff_ms * 2, options_.backoff_max_ms);
+  }
+}
+
+bool EngineClient::RunConnection() {
+  grpc::ChannelArguments args;
+  args.SetMaxSendMessageSize(-1);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  // A fresh channel per attempt: our backoff, not the channel's, paces retries.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto channel = grpc::CreateCustomChannel(options_.target, creds_, args);
+  auto stub = xpu::v1::Ingest::NewStub(channel);
+  grpc::ClientContext ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!running_) return false;
+    current_ctx_ = &ctx;
+    acked_ = accepted_ = broken_ = false;
+    // Whatever the previous engine did not acknowledge goes again, first.
+    stats_.batches_resent += unacked_.size();
+    while (!unacked_.empty()) {
+      queue_.push_front(std::move(unacked_.back()));
+      unacked_.pop_back();
+    }
+  }
+  auto stream = stub->Stream(&ctx);
+  std::thread reader([&] { ReadStream(stream.get()); });
+
+  bool handshook = false;
+  auto finish = [&]() {
+    ctx.TryCancel();
+    reader.join();
+    const grpc::Status st = stream->Finish();
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ctx_ = nullptr;
+    if (!st.ok() && running_) {
+      Log()->warn("engine stream to {} ended: {} {}", options_.target,
+                  static_cast<int>(st.error_code()), st.error_message());
+    }
+    return handshook;
+  };
+  if (!Handshake(stream.get())) return finish();
+  handshook = true;
+  Log()->info("connected to engine {}", options_.target);
+  if (!Resync(stream.get())) return finish();
+  SendUntilBroken(stream.get());
+  return finish();
+}
+
+void EngineClient::QueueReply(xpu::v1::CommandReply reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.commands;
+  replies_.push_back(std::move(reply));
+  cv_.notify_all();
+}
+
+void EngineClient::ReadStream(Stream* stream) {
+  xpu::v1::EngineMessage msg;
+  while (stream->Read(&msg)) {
+    if (msg.has_ack()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      acked_ = true;
+      accepted_ = msg.ack().accepted();
+      if (!accepted_) Log()->error("engine refused this daemon: {}", msg.ack().reason());
+    } else if (msg.has_batch_ack()) {
+      HandleAck(msg.batch_ack());
+      continue;
+    } else if (msg.has_command()) {
+      // Long commands answer later (the reply joins the queue then); the
+      // reader goes straight back to the stream.
+      if (handler_ != nullptr &&
+          handler_->HandleCommandAsync(
+              msg.command(), [this](xpu::v1::CommandReply r) { QueueReply(std::move(r)); })) {
+        continue;
+      }
+      xpu::v1::CommandReply reply;
+      reply.set_command_id(msg.command().command_id());
+      if (handler_ != nullptr) {
+        handler_->HandleCommand(msg.command(), &reply);
+      } else {
+        reply.set_ok(false);
+        reply.set_error("no command handler");
+      }
+      QueueReply(std::move(reply));
+    }
+    cv_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  broken_ = true;
+  cv_.notify_all();
+}
+
+bool EngineClient::Handshake(Stream* stream) {
+  xpu::v1::DaemonMessage hello_msg;
+  auto* hello = hello_msg.mutable_hello();
+  hello->set_protocol_version(1);
+  hello->set_daemon_id(options_.daemon_id);
+  hello->set_host(options_.host);
+  hello->set_pid(static_cast<uint32_t>(getpid()));
+  hello->set_version(options_.version);
+  if (!options_.token.empty()) {
+    hello->set_token(options_.token);
+  } else if (absl::StatusOr<std::string> local = rpc::FetchLocalIdentity(
+                 options_.target,
+                 static_cast<int>(std::min<uint64_t>(options_.ack_timeout_ms, 2000)));
+             local.ok()) {
+    // An engine on this host names our uid itself (its identity socket); a
+    // new token for every connection, since a restarted engine knows none.
+    hello->set_token(*local);
+  }
+  if (!stream->Write(hello_msg)) return false;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(options_.ack_timeout_ms),
+               [this] { return acked_ || broken_ || !running_; });
+  if (!acked_ || !accepted_ || !running_) return false;
+  ++stats_.connects;
+  stats_.connected = true;
+  return true;
+}
+
+bool EngineClient::Resync(Stream* stream) {
+  xpu::v1::DaemonMessage resync;
+  std::set<uint64_t> keys;
+  if (state_ != nullptr) {
+    for (auto& pb : state_->FullState()) {
+      keys.insert(pb.process_key());
+      *resync.mutable_batch()->add_processes() = std::move(pb);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Processes gone from the table whose last batches still wait here.
+    for (const auto& [key, d] : definitions_) {
+      if (!keys.count(key)) *resync.mutable_batch()->add_processes() = d;
+    }
+    resync.mutable_batch()->set_batch_seq(0);
+    PrepareForSend(resync.mutable_batch());
+  }
+  if (resync.batch().processes_size() == 0) return true;
+  return stream->Write(resync);
+}
+
+void EngineClient::SendUntilBroken(Stream* stream) {
+  auto last_write = std::chrono::steady_clock::now();
+  for (;;) {
+    xpu::v1::DaemonMessage out;
+    bool have_batch = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, last_write + std::chrono::milliseconds(options_.heartbeat_ms), [this] {
+        return !running_ || broken_ || !replies_.empty() || !queue_.empty();
+      });
+      if (!running_ || broken_) break;
+      if (!replies_.empty()) {
+        *out.mutable_reply() = std::move(replies_.front());
+        replies_.pop_front();
+      } else if (!queue_.empty()) {
+        // Stays queued until written, so a failed write loses nothing.
+        *out.mutable_batch() = queue_.front().first;
+        PrepareForSend(out.mutable_batch());
+        have_batch = true;
+      } else {
+        out.mutable_heartbeat()->set_now_ns(RealtimeNs());
+      }
+    }
+    if (!stream->Write(out)) break;
+    last_write = std::chrono::steady_clock::now();
+    if (have_batch) {
+      std::lock_guard<std::mutex> lock(mu_);
+      // The budget enforcer may have shrunk the front meanwhile; it is still
+      // the same batch (same seq) unless it was folded away. Written is not
+      // delivered: it waits for the engine's acknowledgement.
+      if (!queue_.empty() && queue_.front().first.batch_seq() == out.batch().batch_seq()) {
+        unacked_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      ++stats_.batches_sent;
+    }
   }
 }
 

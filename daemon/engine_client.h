@@ -1,46 +1,33 @@
-// engine_client.h — the daemon's gRPC streams to the engine (Ingest.Stream).
+// engine_client.h — the daemon's gRPC stream to the engine (Ingest.Stream).
 //
-// One long-lived bidirectional stream per engine replica it talks to: the
-// configured engine address (`--engine`; a Service or a list of replicas)
-// and, when a replica answers that one of this node's jobs is served by
-// another replica (JobRedirect), a stream to that replica for that job's
-// processes. Each connection starts with a DaemonHello (protocol_version 1,
-// daemon_id, host, token, incarnation) and waits for the engine's HelloAck;
-// then it sends the identity and full signature table of every live process
-// whose job goes there (the engine may have restarted) and the buffered
-// batches in order. Commands from an engine are handed to the
-// CommandHandler on that stream's reader thread; replies go back on the
-// same stream.
+// One long-lived bidirectional stream. Each connection starts with a
+// DaemonHello (protocol_version 1, daemon_id, host, token) and waits for the
+// engine's HelloAck; then it re-sends the identity and full signature table
+// of every live process (the engine may have restarted) and the buffered
+// batches in order. Commands from the engine are handed to a CommandHandler
+// on the stream's reader thread; replies are written by the writer thread.
 //
-// Routing: batch_seq is assigned once per batch (Enqueue) and kept by
-// every part of it, whichever replica the part goes to. A job's batches go
-// to the replica it was redirected to; when that replica cannot be reached
-// (or its stream breaks), they go back to the configured address, and the
-// replica is not tried again for a short, growing pause (0.5 s up to 5 s):
-// a redirect to it meanwhile parks the job's batches until the pause ends.
-// A job that moves takes its processes' identities and signature tables
-// along first, so the replica serving it next can decode its records.
+// Delivery: the engine acknowledges batches once it has recorded them
+// durably (BatchAck); a written batch stays in `unacked_` until then, and
+// after a reconnect the unacknowledged batches are sent again (after the
+// definitions: the identity and signatures of every process that still has
+// a batch here, so that a restarted engine knows every signature a record
+// names). The engine drops records it already has by ring position. An ack
+// moves each process's ring acked_index (StateProvider::Acknowledged), which
+// a restarted daemon resumes from.
 //
-// Acknowledgements: with an engine that acknowledges batches
-// (HelloAck.acks_batches), a batch stays in memory after it is written
-// until a BatchAck says the engine committed it; when the stream breaks,
-// or the job moves, the unacknowledged batches are sent again (the engine
-// recognises the ones it holds already by batch_seq). Without, a batch is
-// forgotten once written, as before.
+// Buffering: unsent and unacknowledged batches share the budget
+// `buffer_bytes`. Over it, unacknowledged batches go first (the engine has
+// them in memory; only a crash of the engine before it recorded them would
+// lose them: counted as batches_released_unacked), then the oldest unsent
+// batches lose their records and windows (counted as batches_dropped /
+// records_dropped, cumulative in every later Batch, and per process in the
+// ring, XPU_LOSS_BUFFER) while their identity, signatures and exit flag are
+// merged into the next batch. Reconnects back off exponentially
+// (0.5 s → 10 s).
 //
-// Buffering: per stream, queued and unacknowledged batches are bounded by
-// `buffer_bytes`. Past it, the oldest queued batches lose their records and
-// windows (counted as batches_dropped / records_dropped, cumulative in every
-// later Batch, and per process in ProcessCounters.records_dropped_daemon)
-// while their identity, signatures and exit flag are merged into the next
-// batch, so an engine never sees a record whose signature it missed; then
-// the oldest unacknowledged batches are forgotten (counted as
-// batches_unacked_forgotten: delivered, but no longer replayable).
-// Reconnects back off exponentially (0.5 s → 10 s).
-//
-// Threads: per stream a writer thread (connects, writes) and, per
-// connection, a reader thread; one more thread releases parked jobs.
-// Enqueue/stats/Stop are thread-safe; one mutex guards all of it.
+// Threads: a writer thread (connects, writes) and, per connection, a reader
+// thread. Enqueue/stats/Stop are thread-safe.
 #ifndef XPU_DAEMON_ENGINE_CLIENT_H_
 #define XPU_DAEMON_ENGINE_CLIENT_H_
 
@@ -53,7 +40,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -82,25 +68,23 @@ struct EngineClientOptions {
   uint64_t backoff_max_ms = 10000;
   uint64_t ack_timeout_ms = 10000;
   uint64_t heartbeat_ms = 5000;
-  // Pause before a replica that could not be reached is tried again.
-  uint64_t replica_retry_initial_ms = 500;
-  uint64_t replica_retry_max_ms = 5000;
 };
 
 struct EngineClientStats {
-  bool connected = false;  // the stream to the configured address
-  uint64_t connects = 0;   // successful handshakes, all streams
+  bool connected = false;
+  uint64_t connects = 0;  // successful handshakes
   uint64_t connect_failures = 0;
   uint64_t batches_sent = 0;
   uint64_t batches_dropped = 0;
   uint64_t records_dropped = 0;
-  uint64_t batches_buffered = 0;  // queued, not yet written
-  uint64_t bytes_buffered = 0;    // queued and unacknowledged
-  uint64_t batches_unacked = 0;   // written, waiting for the engine's BatchAck
-  uint64_t batches_unacked_forgotten = 0;
+  uint64_t batches_buffered = 0;  // not yet written
+  uint64_t bytes_buffered = 0;    // written or not, not yet acknowledged
+  uint64_t batches_unacked = 0;   // written, not yet acknowledged
+  uint64_t batches_acked = 0;
+  uint64_t batches_resent = 0;    // written again after a reconnect
+  uint64_t batches_released_unacked = 0;
+  uint64_t records_rejected = 0;  // refused by the engine (BatchAck.rejected)
   uint64_t commands = 0;
-  uint64_t redirects = 0;         // JobRedirect messages followed
-  uint64_t replica_streams = 0;   // streams to redirect targets open now
 };
 
 // True for targets that stay on this host (localhost, 127.0.0.0/8, ::1, unix:).
@@ -123,73 +107,62 @@ class EngineClient {
   EngineClientStats stats() const;
 
  private:
-  struct Conn;  // one stream to one replica (engine_connection.cc)
-  using Stream = grpc::ClientReaderWriter<xpu::v1::DaemonMessage, xpu::v1::EngineMessage>;
-  struct Item {
-    xpu::v1::Batch batch;
-    size_t bytes = 0;
-  };
-
   EngineClient(const EngineClientOptions& options, std::shared_ptr<grpc::ChannelCredentials> creds,
                CommandHandler* handler, StateProvider* state);
-
-  // engine_client.cc: routing, buffering.
-  Conn* ConnFor(const std::string& job);  // needs mu_
-  Conn* GetOrStartConn(const std::string& address);  // needs mu_
-  void Push(Conn* c, xpu::v1::Batch batch);  // needs mu_
-  // The job's parts of every batch of every stream (and parked), oldest
-  // first; sent ones stay as (maybe empty) items so acknowledgements still
-  // count right.
-  std::vector<xpu::v1::Batch> TakeJob(const std::string& job);  // needs mu_
-  // Identity and signatures of the processes of `job` (or of every job
-  // routed to `c` when job is empty), as a batch_seq 0 batch.
-  xpu::v1::Batch StateBatch(const std::string& job, const Conn* c);  // needs mu_
-  void MoveJob(const std::string& job, Conn* to);  // needs mu_
-  void OnRedirect(Conn* from, const xpu::v1::JobRedirect& r);
-  void OnReplicaFailed(Conn* c);
-  void ParkLoop();
-  void EnforceBudgetLocked(Conn* c);
+  void Run();
+  using Stream = grpc::ClientReaderWriter<xpu::v1::DaemonMessage, xpu::v1::EngineMessage>;
+  // One connection's lifetime; returns true if the handshake succeeded.
+  bool RunConnection();
+  // Steps of a connection. ReadStream runs on its own thread until the
+  // stream breaks: acks, and commands whose replies it queues.
+  void ReadStream(Stream* stream);
+  void QueueReply(xpu::v1::CommandReply reply);  // takes mu_, wakes the sender
+  // Hello, then waits for the engine's ack; true when accepted.
+  bool Handshake(Stream* stream);
+  // Identity and full signature tables (the engine may have restarted);
+  // false when the write failed.
+  bool Resync(Stream* stream);
+  // Replies, batches and heartbeats until the stream breaks or Stop.
+  void SendUntilBroken(Stream* stream);
+  // Records lost for good, reported to the StateProvider outside mu_.
+  struct Loss {
+    uint64_t process_key;
+    xpu_consumer_loss reason;
+    uint64_t records;
+  };
+  // Releases unacknowledged batches, then drops the oldest unsent batches'
+  // records, until the buffer fits. Needs mu_.
+  void EnforceBudgetLocked(std::vector<Loss>* losses);
   void PrepareForSend(xpu::v1::Batch* batch);  // needs mu_
-  bool RoutedTo(const std::string& job, const Conn* c) const;  // needs mu_
-
-  // engine_connection.cc: one stream's life.
-  void Run(Conn* c);
-  bool RunConnection(Conn* c);  // true if the handshake succeeded
-  void ReadStream(Conn* c, Stream* stream);
-  void QueueReply(Conn* c, xpu::v1::CommandReply reply);
-  bool Handshake(Conn* c, Stream* stream);
-  bool Resync(Conn* c, Stream* stream);
-  void SendUntilBroken(Conn* c, Stream* stream);
-  void OnAck(Conn* c, uint64_t batches);  // needs mu_
-  void Requeue(Conn* c);                  // sent -> pending, needs mu_
+  // BatchAck: forgets what it covers and settles it in the rings.
+  void HandleAck(const xpu::v1::BatchAck& ack);
+  void ReportLosses(const std::vector<Loss>& losses);
+  // Remembers the identity and signatures of the processes in `batch`.
+  void NoteDefinitionsLocked(const xpu::v1::Batch& batch);
 
   const EngineClientOptions options_;
   const std::shared_ptr<grpc::ChannelCredentials> creds_;
   CommandHandler* const handler_;
   StateProvider* const state_;
-  const uint64_t incarnation_;
 
   mutable std::mutex mu_;
-  std::condition_variable park_cv_;
+  std::condition_variable cv_;
   bool running_ = false;
-  std::unique_ptr<Conn> default_;                         // the configured address
-  std::map<std::string, std::unique_ptr<Conn>> replicas_;  // redirect targets by address
-  std::vector<std::unique_ptr<Conn>> retired_;             // failed targets, joined later
-  std::map<std::string, std::string> routes_;  // job -> replica address
-  struct Parked {
-    uint64_t until_ns = 0;  // monotonic
-    std::vector<xpu::v1::Batch> batches;
-  };
-  std::map<std::string, Parked> parked_;  // job -> batches waiting for a retry
-  struct Down {
-    uint64_t until_ns = 0;
-    uint64_t pause_ms = 0;
-  };
-  std::map<std::string, Down> down_;  // replica address -> not before
+  std::deque<std::pair<xpu::v1::Batch, size_t>> queue_;    // not yet written, with byte size
+  std::deque<std::pair<xpu::v1::Batch, size_t>> unacked_;  // written, not acknowledged
+  size_t queue_bytes_ = 0;                                 // both deques
+  std::deque<xpu::v1::CommandReply> replies_;
   uint64_t next_seq_ = 1;
-  std::map<uint64_t, uint64_t> dropped_by_process_;
+  // Identity and every signature sent so far, per process with a batch
+  // here (what a restarted engine must be told before those records).
+  std::map<uint64_t, xpu::v1::ProcessBatch> definitions_;
+  grpc::ClientContext* current_ctx_ = nullptr;
+  // Handshake state of the current connection.
+  bool acked_ = false;
+  bool accepted_ = false;
+  bool broken_ = false;
   EngineClientStats stats_;
-  std::thread park_thread_;
+  std::thread thread_;
 };
 
 }  // namespace xpu::daemon

@@ -78,8 +78,6 @@ TEST(EngineClientTest, LoopbackRule) {
   EXPECT_FALSE(IsLoopbackTarget("10.0.0.1:7441"));
   EXPECT_FALSE(IsLoopbackTarget("engine.example.com:7441"));
   EXPECT_FALSE(IsLoopbackTarget("127x.evil.com:1"));
-  EXPECT_TRUE(IsLoopbackTarget("ipv4:127.0.0.1:1,127.0.0.2:2"));
-  EXPECT_FALSE(IsLoopbackTarget("ipv4:127.0.0.1:1,10.0.0.1:2"));
   EngineClientOptions o;
   o.target = "10.1.2.3:7441";
   EXPECT_EQ(EngineClient::Create(o, nullptr, nullptr).status().code(),
@@ -127,11 +125,12 @@ TEST(EngineClientTest, HelloResyncAndBatchesArriveWithTheRightCounts) {
       EXPECT_EQ(pb.counters().hook_size(), XPU_CNT_MAX);
       records += RecordsOf(b);
       sigs += pb.signatures_size();
-      // Records travel packed with commit zeroed.
+      // Records travel packed, the commit word carrying the low 32 bits of
+      // the ring position + 1 (the engine's duplicate check), or 0.
       for (size_t r = 0; r < pb.records().size(); r += 32) {
         xpu_record_v1 rec;
         memcpy(&rec, pb.records().data() + r, 32);
-        EXPECT_EQ(rec.commit, 0u);
+        EXPECT_NE(rec.commit, 0u);
       }
     }
     EXPECT_EQ(records, sent);
@@ -195,7 +194,12 @@ TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {
     const auto& last = s.batches_.back();
     EXPECT_EQ(last.batches_dropped(), down.batches_dropped);
     EXPECT_EQ(last.records_dropped(), down.records_dropped);
-    EXPECT_EQ(last.processes(0).counters().records_dropped_daemon(), down.records_dropped);
+    // The process's own count of what the daemon shed reaches the engine with
+    // the full state sent on reconnecting (the losses are reported to the
+    // collector, which keeps them in the ring: batches produced before the
+    // last shedding carry less).
+    EXPECT_EQ(resync.processes(0).counters().records_dropped_daemon(), down.records_dropped);
+    EXPECT_LE(last.processes(0).counters().records_dropped_daemon(), down.records_dropped);
   });
   client->Stop();
 }
@@ -212,12 +216,14 @@ TEST(EngineClientTest, CommandsAreDispatchedAndAnswered) {
   xpu::v1::Command history;
   history.set_command_id(7);
   history.set_kind("history");
+  history.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   history.set_job("job-1");
   history.set_last_n(10);
   ASSERT_TRUE(WaitFor([&] { return engine.service.SendCommand(history); }));
   xpu::v1::Command other;
   other.set_command_id(8);
   other.set_kind("stacks");
+  other.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   ASSERT_TRUE(engine.service.SendCommand(other));
   ASSERT_TRUE(WaitFor(
       [&] { return engine.service.With([](FakeIngest& s) { return s.replies_.size() == 2; }); }));
@@ -245,146 +251,6 @@ TEST(EngineClientTest, RefusedHelloIsRetriedWithBackoff) {
   ASSERT_TRUE(WaitFor([&] { return client->stats().connect_failures >= 2; }));
   EXPECT_FALSE(client->stats().connected);
   EXPECT_EQ(client->stats().connects, 0u);
-  client->Stop();
-}
-
-// Engine replicas: an acknowledged batch is forgotten; the others are sent
-// again, in order, after the stream breaks.
-TEST(EngineClientTest, UnacknowledgedBatchesAreSentAgainAfterAReconnect) {
-  auto engine = std::make_unique<FakeEngine>();
-  engine->service.acks_batches_ = true;
-  const int port = engine->port();
-  Node node;
-  auto client = std::move(
-      EngineClient::Create(ClientOptions(port), node.collector.get(), node.collector.get()).value());
-  client->Start();
-  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
-  for (int i = 0; i < 3; ++i) {
-    for (auto& b : node.Produce(10, node.sig_a)) client->Enqueue(std::move(b));
-  }
-  ASSERT_TRUE(WaitFor(
-      [&] { return engine->service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }));
-  EXPECT_EQ(client->stats().batches_unacked, 3u);
-  ASSERT_TRUE(engine->service.SendAck(2));  // the resync and seq 1
-  ASSERT_TRUE(WaitFor([&] { return client->stats().batches_unacked == 2; }));
-  const uint64_t incarnation =
-      engine->service.With([](FakeIngest& s) { return s.hellos_[0].incarnation(); });
-  EXPECT_NE(incarnation, 0u);
-
-  engine->Stop();
-  ASSERT_TRUE(WaitFor([&] { return !client->stats().connected; }));
-  engine = std::make_unique<FakeEngine>(port);
-  engine->service.acks_batches_ = true;
-  ASSERT_TRUE(WaitFor(
-      [&] { return engine->service.With([](FakeIngest& s) { return s.batches_.size() == 3; }); }));
-  engine->service.With([&](FakeIngest& s) {
-    EXPECT_EQ(s.hellos_[0].incarnation(), incarnation) << "same daemon, same sequence";
-    EXPECT_EQ(s.batches_[0].batch_seq(), 0u);  // resync
-    EXPECT_EQ(s.batches_[1].batch_seq(), 2u);
-    EXPECT_EQ(s.batches_[2].batch_seq(), 3u);
-    EXPECT_EQ(RecordsOf(s.batches_[1]) + RecordsOf(s.batches_[2]), 20u);
-  });
-  client->Stop();
-}
-
-// A redirect moves the job to the named replica: its processes' state
-// first, then its unacknowledged batches, then everything new.
-TEST(EngineClientTest, ARedirectMovesTheJobWithItsStateAndUnacknowledgedBatches) {
-  FakeEngine a, b;
-  a.service.acks_batches_ = b.service.acks_batches_ = true;
-  Node node;
-  auto client = std::move(EngineClient::Create(ClientOptions(a.port()), node.collector.get(),
-                                               node.collector.get())
-                              .value());
-  client->Start();
-  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
-  for (auto& batch : node.Produce(10, node.sig_a)) client->Enqueue(std::move(batch));
-  ASSERT_TRUE(WaitFor(
-      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 2; }); }));
-  ASSERT_TRUE(a.service.SendRedirect("job-1", "127.0.0.1:" + std::to_string(b.port())));
-  ASSERT_TRUE(WaitFor(
-      [&] { return b.service.With([](FakeIngest& s) { return s.batches_.size() >= 3; }); }));
-  for (auto& batch : node.Produce(5, node.sig_b)) client->Enqueue(std::move(batch));
-  ASSERT_TRUE(WaitFor(
-      [&] { return b.service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }));
-  b.service.With([&](FakeIngest& s) {
-    ASSERT_EQ(s.hellos_.size(), 1u);
-    // The stream's own resync: nothing routed there yet, or the job already.
-    EXPECT_EQ(s.batches_[0].batch_seq(), 0u);
-    // The job's state, then its unacknowledged batch 1, then batch 2.
-    const auto& state = s.batches_[1];
-    EXPECT_EQ(state.batch_seq(), 0u);
-    ASSERT_EQ(state.processes_size(), 1);
-    EXPECT_EQ(state.processes(0).signatures_size(), 2);
-    EXPECT_EQ(s.batches_[2].batch_seq(), 1u);
-    EXPECT_EQ(RecordsOf(s.batches_[2]), 10u);
-    EXPECT_EQ(s.batches_[3].batch_seq(), 2u);
-    EXPECT_EQ(RecordsOf(s.batches_[3]), 5u);
-  });
-  EXPECT_EQ(a.service.With([](FakeIngest& s) { return s.batches_.size(); }), 2u)
-      << "nothing more went to the replica that redirected";
-  EXPECT_EQ(client->stats().redirects, 1u);
-  EXPECT_EQ(client->stats().replica_streams, 1u);
-  client->Stop();
-}
-
-// A replica that cannot be reached gives its jobs back to the configured
-// address; a redirect to it during its pause parks the job's batches,
-// which go to the configured address when the pause ends.
-TEST(EngineClientTest, AnUnreachableReplicaSendsTheJobBackAndThenParksIt) {
-  FakeEngine a;
-  a.service.acks_batches_ = true;
-  const int dead_port = [] {
-    FakeEngine gone;
-    return gone.port();
-  }();
-  const std::string dead = "127.0.0.1:" + std::to_string(dead_port);
-  Node node;
-  EngineClientOptions o = ClientOptions(a.port());
-  o.replica_retry_initial_ms = 1500;
-  auto client =
-      std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
-  client->Start();
-  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
-  for (auto& batch : node.Produce(10, node.sig_a)) client->Enqueue(std::move(batch));
-  ASSERT_TRUE(WaitFor(
-      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 2; }); }));
-  ASSERT_TRUE(a.service.SendRedirect("job-1", dead));
-  // Back at a: the job's state and batch 1 again.
-  ASSERT_TRUE(WaitFor(
-      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 4; }); }))
-      << a.service.With([](FakeIngest& s) {
-           std::string d;
-           for (const auto& b : s.batches_)
-             d += " seq=" + std::to_string(b.batch_seq()) + "/p=" +
-                  std::to_string(b.processes_size()) + "/r=" + std::to_string(RecordsOf(b));
-           return d;
-         });
-  ASSERT_TRUE(WaitFor([&] { return client->stats().replica_streams == 0; }));
-  a.service.With([&](FakeIngest& s) {
-    EXPECT_EQ(s.batches_[2].batch_seq(), 0u);
-    EXPECT_EQ(s.batches_[3].batch_seq(), 1u);
-  });
-  // Redirected there again during the pause: parked, then back at a.
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(a.service.SendRedirect("job-1", dead));
-  ASSERT_TRUE(WaitFor([&] { return client->stats().redirects == 2; }));
-  for (auto& batch : node.Produce(5, node.sig_b)) client->Enqueue(std::move(batch));
-  ASSERT_TRUE(WaitFor(
-      [&] { return a.service.With([](FakeIngest& s) { return s.batches_.size() == 7; }); }))
-      << a.service.With([](FakeIngest& s) {
-           std::string d;
-           for (const auto& b : s.batches_)
-             d += " seq=" + std::to_string(b.batch_seq()) + "/r=" + std::to_string(RecordsOf(b));
-           return d;
-         });
-  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500))
-      << "released when the pause ended, not at once";
-  a.service.With([&](FakeIngest& s) {
-    EXPECT_EQ(s.batches_[4].batch_seq(), 0u);
-    EXPECT_EQ(s.batches_[5].batch_seq(), 1u);
-    EXPECT_EQ(s.batches_[6].batch_seq(), 2u);
-  });
   client->Stop();
 }
 

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
 
 #include "common/ring/testing/test_ring_writer.h"
@@ -55,6 +57,44 @@ TEST(GpuModelTest, HostileBytesAreBoundedAndSanitised) {
   std::string m = ReadGpuModel(*r);
   EXPECT_EQ(m.size(), sizeof(h->gpu_model));
   EXPECT_EQ(m.substr(0, 6), "AAA??A");
+}
+
+TEST(GpuModelTest, IdentityComesWithTheModel) {
+  auto w = TestRingWriter::Create(TestRingConfig());
+  ASSERT_NE(w, nullptr);
+  auto r = ReaderOf(*w);
+  ASSERT_NE(r, nullptr);
+  strcpy(w->header()->gpu_uuid, "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52");
+  strcpy(w->header()->gpu_pci_bus_id, "00000000:1B:00.0");
+  EXPECT_EQ(ReadGpuIdentity(*r).uuid, "") << "not published before the model";
+  Publish(w->header(), "NVIDIA H100 80GB HBM3");
+  GpuIdentity g = ReadGpuIdentity(*r);
+  EXPECT_EQ(g.model, "NVIDIA H100 80GB HBM3");
+  EXPECT_EQ(g.uuid, "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52");
+  EXPECT_EQ(g.pci_bus_id, "00000000:1B:00.0");
+}
+
+TEST(GpuModelTest, GpuIndexIsThePositionInPciOrder) {
+  char tmpl[] = "/tmp/xpu_gpus_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  // As the driver names them: 4-digit domain, lower-case hex.
+  for (const char* bus : {"0000:db:00.0", "0000:1b:00.0", "0000:9a:00.0", "0000:07:00.0"}) {
+    ASSERT_EQ(mkdir((dir + "/" + bus).c_str(), 0700), 0);
+  }
+  EXPECT_EQ(GpuIndexOfPciBusId("00000000:07:00.0", dir), 0);
+  EXPECT_EQ(GpuIndexOfPciBusId("00000000:1B:00.0", dir), 1);
+  EXPECT_EQ(GpuIndexOfPciBusId("00000000:9A:00.0", dir), 2);
+  EXPECT_EQ(GpuIndexOfPciBusId("00000000:DB:00.0", dir), 3);
+  EXPECT_EQ(GpuIndexOfPciBusId("00000000:DC:00.0", dir), -1);
+  EXPECT_EQ(GpuIndexOfPciBusId("", dir), -1);
+  EXPECT_EQ(GpuIndexOfPciBusId("garbage", dir), -1);
+  EXPECT_EQ(GpuIndexOfPciBusId("00000000:07:00.0", dir + "/missing"), -1);
+  uint64_t a = 0, b = 0;
+  ASSERT_TRUE(ParsePciBusId("00000000:1B:00.0", &a));
+  ASSERT_TRUE(ParsePciBusId("0000:1b:00.0", &b));
+  EXPECT_EQ(a, b);
+  EXPECT_FALSE(ParsePciBusId("0000:1b:00.0x", &a));
 }
 
 }  // namespace

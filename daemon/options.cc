@@ -18,10 +18,7 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
                  "$XDG_RUNTIME_DIR/xpu/daemon.sock, else /run/xpu/daemon.sock (root), else "
                  "/tmp/xpu-<uid>/daemon.sock.")
       ->type_name("PATH");
-  app.add_option("--engine", o->engine,
-                 "Engine address (gRPC Ingest service). Engine replicas: a name that resolves to "
-                 "all of them, or ipv4:HOST:PORT,HOST:PORT; a replica redirects the daemon to the "
-                 "one serving each job.")
+  app.add_option("--engine", o->engine, "Engine address (gRPC Ingest service).")
       ->type_name("HOST:PORT");
   app.add_flag("--no-engine", o->no_engine,
                "Do not connect to an engine: only drain rings and keep history.");
@@ -81,6 +78,10 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
   app.add_option("--log-level", o->log_level, "trace, debug, info, warn, error, critical or off.")
       ->type_name("LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  app.add_option("--metrics-addr", o->metrics_addr,
+                 "Serve Prometheus /metrics and /healthz on HOST:PORT (default: not served; the "
+                 "daemon's counters also reach the engine).")
+      ->type_name("HOST:PORT");
   app.add_option("--log-file", o->log_file,
                  "Log to this file instead of stderr (default when detached: <socket "
                  "dir>/daemon.log).")

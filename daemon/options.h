@@ -36,6 +36,7 @@ struct DaemonOptions {
   std::string daemon_id;  // empty: host:pid:start
   std::string log_level = "info";
   std::string log_file;
+  std::string metrics_addr;  // --metrics-addr: /metrics + /healthz ("" = not served)
   bool foreground = false;
   bool help = false;
   bool version = false;

@@ -37,6 +37,17 @@ std::vector<ring::RingRecord> HistoryBuffer::Snapshot(uint64_t last_n, uint64_t 
   return out;
 }
 
+size_t HistoryBuffer::Count(uint64_t last_n, uint64_t since_ns) const {
+  const size_t cap = records_.size();
+  const size_t oldest = (head_ + cap - size_) % cap;
+  size_t n = 0;
+  for (size_t i = 0; i < size_; ++i) {
+    if (records_[(oldest + size_ - 1 - i) % cap].rec.start_ns < since_ns) continue;
+    if (++n == last_n) break;
+  }
+  return n;
+}
+
 ProcessState::ProcessState(uint64_t k, std::unique_ptr<ring::RingReader> r, const PeerInfo& p,
                            size_t history_records, uint64_t window_ns)
     : key(k),
@@ -126,7 +137,13 @@ void FillIdentity(const ProcessState& s, xpu::v1::ProcessIdentity* out) {
   // Published by the hook after hand-over, so read live (gpu_model.h); the
   // engine keeps the first non-empty value, so an exited process (no reader)
   // does not clear it.
-  if (s.reader != nullptr) out->set_gpu_model(ReadGpuModel(*s.reader));
+  if (s.reader != nullptr) {
+    const GpuIdentity gpu = ReadGpuIdentity(*s.reader);
+    out->set_gpu_model(gpu.model);
+    out->set_gpu_uuid(gpu.uuid);
+    out->set_gpu_pci_bus_id(gpu.pci_bus_id);
+    if (const int index = GpuIndexOfPciBusId(gpu.pci_bus_id); index >= 0) out->set_gpu_index(index);
+  }
 }
 
 void FillSignature(const ring::SignatureInfo& info, xpu::v1::Signature* out) {
@@ -137,18 +154,27 @@ void FillCounters(const ProcessState& s, xpu::v1::ProcessCounters* out) {
   if (s.reader == nullptr) return;
   const ring::RingLiveState live = s.reader->ReadLiveState();
   for (int i = 0; i < XPU_CNT_MAX; ++i) out->add_hook(live.counters[i]);
+  // Losses are the ring's (xpu_ring_consumer_v1): cumulative over every
+  // daemon that read this process.
   const ring::RingReaderCounters& c = s.reader->counters();
   out->set_records_read(c.records_read);
-  // The wire has no separate field for slots a crashed producer never
-  // committed; they are lost records that failed validation, so they are
-  // reported as corrupt (the daemon log tells them apart).
-  out->set_records_corrupt(c.records_corrupt + c.records_abandoned);
+  out->set_records_corrupt(c.records_corrupt);
+  out->set_records_abandoned(c.records_abandoned);
   out->set_records_lapped(c.records_lapped);
-  out->set_records_dropped_daemon(s.records_dropped_daemon);
+  out->set_records_resync(c.records_resync);
+  out->set_records_restart(c.records_restart);
+  out->set_records_dropped_daemon(c.records_buffer);
+  out->set_records_rejected(c.records_rejected);
+  out->set_resyncs(c.resyncs);
+  out->set_records_replayed(c.records_replayed);
   out->set_heartbeat_ns(live.heartbeat_ns);
   out->set_producer_state(live.producer_state);
   // Hang-watch table (ring.h): only when the hook keeps one.
   if (!ReadProgress(*s.reader, out->mutable_progress())) out->clear_progress();
+}
+
+uint64_t PositionFromCommit(uint64_t base, uint32_t commit) {
+  return base + static_cast<uint32_t>(commit - 1u - static_cast<uint32_t>(base));
 }
 
 uint64_t ReadProcStartTicks(int32_t pid) {

@@ -38,6 +38,8 @@ class HistoryBuffer {
   // Records with start_ns >= since_ns, the newest `last_n` of them (0 = all),
   // in ring order.
   std::vector<ring::RingRecord> Snapshot(uint64_t last_n, uint64_t since_ns) const;
+  // How many records Snapshot(last_n, since_ns) would return, without copying.
+  size_t Count(uint64_t last_n, uint64_t since_ns) const;
 
  private:
   std::vector<ring::RingRecord> records_;
@@ -64,11 +66,11 @@ struct ProcessState {
   Aggregator aggregator;
   std::vector<ring::SignatureInfo> signatures;  // in the order they were read
   size_t signatures_sent = 0;                   // prefix already handed to the engine
-  // Pending for the engine since the last batch.
-  std::string pending_records;  // packed xpu_record_v1, commit zeroed
-  uint64_t pending_first_position = 0;
+  // Pending for the engine since the last batch: packed xpu_record_v1 whose
+  // commit word carries (uint32_t)(ring position + 1) (common.proto).
+  std::string pending_records;
+  uint64_t pending_first_position = 0;  // ring position of the first pending record
   std::vector<xpu::v1::WindowSummary> pending_windows;
-  uint64_t records_dropped_daemon = 0;
   // While a profiling window runs in this process: a copy of every record
   // drained (profile_window.h); null otherwise.
   std::shared_ptr<ProfileCapture> profile;
@@ -115,6 +117,11 @@ void FillIdentity(const ProcessState& s, xpu::v1::ProcessIdentity* out);
 // The wire form of a signature read from the ring (common/wire/signature.h).
 void FillSignature(const ring::SignatureInfo& s, xpu::v1::Signature* out);
 void FillCounters(const ProcessState& s, xpu::v1::ProcessCounters* out);
+
+// The full ring position of a record packed for the engine, from its commit
+// word (low 32 bits of position + 1) and a position at or below it that is
+// less than 2^32 behind.
+uint64_t PositionFromCommit(uint64_t base, uint32_t commit);
 
 // starttime (field 22) of /proc/<pid>/stat, or 0 when the process is gone.
 uint64_t ReadProcStartTicks(int32_t pid);

@@ -315,10 +315,20 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
 
   // 1. Capture and request, per process.
   std::vector<Target> targets;
+  std::vector<xpu::v1::ProcessProfile> refused;
   collector_->ForEachProcess([&](ProcessState& s) {
     if (s.reader == nullptr || s.exited || s.disconnected) return;
     if (!command.job().empty() && s.identity.job != command.job()) return;
     if (!ranks.empty() && !ranks.count(s.identity.rank)) return;
+    std::string why;
+    if (!collector_->MayAct(command, s, &why)) {
+      xpu::v1::ProcessProfile p;
+      FillIdentity(s, p.mutable_identity());
+      p.set_status("refused");
+      p.set_reason(why);
+      refused.push_back(std::move(p));
+      return;
+    }
     targets.push_back(RequestWindow(s, duration_ms, command.profile_max_records(),
                                     options_.max_records_per_process));
   });
@@ -367,6 +377,11 @@ void ProfileRunner::Run(const xpu::v1::Command& command, const ReplyFn& done) {
                 command.command_id(), t.identity.rank(), t.identity.pid(), p->status(),
                 p->reason().empty() ? "" : ": ", p->reason(), p->kernel_records(),
                 p->functions_size());
+  }
+  for (auto& p : refused) *reply.add_processes() = std::move(p);
+  if (!refused.empty()) {
+    Log()->warn("profile command {}: refused for {} processes: {}", command.command_id(),
+                refused.size(), refused.front().reason());
   }
   reply.set_elapsed_ms(static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count()));

@@ -125,6 +125,7 @@ class ProfileWindowTest : public ::testing::Test {
     xpu::v1::Command cmd;
     cmd.set_command_id(9);
     cmd.set_kind("profile");
+    cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
     cmd.set_job(job);
     cmd.set_profile_ms(ms);
     xpu::v1::CommandReply reply;
@@ -186,6 +187,7 @@ TEST_F(ProfileWindowTest, ShipsBehaviourPatternsNotRecords) {
   EXPECT_EQ(forwarded, 2u);
   xpu::v1::Command hist;
   hist.set_kind("history");
+  hist.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   xpu::v1::CommandReply h;
   collector_->HandleCommand(hist, &h);
   ASSERT_EQ(h.processes_size(), 1);
@@ -230,6 +232,7 @@ TEST_F(ProfileWindowTest, OnlyTheRequestedJobAndAsyncReply) {
   xpu::v1::Command cmd;
   cmd.set_command_id(11);
   cmd.set_kind("profile");
+  cmd.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   cmd.set_job("job-a");
   cmd.set_profile_ms(50);
   std::promise<xpu::v1::CommandReply> got;
@@ -244,6 +247,7 @@ TEST_F(ProfileWindowTest, OnlyTheRequestedJobAndAsyncReply) {
   // Other commands stay synchronous.
   xpu::v1::Command hist;
   hist.set_kind("history");
+  hist.mutable_caller()->set_all_jobs(true);  // root, as the engine says
   EXPECT_FALSE(collector_->HandleCommandAsync(hist, [](xpu::v1::CommandReply) {}));
 }
 

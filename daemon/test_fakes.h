@@ -116,10 +116,6 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
     xpu::v1::EngineMessage ack;
     ack.mutable_ack()->set_accepted(m.hello().token() == expected_token_);
     ack.mutable_ack()->set_engine_id("fake");
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ack.mutable_ack()->set_acks_batches(acks_batches_ && m.hello().incarnation() != 0);
-    }
     stream->Write(ack);
     while (stream->Read(&m)) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -132,27 +128,10 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
     return grpc::Status::OK;
   }
   bool SendCommand(const xpu::v1::Command& c) {
-    xpu::v1::EngineMessage m;
-    *m.mutable_command() = c;
-    return SendMessage(m);
-  }
-  // Engine replicas: acknowledge the first n Batch messages of the stream,
-  // or send a job elsewhere.
-  bool SendAck(uint64_t n) {
-    xpu::v1::EngineMessage m;
-    m.mutable_batch_ack()->set_batches(n);
-    return SendMessage(m);
-  }
-  bool SendRedirect(const std::string& job, const std::string& address) {
-    xpu::v1::EngineMessage m;
-    m.mutable_redirect()->set_job(job);
-    m.mutable_redirect()->set_replica_id("replica@" + address);
-    m.mutable_redirect()->set_address(address);
-    return SendMessage(m);
-  }
-  bool SendMessage(const xpu::v1::EngineMessage& m) {
     std::lock_guard<std::mutex> lock(mu_);
     if (stream_ == nullptr) return false;
+    xpu::v1::EngineMessage m;
+    *m.mutable_command() = c;
     return stream_->Write(m);
   }
   template <typename F>
@@ -161,7 +140,6 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
     return f(*this);
   }
   std::string expected_token_ = "secret";
-  bool acks_batches_ = false;  // answer HelloAck.acks_batches (daemons with an incarnation)
   std::vector<xpu::v1::DaemonHello> hellos_;
   std::vector<xpu::v1::Batch> batches_;
   std::vector<xpu::v1::CommandReply> replies_;

@@ -1,15 +1,17 @@
 #include "engine/engine.h"
 
-#include <signal.h>
+#include <grp.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/base/clock.h"
 #include "common/base/status_macros.h"
 #include "common/cli/flags.h"
 #include "common/logging/logging.h"
+#include "common/rpc/local_identity.h"
 #include "engine/alerting/http_client.h"
 #include "engine/detectors/rank_liveness.h"
 #include "engine/detectors/slowdown_detectors.h"
@@ -33,24 +35,6 @@ std::string MakeEngineId(uint64_t now_ns) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   return absl::StrCat(host, ":", getpid(), ":", now_ns / 1000000000ull);
-}
-
-// Where daemons reach this engine: --listen with the port the server bound,
-// and this host's name in place of a wildcard address.
-std::string DefaultAdvertiseAddress(const std::string& listen, int port) {
-  if (listen.rfind("unix:", 0) == 0 || listen.rfind("unix-abstract:", 0) == 0) return listen;
-  std::string host = listen;
-  if (!host.empty() && host[0] == '[') {
-    host = host.substr(0, host.find(']') + 1);
-  } else if (size_t colon = host.rfind(':'); colon != std::string::npos) {
-    host = host.substr(0, colon);
-  }
-  if (host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::") {
-    char name[256] = {0};
-    gethostname(name, sizeof(name) - 1);
-    host = name;
-  }
-  return absl::StrCat(host, ":", port);
 }
 
 }  // namespace
@@ -78,71 +62,143 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const
   return grpc::SslServerCredentials(ssl);
 }
 
-// What the webhook delivered is recorded, so that a replica taking the job
-// over does not deliver it again.
-auto RecordDeliveries(history::Store* store) {
-  return [store](const std::vector<DeliveredEvent>& evs) {
-    for (const DeliveredEvent& ev : evs) {
-      store->EnqueueAlertDelivery(history::AlertDelivery{ev.job, ev.kind, ev.subject,
-                                                         ev.first_seen_ns, ev.status,
-                                                         RealtimeNs()});
-    }
-  };
+bool AnyToken(const EngineOptions& o) {
+  return !o.token_file.empty() || !o.read_token_file.empty() || !o.act_token_file.empty() ||
+         !o.admin_token_file.empty() || !o.ingest_token_file.empty();
 }
 
-// The store's row of one rank.
-history::RankRow RankRowOf(const std::string& job, const std::string& key, const ProcessState& p) {
-  history::RankRow r;
-  r.job = job;
-  r.key = key;
-  r.rank = p.identity.rank();
-  r.host = p.identity.host();
-  r.pid = p.identity.pid();
-  r.local_rank = p.identity.local_rank();
-  r.liveness = std::string(LivenessName(p.liveness));
-  r.records = p.records;
-  r.dropped = p.dropped;
-  r.last_record_ns = p.last_record_ns;
-  r.last_seen_ns = p.last_seen_ns;
-  return r;
+IngestLimits LimitsFrom(const EngineOptions& o) {
+  IngestLimits limits;
+  limits.max_jobs = o.max_jobs;
+  limits.max_ranks_per_job = o.max_ranks_per_job;
+  limits.max_processes_per_stream = o.max_processes_per_stream;
+  limits.max_job_buffer_bytes = o.max_job_buffer_mb << 20;
+  return limits;
+}
+
+absl::StatusOr<int64_t> GroupId(const std::string& name, const char* flag) {
+  if (name.empty()) return -1;
+  std::vector<char> buf(16384);
+  group g{};
+  group* found = nullptr;
+  if (getgrnam_r(name.c_str(), &g, buf.data(), buf.size(), &found) != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": no group '", name, "'"));
+  }
+  return static_cast<int64_t>(g.gr_gid);
+}
+
+}  // namespace
+
+absl::Status Engine::SetUpAccess(const EngineOptions& o) {
+  auth::AuthorizerOptions a;
+  const std::pair<const std::string*, std::string*> files[] = {
+      {&o.token_file, &a.shared_token},     {&o.read_token_file, &a.read_token},
+      {&o.act_token_file, &a.act_token},    {&o.admin_token_file, &a.admin_token},
+      {&o.ingest_token_file, &a.ingest_token}};
+  for (const auto& [file, secret] : files) {
+    if (file->empty()) continue;
+    XPU_ASSIGN_OR_RETURN(*secret, ReadSecretFile(*file, "token file"));
+  }
+  a.certificate_roles = !o.tls_client_ca.empty();
+  XPU_ASSIGN_OR_RETURN(admin_gid_, GroupId(o.admin_group, "--admin-group"));
+  authorizer_ = std::make_unique<auth::Authorizer>(
+      a, nullptr, [r = &registry_](const std::string& job) { return r->JobOwner(job); },
+      [r = &registry_] { return r->Now(); });
+  return absl::OkStatus();
+}
+
+absl::Status Engine::StartIdentity(const EngineOptions& o) {
+  if (o.identity_socket == "off") return absl::OkStatus();
+  const std::string name =
+      o.identity_socket == "auto" || o.identity_socket.empty() ? rpc::LocalIdentityName(port_)
+                                                               : o.identity_socket;
+  XPU_ASSIGN_OR_RETURN(identity_,
+                       auth::LocalIdentityServer::Start(
+                           name, admin_gid_, static_cast<uint64_t>(o.identity_ttl_s * 1e9)));
+  authorizer_->SetLocalIdentity(identity_.get());
+  return absl::OkStatus();
+}
+
+namespace {
+
+// History of a job from before a restart, for the registry's seeder.
+JobSeed SeedFromStore(history::Store* store, const std::string& job) {
+  absl::StatusOr<JobSeed> seed = store->LoadJobSeed(job);
+  if (!seed.ok()) {
+    Log()->warn("job {}: history unreadable ({}); its counts start from zero", job,
+                seed.status().ToString());
+    return JobSeed{};
+  }
+  return *std::move(seed);
+}
+
+}  // namespace
+
+absl::Status Engine::OpenStore(const EngineOptions& o) {
+  history::StoreOptions so;
+  XPU_ASSIGN_OR_RETURN(so.file_gid, GroupId(o.db_group, "--db-group"));
+  so.file_mode = so.file_gid >= 0 ? 0640 : 0600;
+  so.max_db_bytes = o.db_max_mb << 20;
+  so.max_pending_rows = o.db_retry_rows;
+  XPU_ASSIGN_OR_RETURN(store_, history::Store::Open(o.db, so));
+  XPU_ASSIGN_OR_RETURN(const std::vector<JobSummary> jobs, store_->LoadJobs());
+  for (const JobSummary& j : jobs) registry_.AddHistoricalJob(j);
+  registry_.SetJobSeeder(
+      [store = store_.get()](const std::string& job) { return SeedFromStore(store, job); });
+  metrics_.SetRefresh([store = store_.get(), m = &metrics_] {
+    const history::StoreStatus st = store->Status();
+    m->SetStore(st.degraded, st.write_failures, st.rows_pending, st.rows_dropped);
+  });
+  metrics_.SetHealthCheck([store = store_.get()] {
+    const history::StoreStatus st = store->Status();
+    if (!st.degraded) return std::string("ok");
+    return absl::StrCat("degraded: history writes failing (", st.error, "); ", st.rows_pending,
+                        " rows waiting, ", st.rows_dropped, " dropped");
+  });
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Receivers' URLs and credential files, checked before anything starts so
+// that a bad flag is a plain error.
+absl::Status ReadReceivers(const EngineOptions& o, HttpAuth* alertmanager, HttpAuth* webhook) {
+  for (const std::string& url : {o.alertmanager_url, o.webhook_url}) {
+    if (url.empty()) continue;
+    if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
+  }
+  XPU_ASSIGN_OR_RETURN(*alertmanager, ReadHttpAuth(o.alertmanager_basic_auth_file,
+                                                   o.alertmanager_bearer_token_file,
+                                                   "Alertmanager"));
+  XPU_ASSIGN_OR_RETURN(*webhook,
+                       ReadHttpAuth(o.webhook_basic_auth_file, o.webhook_bearer_token_file,
+                                    "webhook"));
+  if ((!alertmanager->empty() && o.alertmanager_url.empty()) ||
+      (!webhook->empty() && o.webhook_url.empty())) {
+    return absl::InvalidArgumentError(
+        "credentials given for a receiver without its URL (--alertmanager-url, --webhook-url)");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
   XPU_RETURN_IF_ERROR(ValidateSecurity(o));
-  std::string token;
-  if (!o.token_file.empty()) {
-    XPU_ASSIGN_OR_RETURN(token, ReadSecretFile(o.token_file, "token file"));
-  }
   // Slowdown-detector thresholds and notification URLs are checked before
   // anything starts, so that a bad flag is a plain error.
   auto config = std::make_shared<DetectorConfig>();
   if (!o.detector_config.empty()) {
     XPU_ASSIGN_OR_RETURN(*config, DetectorConfig::Load(o.detector_config));
   }
-  for (const std::string& url : {o.alertmanager_url, o.webhook_url}) {
-    if (url.empty()) continue;
-    if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
-  }
-  absl::StatusOr<HttpAuth> alertmanager_auth = ReadHttpAuth(
-      o.alertmanager_basic_auth_file, o.alertmanager_bearer_token_file, "Alertmanager");
-  if (!alertmanager_auth.ok()) return alertmanager_auth.status();
-  absl::StatusOr<HttpAuth> webhook_auth =
-      ReadHttpAuth(o.webhook_basic_auth_file, o.webhook_bearer_token_file, "webhook");
-  if (!webhook_auth.ok()) return webhook_auth.status();
-  if ((!alertmanager_auth->empty() && o.alertmanager_url.empty()) ||
-      (!webhook_auth->empty() && o.webhook_url.empty())) {
-    return absl::InvalidArgumentError(
-        "credentials given for a receiver without its URL (--alertmanager-url, --webhook-url)");
-  }
+  HttpAuth am_auth, webhook_auth;
+  XPU_RETURN_IF_ERROR(ReadReceivers(o, &am_auth, &webhook_auth));
   std::unique_ptr<Engine> e(new Engine(o, std::move(clock)));
   const uint64_t start_ns = e->registry_.Now();
   e->engine_id_ = MakeEngineId(start_ns);
 
-  XPU_ASSIGN_OR_RETURN(e->store_, history::Store::Open(o.db));
-  XPU_ASSIGN_OR_RETURN(const std::vector<JobSummary> jobs, e->store_->LoadJobs());
-  for (const JobSummary& j : jobs) e->registry_.AddHistoricalJob(j);
+  XPU_RETURN_IF_ERROR(e->SetUpAccess(o));
+  XPU_RETURN_IF_ERROR(e->OpenStore(o));
 
   e->detectors_.push_back(std::make_unique<RankLivenessDetector>(e->registry_.silent_after_ns()));
   // Hang diagnosis (engine/hang/): its findings enter the window tick.
@@ -172,20 +228,22 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       e->views_, config, [store = e->store_.get()](const history::RunBaseline& run, int keep) {
         store->EnqueueRunBaseline(run, keep);
       });
-  auto figures = std::make_unique<FiguresExporter>(e->views_, config, e->metrics_.registry());
-  e->figures_ = figures.get();
-  e->detectors_.push_back(std::move(figures));
+  e->detectors_.push_back(std::make_unique<FiguresExporter>(
+      e->views_, config, e->metrics_.registry(), e->metrics_.series()));
   e->tracker_ = std::make_unique<DiagnosisTracker>(static_cast<int>(o.resolve_after_windows));
-  e->diagnosis_metrics_ = std::make_unique<DiagnosisMetrics>(e->metrics_.registry());
+  e->diagnosis_metrics_ = std::make_unique<DiagnosisMetrics>(
+      e->metrics_.registry(), e->metrics_.series(), [p = e.get()](const std::string& job) {
+        return p->metrics_.LabelsOf(job)[kJobNameLabel];
+      });
   if (!o.alertmanager_url.empty() || !o.webhook_url.empty()) {
     AlertNotifierOptions no;
     no.alertmanager_url = o.alertmanager_url;
     no.webhook_url = o.webhook_url;
-    no.alertmanager_auth = *alertmanager_auth;
-    no.webhook_auth = *webhook_auth;
+    no.alertmanager_auth = am_auth;
+    no.webhook_auth = webhook_auth;
     no.ca_file = o.alert_tls_ca;
     no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
-    no.on_webhook_delivered = RecordDeliveries(e->store_.get());
+    no.links = AlertLinks{o.grafana_url, o.docs_url};
     e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
   }
 
@@ -193,9 +251,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     XPU_RETURN_IF_ERROR(e->metrics_.Serve(o.metrics_addr));
   }
 
-  e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, token, e->engine_id_);
-  e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(), token,
-                                             e->engine_id_, flags::Version(), start_ns);
+  e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, *e->authorizer_,
+                                               e->engine_id_, e->store_.get(), LimitsFrom(o));
+  e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(),
+                                             *e->authorizer_, e->engine_id_, flags::Version(),
+                                             start_ns);
   e->query_->SetCommandSender(
       [ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
         return ingest->SendCommand(id, std::move(c));
@@ -206,148 +266,34 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_bytes));
   builder.RegisterService(e->ingest_.get());
   builder.RegisterService(e->query_.get());
-  e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, token);
+  e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, *e->authorizer_);
   builder.RegisterService(e->hang_service_.get());
-  e->profile_service_ = std::make_unique<profile::ProfileService>(*e->profile_, token);
+  e->profile_service_ = std::make_unique<profile::ProfileService>(*e->profile_, *e->authorizer_);
   builder.RegisterService(e->profile_service_.get());
-  e->history_service_ = std::make_unique<history::HistoryService>(e->store_.get(), token);
+  e->history_service_ =
+      std::make_unique<history::HistoryService>(e->store_.get(), *e->authorizer_);
   builder.RegisterService(e->history_service_.get());
   e->server_ = builder.BuildAndStart();
   if (!e->server_ || e->port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", o.listen, " (address in use or not resolvable)"));
   }
-  XPU_RETURN_IF_ERROR(e->StartReplica(o));
+  if (absl::Status st = e->StartIdentity(o); !st.ok()) {
+    e->server_->Shutdown();
+    return st;
+  }
   e->window_thread_ = std::thread([p = e.get()] { p->WindowLoop(); });
   e->hang_->Start();
-  Log()->info("xpu-engine {} (replica {}) listening on {} (port {}), metrics on port {}, db {}",
-              e->engine_id_, e->replica_id_, o.listen, e->port_, e->metrics_.port(),
-              history::RedactDb(o.db));
+  Log()->info("xpu-engine {} listening on {} (port {}), metrics on port {}, db {}", e->engine_id_,
+              o.listen, e->port_, e->metrics_.port(), history::RedactDb(o.db));
+  Log()->info("access: local identity {}, tokens {}, client certificates {}",
+              e->identity_ ? "@" + e->identity_->name() : std::string("off"),
+              AnyToken(o) ? "configured" : "none",
+              o.tls_client_ca.empty() ? "not required" : "required");
   return e;
 }
 
-absl::Status Engine::StartReplica(const EngineOptions& o) {
-  replica::OwnershipOptions ro;
-  ro.address = o.advertise_addr.empty() ? DefaultAdvertiseAddress(o.listen, port_)
-                                        : o.advertise_addr;
-  ro.replica_id = o.replica_id.empty() ? ro.address : o.replica_id;
-  ro.instance = engine_id_;
-  ro.version = flags::Version();
-  ro.lease_ttl_s = o.lease_ttl_s > 0 ? o.lease_ttl_s : o.window_s / 2;
-  replica_id_ = ro.replica_id;
-  XPU_ASSIGN_OR_RETURN(std::unique_ptr<history::Leases> leases, history::Leases::Open(o.db));
-  replica_metrics_ = std::make_unique<replica::ReplicaMetrics>(metrics_.registry());
-  ownership_ = std::make_unique<replica::Ownership>(std::move(leases), ro);
-  XPU_RETURN_IF_ERROR(ownership_->Start(
-      [this](const std::string& job) { return TakeOver(job); },
-      [this](const std::vector<std::string>& jobs) { OnJobsLost(jobs); },
-      [this](const absl::Status& why) { OnReplaced(why); }));
-  store_->SetFencingOwner(replica_id_);
-  ingest_->SetOwnership(ownership_.get(), replica_id_, replica_metrics_.get());
-  query_->SetReplicas(replica_id_, [this] { return ownership_->leases().Replicas(); });
-  return absl::OkStatus();
-}
-
-absl::Status Engine::exit_status() {
-  std::lock_guard<std::mutex> l(mu_);
-  return exit_status_;
-}
-
-absl::Status Engine::TakeOver(const std::string& job) {
-  XPU_ASSIGN_OR_RETURN(replica::JobTakeover t, replica::LoadTakeover(*store_, job));
-  const bool existed = registry_.FindJob(job) != nullptr;
-  std::shared_ptr<JobState> js =
-      registry_.GetOrCreateJob(job, t.summary ? t.summary->job_name : std::string());
-  {
-    std::lock_guard<std::mutex> l(js->mu());
-    if (t.summary && !existed) {
-      js->CarryOver(t.summary->first_seen_ns, t.summary->records, t.rank_records);
-    }
-    for (const auto& [stream, seq] : t.stream_seqs) {
-      uint64_t& mine = js->stream_seq()[stream];
-      mine = std::max(mine, seq);
-    }
-  }
-  if (t.summary) {
-    Log()->info("job {}: loaded from the database ({} records, {} active diagnoses, {} streams)",
-                job, t.summary->records, t.active.size(), t.stream_seqs.size());
-  }
-  replica_metrics_->AddTakenOver();
-  std::lock_guard<std::mutex> l(replica_mu_);
-  lost_jobs_.erase(job);
-  takeovers_.push_back(std::move(t));
-  return absl::OkStatus();
-}
-
-void Engine::OnJobsLost(const std::vector<std::string>& jobs) {
-  replica_metrics_->AddLost(jobs.size());
-  for (const std::string& job : jobs) {
-    registry_.DropJob(job);
-    std::optional<history::JobOwner> owner = ownership_->OwnerOf(job);
-    Log()->warn("job {} is served by replica {} now; dropped here, its daemons redirected", job,
-                owner ? owner->owner : std::string("(unknown)"));
-    if (owner && !owner->address.empty() && ingest_) {
-      ingest_->RedirectJob(job, owner->owner, owner->address);
-    }
-  }
-  std::lock_guard<std::mutex> l(replica_mu_);
-  lost_jobs_.insert(jobs.begin(), jobs.end());
-}
-
-void Engine::OnReplaced(const absl::Status& why) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    exit_status_ = why;
-  }
-  // main() waits for SIGTERM on its signal thread: this ends it the same way.
-  Log()->error("stopping: {}", std::string(why.message()));
-  kill(getpid(), SIGTERM);
-}
-
-void Engine::ApplyReplicaChanges() {
-  std::vector<replica::JobTakeover> takeovers;
-  std::set<std::string> lost;
-  {
-    std::lock_guard<std::mutex> l(replica_mu_);
-    takeovers.swap(takeovers_);
-    lost.swap(lost_jobs_);
-  }
-  for (const std::string& job : lost) {
-    if (tracker_) tracker_->Forget(job);
-    written_seqs_.erase(job);
-    busbw_ops_.erase(job);
-  }
-  for (replica::JobTakeover& t : takeovers) {
-    if (tracker_) {
-      for (const replica::JobTakeover::Active& a : t.active)
-        tracker_->Seed(a.diagnosis, a.firing_delivered);
-      for (const ResolvedDiagnosis& r : t.undelivered_resolutions) tracker_->SeedResolved(r);
-    }
-    if (recorder_ && t.baseline) recorder_->Seed(*t.baseline);
-    written_seqs_[t.job] = t.stream_seqs;
-  }
-}
-
-void Engine::OnWindowCommitted(const history::BarrierResult& r,
-                               const std::vector<IngestService::AckPoint>& acks) {
-  {
-    std::lock_guard<std::mutex> l(replica_mu_);
-    if (!acks_enabled_) return;
-  }
-  // Redirects first: a daemon moves the lost jobs' batches before the ack
-  // lets it forget the rest.
-  if (!r.fenced_jobs.empty() && ownership_) {
-    ownership_->MarkLost(std::vector<std::string>(r.fenced_jobs.begin(), r.fenced_jobs.end()));
-  }
-  if (r.status.ok() && ingest_) ingest_->Acknowledge(acks);
-}
-
-Engine::~Engine() {
-  Shutdown();
-  // The store's writer may still run barrier callbacks into the ingest:
-  // it goes first.
-  store_.reset();
-}
+Engine::~Engine() { Shutdown(); }
 
 void Engine::Shutdown() {
   {
@@ -361,19 +307,12 @@ void Engine::Shutdown() {
   if (ingest_) ingest_->FailAllPending(absl::UnavailableError("engine shutting down"));
   if (hang_) hang_->Stop();
   if (profile_) profile_->Stop();  // its windows were just failed by the ingest
-  // Persist the final picture while the daemons are still connected (they
-  // hear that it is committed), then end the lease so that another replica
-  // can take the jobs at once, then disconnect them.
+  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Persist the final picture.
   if (store_) {
     TickWindow();
     store_->Flush().IgnoreError();
   }
-  {
-    std::lock_guard<std::mutex> l(replica_mu_);
-    acks_enabled_ = false;
-  }
-  if (ownership_) ownership_->Stop(/*resign=*/true);
-  if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   metrics_.StopServing();
 }
 
@@ -383,46 +322,61 @@ void Engine::Wait() {
 }
 
 void Engine::WindowLoop() {
-  const auto period = std::chrono::milliseconds(static_cast<int64_t>(options_.window_s * 1000));
+  // Windows end at multiples of the period since the Unix epoch, whatever
+  // the start time or the length of a tick: every engine (and xpu-sim,
+  // docs/scale.md) knows where a window ends, and a slow tick does not shift
+  // the windows after it.
+  const int64_t period_ms = std::max<int64_t>(1, static_cast<int64_t>(options_.window_s * 1000));
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
-    if (cv_.wait_for(l, period, [&] { return stopping_; })) break;
+    const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+    const std::chrono::system_clock::time_point next{
+        std::chrono::milliseconds((now_ms / period_ms + 1) * period_ms)};
+    if (cv_.wait_until(l, next, [&] { return stopping_; })) break;
     l.unlock();
     TickWindow();
     l.lock();
   }
 }
 
+// A finished job's series leave /metrics once it has been over longer than
+// the retention; the same job id running again brings them back.
+void Engine::ApplyMetricsRetention(const JobSummary& s, uint64_t now) {
+  const uint64_t retain_ns = static_cast<uint64_t>(options_.metrics_retain_finished_s * 1e9);
+  if (s.state == "finished" && now > s.last_seen_ns && now - s.last_seen_ns >= retain_ns) {
+    if (!metrics_.series().Retired(s.job)) {
+      metrics_.RetireJob(s.job);
+      Log()->info("job {} finished {:.0f} s ago: its series left /metrics", s.job,
+                  (now - s.last_seen_ns) * 1e-9);
+    }
+  } else if (s.state != "finished") {
+    metrics_.ReviveJob(s.job);
+  }
+}
+
 std::vector<Diagnosis> Engine::TickWindow() {
   std::lock_guard<std::mutex> tick(tick_mu_);
-  ApplyReplicaChanges();
-  // Taken before any window closes: every batch counted here is in a window
-  // closed below, so it is committed when this tick's rows are.
-  std::vector<IngestService::AckPoint> acks;
-  if (ingest_) acks = ingest_->SnapshotBatches();
+  const auto tick_start = std::chrono::steady_clock::now();
   registry_.UpdateLiveness();
   const uint64_t now = registry_.Now();
   std::vector<Diagnosis> all;
-  std::set<std::string> ticked;
+  std::set<std::string> ticked, finished;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     VectorSink sink;
     WindowSummaryRow row;
     JobSummary summary;
     std::vector<history::RankRow> ranks;
-    std::vector<history::StreamSeqRow> seqs;
     {
       std::lock_guard<std::mutex> l(job->mu());
+      ApplyMetricsRetention(Summarize(*job), now);
       row = job->CloseWindow(now);
-      std::map<std::string, uint64_t>& written = written_seqs_[job->job()];
-      for (const auto& [stream, seq] : job->stream_seq()) {
-        uint64_t& w = written[stream];
-        if (seq > w) {
-          seqs.push_back(history::StreamSeqRow{job->job(), stream, seq, now});
-          w = seq;
-        }
-      }
       for (auto& d : detectors_) d->OnWindow(*job, sink);
       if (recorder_) recorder_->OnWindow(*job, sink.out, now);
+      // The window's records were read: give their memory back.
+      if (views_) views_->Release(job->job());
+      job->TrimRings();
       summary = Summarize(*job);
       size_t by_state[3] = {0, 0, 0};
       for (const auto& [key, p] : job->processes()) {
@@ -430,8 +384,20 @@ std::vector<Diagnosis> Engine::TickWindow() {
         uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
         metrics_.SetRankLastRecordAge(
             job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
-            now > last ? (now - last) * 1e-9 : 0);
-        ranks.push_back(RankRowOf(job->job(), key, *p));
+            p->identity, now > last ? (now - last) * 1e-9 : 0);
+        history::RankRow r;
+        r.job = job->job();
+        r.key = key;
+        r.rank = p->identity.rank();
+        r.host = p->identity.host();
+        r.pid = p->identity.pid();
+        r.local_rank = p->identity.local_rank();
+        r.liveness = std::string(LivenessName(p->liveness));
+        r.records = p->records;
+        r.dropped = p->dropped;
+        r.last_record_ns = p->last_record_ns;
+        r.last_seen_ns = p->last_seen_ns;
+        ranks.push_back(std::move(r));
       }
       for (Liveness lv : {Liveness::kAlive, Liveness::kSilent, Liveness::kExited}) {
         metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
@@ -452,10 +418,9 @@ std::vector<Diagnosis> Engine::TickWindow() {
     store_->EnqueueJob(summary);
     for (const history::RankRow& r : ranks) store_->EnqueueRank(r);
     if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
-    // After the window: whoever reads a stream's seq finds its records.
-    for (const history::StreamSeqRow& q : seqs) store_->EnqueueStreamSeq(q);
     for (Diagnosis& d : sink.out) all.push_back(std::move(d));
     ticked.insert(job->job());
+    if (summary.state == "finished") finished.insert(job->job());
   }
   // A throughput regression starts a profiling window (rate-limited per job
   // by the monitor), whose localization the next windows report.
@@ -467,11 +432,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
   for (const DaemonState& d : registry_.Daemons()) store_->EnqueueDaemon(d);
   for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {
     busbw_ops_.erase(job);
-    written_seqs_.erase(job);
-    if (ownership_) {
-      store_->EnqueueRelease(job, replica_id_);
-      ownership_->Released(job);
-    }
+    metrics_.ForgetJob(job);
     Log()->info("job {} finished; kept in history only", job);
   }
   // Diagnosis lifecycle: persisting findings keep their first_seen, absent
@@ -487,8 +448,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
     if (ingest_) ingest_->ExpirePending();
     return all;
   }
-
-  TrackerUpdate update = tracker_->Update(&all, ticked, alive, now);
+  TrackerUpdate update = tracker_->Update(&all, ticked, alive, now, finished);
   for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);
   for (const ResolvedDiagnosis& r : update.resolved) {
     store_->EnqueueDiagnosisResolution(history::DiagnosisResolution{
@@ -499,17 +459,10 @@ std::vector<Diagnosis> Engine::TickWindow() {
   views_->Retain(alive_list);
   history_->Retain(alive_list);
   recorder_->Retain(alive_list);
-  figures_->Retain(alive_list);
-  // Once this tick's rows are committed, the daemons may forget its batches.
-  store_->EnqueueBarrier([this, acks = std::move(acks)](const history::BarrierResult& r) {
-    OnWindowCommitted(r, acks);
-  });
   if (ingest_) ingest_->ExpirePending();
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
-  if (replica_metrics_) {
-    replica_metrics_->SetStore(store_->write_stats());
-    if (ownership_) replica_metrics_->SetJobs(ownership_->Served().size());
-  }
+  metrics_.ObserveWindowStep(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - tick_start).count());
   return all;
 }
 

@@ -3,13 +3,7 @@
 //
 // Window thread: every --window-s it updates liveness, closes each job's
 // window, runs the detectors, refreshes the gauges and queues the rows for
-// the store; once they are committed, the daemons' batches are
-// acknowledged. TickWindow() runs the same step on demand (tests).
-//
-// Engine replicas (docs/architecture.md, "Engine replicas"): the engine
-// serves the jobs it holds a lease on (replica/ownership.h), loads a job's
-// state from the database when it starts serving it (replica/takeover.h),
-// and drops the jobs another replica claimed, redirecting their daemons.
+// the store. TickWindow() runs the same step on demand (tests).
 //
 // Thread-safety: Start/Shutdown from one thread; everything else is safe to
 // call from any thread.
@@ -27,6 +21,8 @@
 
 #include "absl/status/statusor.h"
 #include "engine/alerting/alert_notifier.h"
+#include "engine/auth/authorizer.h"
+#include "engine/auth/local_identity_server.h"
 #include "engine/alerting/diagnosis_metrics.h"
 #include "engine/alerting/diagnosis_tracker.h"
 #include "engine/detectors/figures_exporter.h"
@@ -42,9 +38,6 @@
 #include "engine/profile/profile_monitor.h"
 #include "engine/profile/profile_service.h"
 #include "engine/query_service.h"
-#include "engine/replica/ownership.h"
-#include "engine/replica/replica_metrics.h"
-#include "engine/replica/takeover.h"
 #include "engine/state/registry.h"
 #include "engine/window/detector.h"
 #include "engine/window/window_view.h"
@@ -64,6 +57,8 @@ class Engine {
   ~Engine();
 
   int port() const { return port_; }
+  // Abstract name of the local identity socket ("" when off).
+  std::string identity_socket() const { return identity_ ? identity_->name() : ""; }
   int metrics_port() const { return metrics_.port(); }
   const std::string& engine_id() const { return engine_id_; }
   Registry& registry() { return registry_; }
@@ -71,12 +66,6 @@ class Engine {
   history::Store& store() { return *store_; }
   // Diagnosis delivery (Alertmanager / webhook); null when neither is set.
   AlertNotifier* notifier() { return notifier_.get(); }
-  // This replica's id and the jobs it serves.
-  const std::string& replica_id() const { return replica_id_; }
-  replica::Ownership* ownership() { return ownership_.get(); }
-  // Not OK when the engine stopped by itself (another instance took its
-  // replica id over); main() exits with an error then.
-  absl::Status exit_status();
 
   CommandFuture SendCommand(const std::string& daemon_id, xpu::v1::Command cmd) {
     return ingest_->SendCommand(daemon_id, std::move(cmd));
@@ -91,27 +80,23 @@ class Engine {
  private:
   Engine(const EngineOptions& o, Clock clock);
   void WindowLoop();
-  // Registers the lease and wires ingest and store to it (after the server
-  // started: the advertised port may be the one it picked).
-  absl::Status StartReplica(const EngineOptions& o);
-  // Ownership callbacks: load a job to serve (ingest thread), drop jobs that
-  // moved away, stop when replaced.
-  absl::Status TakeOver(const std::string& job);
-  void OnJobsLost(const std::vector<std::string>& jobs);
-  void OnReplaced(const absl::Status& why);
-  // Window thread: seeds tracker and recorder with what TakeOver loaded and
-  // forgets the jobs that moved away.
-  void ApplyReplicaChanges();
-  // The window's job rows are committed (store writer thread): report the
-  // fenced jobs as lost, then acknowledge the batches the window holds.
-  void OnWindowCommitted(const history::BarrierResult& r,
-                         const std::vector<IngestService::AckPoint>& acks);
+  void ApplyMetricsRetention(const JobSummary& s, uint64_t now);
+  // Credentials from the options (files read now); the identity socket
+  // follows once the port is known (StartIdentity).
+  absl::Status SetUpAccess(const EngineOptions& o);
+  absl::Status StartIdentity(const EngineOptions& o);
+  // The history database (modes, page limit, retry buffer), the jobs it
+  // holds, and /healthz and the metrics that tell of its writes.
+  absl::Status OpenStore(const EngineOptions& o);
 
   EngineOptions options_;
   std::string engine_id_;
   Registry registry_;
   Metrics metrics_;
   std::unique_ptr<history::Store> store_;
+  // Before every service: they check each call with it.
+  std::unique_ptr<auth::Authorizer> authorizer_;
+  std::unique_ptr<auth::LocalIdentityServer> identity_;
   std::unique_ptr<hang::HangMonitor> hang_;  // before detectors_: HangDetector points into it
   std::unique_ptr<hang::HangService> hang_service_;
   // Before detectors_: DifferentialLocalizationDetector points into it.
@@ -122,7 +107,6 @@ class Engine {
   std::shared_ptr<history::HistoryCache> history_;       // previous runs, calibrations
   std::unique_ptr<history::BaselineRecorder> recorder_;  // healthy windows -> store
   std::unique_ptr<history::HistoryService> history_service_;
-  FiguresExporter* figures_ = nullptr;  // owned by detectors_
   std::unique_ptr<DiagnosisTracker> tracker_;
   std::unique_ptr<DiagnosisMetrics> diagnosis_metrics_;
   std::unique_ptr<AlertNotifier> notifier_;
@@ -130,20 +114,10 @@ class Engine {
   std::unique_ptr<QueryService> query_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  int64_t admin_gid_ = -1;
 
   std::mutex tick_mu_;                                      // one window step at a time
   std::map<std::string, std::set<std::string>> busbw_ops_;  // job -> ops with a series
-  // job -> stream -> batch_seq last written to job_stream_seq (window thread)
-  std::map<std::string, std::map<std::string, uint64_t>> written_seqs_;
-
-  std::string replica_id_;
-  std::unique_ptr<replica::ReplicaMetrics> replica_metrics_;
-  std::unique_ptr<replica::Ownership> ownership_;
-  std::mutex replica_mu_;  // guards the three below
-  std::vector<replica::JobTakeover> takeovers_;  // loaded, for the window thread
-  std::set<std::string> lost_jobs_;               // moved away, for the window thread
-  bool acks_enabled_ = true;                      // false once shutting down
-  absl::Status exit_status_;
 
   std::mutex mu_;
   std::condition_variable cv_;

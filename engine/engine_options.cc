@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/cli/flags.h"
+#include "common/rpc/address.h"
 
 namespace xpu::engine {
 
@@ -16,16 +17,17 @@ namespace {
 // Every flag of xpu-engine, bound to `o`.
 void AddEngineFlags(CLI::App& app, EngineOptions* o) {
   app.add_option("--listen", o->listen,
-                 "gRPC address for daemons and the CLI. A non-loopback address requires TLS or "
-                 "--token-file.")
+                 "gRPC address for daemons and the CLI. An address that resolves to anything but "
+                 "loopback requires TLS or a token file.")
       ->type_name("ADDR");
   app.add_option("--metrics-addr", o->metrics_addr,
-                 "Prometheus /metrics and /healthz; \"off\" disables the endpoint")
+                 "Prometheus /metrics and /healthz; \"off\" disables the endpoint; a non-loopback "
+                 "address needs --metrics-allow-remote")
       ->type_name("ADDR");
   app.add_option("--db", o->db,
                  "history: a SQLite file (WAL mode), or a PostgreSQL URL "
                  "postgresql://USER@HOST:PORT/DB?sslmode=... (password from ~/.pgpass, "
-                 "PGPASSFILE or passfile=) that engine replicas share")
+                 "PGPASSFILE or passfile=, never the command line)")
       ->type_name("PATH|URL");
   app.add_option("--token-file", o->token_file,
                  "shared token that daemons (DaemonHello.token) and the CLI (x-xpu-token "
@@ -88,24 +90,6 @@ void AddEngineFlags(CLI::App& app, EngineOptions* o) {
       ->type_name("PATH")
       ->group(kAlerting);
 
-  const std::string kReplicas = "Engine replicas sharing PostgreSQL (docs/deploy.md)";
-  app.add_option("--replica-id", o->replica_id,
-                 "this engine's name among the replicas of its --db; stable across restarts "
-                 "(default: the advertised address)")
-      ->type_name("ID")
-      ->group(kReplicas);
-  app.add_option("--advertise-addr", o->advertise_addr,
-                 "HOST:PORT where daemons reach this replica when redirected to it (default: "
-                 "--listen, with this host's name for 0.0.0.0 or [::])")
-      ->type_name("ADDR")
-      ->group(kReplicas);
-  app.add_option("--lease-ttl-s", o->lease_ttl_s,
-                 "a replica's jobs move to another one this long after it stops renewing its "
-                 "lease (default: half of --window-s)")
-      ->type_name("S")
-      ->check(CLI::NonNegativeNumber)
-      ->group(kReplicas);
-
   app.add_option("--detector-config", o->detector_config,
                  "detector thresholds (key = value; docs/diagnosis-catalogue.md)")
       ->type_name("PATH");
@@ -113,6 +97,92 @@ void AddEngineFlags(CLI::App& app, EngineOptions* o) {
                  "windows without a report before a diagnosis resolves")
       ->type_name("N")
       ->check(flags::PositiveNumber());
+  app.add_option("--metrics-retain-finished-s", o->metrics_retain_finished_s,
+                 "series of a finished job stay on /metrics this long after its last record")
+      ->type_name("S")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--grafana-url", o->grafana_url,
+                 "Grafana base URL: alerts link to the job's dashboard (default: no link)")
+      ->type_name("URL")
+      ->group(kAlerting);
+  app.add_option("--docs-url", o->docs_url,
+                 "base URL of the docs/ directory for the runbook links of alerts "
+                 "(default: the path docs/ of the sources)")
+      ->type_name("URL")
+      ->group(kAlerting);
+}
+
+void AddSecurityFlags(CLI::App& app, EngineOptions* o) {
+  const std::string kAccess = "Access (docs/security.md)";
+  app.add_option("--read-token-file", o->read_token_file,
+                 "token that may read every job (status, ranks, diagnoses, reports)")
+      ->type_name("PATH")
+      ->group(kAccess);
+  app.add_option("--act-token-file", o->act_token_file,
+                 "token that may also act on every job (stacks, profiling, timeline dumps)")
+      ->type_name("PATH")
+      ->group(kAccess);
+  app.add_option("--admin-token-file", o->admin_token_file,
+                 "token that may also administer (calibrations, history)")
+      ->type_name("PATH")
+      ->group(kAccess);
+  app.add_option("--ingest-token-file", o->ingest_token_file,
+                 "token daemons present to send records of any user")
+      ->type_name("PATH")
+      ->group(kAccess);
+  app.add_option("--identity-socket", o->identity_socket,
+                 "local callers' identity socket: auto (abstract @xpu-engine-<port>), off, or a "
+                 "name")
+      ->type_name("NAME")
+      ->group(kAccess);
+  app.add_option("--identity-ttl-s", o->identity_ttl_s, "lifetime of a local identity token")
+      ->type_name("S")
+      ->check(flags::PositiveNumber())
+      ->group(kAccess);
+  app.add_option("--admin-group", o->admin_group,
+                 "members of this group read and act on every job, as root does")
+      ->type_name("GROUP")
+      ->group(kAccess);
+  app.add_flag("--metrics-allow-remote", o->metrics_allow_remote,
+               "serve /metrics and /healthz on a non-loopback --metrics-addr (they carry job "
+               "names and figures, without authentication)")
+      ->group(kAccess);
+  app.add_option("--db-group", o->db_group,
+                 "history files (SQLite) are created 0640 with this group (default 0600)")
+      ->type_name("GROUP")
+      ->group(kAccess);
+}
+
+void AddLimitFlags(CLI::App& app, EngineOptions* o) {
+  const std::string kLimits = "Limits (a client beyond them is refused and counted)";
+  app.add_option("--max-jobs", o->max_jobs, "live jobs")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1))
+      ->group(kLimits);
+  app.add_option("--max-ranks-per-job", o->max_ranks_per_job, "processes of one job")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1))
+      ->group(kLimits);
+  app.add_option("--max-processes-per-stream", o->max_processes_per_stream,
+                 "processes one daemon stream may send")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1))
+      ->group(kLimits);
+  app.add_option("--max-job-buffer-mb", o->max_job_buffer_mb,
+                 "recent records held for one job (all its ranks, --ring-records each)")
+      ->type_name("MB")
+      ->transform(flags::UnsignedAtLeast(1))
+      ->group(kLimits);
+  app.add_option("--db-max-mb", o->db_max_mb,
+                 "largest history database (SQLite page limit); 0 = the disk's")
+      ->type_name("MB")
+      ->transform(flags::UnsignedAtLeast(0))
+      ->group(kLimits);
+  app.add_option("--db-retry-rows", o->db_retry_rows,
+                 "history rows kept for retry while writes fail; older ones are dropped, counted")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1))
+      ->group(kLimits);
 }
 
 void ConfigureEngineApp(CLI::App& app, EngineOptions* o) {
@@ -122,6 +192,8 @@ void ConfigureEngineApp(CLI::App& app, EngineOptions* o) {
       "Daemons stream records to it over gRPC; the xpu CLI queries it.");
   app.footer("Signals: SIGTERM/SIGINT shut down cleanly.");
   AddEngineFlags(app, o);
+  AddSecurityFlags(app, o);
+  AddLimitFlags(app, o);
 }
 
 }  // namespace
@@ -156,19 +228,7 @@ absl::StatusOr<EngineOptions> ParseEngineFlags(const std::vector<std::string>& a
   return o;
 }
 
-bool IsLoopbackAddress(const std::string& addr) {
-  if (absl::StartsWith(addr, "unix:") || absl::StartsWith(addr, "unix-abstract:")) return true;
-  std::string host = addr;
-  if (absl::StartsWith(host, "[")) {
-    size_t close = host.find(']');
-    host = close == std::string::npos ? host : host.substr(1, close - 1);
-  } else if (size_t colon = host.rfind(':');
-             colon != std::string::npos && host.find(':') == colon) {
-    host = host.substr(0, colon);  // host:port (IPv4 or name)
-  }
-  host = absl::AsciiStrToLower(host);
-  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-}
+bool IsLoopbackAddress(const std::string& addr) { return rpc::IsLoopback(addr); }
 
 absl::Status ValidateSecurity(const EngineOptions& o) {
   if (o.tls_cert.empty() != o.tls_key.empty()) {
@@ -178,11 +238,27 @@ absl::Status ValidateSecurity(const EngineOptions& o) {
   if (!o.tls_client_ca.empty() && !tls) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
-  if (!IsLoopbackAddress(o.listen) && !tls && o.token_file.empty()) {
+  const bool tokens = !o.token_file.empty() || !o.read_token_file.empty() ||
+                      !o.act_token_file.empty() || !o.admin_token_file.empty() ||
+                      !o.ingest_token_file.empty();
+  if (absl::Status lo = rpc::CheckLoopback(o.listen); !lo.ok() && !tls && !tokens) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "refusing to listen on non-loopback address ", o.listen,
-        " without protection: give --tls-cert/--tls-key (optionally --tls-client-ca) or "
-        "--token-file, or listen on 127.0.0.1"));
+        "refusing to listen on ", o.listen, " without protection (", lo.message(),
+        "): give --tls-cert/--tls-key (optionally --tls-client-ca) or a token file, or listen "
+        "on 127.0.0.1"));
+  }
+  if (o.metrics_addr != "off" && !o.metrics_addr.empty() && !o.metrics_allow_remote) {
+    if (absl::Status lo = rpc::CheckLoopback(o.metrics_addr); !lo.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to serve /metrics on ", o.metrics_addr, " (", lo.message(),
+          "): it carries job names and figures without authentication; give "
+          "--metrics-allow-remote if that is intended"));
+    }
+  }
+  if (o.identity_socket == "off" && !tokens && o.tls_client_ca.empty()) {
+    return absl::FailedPreconditionError(
+        "with --identity-socket off, give a token file or --tls-client-ca: nobody could call "
+        "this engine");
   }
   return absl::OkStatus();
 }

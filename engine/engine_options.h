@@ -16,7 +16,27 @@ struct EngineOptions {
   std::string listen = "127.0.0.1:7441";
   std::string metrics_addr = "127.0.0.1:9464";  // "off" disables the endpoint
   std::string db = "./xpu-engine.db";
-  std::string token_file;
+  std::string token_file;  // shared token: every permission (docs/security.md)
+  // Per-role tokens (docs/security.md): read, act (and read), admin (and
+  // act), ingest (daemons).
+  std::string read_token_file;
+  std::string act_token_file;
+  std::string admin_token_file;
+  std::string ingest_token_file;
+  // Local callers: the identity socket ("auto": abstract @xpu-engine-<port>,
+  // "off", or a name) and how long its tokens hold.
+  std::string identity_socket = "auto";
+  double identity_ttl_s = 3600;
+  std::string admin_group;     // members act on every job, as root does
+  bool metrics_allow_remote = false;  // a non-loopback --metrics-addr on purpose
+  std::string db_group;        // history files 0640 with this group (else 0600)
+  uint64_t db_max_mb = 0;      // SQLite page limit (0: none)
+  uint64_t db_retry_rows = 200000;  // failed history rows kept for retry
+  // Caps (engine/ingest_service.h, IngestLimits).
+  uint64_t max_jobs = 1024;
+  uint64_t max_ranks_per_job = 131072;
+  uint64_t max_processes_per_stream = 8192;
+  uint64_t max_job_buffer_mb = 65536;
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
@@ -39,12 +59,13 @@ struct EngineOptions {
   std::string alert_tls_ca;          // CA bundle for https:// receivers ("" = system roots)
   std::string detector_config;       // thresholds file (engine/window/detector_config.h)
   double resolve_after_windows = 1;  // a diagnosis absent this many windows is resolved
-  // Engine replicas (docs/architecture.md, "Engine replicas"): several
-  // engines on one PostgreSQL database serve a cluster, each job served by
-  // one of them under a lease. A lone engine (SQLite) is a replica too.
-  std::string replica_id;      // "" = advertise_addr
-  std::string advertise_addr;  // where daemons reach this engine; "" = from --listen
-  double lease_ttl_s = 0;      // 0 = half of window_s
+  // Series of a finished job stay on /metrics this long after its last
+  // record, then are removed (docs/metrics.md, "Retention").
+  double metrics_retain_finished_s = 900;
+  // Links in alerts: Grafana's base URL ("" = no dashboard link) and the
+  // base of the docs' runbook anchors ("" = the docs/ path of the sources).
+  std::string grafana_url;
+  std::string docs_url;
   bool help = false;                 // --help was given (EngineUsage() is the text)
   bool version = false;              // --version was given
 };
@@ -55,10 +76,13 @@ absl::StatusOr<EngineOptions> ParseEngineFlags(const std::vector<std::string>& a
 // The --help text: every flag, its meaning and its default.
 std::string EngineUsage();
 
-// True for 127.0.0.0/8, ::1, localhost and unix: sockets.
+// True when every address `host_port` resolves to is loopback, or for unix:
+// sockets (common/rpc/address.h).
 bool IsLoopbackAddress(const std::string& host_port);
-// Refuses a non-loopback --listen without TLS or a token, a half-configured
-// TLS pair, or a client CA without TLS.
+// Refuses a non-loopback --listen without TLS or a token, a non-loopback
+// --metrics-addr without --metrics-allow-remote, a half-configured TLS pair,
+// a client CA without TLS, and an engine nobody could call (no identity
+// socket, no token, no client certificates).
 absl::Status ValidateSecurity(const EngineOptions& o);
 // Reads a secret file and strips surrounding whitespace; empty is an error.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const char* what);

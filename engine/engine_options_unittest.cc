@@ -49,7 +49,7 @@ TEST(EngineOptionsTest, SecurityRules) {
   o.listen = "0.0.0.0:7441";
   absl::Status st = ValidateSecurity(o);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(st.message().find("non-loopback"), std::string::npos);
+  EXPECT_NE(st.message().find("without protection"), std::string::npos);
   o.token_file = "/etc/xpu/token";
   EXPECT_TRUE(ValidateSecurity(o).ok());
   o.token_file.clear();
@@ -60,6 +60,32 @@ TEST(EngineOptionsTest, SecurityRules) {
   EngineOptions ca;
   ca.tls_client_ca = "ca.pem";
   EXPECT_FALSE(ValidateSecurity(ca).ok()) << "client CA without TLS";
+
+  // A name is loopback only if everything it resolves to is.
+  EngineOptions named;
+  named.listen = "127.evil.invalid:7441";
+  EXPECT_EQ(ValidateSecurity(named).code(), absl::StatusCode::kFailedPrecondition);
+  named.listen = "localhost:7441";
+  EXPECT_TRUE(ValidateSecurity(named).ok());
+
+  // /metrics carries job names unauthenticated: remote only on purpose.
+  EngineOptions m;
+  m.metrics_addr = "0.0.0.0:9464";
+  st = ValidateSecurity(m);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("--metrics-allow-remote"), std::string::npos) << st.message();
+  m.metrics_allow_remote = true;
+  EXPECT_TRUE(ValidateSecurity(m).ok());
+  m.metrics_addr = "off";
+  m.metrics_allow_remote = false;
+  EXPECT_TRUE(ValidateSecurity(m).ok());
+
+  // Nobody could call an engine without its identity socket and credentials.
+  EngineOptions closed;
+  closed.identity_socket = "off";
+  EXPECT_FALSE(ValidateSecurity(closed).ok());
+  closed.read_token_file = "/etc/xpu/read-token";
+  EXPECT_TRUE(ValidateSecurity(closed).ok());
 }
 
 TEST(EngineOptionsTest, VersionHelpAndAlertFlags) {

@@ -1,6 +1,9 @@
 #include "engine/ingest_service.h"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -32,24 +35,17 @@ bool StreamWasCancelled(grpc::ServerContext* ctx) {
 // One warning per second on per-batch paths.
 logging::RateLimiter g_unknown_sig_log(1, 1000000000ull);
 logging::RateLimiter g_reject_log(1, 1000000000ull);
-logging::RateLimiter g_redirect_log(1, 1000000000ull);
-
-std::string JobId(const xpu::v1::ProcessIdentity& id) {
-  return !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
-}
 
 }  // namespace
 
 struct IngestService::Session {
   std::string daemon_id;
-  // "daemon_id#incarnation": names the daemon's batch_seq sequence; empty
-  // for a daemon that neither keeps batches for acks nor follows redirects.
-  std::string stream_key;
+  std::string ack_key;  // per stream: acknowledgements of one stream coalesce
+  auth::Caller caller;
+  // Processes this stream has sent (its cap); only the stream's thread.
+  std::set<std::pair<std::string, std::string>> processes;
+  std::vector<xpu::v1::RejectedProcess> rejected;  // for the next ack; guarded by pending_mu
   Stream_t* stream = nullptr;
-  std::atomic<uint64_t> batches{0};  // Batch messages handled (reader thread writes)
-  uint64_t acked = 0;                // under write_mu
-  std::mutex jobs_mu;
-  std::set<std::string> jobs;  // jobs whose records this stream carried here
   std::mutex write_mu;  // serializes writes on `stream`
   std::mutex pending_mu;
   bool closed = false;  // guarded by pending_mu
@@ -60,15 +56,18 @@ struct IngestService::Session {
   std::map<uint64_t, Pending> pending;
 };
 
-IngestService::IngestService(Registry& registry, Metrics& metrics, std::string token,
-                             std::string engine_id)
+IngestService::IngestService(Registry& registry, Metrics& metrics,
+                             const auth::Authorizer& authorizer, std::string engine_id,
+                             history::Store* store, IngestLimits limits)
     : registry_(registry),
       metrics_(metrics),
-      token_(std::move(token)),
-      engine_id_(std::move(engine_id)) {}
+      authorizer_(authorizer),
+      engine_id_(std::move(engine_id)),
+      store_(store),
+      limits_(limits) {}
 
 grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream,
-                                      xpu::v1::DaemonHello* hello) {
+                                      xpu::v1::DaemonHello* hello, auth::Caller* caller) {
   xpu::v1::DaemonMessage first;
   if (!stream->Read(&first)) {
     metrics_.AddRejected("stream_aborted");
@@ -90,30 +89,29 @@ grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream
                         absl::StrCat("unsupported protocol_version ", hello->protocol_version(),
                                      "; this engine speaks protocol_version ", kProtocolVersion));
   }
-  if (!token_.empty() && !rpc::TokensEqual(hello->token(), token_)) {
+  *caller = authorizer_.IdentifyToken(hello->token(), ctx);
+  if (caller->permissions == 0) {
     metrics_.AddRejected("token");
-    if (g_reject_log.Allow()) Log()->warn("daemon at {} presented a wrong token", ctx->peer());
+    if (g_reject_log.Allow()) Log()->warn("daemon at {} presented no valid credential", ctx->peer());
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "DaemonHello.token does not match the engine's --token-file");
+                        "DaemonHello.token is not a credential of this engine (an ingest or "
+                        "shared token, or the local identity of the daemon's user)");
+  }
+  if (!caller->Has(auth::kIngest)) {
+    metrics_.AddRejected("permission");
+    if (g_reject_log.Allow())
+      Log()->warn("{} at {} may not send records", caller->name, ctx->peer());
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        absl::StrCat(caller->name, " may not send records to this engine"));
   }
   if (hello->daemon_id().empty() || hello->daemon_id().size() > 512) {
     metrics_.AddRejected("hello_invalid");
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "DaemonHello.daemon_id must be 1..512 bytes");
   }
-  {
-    // Until the engine knows its replica id and lease, it cannot tell which
-    // jobs are its own.
-    std::unique_lock<std::mutex> l(ready_mu_);
-    if (!ready_cv_.wait_for(l, std::chrono::seconds(30), [&] { return ready_; })) {
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "engine starting");
-    }
-  }
   xpu::v1::EngineMessage ack;
   ack.mutable_ack()->set_accepted(true);
   ack.mutable_ack()->set_engine_id(engine_id_);
-  ack.mutable_ack()->set_replica_id(replica_id_);
-  ack.mutable_ack()->set_acks_batches(hello->incarnation() != 0);
   if (!stream->Write(ack))
     return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed during hello");
   return grpc::Status::OK;
@@ -121,12 +119,13 @@ grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream
 
 grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
   xpu::v1::DaemonHello hello;
-  if (grpc::Status st = Handshake(ctx, stream, &hello); !st.ok()) return st;
+  auth::Caller caller;
+  if (grpc::Status st = Handshake(ctx, stream, &hello, &caller); !st.ok()) return st;
   const std::string daemon_id = hello.daemon_id();
   auto session = std::make_shared<Session>();
   session->daemon_id = daemon_id;
-  if (hello.incarnation() != 0)
-    session->stream_key = absl::StrCat(daemon_id, "#", hello.incarnation());
+  session->ack_key = absl::StrCat(daemon_id, "#", next_command_id_.fetch_add(1));
+  session->caller = caller;
   session->stream = stream;
   {
     std::lock_guard<std::mutex> l(sessions_mu_);
@@ -134,8 +133,8 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
   }
   registry_.DaemonConnected(daemon_id, hello.host(), hello.version());
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
-  Log()->info("daemon {} ({}, {}) connected from {}", daemon_id, hello.host(), hello.version(),
-              ctx->peer());
+  Log()->info("daemon {} ({}, {}) connected from {} as {}", daemon_id, hello.host(),
+              hello.version(), ctx->peer(), caller.name);
 
   grpc::Status result = grpc::Status::OK;
   xpu::v1::DaemonMessage msg;
@@ -152,7 +151,7 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
     }
     switch (msg.msg_case()) {
       case xpu::v1::DaemonMessage::kBatch:
-        result = HandleBatch(*session, msg.batch());
+        result = HandleBatch(session, msg.batch());
         break;
       case xpu::v1::DaemonMessage::kHeartbeat:
         registry_.DaemonSeen(daemon_id, 0, 0, 0);
@@ -204,62 +203,9 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
   return result;
 }
 
-void IngestService::SetOwnership(replica::Ownership* ownership, std::string replica_id,
-                                 replica::ReplicaMetrics* replica_metrics) {
-  {
-    std::lock_guard<std::mutex> l(ready_mu_);
-    ownership_ = ownership;
-    replica_metrics_ = replica_metrics;
-    replica_id_ = std::move(replica_id);
-    ready_ = true;
-  }
-  ready_cv_.notify_all();
-}
-
-bool IngestService::WriteTo(Session& s, const xpu::v1::EngineMessage& m) {
-  std::lock_guard<std::mutex> l(s.write_mu);
-  return s.stream != nullptr && s.stream->Write(m);
-}
-
-grpc::Status IngestService::RouteBatch(Session& s, const xpu::v1::Batch& batch,
-                                       std::set<std::string>* skip) {
-  if (ownership_ == nullptr) return grpc::Status::OK;
-  std::set<std::string> checked;
-  for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
-    const std::string job = JobId(pb.identity());
-    if (!checked.insert(job).second) continue;
-    const replica::Verdict v = ownership_->Check(job);
-    if (v.kind == replica::Verdict::kMine) continue;
-    if (v.kind == replica::Verdict::kUnknown) {
-      metrics_.AddRejected("owner_unknown");
-      if (g_reject_log.Allow()) Log()->warn("daemon {}: {}", s.daemon_id, v.error);
-      // The daemon reconnects and sends what was not acknowledged again.
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, v.error);
-    }
-    if (s.stream_key.empty()) {
-      metrics_.AddRejected("wrong_replica");
-      return grpc::Status(
-          grpc::StatusCode::FAILED_PRECONDITION,
-          absl::StrCat("job ", job, " is served by engine replica ", v.owner, " at ", v.address,
-                       "; this xpu-daemon cannot follow redirects: upgrade it or point it there"));
-    }
-    skip->insert(job);
-    xpu::v1::EngineMessage m;
-    m.mutable_redirect()->set_job(job);
-    m.mutable_redirect()->set_replica_id(v.owner);
-    m.mutable_redirect()->set_address(v.address);
-    if (replica_metrics_ != nullptr) replica_metrics_->AddRedirect();
-    if (g_redirect_log.Allow()) {
-      Log()->info("daemon {}: job {} is served by replica {} at {}: redirected", s.daemon_id, job,
-                  v.owner, v.address);
-    }
-    if (!WriteTo(s, m)) return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed");
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status IngestService::HandleBatch(Session& s, const xpu::v1::Batch& batch) {
-  const std::string& daemon_id = s.daemon_id;
+grpc::Status IngestService::HandleBatch(const std::shared_ptr<Session>& s,
+                                        const xpu::v1::Batch& batch) {
+  const std::string& daemon_id = s->daemon_id;
   // Validate the whole batch before applying any of it.
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
     absl::Status st = ValidateProcessBatch(pb);
@@ -272,115 +218,158 @@ grpc::Status IngestService::HandleBatch(Session& s, const xpu::v1::Batch& batch)
                           absl::StrCat("batch ", batch.batch_seq(), " rejected: ", st.message()));
     }
   }
-  std::set<std::string> elsewhere;
-  if (grpc::Status st = RouteBatch(s, batch, &elsewhere); !st.ok()) return st;
-  thread_local std::vector<xpu_record_v1> records;
-  const uint64_t now = registry_.Now();
-  // Replays are recognised per job by the stream's batch_seq (0: the state
-  // a daemon re-sends after connecting, never a replay).
-  const bool dedup = !s.stream_key.empty() && batch.batch_seq() > 0;
-  // The verdict of each job, taken at its first process in the batch (the
-  // batch's other processes of the job share it).
-  std::map<std::string, bool> replay_of;
+  std::vector<history::RankCheckpoint> checkpoints;
   uint64_t total = 0;
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
-    const xpu::v1::ProcessIdentity& id = pb.identity();
-    const std::string job_id = JobId(id);
-    if (elsewhere.count(job_id)) continue;
-    std::shared_ptr<JobState> job = registry_.GetOrCreateJob(job_id, id.job_name());
-    DecodeStats stats;
-    uint64_t dropped_delta = 0;
-    {
-      std::lock_guard<std::mutex> l(job->mu());
-      ProcessState& p = job->GetOrCreateProcess(id, daemon_id, now);
-      records.clear();
-      // Cannot fail: validated above.
-      DecodeProcessBatch(pb, p.sigs, &records, &stats).IgnoreError();
-      for (const xpu::v1::Signature& sig : pb.signatures()) {
-        if (const SignatureInfo* info = p.sigs.Find(sig.id())) job->NoteSignature(p, *info);
-      }
-      bool replay = false;
-      if (dedup) {
-        auto [verdict, first] = replay_of.emplace(job_id, false);
-        if (first) {
-          uint64_t& last = job->stream_seq()[s.stream_key];
-          verdict->second = batch.batch_seq() <= last;
-          if (!verdict->second) last = batch.batch_seq();
-        }
-        replay = verdict->second;
-      }
-      if (replay) {
-        stats.records = 0;  // held already: identity and signatures only
-      } else {
-        job->ApplyRecords(p, records.data(), records.size(), now);
-        p.unknown_sig += stats.unknown_sig;
-        const uint64_t dropped_before = p.dropped;
-        job->ApplyCounters(p, pb, now);
-        if (p.dropped > dropped_before) dropped_delta = p.dropped - dropped_before;
-      }
-    }
-    {
-      std::lock_guard<std::mutex> l(s.jobs_mu);
-      s.jobs.insert(job_id);
-    }
-    total += stats.records;
-    if (stats.records) metrics_.AddIngestedRecords(job_id, stats.records);
-    if (dropped_delta) metrics_.AddDropped(job_id, dropped_delta);
-    if (stats.unknown_sig) {
-      metrics_.AddSkippedRecords(job_id, "unknown_sig", stats.unknown_sig);
-      if (g_unknown_sig_log.Allow()) {
-        Log()->warn("daemon {}: job {} rank {}: {} records name undefined signatures (skipped)",
-                    daemon_id, job_id, id.rank(), stats.unknown_sig);
-      }
-    }
-    if (stats.bad_signatures)
-      metrics_.AddSkippedRecords(job_id, "bad_signature", stats.bad_signatures);
+    total += pb.records().size() / sizeof(xpu_record_v1);
+    ApplyProcessBatch(*s, pb, &checkpoints);
   }
   metrics_.AddBatch();
   registry_.DaemonSeen(daemon_id, 1, total, batch.records_dropped());
-  s.batches.fetch_add(1);
+  Acknowledge(s, batch.batch_seq(), std::move(checkpoints));
   return grpc::Status::OK;
 }
 
-std::vector<IngestService::AckPoint> IngestService::SnapshotBatches() {
-  std::vector<AckPoint> out;
-  std::lock_guard<std::mutex> l(sessions_mu_);
-  for (const auto& [id, s] : sessions_) {
-    if (!s->stream_key.empty()) out.push_back(AckPoint{s, s->batches.load()});
+std::string IngestService::Admit(Session& s, const JobState& job,
+                                 const xpu::v1::ProcessIdentity& id) const {
+  if (job.owner_uid() >= 0 && static_cast<int64_t>(id.uid()) != job.owner_uid())
+    return "job_owner";  // a job of another user's name
+  const std::string key = JobState::ProcessKey(id);
+  if (job.processes().count(key)) return "";
+  if (job.processes().size() >= limits_.max_ranks_per_job) return "ranks_per_job";
+  if (job.ring_bytes() + job.ring_bytes_per_process() > limits_.max_job_buffer_bytes)
+    return "job_buffer";
+  if (!s.processes.count({job.job(), key}) &&
+      s.processes.size() >= limits_.max_processes_per_stream) {
+    return "processes_per_stream";
   }
-  return out;
+  return "";
 }
 
-void IngestService::Acknowledge(const std::vector<AckPoint>& points) {
-  for (const AckPoint& p : points) {
-    std::shared_ptr<Session> s = p.session.lock();
-    if (!s) continue;
-    std::lock_guard<std::mutex> l(s->write_mu);
-    if (s->stream == nullptr || p.batches <= s->acked) continue;
-    xpu::v1::EngineMessage m;
-    m.mutable_batch_ack()->set_batches(p.batches);
-    if (s->stream->Write(m)) s->acked = p.batches;
+void IngestService::Reject(Session& s, const xpu::v1::ProcessBatch& pb, const std::string& job,
+                           std::string_view reason) {
+  const uint64_t records = pb.records().size() / sizeof(xpu_record_v1);
+  metrics_.AddRejected(reason);
+  if (records > 0) metrics_.AddRejectedRecords(reason, records);
+  if (g_reject_log.Allow()) {
+    Log()->warn("{} (daemon {}): process rank {} pid {} of job {} refused: {}", s.caller.name,
+                s.daemon_id, pb.identity().rank(), pb.identity().pid(), job, reason);
   }
+  std::lock_guard<std::mutex> l(s.pending_mu);
+  if (s.rejected.size() >= 4096) return;  // the metric counts the rest
+  xpu::v1::RejectedProcess* r = &s.rejected.emplace_back();
+  r->set_process_key(pb.process_key());
+  r->set_reason(std::string(reason));
+  r->set_records(records);
 }
 
-void IngestService::RedirectJob(const std::string& job, const std::string& owner,
-                                const std::string& address) {
-  std::vector<std::shared_ptr<Session>> carriers;
+void IngestService::ApplyAdmitted(Session& s, JobState& job, const xpu::v1::ProcessBatch& pb,
+                                  const std::string& job_id, uint64_t now, DecodeStats* stats_out,
+                                  std::array<uint64_t, kLossReasons>* lost_delta,
+                                  std::vector<history::RankCheckpoint>* checkpoints) {
+  thread_local std::vector<xpu_record_v1> records;
+  DecodeStats& stats = *stats_out;
+  const xpu::v1::ProcessIdentity& id = pb.identity();
+  ProcessState& p = job.GetOrCreateProcess(id, s.daemon_id, now);
+  s.processes.insert({job_id, p.key});
+  records.clear();
+  // Cannot fail: validated above.
+  DecodeProcessBatch(pb, p.sigs, &records, &stats, &p.next_position).IgnoreError();
+  for (const xpu::v1::Signature& sig : pb.signatures()) {
+    if (const SignatureInfo* info = p.sigs.Find(sig.id())) job.NoteSignature(p, *info);
+  }
+  job.ApplyRecords(p, records.data(), records.size(), now);
+  p.unknown_sig += stats.unknown_sig;
+  p.duplicates += stats.duplicates;
+  job.ApplyCounters(p, pb, now);
+  for (int r = 0; r < kLossReasons; ++r) {
+    if (p.lost[r] > p.lost_reported[r]) (*lost_delta)[r] = p.lost[r] - p.lost_reported[r];
+    p.lost_reported[r] = std::max(p.lost_reported[r], p.lost[r]);
+  }
+  history::RankCheckpoint c;
+  c.job = job_id;
+  c.key = p.key;
+  c.rank = p.identity.rank();
+  c.host = p.identity.host();
+  c.pid = p.identity.pid();
+  c.local_rank = p.identity.local_rank();
+  c.start_ticks = p.identity.start_time_ticks();
+  c.uid = p.identity.uid();
+  c.records = p.records;
+  c.next_position = p.next_position;
+  c.undefined_signature = p.unknown_sig;
+  checkpoints->push_back(std::move(c));
+}
+
+void IngestService::ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& pb,
+                                      std::vector<history::RankCheckpoint>* checkpoints) {
+  const uint64_t now = registry_.Now();
+  const xpu::v1::ProcessIdentity& id = pb.identity();
+  const std::string job_id =
+      !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
+  if (!s.caller.all_jobs && static_cast<int64_t>(id.uid()) != s.caller.uid) {
+    Reject(s, pb, job_id, "uid_not_covered");  // a user's daemon sends its user's processes
+    return;
+  }
+  std::shared_ptr<JobState> job = registry_.GetOrCreateJob(job_id, id.job_name(), limits_.max_jobs);
+  if (!job) {
+    Reject(s, pb, job_id, "jobs");
+    return;
+  }
+  metrics_.EnsureJob(job_id, job->job_name());
+  DecodeStats stats;
+  std::array<uint64_t, kLossReasons> lost_delta{};
+  std::string refused;
   {
-    std::lock_guard<std::mutex> l(sessions_mu_);
-    for (const auto& [id, s] : sessions_) {
-      std::lock_guard<std::mutex> jl(s->jobs_mu);
-      if (s->jobs.erase(job)) carriers.push_back(s);
+    std::lock_guard<std::mutex> l(job->mu());
+    refused = Admit(s, *job, id);
+    if (refused.empty()) ApplyAdmitted(s, *job, pb, job_id, now, &stats, &lost_delta, checkpoints);
+  }
+  if (!refused.empty()) {
+    Reject(s, pb, job_id, refused);
+    return;
+  }
+  if (stats.records) metrics_.AddIngestedRecords(job_id, stats.records);
+  for (int r = 0; r < kLossReasons; ++r) {
+    if (lost_delta[r]) metrics_.AddDropped(job_id, LossReasonName(r), lost_delta[r]);
+  }
+  if (stats.duplicates) metrics_.AddSkippedRecords(job_id, "duplicate", stats.duplicates);
+  if (stats.unknown_sig) {
+    metrics_.AddSkippedRecords(job_id, "unknown_sig", stats.unknown_sig);
+    if (g_unknown_sig_log.Allow()) {
+      Log()->warn("daemon {}: job {} rank {}: {} records name undefined signatures (counted lost)",
+                  s.daemon_id, job_id, id.rank(), stats.unknown_sig);
     }
   }
-  xpu::v1::EngineMessage m;
-  m.mutable_redirect()->set_job(job);
-  m.mutable_redirect()->set_replica_id(owner);
-  m.mutable_redirect()->set_address(address);
-  for (const std::shared_ptr<Session>& s : carriers) {
-    if (s->stream_key.empty()) continue;  // cannot follow: its next batch of the job closes it
-    WriteTo(*s, m);
+  if (stats.bad_signatures)
+    metrics_.AddSkippedRecords(job_id, "bad_signature", stats.bad_signatures);
+}
+
+void IngestService::Acknowledge(const std::shared_ptr<Session>& s, uint64_t batch_seq,
+                                std::vector<history::RankCheckpoint> checkpoints) {
+  std::weak_ptr<Session> weak = s;
+  auto send_ack = [weak, batch_seq] {
+    std::shared_ptr<Session> session = weak.lock();
+    if (!session) return;  // the stream is gone; the daemon sends again
+    xpu::v1::EngineMessage m;
+    xpu::v1::BatchAck* ack = m.mutable_batch_ack();
+    ack->set_batch_seq(batch_seq);
+    {
+      std::lock_guard<std::mutex> l(session->pending_mu);
+      for (auto& r : session->rejected) *ack->add_rejected() = std::move(r);
+      session->rejected.clear();
+    }
+    if (batch_seq == 0 && ack->rejected_size() == 0) return;
+    std::lock_guard<std::mutex> l(session->write_mu);
+    if (session->stream != nullptr) session->stream->Write(m);
+  };
+  if (store_ == nullptr) {
+    send_ack();
+    return;
   }
+  // Durable first: a restarted engine resumes from these counts, so what it
+  // acknowledged is exactly what it will not ask for again.
+  store_->EnqueueCheckpoint(std::move(checkpoints), s->ack_key, std::move(send_ack));
 }
 
 void IngestService::HandleReply(Session& s, const xpu::v1::CommandReply& reply) {

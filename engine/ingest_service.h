@@ -2,26 +2,30 @@
 // stream per daemon.
 //
 // Protocol: the first message must be a DaemonHello with protocol_version 1
-// (else FAILED_PRECONDITION) and, when the engine has a token, the right
-// token (else UNAUTHENTICATED). Then Batch / Heartbeat / CommandReply
-// messages. A Batch is validated as a whole before any of it is applied; a
-// records blob whose size is not a multiple of 32 rejects the batch with
-// INVALID_ARGUMENT and closes the stream (the proto has no per-batch reply,
-// so closing is the only way the daemon learns of it; it reconnects).
-// Records naming a sig_id never defined are skipped and counted.
+// (else FAILED_PRECONDITION) carrying a credential with the ingest
+// permission (engine/auth/authorizer.h; else UNAUTHENTICATED or
+// PERMISSION_DENIED). Then Batch / Heartbeat / CommandReply messages. A
+// Batch is validated as a whole before any of it is applied; a records blob
+// whose size is not a multiple of 32 rejects the batch with
+// INVALID_ARGUMENT and closes the stream. Records naming a sig_id never
+// defined are skipped and counted against their rank
+// (undefined_signature); records below the rank's next ring position were
+// received before (a daemon sending again after a reconnect or restart)
+// and are skipped without being counted twice.
 //
-// Engine replicas (docs/architecture.md, "Engine replicas"): every job is
-// served by one replica (replica/ownership.h). A batch's records of a job
-// another replica serves are not applied; the stream gets a JobRedirect with
-// that replica's address. A daemon that says DaemonHello.incarnation keeps
-// its batches until they are acknowledged: after each window is committed
-// the engine sends BatchAck with the number of Batch messages of the stream
-// handled before the window closed. Records of a batch the job already
-// holds (same stream, batch_seq at or below the job's stream_seq, restored
-// from the database by a replica taking the job over) are replays and are
-// not applied again. A daemon without incarnation gets neither acks nor
-// redirects: a batch of a job served elsewhere closes its stream with
-// FAILED_PRECONDITION naming the replica to use.
+// Trust and caps: a daemon whose credential covers one uid (a local user's
+// daemon) may only send processes of that uid, and no process may join a
+// job of another uid. New processes beyond the caps (processes per stream,
+// ranks per job, jobs, bytes of records buffered per job) are refused. A
+// refused process costs its sender nothing but a counter: it is named in
+// the batch's acknowledgement (BatchAck.rejected, so the daemon counts its
+// records as lost) and in xpu_ingest_rejected_total{reason}.
+//
+// Acknowledgement: after each batch the counts and ring positions of the
+// ranks it touched go to the history database as a checkpoint; once that is
+// durable the daemon gets a BatchAck and may forget the batch. A restarted
+// engine resumes each rank from its checkpoint, so records never
+// acknowledged are sent again and none is counted twice.
 //
 // Hot path: per ProcessBatch one registry lookup and one job lock; records
 // are memcpy'd out of the blob into a per-thread buffer and applied in bulk.
@@ -34,49 +38,41 @@
 #ifndef XPU_ENGINE_INGEST_SERVICE_H_
 #define XPU_ENGINE_INGEST_SERVICE_H_
 
+#include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <set>
-#include <vector>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/auth/authorizer.h"
+#include "engine/history/store.h"
 #include "engine/metrics.h"
-#include "engine/replica/ownership.h"
-#include "engine/replica/replica_metrics.h"
+#include "engine/state/batch_decoder.h"
 #include "engine/state/command.h"
 #include "engine/state/registry.h"
 #include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine {
 
+// Caps on what one stream or job may make the engine hold.
+struct IngestLimits {
+  size_t max_jobs = 1024;
+  size_t max_ranks_per_job = 131072;
+  size_t max_processes_per_stream = 8192;
+  uint64_t max_job_buffer_bytes = 64ull << 30;  // recent-record rings of one job
+};
+
 class IngestService final : public xpu::v1::Ingest::Service {
  public:
-  struct Session;  // one daemon stream (ingest_service.cc)
-  // A stream and how many of its Batch messages were handled: acknowledged
-  // once the window that holds them is committed.
-  struct AckPoint {
-    std::weak_ptr<Session> session;
-    uint64_t batches = 0;
-  };
-
-  // token empty = no token required.
-  IngestService(Registry& registry, Metrics& metrics, std::string token, std::string engine_id);
-
-  // Who serves each job. Streams wait in their handshake until it is set
-  // (the engine sets it right after the server starts); null = every job is
-  // served here.
-  void SetOwnership(replica::Ownership* ownership, std::string replica_id,
-                    replica::ReplicaMetrics* replica_metrics);
-  std::vector<AckPoint> SnapshotBatches();
-  void Acknowledge(const std::vector<AckPoint>& points);
-  // Tells every stream that carried `job` where it is served now.
-  void RedirectJob(const std::string& job, const std::string& owner, const std::string& address);
+  // `store` null: batches are acknowledged at once (nothing is durable).
+  IngestService(Registry& registry, Metrics& metrics, const auth::Authorizer& authorizer,
+                std::string engine_id, history::Store* store, IngestLimits limits);
 
   grpc::Status Stream(
       grpc::ServerContext* ctx,
@@ -95,27 +91,37 @@ class IngestService final : public xpu::v1::Ingest::Service {
   static constexpr std::chrono::milliseconds kDefaultCommandDeadline{60000};
 
  private:
+  struct Session;
   using Stream_t = grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>;
 
-  grpc::Status Handshake(grpc::ServerContext* ctx, Stream_t* stream, xpu::v1::DaemonHello* hello);
-  grpc::Status HandleBatch(Session& s, const xpu::v1::Batch& batch);
-  // Which jobs of `batch` are served here; redirects the others. Not OK
-  // when the stream must end (ownership unknown, daemon cannot redirect).
-  grpc::Status RouteBatch(Session& s, const xpu::v1::Batch& batch, std::set<std::string>* skip);
+  grpc::Status Handshake(grpc::ServerContext* ctx, Stream_t* stream, xpu::v1::DaemonHello* hello,
+                         auth::Caller* caller);
+  grpc::Status HandleBatch(const std::shared_ptr<Session>& s, const xpu::v1::Batch& batch);
+  // Whether the process of `pb` may be applied: the reason if not. Caller
+  // holds job->mu().
+  std::string Admit(Session& s, const JobState& job, const xpu::v1::ProcessIdentity& id) const;
+  void ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& pb,
+                         std::vector<history::RankCheckpoint>* checkpoints);
+  // The records, signatures and counters of an admitted process; its
+  // checkpoint. Caller holds job.mu().
+  void ApplyAdmitted(Session& s, JobState& job, const xpu::v1::ProcessBatch& pb,
+                     const std::string& job_id, uint64_t now, DecodeStats* stats,
+                     std::array<uint64_t, kLossReasons>* lost_delta,
+                     std::vector<history::RankCheckpoint>* checkpoints);
+  void Reject(Session& s, const xpu::v1::ProcessBatch& pb, const std::string& job,
+              std::string_view reason);
+  // Checkpoints the batch, then acknowledges it on the session's stream.
+  void Acknowledge(const std::shared_ptr<Session>& s, uint64_t batch_seq,
+                   std::vector<history::RankCheckpoint> checkpoints);
   void HandleReply(Session& s, const xpu::v1::CommandReply& reply);
-  bool WriteTo(Session& s, const xpu::v1::EngineMessage& m);
 
   Registry& registry_;
   Metrics& metrics_;
-  const std::string token_;
+  const auth::Authorizer& authorizer_;
   const std::string engine_id_;
+  history::Store* const store_;
+  const IngestLimits limits_;
   std::atomic<uint64_t> next_command_id_{1};
-  std::mutex ready_mu_;
-  std::condition_variable ready_cv_;
-  bool ready_ = false;
-  replica::Ownership* ownership_ = nullptr;  // set once before ready_
-  replica::ReplicaMetrics* replica_metrics_ = nullptr;
-  std::string replica_id_;
   std::mutex sessions_mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
 };

@@ -23,8 +23,7 @@ class IngestTest : public ::testing::Test {
     auto e = Engine::Start(o);
     ASSERT_TRUE(e.ok()) << e.status();
     engine_ = std::move(*e);
-    auto ch = grpc::CreateChannel("127.0.0.1:" + std::to_string(engine_->port()),
-                                  grpc::InsecureChannelCredentials());
+    auto ch = xpu::engine::testing::TestChannel(engine_->port());
     query_ = xpu::v1::Query::NewStub(ch);
   }
   uint64_t RankRecords(const std::string& job, const std::string& key) {
@@ -121,7 +120,7 @@ TEST_F(IngestTest, UnknownSigIdsAreSkippedAndCounted) {
   ASSERT_TRUE(d.Finish().ok());
   ASSERT_TRUE(WaitFor([&] { return RankRecords("job1", "rank:0") == 10; }));
   std::string text = engine_->metrics().Render();
-  EXPECT_NE(text.find("xpu_ingest_records_skipped_total{job=\"job1\",reason=\"unknown_sig\"} 2"),
+  EXPECT_NE(text.find("xpu_ingest_records_skipped_total{reason=\"unknown_sig\",xpu_job=\"job1\",xpu_job_name=\"\"} 2"),
             std::string::npos)
       << text;
 }
@@ -142,26 +141,29 @@ TEST_F(IngestTest, TokenRequiredWhenConfigured) {
     EXPECT_TRUE(d.Hello(1, "s3cret"));
     EXPECT_TRUE(d.Finish().ok());
   }
+  // Without the local identity, as a caller on another host.
+  auto query = xpu::v1::Query::NewStub(testing::TestChannel(engine_->port(), std::string()));
   grpc::ClientContext c1;
   xpu::v1::StatusReply status;
-  EXPECT_EQ(query_->Status(&c1, xpu::v1::StatusRequest(), &status).error_code(),
+  EXPECT_EQ(query->Status(&c1, xpu::v1::StatusRequest(), &status).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   grpc::ClientContext c2;
   c2.AddMetadata(rpc::kTokenMetadataKey, "s3cret");
-  EXPECT_TRUE(query_->Status(&c2, xpu::v1::StatusRequest(), &status).ok());
+  EXPECT_TRUE(query->Status(&c2, xpu::v1::StatusRequest(), &status).ok());
 }
 
 // Query, HangQuery, ProfileQuery and History share one token check
 // (common/rpc/token.h): no token or a wrong one (also one that is a prefix
 // of the right one) is UNAUTHENTICATED on every service; the right one gets
-// through to the service's own answer.
+// through to the service's own answer (here: no such job).
 TEST_F(IngestTest, EveryQueryServiceChecksTheSameToken) {
   EngineOptions o = TestOptions();
   o.token_file = testing::TempPath("token");
   std::ofstream(o.token_file) << "s3cret\n";
   StartEngine(o);
-  auto ch = grpc::CreateChannel("127.0.0.1:" + std::to_string(engine_->port()),
-                                grpc::InsecureChannelCredentials());
+  // Without the local identity, as a caller on another host.
+  auto ch = testing::TestChannel(engine_->port(), std::string());
+  auto query = xpu::v1::Query::NewStub(ch);
   auto hang = xpu::v1::HangQuery::NewStub(ch);
   auto profile = xpu::v1::ProfileQuery::NewStub(ch);
   auto history = xpu::v1::History::NewStub(ch);
@@ -173,7 +175,7 @@ TEST_F(IngestTest, EveryQueryServiceChecksTheSameToken) {
     };
     xpu::v1::StatusReply status;
     EXPECT_EQ(call([&](grpc::ClientContext* c) {
-                return query_->Status(c, xpu::v1::StatusRequest(), &status);
+                return query->Status(c, xpu::v1::StatusRequest(), &status);
               }),
               grpc::StatusCode::UNAUTHENTICATED)
         << token;
@@ -200,17 +202,16 @@ TEST_F(IngestTest, EveryQueryServiceChecksTheSameToken) {
   for (grpc::ClientContext* c : {&c1, &c2, &c3, &c4})
     c->AddMetadata(rpc::kTokenMetadataKey, "s3cret");
   xpu::v1::StatusReply status;
-  EXPECT_TRUE(query_->Status(&c1, xpu::v1::StatusRequest(), &status).ok());
+  EXPECT_TRUE(query->Status(&c1, xpu::v1::StatusRequest(), &status).ok());
   xpu::v1::HangRequest hreq;
   hreq.set_job("job1");
   xpu::v1::HangReply hrep;
-  EXPECT_TRUE(hang->Get(&c2, hreq, &hrep).ok());  // found: false, no hang seen
-  EXPECT_FALSE(hrep.found());
+  // The service's own answer: no such job.
+  EXPECT_EQ(hang->Get(&c2, hreq, &hrep).error_code(), grpc::StatusCode::NOT_FOUND);
   xpu::v1::ProfileRequest preq;
   preq.set_job("job1");
   xpu::v1::ProfileResult prep;
-  EXPECT_TRUE(profile->Latest(&c3, preq, &prep).ok());
-  EXPECT_FALSE(prep.found());
+  EXPECT_EQ(profile->Latest(&c3, preq, &prep).error_code(), grpc::StatusCode::NOT_FOUND);
   xpu::v1::CalibrationsReply crep;
   EXPECT_TRUE(history->Calibrations(&c4, xpu::v1::CalibrationsRequest(), &crep).ok());
 }
@@ -300,11 +301,11 @@ TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
   engine_->TickWindow();
   std::string text = engine_->metrics().Render();
   EXPECT_NE(
-      text.find("xpu_collective_busbw_bytes_per_second{job=\"jobC\",op=\"allreduce\"} 4194304000"),
+      text.find("xpu_collective_busbw_bytes_per_second{op=\"allreduce\",xpu_job=\"jobC\",xpu_job_name=\"\"} 4194304000"),
       std::string::npos)
       << text;
-  EXPECT_NE(text.find("xpu_ingest_records_total{job=\"jobC\"} 2"), std::string::npos) << text;
-  EXPECT_NE(text.find("xpu_job_ranks{job=\"jobC\",state=\"alive\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("xpu_ingest_records_total{xpu_job=\"jobC\",xpu_job_name=\"\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("xpu_job_ranks{state=\"alive\",xpu_job=\"jobC\",xpu_job_name=\"\"} 2"), std::string::npos) << text;
   // No collective completed in the next window: the series goes away
   // instead of showing a stale figure.
   engine_->TickWindow();
@@ -324,9 +325,50 @@ TEST_F(IngestTest, DropCountersBecomeDeltas) {
   }
   ASSERT_TRUE(d.Finish().ok());
   ASSERT_TRUE(WaitFor([&] { return RankRecords("jobD", "rank:0") == 2; }));
-  EXPECT_NE(engine_->metrics().Render().find("xpu_records_dropped_total{job=\"jobD\"} 15"),
+  const std::string text = engine_->metrics().Render();
+  EXPECT_NE(text.find("xpu_records_dropped_total{reason=\"ring_lapped\",xpu_job=\"jobD\",xpu_job_name=\"\"} 10"),
             std::string::npos)
-      << engine_->metrics().Render();
+      << text;
+  EXPECT_NE(text.find("xpu_records_dropped_total{reason=\"ring_full\",xpu_job=\"jobD\",xpu_job_name=\"\"} 5"),
+            std::string::npos)
+      << text;
+}
+
+// A flood of well-formed processes costs its sender its cap, never the
+// engine: processes beyond a cap are refused, by reason, and their records
+// counted; the engine keeps serving and keeps what it admitted.
+TEST_F(IngestTest, CapsRefuseAndCountTheExcess) {
+  EngineOptions o = TestOptions();
+  o.max_processes_per_stream = 6;
+  o.max_ranks_per_job = 4;
+  o.max_jobs = 2;
+  StartEngine(o);
+  FakeDaemon d(engine_->port(), "flood");
+  ASSERT_TRUE(d.Hello());
+  // job A: ranks 0..5, four admitted (ranks per job).
+  for (int r = 0; r < 6; ++r) ASSERT_TRUE(d.Send(RankBatch("jobA", r, 10, true, r + 1)));
+  // job B: two admitted before the stream's cap of six processes.
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(d.Send(RankBatch("jobB", r, 10, true, 10 + r)));
+  // A third job: beyond the engine's job cap.
+  ASSERT_TRUE(d.Send(RankBatch("jobC", 0, 10, true, 20)));
+  ASSERT_TRUE(d.Finish().ok());
+  ASSERT_TRUE(WaitFor([&] { return engine_->metrics().RejectedTotal() >= 5; }));
+  EXPECT_EQ(engine_->metrics().Rejected("ranks_per_job"), 2);
+  EXPECT_EQ(engine_->metrics().Rejected("processes_per_stream"), 2);
+  EXPECT_EQ(engine_->metrics().Rejected("jobs"), 1);
+  const std::string text = engine_->metrics().Render();
+  EXPECT_NE(text.find("xpu_ingest_rejected_records_total{reason=\"ranks_per_job\"} 20"),
+            std::string::npos)
+      << text;
+  auto a = engine_->registry().FindJob("jobA");
+  ASSERT_NE(a, nullptr);
+  {
+    std::lock_guard<std::mutex> l(a->mu());
+    EXPECT_EQ(a->processes().size(), 4u);
+  }
+  EXPECT_EQ(engine_->registry().FindJob("jobC"), nullptr);
+  EXPECT_EQ(RankRecords("jobB", "rank:1"), 10u);
+  EXPECT_EQ(RankRecords("jobB", "rank:2"), 0u);
 }
 
 TEST_F(IngestTest, RefusesNonLoopbackWithoutProtection) {

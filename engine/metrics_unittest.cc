@@ -40,32 +40,59 @@ TEST(MetricsTest, ServesMetricsAndHealthz) {
   Metrics m;
   ASSERT_TRUE(m.Serve("127.0.0.1:0").ok());
   ASSERT_GT(m.port(), 0);
+  m.EnsureJob("job-a", "llm");
   m.AddIngestedRecords("job-a", 4096);
   m.AddIngestedRecords("job-a", 4);
   m.AddBatch();
   m.AddRejected("protocol_version");
   m.AddRejected("protocol_version");
-  m.AddDropped("job-a", 3);
+  m.AddDropped("job-a", "ring_full", 3);
+  m.AddRejectedRecords("processes_per_stream", 7);
+  m.SetStore(true, 2, 5, 1);
   m.SetDaemonsConnected(2);
   m.SetJobRanks("job-a", "alive", 8);
-  m.SetRankLastRecordAge("job-a", "3", 1.5);
+  xpu::v1::ProcessIdentity id;
+  id.set_host("node0");
+  id.set_device(1);
+  id.set_gpu_model("NVIDIA H100 80GB HBM3");
+  id.set_gpu_uuid("GPU-1");
+  m.SetRankLastRecordAge("job-a", "3", id, 1.5);
   m.SetCollectiveBusBw("job-a", "allreduce", 1.25e11);
+  m.SetCollectiveBusBw("job-a", "send", 2e10);
+  m.ObserveWindowStep(0.02);
 
   std::string resp = HttpGet(m.port(), "/metrics");
   ASSERT_NE(resp.find("200 OK"), std::string::npos) << resp;
   for (const char* want : {
-           "xpu_ingest_records_total{job=\"job-a\"} 4100",
+           "xpu_ingest_records_total{xpu_job=\"job-a\",xpu_job_name=\"llm\"} 4100",
            "xpu_ingest_batches_total 1",
            "xpu_ingest_rejected_total{reason=\"protocol_version\"} 2",
-           "xpu_records_dropped_total{job=\"job-a\"} 3",
+           "xpu_ingest_rejected_total{reason=\"token\"} 0",
+           "xpu_records_dropped_total{reason=\"ring_full\",xpu_job=\"job-a\",xpu_job_name=\"llm\"} 3",
+           "xpu_records_dropped_total{reason=\"ring_lapped\",xpu_job=\"job-a\",xpu_job_name=\"llm\"} 0",
+           "xpu_ingest_records_skipped_total{reason=\"unknown_sig\",xpu_job=\"job-a\",xpu_job_name=\"llm\"} 0",
+           "xpu_ingest_rejected_records_total{reason=\"processes_per_stream\"} 7",
+           "xpu_db_write_failures_total 2",
+           "xpu_db_rows_pending 5",
+           "xpu_db_rows_dropped_total 1",
+           "xpu_db_degraded 1",
            "xpu_daemons_connected 2",
-           "xpu_job_ranks{job=\"job-a\",state=\"alive\"} 8",
-           "xpu_rank_last_record_age_seconds{job=\"job-a\",rank=\"3\"} 1.5",
-           "xpu_collective_busbw_bytes_per_second{job=\"job-a\",op=\"allreduce\"} 125000000000",
+           "xpu_job_ranks{state=\"alive\",xpu_job=\"job-a\",xpu_job_name=\"llm\"} 8",
+           "xpu_rank_last_record_age_seconds{Hostname=\"node0\",UUID=\"GPU-1\",gpu=\"1\","
+           "modelName=\"NVIDIA H100 80GB HBM3\",rank=\"3\",xpu_job=\"job-a\",xpu_job_name=\"llm\"} 1.5",
+           "xpu_collective_busbw_bytes_per_second{op=\"allreduce\",xpu_job=\"job-a\",xpu_job_name=\"llm\"} "
+           "125000000000",
+           "xpu_p2p_bandwidth_bytes_per_second{op=\"send\",xpu_job=\"job-a\",xpu_job_name=\"llm\"} 20000000000",
+           "xpu_window_step_seconds_count 1",
            "# TYPE xpu_ingest_records_total counter",
+           "# TYPE process_cpu_seconds_total counter",
+           "xpu_build_info{component=\"engine\",version=\"",
        }) {
     EXPECT_NE(resp.find(want), std::string::npos) << "missing: " << want << "\n" << resp;
   }
+  EXPECT_EQ(resp.find("xpu_collective_busbw_bytes_per_second{op=\"send\""), std::string::npos);
+  EXPECT_EQ(resp.find("{job=\""), std::string::npos) << "a `job` label: " << resp;
+  EXPECT_EQ(resp.find(",job=\""), std::string::npos) << "a `job` label: " << resp;
   EXPECT_DOUBLE_EQ(m.RejectedTotal(), 2);
 
   m.RemoveCollectiveBusBw("job-a", "allreduce");
@@ -74,6 +101,32 @@ TEST(MetricsTest, ServesMetricsAndHealthz) {
   std::string health = HttpGet(m.port(), "/healthz");
   EXPECT_NE(health.find("200 OK"), std::string::npos) << health;
   EXPECT_NE(health.find("\r\n\r\nok\n"), std::string::npos) << health;
+
+  m.SetHealthCheck([] { return std::string("degraded: history writes failing"); });
+  health = HttpGet(m.port(), "/healthz");
+  EXPECT_NE(health.find("200 OK"), std::string::npos) << health;
+  EXPECT_NE(health.find("degraded: history writes failing\n"), std::string::npos) << health;
+}
+
+TEST(MetricsTest, RetiredJobLeavesAndComesBackWithZeroedCounters) {
+  Metrics m;
+  m.EnsureJob("job-a", "");
+  m.EnsureJob("job-b", "");
+  m.AddIngestedRecords("job-a", 10);
+  m.SetJobRanks("job-a", "exited", 2);
+  m.RetireJob("job-a");
+  std::string text = m.Render();
+  EXPECT_EQ(text.find("xpu_job=\"job-a\""), std::string::npos) << text;
+  EXPECT_NE(text.find("xpu_job=\"job-b\""), std::string::npos) << text;
+  m.AddIngestedRecords("job-a", 5);  // ignored while retired
+  EXPECT_EQ(m.Render().find("xpu_job=\"job-a\""), std::string::npos);
+  m.ReviveJob("job-a");
+  text = m.Render();
+  EXPECT_NE(text.find("xpu_ingest_records_total{xpu_job=\"job-a\",xpu_job_name=\"\"} 0"),
+            std::string::npos)
+      << text;
+  m.ForgetJob("job-b");
+  EXPECT_EQ(m.Render().find("xpu_job=\"job-b\""), std::string::npos);
 }
 
 TEST(MetricsTest, BindFailureIsAStatus) {

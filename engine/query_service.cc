@@ -1,13 +1,34 @@
 #include "engine/query_service.h"
 
+#include <array>
 #include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/rpc/token.h"
 
 namespace xpu::engine {
 namespace {
+
+void FillLost(const std::array<uint64_t, kLossReasons>& lost,
+              google::protobuf::RepeatedPtrField<xpu::v1::LossCount>* out) {
+  for (int r = 0; r < kLossReasons; ++r) {
+    if (lost[r] == 0) continue;
+    xpu::v1::LossCount* c = out->Add();
+    c->set_reason(std::string(LossReasonName(r)));
+    c->set_records(lost[r]);
+  }
+}
+
+void FillStore(const history::StoreStatus& st, xpu::v1::StoreStatus* out) {
+  out->set_degraded(st.degraded);
+  out->set_error(st.error);
+  out->set_degraded_since_ns(st.degraded_since_ns);
+  out->set_write_failures(st.write_failures);
+  out->set_rows_pending(st.rows_pending);
+  out->set_rows_dropped(st.rows_dropped);
+}
+
+uint64_t SatAdd(uint64_t a, uint64_t b) { return a + b < a ? UINT64_MAX : a + b; }
 
 void FillJob(const JobSummary& s, xpu::v1::JobInfo* j) {
   j->set_job(s.job);
@@ -18,24 +39,29 @@ void FillJob(const JobSummary& s, xpu::v1::JobInfo* j) {
   j->set_last_seen_ns(s.last_seen_ns);
   j->set_records(s.records);
   j->set_state(s.state);
+  j->set_records_dropped(s.dropped);
+  j->set_owner_uid(s.owner_uid);
 }
 
 }  // namespace
 
 QueryService::QueryService(Registry& registry, Metrics& metrics, history::Store* store,
-                           std::string token, std::string engine_id, std::string version,
-                           uint64_t start_ns)
+                           const auth::Authorizer& authorizer, std::string engine_id,
+                           std::string version, uint64_t start_ns)
     : registry_(registry),
       metrics_(metrics),
       store_(store),
-      token_(std::move(token)),
+      authorizer_(authorizer),
       engine_id_(std::move(engine_id)),
       version_(std::move(version)),
       start_ns_(start_ns) {}
 
 grpc::Status QueryService::Status(grpc::ServerContext* ctx, const xpu::v1::StatusRequest*,
                                   xpu::v1::StatusReply* reply) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.Require(*ctx, auth::kRead, &caller); !st.ok()) return st;
+  reply->set_caller(caller.name);
+  if (store_ != nullptr) FillStore(store_->Status(), reply->mutable_store());
   const uint64_t now = registry_.Now();
   reply->set_engine_id(engine_id_);
   reply->set_version(version_);
@@ -52,46 +78,41 @@ grpc::Status QueryService::Status(grpc::ServerContext* ctx, const xpu::v1::Statu
     di->set_records_dropped(d.records_dropped);
     records += d.records;
   }
+  std::array<uint64_t, kLossReasons> lost{};
+  uint64_t dropped = 0;
   for (const JobSummary& s : registry_.JobSummaries(/*include_finished=*/false)) {
+    if (!caller.MayOnJob(auth::kRead, s.owner_uid)) continue;
     FillJob(s, reply->add_jobs());
-  }
-  reply->set_records_total(records);
-  reply->set_rejected_total(static_cast<uint64_t>(metrics_.RejectedTotal()));
-  ReplicaLister list;
-  {
-    std::lock_guard<std::mutex> l(replicas_mu_);
-    reply->set_replica_id(replica_id_);
-    list = list_replicas_;
-  }
-  if (list) {
-    // The database unreachable: the rest of the status still answers.
-    absl::StatusOr<std::vector<history::ReplicaRow>> rows = list();
-    for (const history::ReplicaRow& r : rows.ok() ? *rows : std::vector<history::ReplicaRow>{}) {
-      xpu::v1::ReplicaInfo* ri = reply->add_replicas();
-      ri->set_replica_id(r.replica_id);
-      ri->set_address(r.address);
-      ri->set_version(r.version);
-      ri->set_started_ns(r.started_ns);
-      ri->set_heartbeat_ns(r.heartbeat_ns);
-      ri->set_alive(r.alive);
-      ri->set_jobs(r.jobs);
+    dropped = SatAdd(dropped, s.dropped);
+    if (std::shared_ptr<JobState> job = registry_.FindJob(s.job)) {
+      std::lock_guard<std::mutex> l(job->mu());
+      for (const auto& [key, p] : job->processes()) {
+        for (int r = 0; r < kLossReasons; ++r) lost[r] = SatAdd(lost[r], p->lost[r]);
+      }
     }
   }
+  reply->set_records_dropped_total(dropped);
+  FillLost(lost, reply->mutable_lost());
+  reply->set_records_total(records);
+  reply->set_rejected_total(static_cast<uint64_t>(metrics_.RejectedTotal()));
   return grpc::Status::OK;
 }
 
 grpc::Status QueryService::Jobs(grpc::ServerContext* ctx, const xpu::v1::JobsRequest* req,
                                 xpu::v1::JobsReply* reply) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.Require(*ctx, auth::kRead, &caller); !st.ok()) return st;
   for (const JobSummary& s : registry_.JobSummaries(req->include_finished())) {
-    FillJob(s, reply->add_jobs());
+    if (caller.MayOnJob(auth::kRead, s.owner_uid)) FillJob(s, reply->add_jobs());
   }
   return grpc::Status::OK;
 }
 
 grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksRequest* req,
                                  xpu::v1::RanksReply* reply) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.RequireJob(*ctx, auth::kRead, req->job(), &caller); !st.ok())
+    return st;
   reply->set_job(req->job());
   std::shared_ptr<JobState> job = registry_.FindJob(req->job());
   if (job) {
@@ -109,6 +130,7 @@ grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksR
       r->set_dropped(p->dropped);
       r->set_signatures(p->sigs.size());
       *r->mutable_counters() = p->counters;
+      FillLost(p->lost, r->mutable_lost());
     }
     return grpc::Status::OK;
   }
@@ -136,15 +158,19 @@ grpc::Status QueryService::Ranks(grpc::ServerContext* ctx, const xpu::v1::RanksR
 grpc::Status QueryService::TimelineDump(grpc::ServerContext* ctx,
                                         const xpu::v1::TimelineDumpRequest* req,
                                         grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
-  if (!send_)
-    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no command channel to the daemons");
   if (req->job().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
-  absl::Status st =
-      timeline::RunTimelineDump(registry_, send_, *req, [&](const xpu::v1::TimelineDumpMessage& m) {
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.RequireJob(*ctx, auth::kAct, req->job(), &caller); !st.ok())
+    return st;
+  if (!send_)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no command channel to the daemons");
+  absl::Status st = timeline::RunTimelineDump(
+      registry_, send_, *req,
+      [&](const xpu::v1::TimelineDumpMessage& m) {
         return !ctx->IsCancelled() && writer->Write(m);
-      });
+      },
+      auth::ToCommandCaller(caller));
   if (st.ok()) return grpc::Status::OK;
   if (absl::IsNotFound(st))
     return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(st.message()));
@@ -153,7 +179,9 @@ grpc::Status QueryService::TimelineDump(grpc::ServerContext* ctx,
 
 grpc::Status QueryService::Diagnoses(grpc::ServerContext* ctx, const xpu::v1::DiagnosesRequest* req,
                                      xpu::v1::DiagnosesReply* reply) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.RequireJob(*ctx, auth::kRead, req->job(), &caller); !st.ok())
+    return st;
   reply->set_job(req->job());
   if (store_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no history store");
   // What the window thread enqueued must be visible to this query.

@@ -1,8 +1,9 @@
 // query_service — the Query endpoint the CLI talks to: Status, Jobs, Ranks.
 // Read-only; answers from the registry (live) and the store (history).
 //
-// Authentication: when the engine has a token, calls must carry it in the
-// "x-xpu-token" metadata entry (else UNAUTHENTICATED).
+// Authorization (engine/auth/authorizer.h): Status and Jobs list only the
+// jobs the caller may read; Ranks and Diagnoses need read on the job,
+// TimelineDump needs act (it makes the daemons send the job's records).
 // Thread-safety: handlers run concurrently; everything they touch is
 // thread-safe.
 #ifndef XPU_ENGINE_QUERY_SERVICE_H_
@@ -10,11 +11,9 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
-#include <vector>
 
-#include "engine/history/leases.h"
+#include "engine/auth/authorizer.h"
 #include "engine/history/store.h"
 #include "engine/metrics.h"
 #include "engine/state/registry.h"
@@ -25,8 +24,9 @@ namespace xpu::engine {
 
 class QueryService final : public xpu::v1::Query::Service {
  public:
-  QueryService(Registry& registry, Metrics& metrics, history::Store* store, std::string token,
-               std::string engine_id, std::string version, uint64_t start_ns);
+  QueryService(Registry& registry, Metrics& metrics, history::Store* store,
+               const auth::Authorizer& authorizer, std::string engine_id, std::string version,
+               uint64_t start_ns);
 
   grpc::Status Status(grpc::ServerContext* ctx, const xpu::v1::StatusRequest* req,
                       xpu::v1::StatusReply* reply) override;
@@ -42,27 +42,16 @@ class QueryService final : public xpu::v1::Query::Service {
                             grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) override;
   // How TimelineDump reaches the daemons; set once by the engine before serving.
   void SetCommandSender(CommandSender send) { send_ = std::move(send); }
-  // This engine's replica id and how to list the replicas of its database
-  // (StatusReply.replica_id, .replicas); set once the lease is registered.
-  using ReplicaLister = std::function<absl::StatusOr<std::vector<history::ReplicaRow>>()>;
-  void SetReplicas(std::string replica_id, ReplicaLister list) {
-    std::lock_guard<std::mutex> l(replicas_mu_);
-    replica_id_ = std::move(replica_id);
-    list_replicas_ = std::move(list);
-  }
 
  private:
   Registry& registry_;
   Metrics& metrics_;
   history::Store* store_;  // may be null
   CommandSender send_;     // empty: TimelineDump answers UNAVAILABLE
-  const std::string token_;
+  const auth::Authorizer& authorizer_;
   const std::string engine_id_;
   const std::string version_;
   const uint64_t start_ns_;
-  std::mutex replicas_mu_;
-  std::string replica_id_;
-  ReplicaLister list_replicas_;
 };
 
 }  // namespace xpu::engine

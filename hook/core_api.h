@@ -85,12 +85,14 @@ uint16_t StreamIndex(const void* stream);
 
 // A traced asynchronous GPU op, between the two calls below.
 struct OpHandle {
-  uint32_t slot = 0;  // index into the pending-op table; 0 = not tracked
+  // Nonzero when the op goes to the completion thread (an opaque id);
+  // 0 = not tracked.
+  uint32_t slot = 0;
   uint32_t sig_id = 0;
   uint64_t launch_ns = 0;  // CPU launch time
-  // For ops that could not be tracked (no event, pending table full, runtime
-  // not ready): EndGpuOp still writes a CPU-side record with
-  // XPU_REC_UNTRACKED so counts and sequence numbers stay complete.
+  // For ops that could not be tracked (runtime not ready, no lane):
+  // EndGpuOp still writes a CPU-side record with XPU_REC_UNTRACKED so counts
+  // and sequence numbers stay complete.
   uint32_t seq = 0;
   uint16_t stream = 0;
   uint8_t untracked = 0;
@@ -98,21 +100,46 @@ struct OpHandle {
   // XPU_SAMPLE_EVERY), whatever the timing policy and whether or not the
   // core times it: such launches get a Python call site (EmitCallsiteLink).
   uint8_t picked = 0;
+  // The caller may set this before EndGpuOp: the op needs its own completion
+  // marker (a collective that the NCCL profiler plugin was expected to time
+  // but did not claim).
+  uint8_t want_marker = 0;
+  // Core-private from here on.
+  int8_t device = -1;
+  uint16_t flags = 0;       // XPU_REC_* decided at launch
+  uint32_t ev_start = 0;    // timing events (EventPool handles), 0 = untimed
+  uint32_t ev_end = 0;
+  uint32_t hold = 0;        // stream hold (stream_hold.h), 0 = none
+  uint16_t calib_gen = 0;
 };
 
-// Before the real call: decides (per signature sampler, per policy, graph
-// capture) whether to time this occurrence, takes events from the pool and
-// records the start event on `stream` when timing. `seq` is the record's seq
-// field (per-communicator sequence for collectives; 0 lets the core use the
+// Before the real call: decides (per signature sampler, per policy) whether
+// to time this occurrence; a timed one takes two events from the pool, holds
+// the stream (stream_hold.h) and records the start event on `stream`. An
+// untimed op makes no CUDA call here. `seq` is the record's seq field
+// (per-communicator sequence for collectives; 0 lets the core use the
 // per-stream launch count). Never fails visibly: on any shortage the op is
-// simply not tracked (handle.slot == 0) and the shortage is counted.
+// recorded without GPU observation and the shortage is counted.
 OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t extra_flags);
 
-// After the real call returned `status` (0 = success): records the end /
-// completion event and hands the op to the completion thread, which writes
-// the record once the GPU has finished it. On failure the events are returned
-// to the pool and a record with XPU_REC_CALL_FAILED is written.
+// After the real call returned `status` (0 = success): a timed op records
+// its end event and releases its hold; an untimed op records a completion
+// marker when one is due on this stream for this thread (one per
+// XPU_MARKER_US, docs/timing-policy.md); then the op is handed to the
+// completion thread, which writes its record once the GPU is known to have
+// finished it. On failure a record with XPU_REC_CALL_FAILED is written.
 void EndGpuOp(const OpHandle& op, const void* stream, int status);
+
+// A host synchronization returned successfully on this thread: every op this
+// thread launched earlier on `stream` (all streams of the current device
+// when `all_streams`) is complete. Cheap; called by the sync interposers.
+void NoteHostSync(const void* stream, bool all_streams);
+
+// Stream capture began (+1) or ended (-1) through an interposed entry point.
+// While any capture is active every traced launch checks its stream's
+// capture status (XPU_REC_GRAPH_CAPTURE); otherwise only launches that
+// record an event do.
+void NoteCapture(int delta);
 
 // sig_id (XPU_OP_PY_CALLSITE, record.h) of the calling thread's Python
 // stack, or 0: feature off (XPU_PY_STACK_DEPTH=0, no Python in the process),

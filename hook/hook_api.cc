@@ -37,6 +37,10 @@ XPU_EXPORT int xpu_hook_api_version(void) {
   return XPU_HOOK_API_VERSION;
 }
 
+// Called by the Python package with the GIL held (ctypes.PyDLL), at import:
+// validates and turns on the GIL-free Python call-site walk (py_callsite.h).
+XPU_EXPORT int xpu_py_frames_selftest(void) { return PyFramesSelfTest(); }
+
 XPU_EXPORT int xpu_is_enabled(void) { return HostActive() ? 1 : 0; }
 
 XPU_EXPORT int xpu_set_enabled(int enabled) {
@@ -75,6 +79,20 @@ XPU_EXPORT int xpu_emit_host_event(uint32_t sig_id, uint64_t start_ns, uint64_t 
 XPU_EXPORT int xpu_emit_record(const xpu_record_v1* rec) {
   if (!HostActive() || rec == nullptr) return -1;
   Count(XPU_CNT_PLUGIN_EVENTS);
+  // The NCCL profiler plugin writes a collective's timing record once NCCL
+  // reported its kernel finished: that also completes the interposer's
+  // record of the op and every earlier op of its thread on its stream
+  // (completion_tracker.h).
+  if ((rec->flags & XPU_REC_PLUGIN) != 0) {
+    if (Runtime* rt = GetRuntime()) {
+      PluginNotice n;
+      n.ns = NowNs();
+      n.sig_id = rec->sig_id;
+      n.seq = rec->seq;
+      n.stream = rec->stream;
+      rt->tracker.PushNotice(n);  // full: the next marker completes it
+    }
+  }
   return WriteRecord(*rec) ? 0 : -1;
 }
 

@@ -193,7 +193,7 @@ echo "job $ENGINE_JOB: $(ranks_alive "$ENGINE_JOB") of $NPROC ranks alive"
 LIVE_METRICS=$TMP/metrics.live
 for ((i = 0; i < 100; i++)); do
   fetch_metrics >"$LIVE_METRICS" 2>/dev/null
-  grep -q "^xpu_collective_busbw_bytes_per_second{job=\"$ENGINE_JOB\"" "$LIVE_METRICS" && break
+  grep -q "^xpu_collective_busbw_bytes_per_second{.*xpu_job=\"$ENGINE_JOB\"" "$LIVE_METRICS" && break
   kill -0 "$JOB_PID" 2>/dev/null || break
   sleep 0.3
 done
@@ -238,7 +238,7 @@ def parse(path):
         m = re.match(r'^(\w+)\{(.*)\}\s+(\S+)$', line)
         if m:
             labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
-            if labels.get("job") == job:
+            if labels.get("xpu_job") == job:
                 out.append((m.group(1), labels, float(m.group(3))))
     return out
 
@@ -252,7 +252,7 @@ for state in ("alive", "silent", "exited"):
     v = get(final, "xpu_job_ranks", state=state)
     print("  ranks %-17s %d" % (state, v[0] if v else 0))
 dropped = get(final, "xpu_records_dropped_total")
-print("  records dropped         %d" % (dropped[0] if dropped else 0))
+print("  records dropped         %d" % sum(dropped))  # one series per reason
 bw = [(l.get("op"), v) for n, l, v in live if n == "xpu_collective_busbw_bytes_per_second"]
 for op, v in sorted(bw):
     print("  busbw %-17s %.2f GB/s (while training)" % (op, v / 1e9))

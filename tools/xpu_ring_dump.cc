@@ -39,7 +39,8 @@ const char* kCounterNames[] = {
     "dropped_full",        "sig_table_full",    "str_arena_full",  "event_pool_empty",
     "pending_full",        "cuda_error",        "symbol_missing",  "reentrant",
     "capture_skipped",     "launches_untraced", "records_written", "sampled",
-    "daemon_connect_fail", "plugin_events",     "py_events",       "internal"};
+    "daemon_connect_fail", "plugin_events",     "py_events",       "internal",
+    "ring_not_sealed",     "ring_file_refused",   "hold_timeout",    "uncovered"};
 
 // Names are sanitised to printable ASCII by the reader; quoted for CSV.
 using xpu::json::Json;

@@ -93,6 +93,8 @@ def main() -> int:
     ap.add_argument("--parallel", choices=["ddp", "fsdp"], default="ddp")
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=0.0,
+                    help="stop after this many seconds of steps (all ranks at the same step; 0: --steps only)")
     ap.add_argument("--ffn", type=int, default=0, help="FFN width (default 4*hidden); 8484 reproduces the paper's case")
     ap.add_argument("--sync-inside", action="store_true", help="inject torch.cuda.synchronize() in every block")
     ap.add_argument("--workers", type=int, default=2)
@@ -106,6 +108,11 @@ def main() -> int:
                     help="the fault rank's DataLoader spends this much longer per batch (sleep in its workers)")
     ap.add_argument("--gc-garbage", type=int, default=0,
                     help="the fault rank creates this many cyclic objects per step and runs gc.collect() (GC stalls)")
+    ap.add_argument("--sync-fault-rank", action="store_true",
+                    help="with --sync-inside: only the fault rank synchronizes inside every block")
+    ap.add_argument("--side-gemms", type=int, default=0,
+                    help="the fault rank runs this many extra hidden x hidden GEMMs per step on a second stream, "
+                         "which the step then waits for (extra per-rank GPU work)")
     ap.add_argument("--torch-profiler", default="",
                     help="run the steps under torch.profiler (CPU+CUDA) and write its Chrome trace to this path prefix")
     args = ap.parse_args()
@@ -115,8 +122,11 @@ def main() -> int:
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     torch.manual_seed(0)
+    sync_inside = args.sync_inside and (not args.sync_fault_rank or rank == args.fault_rank)
     model = GPT(cfg["layers"], cfg["hidden"], cfg["heads"], cfg["seq"], args.ffn or 4 * cfg["hidden"],
-                args.sync_inside).cuda().to(torch.bfloat16)
+                sync_inside).cuda().to(torch.bfloat16)
+    side = torch.cuda.Stream() if args.side_gemms and rank == args.fault_rank else None
+    side_a = torch.randn(cfg["hidden"] * 2, cfg["hidden"] * 2, device="cuda", dtype=torch.bfloat16) if side else None
     if args.parallel == "ddp":
         model = nn.parallel.DistributedDataParallel(model, device_ids=[local])
     else:
@@ -132,9 +142,17 @@ def main() -> int:
         from torch.profiler import ProfilerActivity, profile
         prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
         prof.__enter__()
+    started = None
     for step, batch in enumerate(loader):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
+        if args.seconds:
+            # Every rank stops at the same step: rank 0's clock decides.
+            started = started or t0
+            stop = torch.tensor([1.0 if rank == 0 and t0 - started >= args.seconds else 0.0], device="cuda")
+            dist.broadcast(stop, 0)
+            if stop.item():
+                break
         if rank == args.fault_rank and step == args.python_hang_at:
             print(f"rank {rank}: sleeping forever at step {step}", flush=True)
             while True:
@@ -146,11 +164,18 @@ def main() -> int:
             make_cyclic_garbage(args.gc_garbage)
             gc.collect()
         batch = batch.cuda(non_blocking=True)
+        if side is not None:
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(args.side_gemms):
+                    side_a @ side_a
         logits = model(batch[:, :-1])
         loss = F.cross_entropy(logits.float().view(-1, VOCAB), batch[:, 1:].reshape(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if side is not None:
+            torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         if step >= args.warmup:

@@ -12,19 +12,23 @@ batches outside the timed region):
 
     not sampled    XPU_SAMPLE_FIRST=0 XPU_SAMPLE_EVERY=0: traced, never picked
     no stack       every launch sampled, XPU_PY_STACK_DEPTH=0
-    stack          every launch sampled, XPU_PY_STACK_DEPTH=8 (the default)
+    stack          every launch sampled, XPU_PY_STACK_DEPTH=8 (the default):
+                   the GIL-free walk (py_frames.h), turned on by the child's
+                   import of xputimer
+    C-API stack    the same with XPU_PY_STACK_GIL_FREE=0: the C-API walk,
+                   only for launches made with the GIL held
 
 and, in each child, the loops
 
     GEMM, GIL held        cublasSgemm_v2 through ctypes.PyDLL, called 7 Python
                           frames deep (a stack of 8 frames with <module>)
-    GEMM, GIL released    the same through ctypes.CDLL: the hook only checks
+    GEMM, GIL released    the same through ctypes.CDLL, as PyTorch launches
     AllReduce, GIL held   ncclAllReduce on a 1-rank communicator, PyDLL
     GEMM, new stack       1024 distinct call sites, each called once: every
                           call is a cache miss (names the stack, interns it)
 
-"added by the stack" = stack - no stack: the CPU time the call-site walk adds
-to a sampled launch. The ctypes call and the runtime's own enqueue are in
+"added" = stack - no stack (and C-API stack - no stack): the CPU time the
+call-site walk adds to a sampled launch. The ctypes call and the runtime's own enqueue are in
 every figure alike; read the added ns against the no-stack baseline.
 """
 
@@ -42,6 +46,8 @@ CONFIGS = [
     ("not sampled", {"XPU_SAMPLE_FIRST": "0", "XPU_SAMPLE_EVERY": "0", "XPU_PY_STACK_DEPTH": "8"}),
     ("no stack", {"XPU_SAMPLE_FIRST": "0", "XPU_SAMPLE_EVERY": "1", "XPU_PY_STACK_DEPTH": "0"}),
     ("stack", {"XPU_SAMPLE_FIRST": "0", "XPU_SAMPLE_EVERY": "1", "XPU_PY_STACK_DEPTH": "8"}),
+    ("C-API stack", {"XPU_SAMPLE_FIRST": "0", "XPU_SAMPLE_EVERY": "1", "XPU_PY_STACK_DEPTH": "8",
+                     "XPU_PY_STACK_GIL_FREE": "0"}),
 ]
 LOOPS = [("gemm_hold", "GEMM, GIL held"), ("gemm_free", "GEMM, GIL released"),
          ("ar_hold", "AllReduce, GIL held"), ("miss", "GEMM, new stack (cache miss)")]
@@ -50,6 +56,9 @@ LOOPS = [("gemm_hold", "GEMM, GIL held"), ("gemm_free", "GEMM, GIL released"),
 def child(iters):
     import ctypes
     from ctypes import byref, c_int, c_size_t, c_void_p
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+    import xputimer.callsite  # noqa: F401  (the GIL-free walk's self-test)
+    gil_free = sys.modules["xputimer.callsite"].GIL_FREE
     lib_dir = os.environ["FAKE_LIB_DIR"]
     for name in ("libcudart.so.13", "libcublas.so.13", "libnccl.so.2"):
         ctypes.CDLL(os.path.join(lib_dir, name), mode=os.RTLD_GLOBAL)
@@ -122,6 +131,7 @@ def child(iters):
     hold.cudaDeviceSynchronize()
     assert hold.ncclCommDestroy(comm) == 0
     res["pid"] = os.getpid()
+    res["gil_free"] = gil_free
     print(json.dumps(res))
 
 
@@ -166,7 +176,7 @@ def main():
                 return 1
             r = json.loads(p.stdout.strip().splitlines()[-1])
             path = os.path.join(ring_dir, "xpu-ring-%d.bin" % r["pid"])
-            extra[cfg] = ring_counts(path)
+            extra[cfg] = ring_counts(path) + (r["gil_free"],)
             os.unlink(path)
             for loop, _ in LOOPS:
                 key = (cfg, loop)
@@ -174,14 +184,16 @@ def main():
     os.rmdir(ring_dir)
     print("callsite_bench: ns per call from Python (ctypes), min of %d medians, %d calls per loop"
           % (a.repeats, a.iters))
-    print("  %-30s %12s %12s %12s %14s" % ("loop", "not sampled", "no stack", "stack",
-                                           "added by stack"))
+    print("  %-30s %12s %12s %12s %12s %10s %10s" % ("loop", "not sampled", "no stack", "stack",
+                                                     "C-API stack", "added", "added C-API"))
     for loop, label in LOOPS:
         row = [best[(cfg, loop)] for cfg, _ in CONFIGS]
-        print("  %-30s %12.0f %12.0f %12.0f %+14.0f" % (label, row[0], row[1], row[2], row[2] - row[1]))
+        print("  %-30s %12.0f %12.0f %12.0f %12.0f %+10.0f %+10.0f"
+              % (label, row[0], row[1], row[2], row[3], row[2] - row[1], row[3] - row[1]))
     for cfg, _ in CONFIGS:
-        dropped, links = extra[cfg]
-        print("  %-12s ring: dropped=%d call-site links=%d" % (cfg, dropped, links))
+        dropped, links, gil_free = extra[cfg]
+        print("  %-12s ring: dropped=%d call-site links=%d gil-free walk=%s"
+              % (cfg, dropped, links, "on" if gil_free else "off"))
     return 0
 
 

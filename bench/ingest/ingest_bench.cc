@@ -29,6 +29,7 @@
 #include "common/logging/logging.h"
 #include "engine/engine.h"
 #include "engine/state/batch_builder.h"
+#include "engine/testing/fake_daemon.h"
 #include "xpu/v1/common.pb.h"
 #include "xpu/v1/ingest.grpc.pb.h"
 #include "xpu/v1/query.grpc.pb.h"
@@ -98,18 +99,25 @@ void RunStream(int port, int stream_id, const Args& a, std::atomic<bool>& stop, 
   grpc::ChannelArguments ch_args;
   ch_args.SetInt("xpu.bench.stream", stream_id);  // distinct args: own connection
   ch_args.SetMaxSendMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
-                                           grpc::InsecureChannelCredentials(), ch_args);
+  auto channel = xpu::engine::testing::TestChannel(port, std::nullopt, ch_args);
   auto stub = xpu::v1::Ingest::NewStub(channel);
   grpc::ClientContext ctx;
   auto stream = stub->Stream(&ctx);
-  stream->Write(xpu::engine::MakeHello("bench-" + std::to_string(stream_id), "bench-host"));
+  stream->Write(xpu::engine::MakeHello("bench-" + std::to_string(stream_id), "bench-host", 1,
+                                       xpu::engine::testing::LocalToken(port)));
   xpu::v1::EngineMessage ack;
   if (!stream->Read(&ack) || !ack.ack().accepted()) {
     res->ok = false;
     res->error = "hello not accepted";
     return;
   }
+  // The engine acknowledges every batch: read them as a daemon does, or its
+  // writes stall on flow control.
+  std::thread acks([&stream] {
+    xpu::v1::EngineMessage m;
+    while (stream->Read(&m)) {
+    }
+  });
   // One message per rank; signatures only in the first round.
   std::vector<xpu::v1::DaemonMessage> first(a.ranks), rest(a.ranks);
   std::vector<std::vector<size_t>> coll_offsets(a.ranks);
@@ -166,6 +174,7 @@ void RunStream(int port, int stream_id, const Args& a, std::atomic<bool>& stop, 
     first_round = false;
   }
   stream->WritesDone();
+  acks.join();
   grpc::Status st = stream->Finish();
   if (!st.ok()) {
     res->ok = false;
@@ -227,7 +236,7 @@ int main(int argc, char** argv) {
 
   // What the engine says it ingested.
   auto query = xpu::v1::Query::NewStub(
-      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+      xpu::engine::testing::TestChannel(port));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   xpu::v1::StatusReply status;

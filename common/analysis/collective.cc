@@ -9,6 +9,10 @@ namespace xpu::analysis {
 
 std::vector<CollInstance> GroupCollectives(const std::vector<RankTrace>& ranks, uint64_t from_ns,
                                            uint64_t to_ns) {
+  std::vector<int32_t> ids;
+  for (const RankTrace& t : ranks) ids.push_back(t.rank);
+  std::sort(ids.begin(), ids.end());
+  const bool unique_ranks = std::adjacent_find(ids.begin(), ids.end()) == ids.end();
   std::map<std::pair<uint64_t, uint32_t>, CollInstance> by_key;
   for (const RankTrace& t : ranks) {
     for (const Op& op : t.ops) {
@@ -27,10 +31,22 @@ std::vector<CollInstance> GroupCollectives(const std::vector<RankTrace>& ranks, 
       }
       // One member per rank: with the NCCL profiler plugin a rank has the
       // interposer's untimed record and the plugin's timed one (same seq).
+      // A rank's ops are added together (one RankTrace after the other), so
+      // with distinct ranks its member, if any, is the last one: no scan of
+      // the member list, which would make a collective of N ranks cost N^2.
       CollMember m{t.rank, op.start_ns, op.end_ns(), op.timed()};
-      auto same = std::find_if(c.members.begin(), c.members.end(),
-                               [&](const CollMember& x) { return x.rank == t.rank; });
-      if (same == c.members.end()) {
+      CollMember* same = nullptr;
+      if (!c.members.empty() && c.members.back().rank == t.rank) {
+        same = &c.members.back();
+      } else if (!unique_ranks) {
+        for (CollMember& x : c.members) {
+          if (x.rank == t.rank) {
+            same = &x;
+            break;
+          }
+        }
+      }
+      if (same == nullptr) {
         c.members.push_back(m);
       } else if (!same->timed || m.timed) {
         *same = m;
@@ -87,26 +103,40 @@ std::vector<CommBandwidth> CommunicatorBandwidth(const std::vector<RankTrace>& r
   std::map<int32_t, std::string> host_of;
   for (const RankTrace& t : ranks) host_of[t.rank] = t.host;
   // (comm, kind, bytes) so that one communicator's ops of different sizes
-  // are compared with like only.
-  std::map<std::tuple<uint64_t, uint16_t, uint64_t>, CommBandwidth> acc;
+  // are compared with like only. Member ranks are collected as a list and
+  // made a set once at the end: a set insert per member and instance would
+  // dominate the cost for communicators of many ranks.
+  struct Acc {
+    CommBandwidth b;
+    std::vector<int32_t> ranks;
+  };
+  std::map<std::tuple<uint64_t, uint16_t, uint64_t>, Acc> acc;
   for (const CollInstance& c : GroupCollectives(ranks, from_ns, to_ns)) {
     LastArrival la = MeasureLastArrival(c);
     if (!la.valid) continue;
-    CommBandwidth& b = acc[{c.comm_id, c.kind, c.bytes}];
+    Acc& a = acc[{c.comm_id, c.kind, c.bytes}];
+    CommBandwidth& b = a.b;
     b.comm_id = c.comm_id;
     b.kind = c.kind;
     b.nranks = c.nranks;
     b.bytes = c.bytes;
-    for (const CollMember& m : c.members) {
-      b.ranks.insert(m.rank);
-      b.hosts.insert(host_of[m.rank]);
+    for (const CollMember& m : c.members) a.ranks.push_back(m.rank);
+    if (a.ranks.size() > 4 * static_cast<size_t>(std::max(c.nranks, 1))) {
+      std::sort(a.ranks.begin(), a.ranks.end());
+      a.ranks.erase(std::unique(a.ranks.begin(), a.ranks.end()), a.ranks.end());
     }
     ++b.count;
     b.bus_bytes += static_cast<double>(c.bytes) * c.factor;
     b.seconds += la.seconds;
   }
   std::vector<CommBandwidth> out;
-  for (auto& [k, b] : acc) out.push_back(std::move(b));
+  for (auto& [k, a] : acc) {
+    std::sort(a.ranks.begin(), a.ranks.end());
+    a.ranks.erase(std::unique(a.ranks.begin(), a.ranks.end()), a.ranks.end());
+    a.b.ranks.insert(a.ranks.begin(), a.ranks.end());
+    for (int32_t r : a.ranks) a.b.hosts.insert(host_of[r]);
+    out.push_back(std::move(a.b));
+  }
   return out;
 }
 

@@ -55,7 +55,8 @@ TEST(GemmTest, UntimedCollectiveCountsOnlyWithoutATimedRecord) {
   t.ops.push_back(MakeOp(2, XPU_OP_ALLREDUCE, 8000000, 2000000, 2, XPU_REC_NOT_TIMED, 2));
   t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 9000000, 100000));
   t.Sort();
-  const GemmStat& s = GemmTflops(t).begin()->second;
+  const auto stats = GemmTflops(t);
+  const GemmStat& s = stats.begin()->second;
   EXPECT_EQ(s.count, 1u);
   EXPECT_EQ(s.excluded_overlap, 2u);
 }

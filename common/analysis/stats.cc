@@ -84,4 +84,106 @@ double Wasserstein1(std::vector<double> a, std::vector<double> b) {
   return w;
 }
 
+std::vector<double> PrefixSums(const std::vector<double>& sorted) {
+  std::vector<double> p(sorted.size() + 1, 0);
+  for (size_t i = 0; i < sorted.size(); ++i) p[i + 1] = p[i] + sorted[i];
+  return p;
+}
+
+size_t PoolComplement::PoolLe(double x) const {
+  return static_cast<size_t>(std::upper_bound(pool_.begin(), pool_.end(), x) - pool_.begin());
+}
+
+size_t PoolComplement::PoolLt(double x) const {
+  return static_cast<size_t>(std::lower_bound(pool_.begin(), pool_.end(), x) - pool_.begin());
+}
+
+double PoolComplement::OtherAt(size_t k) const {
+  // The smallest pool value x with #others <= x > k; others <= x is
+  // PoolLe(x) - #mine <= x, non-decreasing along the sorted pool.
+  size_t lo = 0, hi = pool_.size() - 1;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo) / 2;
+    const double x = pool_[mid];
+    const size_t mine_le =
+        static_cast<size_t>(std::upper_bound(mine_.begin(), mine_.end(), x) - mine_.begin());
+    if (PoolLe(x) - mine_le > k) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return pool_[lo];
+}
+
+double PoolComplement::Quantile(double q) const {
+  const size_t n = size();
+  if (n == 0) return 0;
+  q = std::clamp(q, 0.0, 1.0);
+  const double pos = q * static_cast<double>(n - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(lo + 1, n - 1);
+  const double frac = pos - static_cast<double>(lo);
+  const double vlo = OtherAt(lo), vhi = hi == lo ? vlo : OtherAt(hi);
+  return vlo + (vhi - vlo) * frac;
+}
+
+double PoolComplement::KsDistance() const {
+  // sup |F_mine - F_others| is reached at a value of `mine` or just before
+  // one: between two of mine's values F_mine is flat and F_others rises.
+  // The figures are the same counts divided as analysis::KsDistance does.
+  if (mine_.empty() || size() == 0) return 0;
+  const double na = static_cast<double>(mine_.size()), nb = static_cast<double>(size());
+  double d = 0;
+  size_t i = 0;
+  while (i < mine_.size()) {
+    const double v = mine_[i];
+    size_t j = i;
+    while (j < mine_.size() && mine_[j] <= v) ++j;
+    const size_t others_lt = PoolLt(v) - i, others_le = PoolLe(v) - j;
+    d = std::max(d, std::fabs(static_cast<double>(i) / na - static_cast<double>(others_lt) / nb));
+    d = std::max(d, std::fabs(static_cast<double>(j) / na - static_cast<double>(others_le) / nb));
+    i = j;
+  }
+  return d;
+}
+
+double PoolComplement::PoolIntegral(double u, double w) const {
+  if (w <= u) return 0;
+  const size_t pu = PoolLe(u), pw = PoolLe(w);
+  return static_cast<double>(pu) * (w - u) + static_cast<double>(pw - pu) * w -
+         (prefix_[pw] - prefix_[pu]);
+}
+
+double PoolComplement::Wasserstein1() const {
+  if (mine_.empty() || size() == 0) return 0;
+  const double na = static_cast<double>(mine_.size()), nb = static_cast<double>(size());
+  // On [u, w) F_mine is c and mine has `a` samples <= x, so F_others(x) =
+  // (PoolLe(x) - a) / nb, rising; |c - F_others| splits where it crosses c.
+  auto piece = [&](double u, double w, double c, size_t a) {
+    if (w <= u) return 0.0;
+    const double target = static_cast<double>(a) + c * nb;  // PoolLe(x) >= target: above c
+    size_t k = static_cast<size_t>(std::ceil(target - 1e-9));
+    double cross = w;
+    if (k == 0) {
+      cross = u;
+    } else if (k <= pool_.size()) {
+      cross = std::clamp(pool_[k - 1], u, w);
+    }
+    const double below = c * (cross - u) - (PoolIntegral(u, cross) - static_cast<double>(a) * (cross - u)) / nb;
+    const double above = (PoolIntegral(cross, w) - static_cast<double>(a) * (w - cross)) / nb - c * (w - cross);
+    return below + above;
+  };
+  double total = piece(pool_.front(), mine_.front(), 0, 0);
+  size_t i = 0;
+  while (i < mine_.size()) {
+    size_t j = i;
+    while (j < mine_.size() && mine_[j] <= mine_[i]) ++j;
+    const double next = j < mine_.size() ? mine_[j] : pool_.back();
+    total += piece(mine_[i], next, static_cast<double>(j) / na, j);
+    i = j;
+  }
+  return total;
+}
+
 }  // namespace xpu::analysis

@@ -32,6 +32,37 @@ double KsDistance(std::vector<double> a, std::vector<double> b);
 // distributions: the integral of |F_a - F_b|, in the unit of the samples.
 double Wasserstein1(std::vector<double> a, std::vector<double> b);
 
+// The samples of a pool without a sub-multiset of them ("the other ranks'
+// samples" when the pool holds every rank's), answered without building the
+// difference: O(|mine| log |pool|) per call instead of O(|pool|), so that
+// comparing each of N ranks with the others stays O(N log N) overall.
+// `pool` (every sample, sorted ascending) and `prefix` (PrefixSums(pool))
+// are shared by all queries; `mine` (sorted ascending) must be contained in
+// the pool. KsDistance and Quantile give exactly what KsDistance(mine,
+// others) and Quantile(others, q) give; Wasserstein1 is the same integral,
+// summed in another order (equal up to floating-point rounding).
+class PoolComplement {
+ public:
+  PoolComplement(const std::vector<double>& pool, const std::vector<double>& prefix,
+                 const std::vector<double>& mine)
+      : pool_(pool), prefix_(prefix), mine_(mine) {}
+  size_t size() const { return pool_.size() - mine_.size(); }
+  double Quantile(double q) const;
+  double KsDistance() const;
+  double Wasserstein1() const;
+
+ private:
+  size_t PoolLe(double x) const;   // pool samples <= x
+  size_t PoolLt(double x) const;   // pool samples < x
+  double PoolIntegral(double u, double w) const;  // integral over [u, w] of PoolLe(x) dx
+  double OtherAt(size_t k) const;  // k-th smallest (0-based) of the others
+  const std::vector<double>& pool_;
+  const std::vector<double>& prefix_;
+  const std::vector<double>& mine_;
+};
+// prefix[i] = sum of sorted[0..i) (size n + 1).
+std::vector<double> PrefixSums(const std::vector<double>& sorted);
+
 }  // namespace xpu::analysis
 
 #endif  // XPU_COMMON_ANALYSIS_STATS_H_

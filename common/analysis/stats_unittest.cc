@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 namespace xpu::analysis {
 namespace {
 
@@ -46,6 +49,43 @@ TEST(StatsTest, Wasserstein) {
   EXPECT_DOUBLE_EQ(Wasserstein1({1, 2, 3}, {1, 2, 3}), 0);
   // {0, 10} vs {0, 0}: half the mass moves by 10 -> 5.
   EXPECT_DOUBLE_EQ(Wasserstein1({0, 10}, {0, 0}), 5);
+}
+
+// PoolComplement answers for "the pool without mine" what the explicit
+// difference answers: the same KS statistic and quantiles bit for bit, the
+// same W1 up to rounding. Random pools with many ties (integer samples).
+TEST(StatsTest, PoolComplementEqualsTheExplicitOthers) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int ranks = 2 + static_cast<int>(rng() % 12);
+    std::vector<std::vector<double>> per_rank(static_cast<size_t>(ranks));
+    std::vector<double> pool;
+    for (auto& v : per_rank) {
+      const int n = static_cast<int>(rng() % 30);
+      const int spread = 1 + static_cast<int>(rng() % 50);
+      const int shift = static_cast<int>(rng() % 40);
+      for (int i = 0; i < n; ++i) v.push_back(static_cast<double>(shift + rng() % spread));
+      pool.insert(pool.end(), v.begin(), v.end());
+    }
+    std::sort(pool.begin(), pool.end());
+    const std::vector<double> prefix = PrefixSums(pool);
+    for (int i = 0; i < ranks; ++i) {
+      std::vector<double> others;
+      for (int j = 0; j < ranks; ++j) {
+        if (j != i) others.insert(others.end(), per_rank[j].begin(), per_rank[j].end());
+      }
+      std::vector<double> mine = per_rank[static_cast<size_t>(i)];
+      std::sort(mine.begin(), mine.end());
+      PoolComplement pc(pool, prefix, mine);
+      ASSERT_EQ(pc.size(), others.size());
+      EXPECT_EQ(pc.KsDistance(), KsDistance(mine, others)) << trial << "/" << i;
+      for (double q : {0.0, 0.1, 0.5, 0.9, 1.0}) {
+        EXPECT_EQ(pc.Quantile(q), Quantile(others, q)) << trial << "/" << i << " q " << q;
+      }
+      EXPECT_NEAR(pc.Wasserstein1(), Wasserstein1(mine, others), 1e-9 * (1 + pool.back()))
+          << trial << "/" << i;
+    }
+  }
 }
 
 }  // namespace

@@ -178,7 +178,167 @@ RingReader::RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layou
     const uint64_t r = Load64(&header_->read_index, false);
     // A read_index beyond write_index is garbage; start from what is there.
     cursor_ = r <= w ? r : w;
+    RestoreConsumerState(cursor_, w);
   }
+}
+
+uint64_t RingReaderCounters::LostTotal() const {
+  uint64_t total = 0;
+  for (uint64_t v : {records_corrupt, records_lapped, records_abandoned, records_resync,
+                     records_restart, records_buffer, records_rejected}) {
+    total = total + v < total ? UINT64_MAX : total + v;  // saturating: never wraps
+  }
+  return total;
+}
+
+xpu_ring_consumer_v1* RingReader::consumer() const {
+  return reinterpret_cast<xpu_ring_consumer_v1*>(base_ + XPU_RING_CONSUMER_OFFSET);
+}
+
+// Losses persisted by earlier readers of this ring are the starting point;
+// the acknowledged position, if it fits the indices, is where reading
+// resumes. A block that does not fit (scribbled over) is ignored as a whole.
+void RingReader::RestoreConsumerState(uint64_t read_index, uint64_t write_index) {
+  acked_ = read_index;
+  xpu_ring_consumer_v1 c;
+  if (Load32(&consumer()->magic, true) == XPU_RING_CONSUMER_MAGIC &&
+      Copy(&c, consumer(), sizeof(c)) && c.acked_index <= read_index &&
+      read_index <= write_index && c.unsettled_lost <= read_index - c.acked_index) {
+    counters_.records_corrupt = c.lost[XPU_LOSS_CORRUPT];
+    counters_.records_lapped = c.lost[XPU_LOSS_LAPPED];
+    counters_.records_abandoned = c.lost[XPU_LOSS_ABANDONED];
+    counters_.records_resync = c.lost[XPU_LOSS_RESYNC];
+    counters_.records_restart = c.lost[XPU_LOSS_RESTART];
+    counters_.records_buffer = c.lost[XPU_LOSS_BUFFER];
+    counters_.records_rejected = c.lost[XPU_LOSS_REJECTED];
+    counters_.resyncs = c.resyncs;
+    bias_ = c.position_bias;
+    acked_ = c.acked_index;
+    // Read again what the previous reader had read but the engine had not
+    // acknowledged.
+    replay_end_ = read_index;
+    replay_known_lost_ = c.unsettled_lost;
+    cursor_ = c.acked_index;
+  }
+  PersistConsumerState();
+}
+
+void RingReader::PersistConsumerState() {
+  if (options_.read_only || faulted_) return;
+  xpu_ring_consumer_v1* c = consumer();
+  const uint64_t lost[XPU_LOSS_MAX] = {counters_.records_corrupt, counters_.records_lapped,
+                                       counters_.records_abandoned, counters_.records_resync,
+                                       counters_.records_restart, counters_.records_buffer,
+                                       counters_.records_rejected, 0};
+  bool ok = ShmStoreRelaxed32(&c->resyncs, static_cast<uint32_t>(counters_.resyncs)) &&
+            ShmStoreRelaxed64(&c->acked_index, acked_) &&
+            ShmStoreRelaxed64(&c->position_bias, bias_) &&
+            ShmStoreRelaxed64(&c->unsettled_lost, unsettled_total_ + replay_known_lost_);
+  for (int i = 0; ok && i < XPU_LOSS_MAX; ++i) ok = ShmStoreRelaxed64(&c->lost[i], lost[i]);
+  if (ok) ok = ShmStoreRelease32(&c->magic, XPU_RING_CONSUMER_MAGIC);
+  if (!ok) faulted_ = true;
+}
+
+void RingReader::Lose(xpu_consumer_loss reason, uint64_t position, uint64_t n) {
+  if (n == 0) return;
+  if (position < replay_end_) {
+    // The previous reader read these positions; whether they are lost now
+    // is settled when the replay ends (FinishReplay).
+    const uint64_t in_replay = std::min(n, replay_end_ - position);
+    replay_failed_ += in_replay;
+    position += in_replay;
+    n -= in_replay;
+    if (n == 0) return;
+  }
+  uint64_t* counter = nullptr;
+  switch (reason) {
+    case XPU_LOSS_CORRUPT:
+      counter = &counters_.records_corrupt;
+      break;
+    case XPU_LOSS_LAPPED:
+      counter = &counters_.records_lapped;
+      break;
+    case XPU_LOSS_ABANDONED:
+      counter = &counters_.records_abandoned;
+      break;
+    case XPU_LOSS_RESYNC:
+      counter = &counters_.records_resync;
+      break;
+    case XPU_LOSS_RESTART:
+      counter = &counters_.records_restart;
+      break;
+    case XPU_LOSS_BUFFER:
+      counter = &counters_.records_buffer;
+      break;
+    default:
+      counter = &counters_.records_rejected;
+      break;
+  }
+  *counter = *counter + n < *counter ? UINT64_MAX : *counter + n;
+  if (position >= acked_) {
+    if (!unsettled_.empty() && unsettled_.back().first + unsettled_.back().second == position) {
+      unsettled_.back().second += n;
+    } else if (unsettled_.size() < 65536) {
+      unsettled_.emplace_back(position, n);
+    } else {
+      unsettled_.back().second += n;  // bounded: the last run absorbs the rest
+    }
+    unsettled_total_ += n;
+  }
+}
+
+void RingReader::FinishReplay() {
+  const uint64_t restart_lost =
+      replay_failed_ > replay_known_lost_ ? replay_failed_ - replay_known_lost_ : 0;
+  replay_end_ = 0;
+  replay_failed_ = 0;
+  replay_known_lost_ = 0;
+  Lose(XPU_LOSS_RESTART, cursor_, restart_lost);
+}
+
+void RingReader::Acknowledge(uint64_t position) {
+  if (options_.read_only) return;
+  position = std::min(position, cursor_);
+  if (position <= acked_) return;
+  acked_ = position;
+  while (!unsettled_.empty() && unsettled_.front().first < acked_) {
+    auto& run = unsettled_.front();
+    const uint64_t settled = std::min(run.second, acked_ - run.first);
+    run.first += settled;
+    run.second -= settled;
+    unsettled_total_ -= settled;
+    if (run.second > 0) break;
+    unsettled_.erase(unsettled_.begin());
+  }
+  PersistConsumerState();
+}
+
+void RingReader::AddLoss(xpu_consumer_loss reason, uint64_t position, uint64_t n) {
+  if (options_.read_only || n == 0) return;
+  if (reason != XPU_LOSS_BUFFER && reason != XPU_LOSS_REJECTED) reason = XPU_LOSS_REJECTED;
+  // These records were read (and are not replayed): never the replay range.
+  const uint64_t end = replay_end_;
+  replay_end_ = 0;
+  Lose(reason, position, n);
+  replay_end_ = end;
+  PersistConsumerState();
+}
+
+// The hook counts every record it committed (XPU_CNT_RECORDS_WRITTEN); the
+// reader has accounted for cursor - bias of them. Records committed but not
+// yet accounted for are what the corrupted indices hid: at most one ring.
+void RingReader::Resync(uint64_t w) {
+  const uint64_t written = Load64(&header_->counters[XPU_CNT_RECORDS_WRITTEN], false);
+  const uint64_t accounted = cursor_ - bias_;
+  uint64_t lost = written > accounted ? written - accounted : 0;
+  lost = std::min<uint64_t>(lost, layout_.ring_capacity);
+  if (cursor_ < replay_end_) FinishReplay();
+  ++counters_.resyncs;
+  Lose(XPU_LOSS_RESYNC, cursor_, lost);
+  // From here on, positions from w stand for records again.
+  bias_ += (w - cursor_) - lost;
+  cursor_ = w;
+  stalled_ = false;
 }
 
 RingReader::~RingReader() { munmap(base_, map_size_); }
@@ -272,19 +432,36 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
   size_t appended = 0;
   if (faulted_) return 0;
   if (w < cursor_) {
-    // write_index only grows; a producer that moves it back is broken.
+    // write_index only grows; one that moved back was corrupted (or the
+    // producer is broken). An owning reader resynchronizes so that the
+    // producer, which checks write_index against read_index, can write
+    // again; an inspecting one only counts.
     ++counters_.index_regressions;
-    return 0;
-  }
-  if (w - cursor_ > cap) {
-    // The producer reserved positions more than one lap ahead of us: those
-    // slots were overwritten. Jump to the oldest position still in the ring.
-    counters_.records_lapped += (w - cap) - cursor_;
-    cursor_ = w - cap;
-    stalled_ = false;
+    if (options_.read_only) return 0;
+    Resync(w);
+  } else if (w - cursor_ > cap) {
+    // How many records the positions we would skip can stand for: those the
+    // hook counts as written and no reader has accounted for yet.
+    const uint64_t written = Load64(&header_->counters[XPU_CNT_RECORDS_WRITTEN], false);
+    const uint64_t accounted = cursor_ - bias_;
+    const uint64_t unread = written > accounted ? written - accounted : 0;
+    const bool plausible = (w - cursor_) - cap <= unread + options_.max_in_flight;
+    if (options_.read_only || cursor_ < replay_end_ || plausible) {
+      // The producer is more than one lap ahead of us (it does not wait
+      // for this reader, or it ran on while no daemon was there): those
+      // slots were overwritten. Jump to the oldest position still there.
+      Lose(XPU_LOSS_LAPPED, cursor_, (w - cap) - cursor_);
+      cursor_ = w - cap;
+      stalled_ = false;
+    } else {
+      // More positions skipped than records written: the index was
+      // corrupted, not lapped.
+      Resync(w);
+    }
   }
   const auto* slots = reinterpret_cast<const xpu_record_v1*>(base_ + layout_.ring_offset);
   while (cursor_ < w && appended < max_records) {
+    if (replay_end_ != 0 && cursor_ >= replay_end_) FinishReplay();
     const xpu_record_v1* slot = &slots[cursor_ & (cap - 1)];
     const uint32_t expected = static_cast<uint32_t>(cursor_ + 1);
     const uint32_t commit = Load32(&slot->commit, true);
@@ -296,15 +473,16 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
       const uint32_t recheck = Load32(&slot->commit, false);
       if (faulted_) break;
       if (recheck != expected) {
-        ++counters_.records_lapped;  // rewritten while we copied
+        Lose(XPU_LOSS_LAPPED, cursor_, 1);  // rewritten while we copied
       } else {
         copy.commit = 0;
         if (ValidateRecord(copy)) {
           out->push_back(RingRecord{cursor_, copy});
           ++appended;
           ++counters_.records_read;
+          if (cursor_ < replay_end_) ++counters_.records_replayed;
         } else {
-          ++counters_.records_corrupt;
+          Lose(XPU_LOSS_CORRUPT, cursor_, 1);
         }
       }
       ++cursor_;
@@ -314,7 +492,7 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
     // A later lap of the producer already reused this slot.
     const int32_t ahead = static_cast<int32_t>(commit - expected);
     if (commit != 0 && ahead > 0 && static_cast<uint64_t>(ahead) % cap == 0) {
-      ++counters_.records_lapped;
+      Lose(XPU_LOSS_LAPPED, cursor_, 1);
       ++cursor_;
       stalled_ = false;
       continue;
@@ -329,14 +507,25 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
     }
     const uint64_t waited = now_ns >= stall_since_ns_ ? now_ns - stall_since_ns_ : 0;
     if (waited >= options_.abandon_grace_ns) {
-      ++counters_.records_abandoned;
+      const uint64_t written = Load64(&header_->counters[XPU_CNT_RECORDS_WRITTEN], false);
+      const uint64_t reserved = w - bias_;  // positions standing for records
+      if (!options_.read_only && cursor_ >= replay_end_ && reserved > written &&
+          reserved - written > options_.max_in_flight) {
+        // Far more positions than records and nothing committed here: the
+        // index jumped forward (corruption), these slots never held records.
+        Resync(w);
+        break;
+      }
+      Lose(XPU_LOSS_ABANDONED, cursor_, 1);
       ++cursor_;
       continue;
     }
     break;
   }
+  if (replay_end_ != 0 && cursor_ >= replay_end_) FinishReplay();
   if (!options_.read_only && !faulted_ && !ShmStoreRelease64(&header_->read_index, cursor_))
     faulted_ = true;
+  if (!options_.read_only) PersistConsumerState();
   return appended;
 }
 

@@ -16,8 +16,16 @@
 // nothing more and counts as drained.
 //
 // Ownership: the reader owns `header.read_index` (it is the only writer of
-// it, release-stored after each Poll) unless opened read-only, in which case
-// it keeps a private cursor and never writes to the mapping.
+// it, release-stored after each Poll) and the consumer block
+// (xpu_ring_consumer_v1: acknowledged position and losses by reason,
+// cumulative over daemon restarts) unless opened read-only, in which case it
+// keeps a private cursor and never writes to the mapping.
+//
+// Restart: a reader opened on a ring whose consumer block is valid starts at
+// its acked_index, so records a previous daemon read but never delivered are
+// read again (the engine drops any it already had, by position). Corrupted
+// indices are detected, resynchronized and counted (ring.h); no counter ever
+// wraps.
 //
 // Thread-safety: not thread-safe; one thread polls a reader at a time.
 #ifndef XPU_COMMON_RING_RING_READER_H_
@@ -29,6 +37,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +56,11 @@ struct RingReaderOptions {
   uint64_t abandon_grace_ns = 1000000000ull;
   // Largest file accepted; protects the daemon against giant capacities.
   uint64_t max_file_size = 4ull << 30;
+  // Positions the producer may have reserved but not yet committed (its
+  // concurrent writers). write_index further ahead than this of the records
+  // the hook counts as written, with the slot at the cursor never committed,
+  // is a corrupted index, not a crashed writer.
+  uint64_t max_in_flight = 4096;
 };
 
 // Identity fields of the header, sanitised to printable ASCII.
@@ -87,16 +101,26 @@ struct RingLiveState {
   uint64_t counters[XPU_CNT_MAX] = {};
 };
 
-// What the reader counted (cumulative).
+// What the reader counted. Losses (corrupt ... rejected) are cumulative over
+// every reader of the ring (restored from the consumer block); the rest
+// counts this reader's work.
 struct RingReaderCounters {
   uint64_t records_read = 0;       // accepted
   uint64_t records_corrupt = 0;    // committed but failed validation
   uint64_t records_lapped = 0;     // overwritten before they were read
   uint64_t records_abandoned = 0;  // never committed (crashed/stuck producer)
+  uint64_t records_resync = 0;     // unread when corrupted indices forced a resync
+  uint64_t records_restart = 0;    // a dead daemon's undelivered records, overwritten since
+  uint64_t records_buffer = 0;     // shed by the daemon while the engine was away (AddLoss)
+  uint64_t records_rejected = 0;   // refused by the engine (AddLoss)
+  uint64_t resyncs = 0;            // resynchronizations
+  uint64_t records_replayed = 0;   // read again after a daemon restart
   uint64_t signatures_read = 0;
   uint64_t signatures_corrupt = 0;
   uint64_t names_bad = 0;          // arena reference out of bounds: inline prefix used
   uint64_t index_regressions = 0;  // write_index went backwards (hostile producer)
+  // Every record lost after the hook wrote it, all reasons.
+  uint64_t LostTotal() const;
 };
 
 struct SignatureInfo {
@@ -148,6 +172,19 @@ class RingReader {
   // True when every reserved position has been consumed (or skipped).
   bool Drained() const;
 
+  // The engine has every record below `position` (or it was counted lost):
+  // advances acked_index (never past the cursor) and persists it.
+  void Acknowledge(uint64_t position);
+  uint64_t acked_index() const { return acked_; }
+  // Counts `n` records lost by the consumer after reading them (reason
+  // XPU_LOSS_BUFFER or XPU_LOSS_REJECTED) at `position`, and persists it.
+  void AddLoss(xpu_consumer_loss reason, uint64_t position, uint64_t n);
+  // Records the hook wrote that this ring's consumers have accounted for
+  // (read or counted lost): cursor - position_bias.
+  uint64_t records_accounted() const { return cursor_ - bias_; }
+  // Still re-reading what a previous daemon had read but not delivered.
+  bool replaying() const { return cursor_ < replay_end_; }
+
   RingLiveState ReadLiveState() const;
   // Guarded copy of the first `n` bytes of the header page (n is clamped to
   // XPU_RING_HEADER_SIZE); false when the mapping faulted. Used for the
@@ -182,6 +219,17 @@ class RingReader {
   // is published and valid. Returns true when it is (now) known.
   bool TryReadSignature(uint32_t id);
   bool ValidateRecord(const xpu_record_v1& rec);
+  // Loss bookkeeping: `n` positions from `position` lost for `reason`
+  // (inside the replay range they count against the previous reader's).
+  void Lose(xpu_consumer_loss reason, uint64_t position, uint64_t n);
+  // Corrupted indices: jump to `w`, count what could not be read.
+  void Resync(uint64_t w);
+  // Ends the replay range: what failed there beyond the previous reader's
+  // own unsettled losses was lost to the restart.
+  void FinishReplay();
+  void RestoreConsumerState(uint64_t read_index, uint64_t write_index);
+  void PersistConsumerState();
+  xpu_ring_consumer_v1* consumer() const;
 
   uint8_t* const base_;
   const uint64_t map_size_;
@@ -204,6 +252,16 @@ class RingReader {
   std::vector<uint32_t> pending_new_;  // read but not yet returned by PollSignatures
   uint32_t lowest_unknown_sig_ = 1;
   RingReaderCounters counters_;
+  // Consumer state (ring.h, xpu_ring_consumer_v1), mirrored here.
+  uint64_t acked_ = 0;
+  uint64_t bias_ = 0;
+  // Losses at positions >= acked_, as runs (start, count), oldest first.
+  std::vector<std::pair<uint64_t, uint64_t>> unsettled_;
+  uint64_t unsettled_total_ = 0;
+  // Replay of a previous daemon's undelivered range [cursor_, replay_end_).
+  uint64_t replay_end_ = 0;
+  uint64_t replay_failed_ = 0;      // positions there that could not be read
+  uint64_t replay_known_lost_ = 0;  // the previous reader's unsettled losses
   bool shrink_sealed_ = false;
   mutable bool faulted_ = false;
 };

@@ -365,15 +365,161 @@ TEST(RingReaderTest, HostileLiveIndicesNeverCrash) {
   w->header()->write_index = 0;  // goes backwards
   EXPECT_EQ(reader->Poll(0, 10, &recs), 0u);
   EXPECT_EQ(reader->counters().index_regressions, 1u);
+  EXPECT_EQ(reader->counters().resyncs, 1u);
+  EXPECT_EQ(w->header()->read_index, 0u);  // the producer may write again
   w->header()->write_index = ~0ull;  // jumps to the end of time
   reader->Poll(0, 1000, &recs);
-  EXPECT_GT(reader->counters().records_lapped, 0u);
+  // A resynchronization, not 2^64 lapped records: nothing was lost (the one
+  // record written had been read), and no counter wraps.
+  EXPECT_EQ(reader->counters().resyncs, 2u);
+  EXPECT_EQ(reader->counters().records_lapped, 0u);
+  EXPECT_LE(reader->counters().LostTotal(), cfg.ring_capacity);
   w->header()->sig_count = ~0ull;
   std::vector<SignatureInfo> sigs;
   reader->PollSignatures(&sigs);
   w->header()->str_used = ~0ull;
   w->header()->producer_state = 77;
   (void)reader->ReadLiveState();
+}
+
+// --- corrupted indices, daemon restarts: every record the hook wrote is
+// read or counted lost, exactly, and no counter wraps.
+
+uint64_t Written(TestRingWriter& w) { return w.header()->counters[XPU_CNT_RECORDS_WRITTEN]; }
+
+// Read + lost == written, the invariant of every test below.
+void ExpectAccounted(TestRingWriter& w, const RingReader& r, uint64_t read) {
+  EXPECT_EQ(read + r.counters().LostTotal(), Written(w))
+      << "read " << read << " lost " << r.counters().LostTotal();
+  EXPECT_EQ(r.records_accounted(), Written(w));
+}
+
+TEST(RingReaderTest, WriteIndexCorruptedBackwardsResyncsAndCounts) {
+  TestRingConfig cfg;
+  cfg.ring_capacity = 64;
+  auto w = TestRingWriter::Create(cfg);
+  const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, "k");
+  auto reader = std::move(RingReader::FromFd(w->fd(), Opts(0)).value());
+  std::vector<RingRecord> recs;
+  for (int i = 0; i < 40; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+  reader->Poll(0, 1000, &recs);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+  // Random bytes over the positions: write_index far behind, read_index past it.
+  w->header()->write_index = 3;
+  w->header()->read_index = 1000;
+  // Before the reader notices, the producer cannot write (full as it sees it).
+  EXPECT_FALSE(w->Write(TestRingWriter::MakeRecord(sig, 0, 1, 0)));
+  reader->Poll(0, 1000, &recs);
+  EXPECT_EQ(reader->counters().resyncs, 1u);
+  EXPECT_EQ(reader->counters().records_resync, 5u);  // the unread ones
+  EXPECT_EQ(w->header()->read_index, 3u);
+  // The producer writes again and the reader reads it.
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+  reader->Poll(0, 1000, &recs);
+  EXPECT_EQ(recs.size(), 70u);
+  ExpectAccounted(*w, *reader, recs.size());
+}
+
+TEST(RingReaderTest, WriteIndexCorruptedForwardResyncsAndCounts) {
+  TestRingConfig cfg;
+  cfg.ring_capacity = 64;
+  auto w = TestRingWriter::Create(cfg);
+  const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, "k");
+  RingReaderOptions o = Opts(1000);
+  o.max_in_flight = 8;
+  auto reader = std::move(RingReader::FromFd(w->fd(), o).value());
+  std::vector<RingRecord> recs;
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+  reader->Poll(0, 1000, &recs);
+  for (uint64_t jump : {uint64_t{40}, uint64_t{1} << 40, ~uint64_t{0} - 100}) {
+    // Within a lap: the slots ahead never commit; beyond a lap: at once.
+    ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, 1, 1, 0)));
+    w->header()->write_index += jump;
+    reader->Poll(0, 1000, &recs);
+    reader->Poll(5000, 1000, &recs);  // past the grace period
+    ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, 2, 1, 0)));
+    reader->Poll(6000, 1000, &recs);
+  }
+  EXPECT_EQ(reader->counters().resyncs, 3u);
+  EXPECT_EQ(reader->counters().records_abandoned, 0u);  // not a crashed writer
+  EXPECT_EQ(reader->counters().records_lapped, 0u);
+  ExpectAccounted(*w, *reader, recs.size());
+  EXPECT_LT(reader->counters().LostTotal(), 10u);
+}
+
+TEST(RingReaderTest, RestartedReaderReplaysWhatWasNotAcknowledged) {
+  TestRingConfig cfg;
+  cfg.ring_capacity = 64;
+  auto w = TestRingWriter::Create(cfg);
+  const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, "k");
+  std::vector<RingRecord> first;
+  {
+    auto reader = std::move(RingReader::FromFd(w->fd(), Opts(0)).value());
+    for (int i = 0; i < 30; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+    reader->Poll(0, 1000, &first);
+    reader->Acknowledge(first[19].position + 1);  // the engine has the first 20
+    EXPECT_EQ(reader->acked_index(), 20u);
+  }  // killed before the rest reached the engine
+  for (int i = 30; i < 40; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+  auto reader = std::move(RingReader::FromFd(w->fd(), Opts(0)).value());
+  std::vector<RingRecord> recs;
+  reader->Poll(0, 1000, &recs);
+  ASSERT_EQ(recs.size(), 20u);
+  EXPECT_EQ(recs.front().position, 20u);  // resumed at the acknowledged position
+  EXPECT_EQ(recs.front().rec.start_ns, 20u);
+  EXPECT_EQ(reader->counters().records_replayed, 10u);
+  EXPECT_EQ(reader->counters().LostTotal(), 0u);
+  EXPECT_FALSE(reader->replaying());
+}
+
+TEST(RingReaderTest, RestartLossesAreCountedOnceAcrossReaders) {
+  TestRingConfig cfg;
+  cfg.ring_capacity = 16;
+  auto w = TestRingWriter::Create(cfg);
+  const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, "k");
+  uint64_t delivered = 0;
+  {
+    auto reader = std::move(RingReader::FromFd(w->fd(), Opts(0)).value());
+    std::vector<RingRecord> recs;
+    for (int i = 0; i < 12; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+    // One record fails validation (its own loss, counted by this reader).
+    w->slot(11)->flags = 0x8000;
+    reader->Poll(0, 1000, &recs);
+    EXPECT_EQ(reader->counters().records_corrupt, 1u);
+    reader->Acknowledge(4);
+    delivered = 4;
+    // Shed from the daemon's buffer after reading: counted, persisted.
+    reader->AddLoss(XPU_LOSS_BUFFER, 4, 2);
+  }  // killed: positions 4..11 were read but not acknowledged
+  // Meanwhile the hook laps the dead daemon's unacknowledged records.
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+  auto reader = std::move(RingReader::FromFd(w->fd(), Opts(0)).value());
+  EXPECT_EQ(reader->counters().records_corrupt, 1u);  // restored from the ring
+  EXPECT_EQ(reader->counters().records_buffer, 2u);
+  std::vector<RingRecord> recs;
+  reader->Poll(0, 1000, &recs);
+  EXPECT_EQ(recs.size(), 16u);  // what is still in the ring
+  // 8 unacknowledged positions (4..11) were overwritten: 2 of them were
+  // already counted (buffer) and 1 (corrupt); 5 are new losses, due to the
+  // restart.
+  EXPECT_EQ(reader->counters().records_restart, 5u);
+  EXPECT_EQ(delivered + recs.size() + reader->counters().LostTotal(), Written(*w));
+}
+
+TEST(RingReaderTest, ConsumerBlockThatDoesNotFitTheIndicesIsIgnored) {
+  TestRingConfig cfg;
+  cfg.ring_capacity = 16;
+  auto w = TestRingWriter::Create(cfg);
+  const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, "k");
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0)));
+  w->header()->read_index = 5;
+  auto* c = reinterpret_cast<xpu_ring_consumer_v1*>(w->base() + XPU_RING_CONSUMER_OFFSET);
+  c->magic = XPU_RING_CONSUMER_MAGIC;
+  c->acked_index = 99;  // beyond read_index: scribbled over
+  c->lost[XPU_LOSS_CORRUPT] = ~0ull;
+  auto reader = std::move(RingReader::FromFd(w->fd(), Opts(0)).value());
+  EXPECT_EQ(reader->cursor(), 5u);
+  EXPECT_EQ(reader->counters().records_corrupt, 0u);
 }
 
 TEST(RingReaderTest, RandomBytesInLiveSectionsNeverCrash) {

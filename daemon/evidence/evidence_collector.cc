@@ -1,11 +1,13 @@
 // daemon/evidence/evidence_collector.cc — see evidence_collector.h.
 #include "daemon/evidence/evidence_collector.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -99,6 +101,64 @@ void NativeStacks(const EvidenceTarget& t, const EvidenceOptions& o,
   ev->set_native_stacks(r.output);
 }
 
+// Opens the faulthandler file of `pid` if it can only have come from that
+// process's user: the directory is that user's (or root's) and writable by
+// nobody else, its parent cannot be used to swap it (sticky or private), the
+// file is a regular file of the process's uid (the kernel's: the owner of
+// /proc/<pid>), not writable by others, and no symlink is followed. Returns
+// -1 with `why` otherwise.
+int OpenTrustedPystackFile(const std::string& dir, const std::string& file, int32_t pid,
+                           std::string* why) {
+  struct stat proc_st;
+  if (stat(("/proc/" + std::to_string(pid)).c_str(), &proc_st) != 0) {
+    *why = "process gone";
+    return -1;
+  }
+  const uid_t uid = proc_st.st_uid;
+  auto private_to = [uid](const struct stat& st) {
+    return (st.st_uid == uid || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+  };
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !private_to(st)) {
+    *why = dir + " is not a directory of uid " + std::to_string(uid) +
+           " (or root) writable by nobody else";
+    return -1;
+  }
+  const size_t slash = dir.find_last_of('/');
+  const std::string parent = slash == std::string::npos ? "."
+                             : slash == 0                ? "/"
+                                                         : dir.substr(0, slash);
+  if (stat(parent.c_str(), &st) != 0 || (!private_to(st) && (st.st_mode & S_ISVTX) == 0)) {
+    *why = parent + " lets other users replace " + dir;
+    return -1;
+  }
+  const int fd = open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    *why = file + ": " + strerror(errno);
+    return -1;
+  }
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    close(fd);
+    *why = file + " is not a private file of uid " + std::to_string(uid);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads from `fd` at `offset` up to `max` bytes.
+std::string ReadFrom(int fd, off_t offset, size_t max) {
+  std::string out;
+  char buf[8192];
+  while (out.size() < max) {
+    const ssize_t n = pread(fd, buf, std::min(sizeof(buf), max - out.size()), offset);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    offset += n;
+  }
+  return out;
+}
+
 // Python stacks: the package's faulthandler file, else py-spy.
 void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::string& state,
                   uint64_t budget_ms, xpu::v1::ProcessEvidence* ev) {
@@ -113,10 +173,16 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
       ev->set_python_error("process stopped: it cannot run its faulthandler");
       return;
     }
+    std::string why;
+    const int fd = OpenTrustedPystackFile(o.pystack_dir, file, t.pid, &why);
+    if (fd < 0) {
+      ev->set_python_error("faulthandler file not trusted (" + why + "): not signalled");
+      return;
+    }
     // The file must be this very process's (pystacks.py writes
     // "xputimer-pystacks pid P start T"): a signal to a process that only
     // reuses the pid could kill it.
-    std::ifstream head(file);
+    std::istringstream head(ReadFrom(fd, 0, 256));
     std::string tag;
     long long pid = 0;
     std::string start_word;
@@ -125,10 +191,12 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
     head >> tag >> pid_word >> pid >> start_word >> start;
     const uint64_t ticks = ProcStartTicks(t.pid);
     if (tag != "xputimer-pystacks" || pid != t.pid || ticks == 0 || start != ticks) {
+      close(fd);
       ev->set_python_error("faulthandler file " + file +
                            " belongs to another process: not signalled");
       return;
     }
+    fstat(fd, &st);
     const off_t before = st.st_size;
     kill(t.pid, o.pystack_signal);
     // faulthandler writes from the signal handler; wait until the file stops
@@ -138,7 +206,7 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
     int stable = 0;
     while (MonoMs() < end) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      if (stat(file.c_str(), &st) != 0) break;
+      if (fstat(fd, &st) != 0) break;
       if (st.st_size > before && st.st_size == last) {
         if (++stable >= 2) break;
       } else {
@@ -146,11 +214,8 @@ void PythonStacks(const EvidenceTarget& t, const EvidenceOptions& o, const std::
       }
       last = st.st_size;
     }
-    std::ifstream in(file, std::ios::binary);
-    in.seekg(before);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str().substr(0, o.max_stack_bytes);
+    const std::string text = ReadFrom(fd, before, o.max_stack_bytes);
+    close(fd);
     if (text.empty()) {
       ev->set_python_error("faulthandler file " + file + " did not grow after the signal");
     } else {
@@ -193,8 +258,123 @@ EvidenceOptions EvidenceOptionsFromEnv() {
   return o;
 }
 
+EvidenceMode EvidenceModeFromString(const std::string& mode) {
+  return mode == "quick" ? EvidenceMode::kQuick : EvidenceMode::kFull;
+}
+
+bool WantsDebugger(const std::string& debugger, const std::string& state, bool kernels_stuck,
+                   bool python_possible, std::string* why_not) {
+  if (debugger == "none") {
+    *why_not = "native stacks disabled";
+    return false;
+  }
+  if (!Alive(state)) {
+    *why_not = "process " + state + ": no stacks";
+    return false;
+  }
+  if (!IsCudaGdb(debugger) || kernels_stuck) return true;
+  // cuda-gdb takes seconds per attach on a PyTorch process: only where the
+  // kernels are stuck, or where nothing else can say where the process is.
+  if (state == "stopped" || state == "tracing-stop") {
+    *why_not = "not attached: the process is stopped and no kernel of it is stuck";
+    return false;
+  }
+  if (python_possible) {
+    *why_not = "not attached: no kernel of this process is stuck (its Python stacks say where it is)";
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+// A sample of the CPU the process uses, over at least `min_ms` from
+// `ticks0` taken at `t0_ms`: CPUs busy (1.0 = one core), -1 unknown.
+double CpuBusy(int32_t pid, int64_t ticks0, uint64_t t0_ms, uint64_t min_ms) {
+  if (ticks0 < 0) return -1;
+  const uint64_t waited = MonoMs() - t0_ms;
+  if (waited < min_ms) std::this_thread::sleep_for(std::chrono::milliseconds(min_ms - waited));
+  const int64_t ticks1 = ProcCpuTicks(pid);
+  const uint64_t span_ms = MonoMs() - t0_ms;
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (ticks1 < ticks0 || span_ms == 0 || hz <= 0) return -1;
+  return static_cast<double>(ticks1 - ticks0) / static_cast<double>(hz) /
+         (static_cast<double>(span_ms) / 1000.0);
+}
+
+bool KernelsStuck(const EvidenceTarget& t, PendingCollective* pending) {
+  if (!t.has_progress) return false;
+  const bool collective = FindPendingCollective(t.progress, pending);
+  return collective || t.progress.suspect();
+}
+
+// One process's evidence of `mode` within `budget` ms.
+void CollectOne(const EvidenceTarget& t, const EvidenceOptions& options, uint64_t budget,
+                EvidenceMode mode, xpu::v1::ProcessEvidence* ev) {
+  const uint64_t start = MonoMs();
+  ev->set_process_key(t.process_key);
+  *ev->mutable_identity() = t.identity;
+  ev->set_exited(t.exited);
+  if (t.has_progress) *ev->mutable_progress() = t.progress;
+  const std::string state = t.exited ? "gone" : ProcState(t.pid, t.start_ticks);
+  ev->set_proc_state(state);
+  ev->set_cpu_busy(-1);
+  if (!Alive(state)) {
+    ev->set_native_error("process " + state + ": no stacks");
+    ev->set_python_error("process " + state);
+    ev->set_collect_ms(MonoMs() - start);
+    return;
+  }
+  // Counters and thread states before anything could stop the process.
+  const int64_t ticks0 = ProcCpuTicks(t.pid);
+  if (options.fake_nccl) {
+    for (auto& k : ProbeFakeNccl(t.pid)) *ev->add_kernel() = std::move(k);
+  }
+  ev->set_threads(ThreadStates(t.pid));
+  const bool python_registered =
+      !options.pystack_dir.empty() &&
+      access((options.pystack_dir + "/xpu-pystack-" + std::to_string(t.pid) + ".txt").c_str(),
+             F_OK) == 0;
+  if (mode == EvidenceMode::kQuick) {
+    PythonStacks(t, options, state, std::min<uint64_t>(budget, 3000), ev);
+    ev->set_cpu_busy(CpuBusy(t.pid, ticks0, start, 200));
+    ev->set_native_error("not collected in the quick pass");
+    ev->set_collect_ms(MonoMs() - start);
+    return;
+  }
+  ev->set_cpu_busy(CpuBusy(t.pid, ticks0, start, 200));
+  PendingCollective pending;
+  const bool stuck = KernelsStuck(t, &pending);
+  std::string why_not;
+  if (!WantsDebugger(options.debugger, state, stuck,
+                     python_registered || !FindInPath("py-spy").empty(), &why_not)) {
+    ev->set_native_error(why_not);
+  } else {
+    // With an outstanding collective on real GPUs the same attach also
+    // lists the CUDA kernels and reads the NCCL kernels' ring progress
+    // (cuda_gdb_probe.h).
+    const bool probe = !options.fake_nccl && IsCudaGdb(options.debugger) && state != "stopped" &&
+                       stuck && pending.pending_seq != 0;
+    const uint64_t used = MonoMs() - start;
+    NativeStacks(t, options, state, budget > used ? budget - used : 100, probe, ev);
+    if (probe) {
+      const std::string& text = ev->native_stacks();
+      const size_t at = text.find("XPU-CUDA-KERNELS");
+      if (at != std::string::npos) {
+        const std::string_view tail = std::string_view(text).substr(at);
+        for (auto& k : ChannelsToProgress(tail, tail, pending)) *ev->add_kernel() = std::move(k);
+      }
+    }
+  }
+  ev->set_python_error("collected in the quick pass");
+  ev->set_collect_ms(MonoMs() - start);
+}
+
+}  // namespace
+
 xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& targets,
-                                       const EvidenceOptions& options, uint64_t deadline_ms) {
+                                       const EvidenceOptions& options, uint64_t deadline_ms,
+                                       EvidenceMode mode) {
   const uint64_t t0 = MonoMs();
   xpu::v1::EvidenceReply reply;
   char host[256] = {0};
@@ -203,52 +383,11 @@ xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& target
   const std::string gpu = GpuHealthSummary();
   std::vector<xpu::v1::ProcessEvidence> out(targets.size());
   std::vector<std::thread> threads;
-  // The debugger gets most of the budget; Python stacks run after it (a
-  // process under ptrace cannot run its signal handler).
   const uint64_t budget = deadline_ms > 500 ? deadline_ms - 500 : deadline_ms;
   for (size_t i = 0; i < targets.size(); ++i) {
     threads.emplace_back([&, i] {
-      const uint64_t start = MonoMs();
-      const EvidenceTarget& t = targets[i];
-      xpu::v1::ProcessEvidence& ev = out[i];
-      ev.set_process_key(t.process_key);
-      *ev.mutable_identity() = t.identity;
-      ev.set_exited(t.exited);
-      if (t.has_progress) *ev.mutable_progress() = t.progress;
-      const std::string state = t.exited ? "gone" : ProcState(t.pid, t.start_ticks);
-      ev.set_proc_state(state);
-      // Counters before the debugger stops anything.
-      if (options.fake_nccl && Alive(state)) {
-        for (auto& k : ProbeFakeNccl(t.pid)) *ev.add_kernel() = std::move(k);
-      }
-      // Python stacks need a few seconds after the debugger when the process
-      // registered for them; otherwise the debugger gets the whole budget.
-      const bool python =
-          !options.pystack_dir.empty() &&
-          access((options.pystack_dir + "/xpu-pystack-" + std::to_string(t.pid) + ".txt").c_str(),
-                 F_OK) == 0;
-      const uint64_t python_ms = python ? std::min<uint64_t>(3000, budget / 3) : 0;
-      // A process with an outstanding collective on real GPUs: the native
-      // run also lists the CUDA kernels and reads the NCCL kernels' ring
-      // progress (cuda_gdb_probe.h), in the same attach.
-      PendingCollective pending;
-      const bool probe = !options.fake_nccl && IsCudaGdb(options.debugger) && Alive(state) &&
-                         state != "stopped" && t.has_progress &&
-                         FindPendingCollective(t.progress, &pending);
-      NativeStacks(t, options, state, budget - python_ms, probe, &ev);
-      if (probe) {
-        const std::string& text = ev.native_stacks();
-        const size_t at = text.find("XPU-CUDA-KERNELS");
-        if (at != std::string::npos) {
-          const std::string_view tail = std::string_view(text).substr(at);
-          for (auto& k : ChannelsToProgress(tail, tail, pending)) *ev.add_kernel() = std::move(k);
-        }
-      }
-      uint64_t used = MonoMs() - start;
-      PythonStacks(t, options, ProcState(t.pid, t.start_ticks), budget > used ? budget - used : 100,
-                   &ev);
-      ev.set_gpu_health(gpu);
-      ev.set_collect_ms(MonoMs() - start);
+      CollectOne(targets[i], options, budget, mode, &out[i]);
+      out[i].set_gpu_health(gpu);
     });
   }
   for (std::thread& th : threads) th.join();

@@ -6,6 +6,20 @@
 // unavailable), the hook's per-communicator progress, GPU health (NVML) and,
 // on the GPU-less test runtime, intra-kernel ring progress.
 //
+// Two modes, so that a verdict never waits for a debugger:
+//  - quick: what costs no debugger: /proc state, every thread's state and
+//    kernel wait channel, the CPU the process uses (a short sample: spinning
+//    or blocked), the progress table, ring counters of the test runtime and
+//    the Python stacks. Within about a second.
+//  - full: the same without the Python stacks (the quick pass took them),
+//    plus native stacks from the debugger, on the processes that need it:
+//    with cuda-gdb (seconds per attach on a PyTorch process) only those
+//    whose kernels are stuck (an outstanding collective or an overdue op in
+//    the progress table), where it also reads the NCCL kernels' ring
+//    counters, and those that have no other way to say where they are (no
+//    Python stacks to be had, not stopped); with gdb (cheap) every live
+//    process.
+//
 // The processes keep running: a debugger stops a process only for the time
 // of one backtrace. A helper that overruns its time is killed; a process the
 // debugger left stopped because of that gets SIGCONT if it was not stopped
@@ -50,9 +64,22 @@ struct EvidenceOptions {
 // Options from the environment (see above).
 EvidenceOptions EvidenceOptionsFromEnv();
 
-// Collects everything for `targets` within `deadline_ms` overall.
+enum class EvidenceMode { kQuick, kFull };
+// "quick" -> kQuick, anything else (the empty default) -> kFull.
+EvidenceMode EvidenceModeFromString(const std::string& mode);
+
+// Collects the evidence of `mode` for `targets` within `deadline_ms` overall.
 xpu::v1::EvidenceReply CollectEvidence(const std::vector<EvidenceTarget>& targets,
-                                       const EvidenceOptions& options, uint64_t deadline_ms);
+                                       const EvidenceOptions& options, uint64_t deadline_ms,
+                                       EvidenceMode mode = EvidenceMode::kFull);
+
+// Whether the full pass attaches the debugger to a process in `state` (pure;
+// see above). `kernels_stuck`: the progress table shows an outstanding
+// collective or an overdue op; `python_possible`: the process registered
+// for faulthandler stacks or py-spy is installed. `why_not` gets the reason
+// when it does not.
+bool WantsDebugger(const std::string& debugger, const std::string& state, bool kernels_stuck,
+                   bool python_possible, std::string* why_not);
 
 }  // namespace xpu::daemon
 

@@ -75,6 +75,7 @@ TEST(RingProgressTest, ParsesStableEntriesAndSkipsTornOnes) {
   t->ncomms = XPU_RING_PROGRESS_COMMS;
   t->suspect_sig_id = 7;
   t->suspect_seq = 12;
+  t->suspect_stream = 2;
   t->suspect_since_ns = 1000;
   t->suspect_comm_id = 0x55;
   t->comms[0] = xpu_comm_progress_v1{};
@@ -95,6 +96,7 @@ TEST(RingProgressTest, ParsesStableEntriesAndSkipsTornOnes) {
   ASSERT_TRUE(ParseProgress(a.data(), b.data(), a.size(), name_of, &out));
   EXPECT_TRUE(out.suspect());
   EXPECT_EQ(out.suspect_seq(), 12u);
+  EXPECT_EQ(out.suspect_stream(), 2u);
   EXPECT_EQ(out.suspect_name(), "ncclAllReduce");
   ASSERT_EQ(out.comms_size(), 1);
   EXPECT_EQ(out.comms(0).comm_id(), 0x55u);
@@ -248,7 +250,7 @@ TEST(EvidenceCollectorTest, CollectsStateAndNativeStacksOfALiveProcess) {
   o.debugger = "gdb";
   o.pystack_dir = "/nonexistent";
   o.pystack_signal = SIGUSR2;
-  xpu::v1::EvidenceReply r = CollectEvidence({t, gone}, o, 30000);
+  xpu::v1::EvidenceReply r = CollectEvidence({t, gone}, o, 30000, EvidenceMode::kFull);
   ASSERT_EQ(r.processes_size(), 2);
   const auto& ev = r.processes(0);
   EXPECT_EQ(ev.identity().rank(), 3);
@@ -259,8 +261,19 @@ TEST(EvidenceCollectorTest, CollectsStateAndNativeStacksOfALiveProcess) {
   } else {
     ADD_FAILURE() << "native stacks: " << ev.native_error() << "\n" << ev.native_stacks();
   }
-  EXPECT_NE(ev.python_error().find("unavailable"), std::string::npos);
+  EXPECT_NE(ev.python_error().find("quick pass"), std::string::npos) << ev.python_error();
   EXPECT_FALSE(ev.gpu_health().empty());
+  // The quick pass: no debugger, the thread states, the CPU sample and the
+  // (missing) Python stacks.
+  const xpu::v1::EvidenceReply q = CollectEvidence({t}, o, 10000, EvidenceMode::kQuick);
+  ASSERT_EQ(q.processes_size(), 1);
+  const auto& qe = q.processes(0);
+  EXPECT_TRUE(qe.native_stacks().empty());
+  EXPECT_NE(qe.python_error().find("unavailable"), std::string::npos);
+  EXPECT_NE(qe.threads().find(std::to_string(child) + " "), std::string::npos) << qe.threads();
+  EXPECT_NE(qe.threads().find(" sleeping "), std::string::npos) << qe.threads();
+  EXPECT_GE(qe.cpu_busy(), 0.0);
+  EXPECT_LT(qe.cpu_busy(), 0.1);  // pause()d: no CPU at all
   // The process was detached and runs on.
   EXPECT_EQ(ProcState(child, 0), "sleeping");
   EXPECT_EQ(r.processes(1).proc_state(), "gone");
@@ -296,7 +309,7 @@ TEST(EvidenceCollectorTest, PythonStacksThroughTheFaulthandlerFile) {
   o.debugger = "none";
   o.pystack_dir = dir;
   o.pystack_signal = SIGUSR2;
-  xpu::v1::EvidenceReply r = CollectEvidence({t}, o, 10000);
+  xpu::v1::EvidenceReply r = CollectEvidence({t}, o, 10000, EvidenceMode::kQuick);
   ASSERT_EQ(r.processes_size(), 1);
   EXPECT_NE(r.processes(0).python_stacks().find("in wait_in_checkpoint"), std::string::npos)
       << r.processes(0).python_error();
@@ -309,8 +322,21 @@ TEST(EvidenceCollectorTest, PythonStacksThroughTheFaulthandlerFile) {
   ASSERT_NE(f, nullptr);
   fprintf(f, "xputimer-pystacks pid %d start 1\n", static_cast<int>(getpid()));
   fclose(f);
-  r = CollectEvidence({other}, o, 5000);
+  r = CollectEvidence({other}, o, 5000, EvidenceMode::kQuick);
   EXPECT_NE(r.processes(0).python_error().find("belongs to another process"), std::string::npos)
+      << r.processes(0).python_error();
+  // A directory another user could write (the /tmp/xpu-0 trick): the real
+  // process's file is not trusted and the process is not signalled.
+  ASSERT_EQ(chmod(dir.c_str(), 0777), 0);
+  r = CollectEvidence({t}, o, 5000, EvidenceMode::kQuick);  // the quick pass takes Python stacks
+  EXPECT_NE(r.processes(0).python_error().find("not trusted"), std::string::npos)
+      << r.processes(0).python_error();
+  EXPECT_EQ(ProcState(child, 0), "sleeping");
+  ASSERT_EQ(chmod(dir.c_str(), 0700), 0);
+  // Nor a file that is not the process's user's own private file.
+  ASSERT_EQ(chmod(file.c_str(), 0666), 0);
+  r = CollectEvidence({t}, o, 5000, EvidenceMode::kQuick);
+  EXPECT_NE(r.processes(0).python_error().find("not a private file"), std::string::npos)
       << r.processes(0).python_error();
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
@@ -319,6 +345,38 @@ TEST(EvidenceCollectorTest, PythonStacksThroughTheFaulthandlerFile) {
   rmdir(dir.c_str());
 }
 #endif
+
+TEST(EvidenceCollectorTest, DebuggerOnlyWhereItIsNeeded) {
+  std::string why;
+  // gdb is cheap: every live process.
+  EXPECT_TRUE(WantsDebugger("gdb", "sleeping", false, true, &why));
+  EXPECT_TRUE(WantsDebugger("gdb", "stopped", false, false, &why));
+  EXPECT_FALSE(WantsDebugger("gdb", "gone", true, false, &why));
+  EXPECT_FALSE(WantsDebugger("none", "sleeping", true, false, &why));
+  EXPECT_EQ(why, "native stacks disabled");
+  // cuda-gdb: processes whose kernels are stuck ...
+  EXPECT_TRUE(WantsDebugger("/usr/local/cuda/bin/cuda-gdb", "sleeping", true, true, &why));
+  // ... not a stopped one or one whose Python stacks say where it is ...
+  EXPECT_FALSE(WantsDebugger("cuda-gdb", "stopped", false, false, &why));
+  EXPECT_NE(why.find("stopped"), std::string::npos);
+  EXPECT_FALSE(WantsDebugger("cuda-gdb", "sleeping", false, true, &why));
+  EXPECT_NE(why.find("Python stacks"), std::string::npos);
+  // ... but one with no other evidence of where it is.
+  EXPECT_TRUE(WantsDebugger("cuda-gdb", "running", false, false, &why));
+}
+
+TEST(ProcessProbeTest, CpuTicksAndThreadStates) {
+  EXPECT_EQ(ParseCpuTicks("12 (a b) S 1 2 3 4 5 6 7 8 9 10 250 40 0 0 20 0 1 0 99 0"), 290);
+  EXPECT_EQ(ParseCpuTicks("12 (x) S 1 2"), -1);
+  EXPECT_EQ(ParseCpuTicks("garbage"), -1);
+  EXPECT_GE(ProcCpuTicks(getpid()), 0);
+  EXPECT_EQ(ProcCpuTicks(0), -1);
+  const std::string mine = ThreadStates(getpid());
+  ASSERT_FALSE(mine.empty());
+  // The main thread comes first.
+  EXPECT_EQ(mine.rfind(std::to_string(getpid()) + " ", 0), 0u) << mine;
+  EXPECT_EQ(ThreadStates(0), "");
+}
 
 }  // namespace
 }  // namespace xpu::daemon

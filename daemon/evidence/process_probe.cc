@@ -1,6 +1,7 @@
 // daemon/evidence/process_probe.cc — see process_probe.h.
 #include "daemon/evidence/process_probe.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -98,6 +99,74 @@ uint64_t ProcStartTicks(int32_t pid) {
   uint64_t ticks = 0;
   if (pid <= 0 || !ReadSmallFile("/proc/" + std::to_string(pid) + "/stat", &stat)) return 0;
   return ParseProcStat(stat, &state, &ticks) ? ticks : 0;
+}
+
+int64_t ParseCpuTicks(const std::string& stat) {
+  size_t close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos || close_paren + 2 >= stat.size()) return -1;
+  // After ") ": field 3 (state) onwards; utime is field 14, stime 15.
+  const char* p = stat.c_str() + close_paren + 2;
+  int field = 3;
+  while (*p != '\0' && field < 14) {
+    if (*p == ' ') ++field;
+    ++p;
+  }
+  if (field != 14) return -1;
+  char* end = nullptr;
+  const long long utime = strtoll(p, &end, 10);
+  if (end == p || *end != ' ') return -1;
+  const char* q = end + 1;
+  const long long stime = strtoll(q, &end, 10);
+  if (end == q) return -1;
+  return utime + stime;
+}
+
+int64_t ProcCpuTicks(int32_t pid) {
+  std::string stat;
+  if (pid <= 0 || !ReadSmallFile("/proc/" + std::to_string(pid) + "/stat", &stat)) return -1;
+  return ParseCpuTicks(stat);
+}
+
+std::string ThreadStates(int32_t pid, size_t max_threads) {
+  if (pid <= 0) return "";
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(task.c_str());
+  if (d == nullptr) return "";
+  std::vector<long> tids;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long tid = strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == '\0' && tid > 0) tids.push_back(tid);
+  }
+  closedir(d);
+  std::sort(tids.begin(), tids.end(), [pid](long a, long b) {
+    return (a == pid) != (b == pid) ? a == pid : a < b;  // main thread first
+  });
+  std::string out;
+  size_t shown = 0;
+  for (long tid : tids) {
+    if (shown == max_threads) {
+      out += "... " + std::to_string(tids.size() - shown) + " more threads\n";
+      break;
+    }
+    const std::string dir = task + "/" + std::to_string(tid);
+    std::string stat, wchan;
+    if (!ReadSmallFile(dir + "/stat", &stat)) continue;  // the thread ended meanwhile
+    const size_t open_paren = stat.find('('), close_paren = stat.rfind(')');
+    if (open_paren == std::string::npos || close_paren == std::string::npos ||
+        close_paren + 2 >= stat.size()) {
+      continue;
+    }
+    std::string name = stat.substr(open_paren + 1, close_paren - open_paren - 1);
+    for (char& c : name) {
+      if (c == ' ' || c == '\n') c = '_';
+    }
+    if (!ReadSmallFile(dir + "/wchan", &wchan) || wchan.empty() || wchan == "0") wchan = "-";
+    out += std::to_string(tid) + " " + name + " " + ProcStateName(stat[close_paren + 2]) + " " +
+           wchan + "\n";
+    ++shown;
+  }
+  return out;
 }
 
 std::string FindInPath(const std::string& name) {

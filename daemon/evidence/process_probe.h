@@ -25,6 +25,18 @@ bool ParseProcStat(const std::string& stat, char* state, uint64_t* start_ticks);
 std::string ProcStateName(char state);
 // /proc/<pid>/stat starttime, 0 when the process is gone.
 uint64_t ProcStartTicks(int32_t pid);
+// utime + stime of the whole process (/proc/<pid>/stat fields 14 and 15) in
+// clock ticks; -1 when unreadable. Two readings a moment apart tell a
+// spinning process (about one CPU) from a blocked one (about none).
+int64_t ProcCpuTicks(int32_t pid);
+// Parses utime + stime out of /proc/<pid>/stat content; -1 if malformed. Pure.
+int64_t ParseCpuTicks(const std::string& stat);
+// One line per thread of `pid`, "tid name state wchan", the main thread
+// first, at most `max_threads` (then "... N more"): /proc/<pid>/task/*/stat
+// and wchan, read without stopping anything. wchan is the kernel function a
+// blocked thread sleeps in ("futex_wait_queue", "do_sys_poll", "pipe_read",
+// ...), "-" when running or not readable. Empty when the process is gone.
+std::string ThreadStates(int32_t pid, size_t max_threads = 64);
 
 struct RunResult {
   bool started = false;

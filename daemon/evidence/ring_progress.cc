@@ -30,6 +30,7 @@ bool ParseProgress(const uint8_t* copy1, const uint8_t* copy2, size_t n,
     out->set_suspect(true);
     out->set_suspect_kind(a.suspect_kind);
     out->set_suspect_seq(a.suspect_seq);
+    out->set_suspect_stream(a.suspect_stream);
     out->set_suspect_since_ns(a.suspect_since_ns);
     out->set_suspect_detected_ns(a.suspect_detected_ns);
     out->set_suspect_threshold_ns(a.suspect_threshold_ns);

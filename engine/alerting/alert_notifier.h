@@ -1,17 +1,15 @@
 // alert_notifier — sends diagnoses out of the engine:
 //  * Prometheus Alertmanager (v2 API, POST /api/v2/alerts): every window,
 //    every active diagnosis as an alert (labels alertname=xpu_<kind>, team,
-//    job, severity, kind, subject; annotations summary/evidence/ranks/hosts;
-//    startsAt = first seen, endsAt = now + ttl so that alerts lapse if the
-//    engine stops), and each resolved one once with endsAt = its resolution
-//    time, which Alertmanager treats as resolved.
+//    xpu_job, severity, kind, subject; annotations summary/evidence/ranks/
+//    hosts and the links back: command (`xpu report --job J`, `xpu hang` for
+//    hangs), runbook_url (the kind's section in the docs), dashboard_url
+//    (Grafana's job overview, when --grafana-url is set); startsAt = first
+//    seen, endsAt = now + ttl so that alerts lapse if the engine stops), and
+//    each resolved one (or one that ended with its job) once with endsAt =
+//    that time, which Alertmanager treats as resolved.
 //  * a generic JSON webhook: one POST per window with changes,
 //    {"source":"xpu-engine","events":[{"status":"firing"|"resolved", ...}]}.
-//    Each event has an "id", the same for every delivery of the same event
-//    (one episode's firing or resolution: job, kind, subject, first_seen_ns,
-//    status), so that a receiver can drop a repeat. Repeats happen only when
-//    an engine replica stops between delivering and recording the delivery
-//    (on_webhook_delivered): delivery is at least once.
 //
 // Delivery runs on the notifier's own thread so the window thread never
 // blocks on the network; the queue is bounded (oldest payload dropped and
@@ -26,9 +24,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <functional>
-#include <string_view>
-#include <vector>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,13 +36,10 @@
 
 namespace xpu::engine {
 
-// A webhook event that reached its receiver (2xx).
-struct DeliveredEvent {
-  std::string job;
-  std::string kind;
-  std::string subject;
-  uint64_t first_seen_ns = 0;
-  std::string status;  // "firing" / "resolved"
+// Where alerts link back to.
+struct AlertLinks {
+  std::string grafana_url;  // "" = no dashboard link
+  std::string docs_url;     // base of docs/; "" = the relative path "docs"
 };
 
 struct AlertNotifierOptions {
@@ -59,19 +51,20 @@ struct AlertNotifierOptions {
   double alert_ttl_s = 300;  // endsAt of active alerts = now + ttl
   int timeout_ms = 5000;
   size_t max_queue = 64;
-  // Called on the notifier's thread after each webhook POST that succeeded,
-  // with its events (the engine records them in the database).
-  std::function<void(const std::vector<DeliveredEvent>&)> on_webhook_delivered;
+  AlertLinks links;
 };
 
 // Payload builders, exposed for tests.
 // ns since the Unix epoch as RFC 3339 UTC with milliseconds (Alertmanager's
 // startsAt/endsAt), e.g. "2026-11-22T02:46:48.123Z".
 std::string Rfc3339(uint64_t ns);
-std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s);
-std::string WebhookPayload(const TrackerUpdate& u);
-// The webhook event id of `d`'s firing or resolution (16 hex digits).
-std::string WebhookEventId(const Diagnosis& d, std::string_view status);
+std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s,
+                                const AlertLinks& links = {});
+std::string WebhookPayload(const TrackerUpdate& u, const AlertLinks& links = {});
+// The links of a diagnosis.
+std::string ReportCommand(const Diagnosis& d);
+std::string RunbookUrl(const std::string& kind, const AlertLinks& l);
+std::string DashboardUrl(const std::string& job, const AlertLinks& l);
 
 class AlertNotifier {
  public:
@@ -90,7 +83,6 @@ class AlertNotifier {
     std::string url;
     std::string body;
     const HttpAuth* auth;  // points into o_
-    std::vector<DeliveredEvent> events;  // webhook: what it delivers
   };
   void Loop();
 

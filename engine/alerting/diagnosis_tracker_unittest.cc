@@ -45,6 +45,27 @@ TEST(DiagnosisTrackerTest, PersistingKeepsFirstSeenAndAbsentResolves) {
   EXPECT_EQ(t.active_count(), 0u);
 }
 
+TEST(DiagnosisTrackerTest, ActiveWhenTheJobFinishedEndsWithItUnresolved) {
+  DiagnosisTracker t(1);
+  std::vector<Diagnosis> w = {D("j", "slow_gpu", "rank:3", 100), D("k", "slow_gpu", "rank:1", 100)};
+  t.Update(&w, {"j", "k"}, {"j", "k"}, 100);
+  // Job j's last window still reports it while the job is finished.
+  std::vector<Diagnosis> last = {D("j", "slow_gpu", "rank:3", 200)};
+  TrackerUpdate u = t.Update(&last, {"j", "k"}, {"j", "k"}, 200, {"j"});
+  EXPECT_TRUE(u.ended.empty());
+  EXPECT_EQ(u.active.size(), 1u);  // j's; k was not reported and resolves
+  ASSERT_EQ(u.resolved.size(), 1u);
+  EXPECT_EQ(u.resolved[0].diagnosis.job, "k");
+  std::vector<Diagnosis> none;
+  u = t.Update(&none, {"j"}, {"j"}, 300, {"j"});
+  EXPECT_TRUE(u.resolved.empty());
+  ASSERT_EQ(u.ended.size(), 1u);
+  EXPECT_EQ(u.ended[0].diagnosis.kind, "slow_gpu");
+  EXPECT_EQ(u.ended[0].resolved_ns, 300u);
+  EXPECT_TRUE(u.active.empty());
+  EXPECT_EQ(t.active_count(), 0u);
+}
+
 TEST(DiagnosisTrackerTest, ResolveAfterSeveralWindowsAndRetiredJobs) {
   DiagnosisTracker t(2);
   std::vector<Diagnosis> w = {D("a", "slow_link", "rank:5", 1), D("b", "slow_gpu", "rank:1", 1)};
@@ -71,8 +92,26 @@ TEST(AlertPayloadTest, AlertmanagerAndWebhookBodies) {
   u.resolved.push_back(r);
   std::string am = AlertmanagerPayload(u, 1700000100000000000ull, 300);
   EXPECT_TRUE(absl::StrContains(
-      am, R"("alertname":"xpu_slow_gpu","team":"operations","job":"j","severity":"critical")"))
+      am, R"("alertname":"xpu_slow_gpu","team":"operations","xpu_job":"j","severity":"critical")"))
       << am;
+  EXPECT_TRUE(absl::StrContains(am, R"("command":"xpu report --job j")")) << am;
+  EXPECT_TRUE(absl::StrContains(am, R"("runbook_url":"docs/diagnosis-catalogue.md#slow_gpu")"))
+      << am;
+  EXPECT_FALSE(absl::StrContains(am, "dashboard_url")) << am;
+  const AlertLinks links{"https://grafana.example/", "https://docs.example/xpu/docs"};
+  const std::string linked = AlertmanagerPayload(u, 1700000100000000000ull, 300, links);
+  EXPECT_TRUE(absl::StrContains(
+      linked,
+      R"("dashboard_url":"https://grafana.example/d/xpu-job-overview/?var-job=j")"))
+      << linked;
+  EXPECT_TRUE(absl::StrContains(
+      linked, R"("runbook_url":"https://docs.example/xpu/docs/diagnosis-catalogue.md#slow_gpu")"))
+      << linked;
+  EXPECT_EQ(RunbookUrl("hang_crash", {}), "docs/hang-diagnosis.md#hang_crash");
+  Diagnosis hang = D("job/1 x", "hang_crash", "job", 1);
+  EXPECT_EQ(ReportCommand(hang), "xpu hang --job job/1 x");
+  EXPECT_EQ(DashboardUrl("job/1 x", links),
+            "https://grafana.example/d/xpu-job-overview/?var-job=job%2F1%20x");
   EXPECT_TRUE(absl::StrContains(
       am, R"("startsAt":"2023-11-14T22:13:20.000Z","endsAt":"2023-11-14T22:20:00.000Z")"))
       << am;
@@ -84,6 +123,13 @@ TEST(AlertPayloadTest, AlertmanagerAndWebhookBodies) {
   EXPECT_TRUE(absl::StrContains(wh, R"("status":"firing","job":"j","kind":"slow_gpu")")) << wh;
   EXPECT_TRUE(absl::StrContains(wh, R"("status":"resolved","job":"j","kind":"slow_link")")) << wh;
   EXPECT_TRUE(absl::StrContains(wh, R"("ranks":[3],"hosts":["node0"])")) << wh;
+  // Ended with the job: the alert ends, the webhook says why.
+  TrackerUpdate e;
+  e.ended.push_back(ResolvedDiagnosis{D("j", "slow_gpu", "rank:3", 1700000000000000000ull),
+                                      1700000060000000000ull});
+  EXPECT_TRUE(absl::StrContains(AlertmanagerPayload(e, 1700000100000000000ull, 300),
+                                R"("endsAt":"2023-11-14T22:14:20.000Z")"));
+  EXPECT_TRUE(absl::StrContains(WebhookPayload(e), R"("status":"ended_with_job")"));
 }
 
 TEST(HttpUrlTest, Parse) {

@@ -1,5 +1,9 @@
 #include "engine/detectors/figures_exporter.h"
 
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
 #include "common/analysis/collective.h"
 #include "common/analysis/gemm.h"
 #include "common/analysis/stats.h"
@@ -12,50 +16,96 @@ prometheus::Family<prometheus::Gauge>& Gauge(prometheus::Registry& r, const char
                                              const char* help) {
   return prometheus::BuildGauge().Name(name).Help(help).Register(r);
 }
+
+// Observes every sample (in µs) at once: one ObserveMultiple per window.
+void ObserveAll(prometheus::Histogram& h, const std::vector<double>& us,
+                const std::vector<double>& bounds) {
+  std::vector<double> counts(bounds.size() + 1, 0.0);
+  double sum = 0;
+  for (double v : us) {
+    const double s = v * 1e-6;
+    sum += s;
+    const size_t b = std::lower_bound(bounds.begin(), bounds.end(), s) - bounds.begin();
+    counts[b] += 1;  // b == bounds.size(): +Inf
+  }
+  h.ObserveMultiple(counts, sum);
+}
+
 }  // namespace
+
+const std::vector<double>& FiguresExporter::IssueLatencyBuckets() {
+  // 1 µs .. 1 s: the healthy range (a few µs to a few hundred µs) in 1-2.5-5
+  // steps, stalls in decades.
+  static const auto* b = new std::vector<double>{1e-6,   2.5e-6, 5e-6,   1e-5,   2.5e-5,
+                                                 5e-5,   1e-4,   2.5e-4, 5e-4,   1e-3,
+                                                 2.5e-3, 1e-2,   1e-1,   1.0};
+  return *b;
+}
 
 FiguresExporter::FiguresExporter(std::shared_ptr<WindowViews> views,
                                  std::shared_ptr<const DetectorConfig> config,
-                                 prometheus::Registry& registry)
+                                 prometheus::Registry& registry, JobSeries& series)
     : ViewDetector(std::move(views), std::move(config)),
+      series_(series),
       step_(Gauge(registry, "xpu_rank_step_seconds",
                   "Mean step time of a rank over the last window")),
-      tflops_(Gauge(registry, "xpu_rank_gemm_tflops",
-                    "GEMM TFLOPS of a rank (GPU-timed, not overlapping collectives), last window")),
+      flops_(Gauge(registry, "xpu_rank_gemm_flop_per_second",
+                   "GEMM throughput of a rank in floating-point operations per second "
+                   "(GPU-timed, not overlapping collectives), last window")),
       busbw_(
           Gauge(registry, "xpu_rank_busbw_bytes_per_second",
                 "Last-arrival bus bandwidth of the collectives a rank took part in, last window")),
-      issue_(Gauge(registry, "xpu_rank_issue_latency_seconds",
-                   "Kernel issue latency quantiles of a rank by kernel family, last window")),
+      issue_(prometheus::BuildHistogram()
+                 .Name("xpu_rank_issue_latency_seconds")
+                 .Help("Kernel issue latency (GPU start - CPU launch) of a rank by kernel family")
+                 .Register(registry)),
       void_(Gauge(registry, "xpu_rank_void_ratio",
-                  "Void percentages V_inter and V_minority of a rank (0..1)")),
-      dataloader_(
-          Gauge(registry, "xpu_rank_dataloader_share", "DataLoader time / step time of a rank")) {}
+                  "Void percentages V_inter and V_minority of a rank (0..1), last window")),
+      dataloader_(Gauge(registry, "xpu_rank_dataloader_ratio",
+                        "DataLoader time / step time of a rank (0..1), last window")) {}
 
-void FiguresExporter::Set(prometheus::Family<prometheus::Gauge>& f, const Labels& labels,
-                          double v) {
-  f.Add(labels).Set(v);
-  series_[labels.at("job")].insert({&f, labels});
+void FiguresExporter::Set(const std::string& job, prometheus::Family<prometheus::Gauge>& f,
+                          const prometheus::Labels& labels, double v) {
+  const std::string slot = labels.at(kRankLabel) + "/" +
+                           (labels.count("kind") ? labels.at("kind") : std::string());
+  if (prometheus::Gauge* g = series_.Get(job, f, slot, labels)) g->Set(v);
 }
 
 void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
   const WindowView& v = views_->Get(job);
+  if (v.ranks.empty() || series_.Retired(job.job())) return;
+  const prometheus::Labels job_labels = JobLabels(job.job(), job.job_name());
+  std::map<int32_t, const xpu::v1::ProcessIdentity*> identity;
+  for (const auto& [key, p] : job.processes()) identity[p->identity.rank()] = &p->identity;
+  const xpu::v1::ProcessIdentity none;
   const std::vector<analysis::CommBandwidth> comms = analysis::CommunicatorBandwidth(v.ranks);
+  // Per rank, the bus bytes and seconds of the communicators it is in,
+  // summed in the communicators' order (one pass over their members).
+  std::unordered_map<int32_t, std::pair<double, double>> bus;  // rank -> (bytes, seconds)
+  for (const auto& c : comms) {
+    for (int32_t r : c.ranks) {
+      std::pair<double, double>& b = bus[r];
+      b.first += c.bus_bytes;
+      b.second += c.seconds;
+    }
+  }
   for (const analysis::RankTrace& t : v.ranks) {
     const std::string rank = std::to_string(t.rank);
-    const Labels base = {{"job", job.job()}, {"rank", rank}};
+    auto id = identity.find(t.rank);
+    const prometheus::Labels base =
+        RankLabels(job_labels, rank, id != identity.end() ? *id->second : none);
     analysis::Steps st = analysis::FindSteps(t);
     std::vector<double> d = st.DurationsS();
     if (!d.empty()) {
-      Set(step_, base, analysis::Mean(d));
+      Set(job.job(), step_, base, analysis::Mean(d));
       analysis::VoidFigures f = analysis::ComputeVoid(t, st);
       if (f.steps > 0) {
-        Labels inter = base, minority = base;
+        prometheus::Labels inter = base, minority = base;
         inter["kind"] = "inter";
         minority["kind"] = "minority";
-        Set(void_, inter, f.VInter());
-        Set(void_, minority, f.VMinority());
-        if (f.inter_from_dataloader) Set(dataloader_, base, f.dataloader_s / f.step_s);
+        Set(job.job(), void_, inter, f.VInter());
+        Set(job.job(), void_, minority, f.VMinority());
+        if (f.inter_from_dataloader) Set(job.job(), dataloader_, base, f.dataloader_s / f.step_s);
       }
     }
     double flops = 0, ns = 0;
@@ -63,36 +113,20 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
       flops += g.flops;
       ns += static_cast<double>(g.total_ns);
     }
-    if (ns > 0) Set(tflops_, base, flops / (ns * 1e-9) / 1e12);
-    double bus_bytes = 0, secs = 0;
-    for (const auto& c : comms) {
-      if (!c.ranks.count(t.rank)) continue;
-      bus_bytes += c.bus_bytes;
-      secs += c.seconds;
+    if (ns > 0) Set(job.job(), flops_, base, flops / (ns * 1e-9));
+    auto b = bus.find(t.rank);
+    if (b != bus.end() && b->second.second > 0) {
+      Set(job.job(), busbw_, base, b->second.first / b->second.second);
     }
-    if (secs > 0) Set(busbw_, base, bus_bytes / secs);
     for (auto fam : {analysis::KernelFamily::kCompute, analysis::KernelFamily::kCommunication}) {
       std::vector<double> lat = analysis::IssueLatenciesUs(t, fam);
       if (lat.empty()) continue;
-      for (double q : {0.1, 0.5, 0.9}) {
-        Labels l = base;
-        l["family"] = fam == analysis::KernelFamily::kCompute ? "compute" : "communication";
-        l["quantile"] = q == 0.1 ? "0.1" : q == 0.5 ? "0.5" : "0.9";
-        Set(issue_, l, analysis::Quantile(lat, q) * 1e-6);
-      }
+      prometheus::Labels l = base;
+      l["family"] = fam == analysis::KernelFamily::kCompute ? "compute" : "communication";
+      prometheus::Histogram* h =
+          series_.Get(job.job(), issue_, rank + "/" + l["family"], l, IssueLatencyBuckets());
+      if (h != nullptr) ObserveAll(*h, lat, IssueLatencyBuckets());
     }
-  }
-}
-
-void FiguresExporter::Retain(const std::vector<std::string>& jobs) {
-  std::set<std::string> keep(jobs.begin(), jobs.end());
-  for (auto it = series_.begin(); it != series_.end();) {
-    if (keep.count(it->first)) {
-      ++it;
-      continue;
-    }
-    for (const auto& [family, labels] : it->second) family->Remove(&family->Add(labels));
-    it = series_.erase(it);
   }
 }
 

@@ -54,13 +54,33 @@ class FiguresExporterTest : public ::testing::Test {
     job_.CloseWindow();
   }
   double Value(const std::string& name, std::map<std::string, std::string> labels) {
-    labels["job"] = "job-1";
+    labels["xpu_job"] = "job-1";
+    labels["xpu_job_name"] = "gpt";
+    labels["Hostname"] = "node0";  // TestJob puts ranks 0..3 on node0
     return GaugeValue(registry_, name, labels);
+  }
+  // Cumulative count of the issue-latency histogram bucket `le` (+Inf: the
+  // total); -1 when the series is absent.
+  double Bucket(const std::string& rank, const std::string& family, double le) {
+    for (const prometheus::MetricFamily& f : registry_.Collect()) {
+      if (f.name != "xpu_rank_issue_latency_seconds") continue;
+      for (const prometheus::ClientMetric& m : f.metric) {
+        std::map<std::string, std::string> have;
+        for (const auto& l : m.label) have[l.name] = l.value;
+        if (have["rank"] != rank || have["family"] != family) continue;
+        for (const auto& b : m.histogram.bucket) {
+          if (b.upper_bound == le) return static_cast<double>(b.cumulative_count);
+        }
+        if (std::isinf(le)) return static_cast<double>(m.histogram.sample_count);
+      }
+    }
+    return -1;
   }
 
   TestJob job_;
   prometheus::Registry registry_;
-  FiguresExporter exporter_{std::make_shared<WindowViews>(), Config(), registry_};
+  JobSeries series_;
+  FiguresExporter exporter_{std::make_shared<WindowViews>(), Config(), registry_, series_};
 };
 
 TEST_F(FiguresExporterTest, PublishesEachRanksFiguresAndNoDiagnosis) {
@@ -69,24 +89,24 @@ TEST_F(FiguresExporterTest, PublishesEachRanksFiguresAndNoDiagnosis) {
     SCOPED_TRACE(rank);
     EXPECT_DOUBLE_EQ(Value("xpu_rank_step_seconds", {{"rank", rank}}), 0.010);
     // 137.4 GFLOP in 1 ms.
-    EXPECT_NEAR(Value("xpu_rank_gemm_tflops", {{"rank", rank}}), 2.0 * 4096 * 4096 * 4096 / 1e9,
-                1e-9);
+    EXPECT_NEAR(Value("xpu_rank_gemm_flop_per_second", {{"rank", rank}}),
+                2.0 * 4096 * 4096 * 4096 / 1e-3, 1);
     // 16 MiB x busbw factor 1 (two ranks) / 2 ms.
     EXPECT_NEAR(Value("xpu_rank_busbw_bytes_per_second", {{"rank", rank}}), 16777216 / 2e-3, 1);
-    for (const char* q : {"0.1", "0.5", "0.9"}) {
-      EXPECT_NEAR(Value("xpu_rank_issue_latency_seconds",
-                        {{"rank", rank}, {"family", "compute"}, {"quantile", q}}),
-                  100e-6, 1e-12);
-      EXPECT_NEAR(Value("xpu_rank_issue_latency_seconds",
-                        {{"rank", rank}, {"family", "communication"}, {"quantile", q}}),
-                  50e-6, 1e-12);
-    }
+    // Five GEMMs issued 100 us ahead, five all-reduces 50 us ahead: all in
+    // (50 us, 250 us] and (25 us, 100 us] respectively.
+    EXPECT_EQ(Bucket(rank, "compute", 5e-5), 0);
+    EXPECT_EQ(Bucket(rank, "compute", 2.5e-4), 5);
+    EXPECT_EQ(Bucket(rank, "compute", INFINITY), 5);
+    EXPECT_EQ(Bucket(rank, "communication", 2.5e-5), 0);
+    EXPECT_EQ(Bucket(rank, "communication", 1e-4), 5);
+    EXPECT_EQ(Bucket(rank, "communication", INFINITY), 5);
     // The GPU idles from the end of the previous step's all-reduce (5 ms
     // into it) to the GEMM after the DataLoader call: 6.5 ms in 4 of the 5
     // steps (the first has no earlier GPU op in the window).
     EXPECT_NEAR(Value("xpu_rank_void_ratio", {{"rank", rank}, {"kind", "inter"}}), 0.52, 1e-9);
     EXPECT_DOUBLE_EQ(Value("xpu_rank_void_ratio", {{"rank", rank}, {"kind", "minority"}}), 0);
-    EXPECT_NEAR(Value("xpu_rank_dataloader_share", {{"rank", rank}}), 0.1, 1e-9);
+    EXPECT_NEAR(Value("xpu_rank_dataloader_ratio", {{"rank", rank}}), 0.1, 1e-9);
   }
 }
 
@@ -95,9 +115,28 @@ TEST_F(FiguresExporterTest, SeriesKeepTheirValueUntilTheJobIsRetired) {
   job_.CloseWindow();  // a window without records
   Diagnose(exporter_, job_);
   EXPECT_DOUBLE_EQ(Value("xpu_rank_step_seconds", {{"rank", "0"}}), 0.010);
-  exporter_.Retain({"another-job"});
+  // Samples accumulate: the second window had none.
+  EXPECT_EQ(Bucket("0", "compute", INFINITY), 5);
+  series_.RetireJob("job-1");
   EXPECT_TRUE(std::isnan(Value("xpu_rank_step_seconds", {{"rank", "0"}})));
-  EXPECT_TRUE(std::isnan(Value("xpu_rank_gemm_tflops", {{"rank", "1"}})));
+  EXPECT_TRUE(std::isnan(Value("xpu_rank_gemm_flop_per_second", {{"rank", "1"}})));
+  EXPECT_EQ(Bucket("0", "compute", INFINITY), -1);
+  // A retired job's windows publish nothing.
+  Diagnose(exporter_, job_);
+  EXPECT_TRUE(std::isnan(Value("xpu_rank_step_seconds", {{"rank", "0"}})));
+}
+
+TEST_F(FiguresExporterTest, IssueLatencyHistogramAccumulatesAcrossWindows) {
+  Diagnose(exporter_, job_);
+  EXPECT_EQ(Bucket("1", "compute", INFINITY), 5);
+  for (int s = 6; s <= 8; ++s) {
+    job_.Add(1, Timed(kGemm, kSec + s * 10 * kMs, kMs, s, 2 * kMs));
+  }
+  job_.CloseWindow();
+  Diagnose(exporter_, job_);
+  EXPECT_EQ(Bucket("1", "compute", 2.5e-4), 5);
+  EXPECT_EQ(Bucket("1", "compute", 2.5e-3), 8);
+  EXPECT_EQ(Bucket("1", "compute", INFINITY), 8);
 }
 
 }  // namespace

@@ -45,6 +45,7 @@ class KernelIssueStallDetector::WindowPass {
 
   void Run(DiagnosisSink& sink) {
     MeasureRanks();
+    PoolSamples();
     FindWaitingRanks();
     JudgeRanks();
     UpdateSyncBaselines();
@@ -108,6 +109,23 @@ class KernelIssueStallDetector::WindowPass {
           d.comm_s += static_cast<double>(op.dur_ns) * 1e-9;
         }
       }
+    }
+  }
+
+  // Every rank's samples of each family, sorted once: each rank is compared
+  // with the pool without its own samples (analysis::PoolComplement), which
+  // keeps the window linear in the job's size (a copy of the other ranks'
+  // samples per rank would be quadratic).
+  void PoolSamples() {
+    for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
+      Pool& p = pools_[f];
+      p.sorted.clear();
+      for (const RankData& d : data_) {
+        const std::vector<double>& v = d.lat.at(f);
+        p.sorted.insert(p.sorted.end(), v.begin(), v.end());
+      }
+      std::sort(p.sorted.begin(), p.sorted.end());
+      p.prefix = analysis::PrefixSums(p.sorted);
     }
   }
 
@@ -185,19 +203,18 @@ class KernelIssueStallDetector::WindowPass {
 
   // Against the pooled samples of the other ranks (one rank stalls: GC).
   bool VsPeers(size_t i, KernelFamily f, double my_med) {
-    const std::vector<double>& mine = data_[i].lat[f];
-    std::vector<double> peers;
-    for (size_t j = 0; j < v_.ranks.size(); ++j) {
-      if (j != i) peers.insert(peers.end(), data_[j].lat[f].begin(), data_[j].lat[f].end());
-    }
+    std::vector<double> mine = data_[i].lat[f];
+    std::sort(mine.begin(), mine.end());
+    const Pool& pool = pools_[f];
+    const analysis::PoolComplement peers(pool.sorted, pool.prefix, mine);
     if (peers.size() < min_samples_) return false;
-    const double ks = analysis::KsDistance(mine, peers);
-    const double peer_med = analysis::Median(peers);
+    const double ks = peers.KsDistance();
+    const double peer_med = peers.Quantile(0.5);
     if (ks < ks_thr_ || my_med >= shift_ * peer_med) return false;
     stalled_[v_.ranks[i].rank].push_back(
         absl::StrCat(FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1),
                      " us vs peers ", Fmt(peer_med, 1), " us, KS ", Fmt(ks), ", W1 ",
-                     Fmt(analysis::Wasserstein1(mine, peers), 1), " us"));
+                     Fmt(peers.Wasserstein1(), 1), " us"));
     return true;
   }
 
@@ -254,9 +271,11 @@ class KernelIssueStallDetector::WindowPass {
   }
 
   size_t IndexOf(int32_t rank) const {
-    size_t i = 0;
-    while (v_.ranks[i].rank != rank) ++i;
-    return i;
+    // v_.ranks is sorted by rank.
+    return static_cast<size_t>(
+        std::lower_bound(v_.ranks.begin(), v_.ranks.end(), rank,
+                         [](const analysis::RankTrace& t, int32_t r) { return t.rank < r; }) -
+        v_.ranks.begin());
   }
 
   // The ranks' own synchronization rates, from their first windows without
@@ -342,6 +361,10 @@ class KernelIssueStallDetector::WindowPass {
          min_gc_ = 0, min_dataloader_ = 0, wait_share_ = 0, sync_growth_ = 0;
   int baseline_windows_ = 0, persist_ = 1, min_runs_ = 0;
   std::vector<RankData> data_;  // by index in v_.ranks
+  struct Pool {
+    std::vector<double> sorted, prefix;  // every rank's samples; analysis::PrefixSums
+  };
+  std::map<KernelFamily, Pool> pools_;
   std::vector<bool> waiting_;   // waits for a slower peer: not judged
   const history::JobHistory* jh_ = nullptr;
   std::map<int32_t, std::vector<std::string>> stalled_;  // rank -> comparisons that flag it

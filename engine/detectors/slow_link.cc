@@ -36,16 +36,30 @@ std::pair<int32_t, double> SlowestComputeMember(const WindowView& v,
       if (g.count > 0) tflops[t.rank][key] = g.Tflops();
     }
   }
+  // Per shape, every member's TFLOPS sorted: the others' median of one
+  // member is this list without one copy of its value (O(1) per member and
+  // shape, where collecting the others each time would be quadratic).
+  std::map<std::string, std::vector<double>> by_shape;
+  for (const auto& [rank, mine] : tflops) {
+    for (const auto& [key, tf] : mine) by_shape[key].push_back(tf);
+  }
+  for (auto& [key, all] : by_shape) std::sort(all.begin(), all.end());
+  auto others_median = [](const std::vector<double>& all, double mine) {
+    const size_t n = all.size() - 1;  // the others
+    if (n == 0) return 0.0;
+    const size_t skip = static_cast<size_t>(std::lower_bound(all.begin(), all.end(), mine) -
+                                            all.begin());
+    auto at = [&](size_t k) { return all[k < skip ? k : k + 1]; };
+    // analysis::Median: the mean of the two middle values when n is even.
+    const double pos = 0.5 * static_cast<double>(n - 1);
+    const size_t lo = static_cast<size_t>(pos), hi = std::min(lo + 1, n - 1);
+    return at(lo) + (at(hi) - at(lo)) * (pos - static_cast<double>(lo));
+  };
   std::pair<int32_t, double> worst{-1, 1.0};
   for (const auto& [rank, mine] : tflops) {
     std::vector<double> ratios;
     for (const auto& [key, tf] : mine) {
-      std::vector<double> others;
-      for (const auto& [r2, theirs] : tflops) {
-        auto it = theirs.find(key);
-        if (r2 != rank && it != theirs.end()) others.push_back(it->second);
-      }
-      const double ref = others.empty() ? 0 : analysis::Median(others);
+      const double ref = others_median(by_shape[key], tf);
       if (ref > 0) ratios.push_back(tf / ref);
     }
     if (ratios.empty()) continue;

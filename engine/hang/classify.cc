@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include "engine/hang/stall_site.h"
+#include "engine/hang/step_pattern.h"
 #include "xpu/record.h"
 
 namespace xpu::engine::hang {
@@ -333,8 +335,9 @@ bool ClassifyCrash(const std::vector<RankEvidence>& ranks, const RankStates& s, 
   v->cls = HangClass::kCrash;
   v->team = "operations";
   SetCulprits(ranks, s.dead, v);
-  v->reason = "rank(s) " + Ranks(s.dead) + " exited or died while rank(s) " + Ranks(s.waiting) +
-              " wait in a collective";
+  v->reason = "rank(s) " + Ranks(s.dead) + " exited or died while " +
+              (!s.waiting.empty() ? "rank(s) " + Ranks(s.waiting) + " wait in a collective"
+                                  : std::string("the others make no progress"));
   DescribeRanks(ranks, s.dead, v);
   return true;
 }
@@ -354,7 +357,7 @@ bool ClassifyStopped(const std::vector<RankEvidence>& ranks, const RankStates& s
       (!s.dstate.empty()
            ? "rank(s) " + Ranks(s.dstate) + " in uninterruptible sleep (D: I/O, driver)"
            : "") +
-      "; the others wait in a collective";
+      (!s.waiting.empty() ? "; the others wait in a collective" : "; no rank makes progress");
   DescribeRanks(ranks, bad, v);
   CorroborateFromRings(ranks, bad, v);
   return true;
@@ -365,7 +368,7 @@ bool ClassifyStopped(const std::vector<RankEvidence>& ranks, const RankStates& s
 bool ClassifyBusyWait(const std::vector<RankEvidence>& ranks, const RankStates& s, Verdict* v) {
   if (s.idle.empty() || s.waiting.empty()) return false;
   for (const RankEvidence& r : ranks) {
-    if (Contains(s.idle, r.rank) && r.open.empty()) return false;
+    if (Contains(s.idle, r.rank) && r.open.empty() && !r.progressing) return false;
   }
   v->cls = HangClass::kBusyWait;
   v->team = "";
@@ -376,47 +379,79 @@ bool ClassifyBusyWait(const std::vector<RankEvidence>& ranks, const RankStates& 
       v->details.push_back("rank " + std::to_string(r.rank) + " busy in " + OpName(o.kind) + " \"" +
                            o.name + "\" since " + std::to_string(o.since_ns));
     }
+    if (r.open.empty() && r.progressing) {
+      v->details.push_back("rank " + std::to_string(r.rank) +
+                           " still completes work outside the collective (last progress " +
+                           std::to_string(r.progress_age_ns / 1000000) + " ms ago)");
+    }
   }
   v->reason = "rank(s) " + Ranks(s.waiting) + " wait in a collective for busy rank(s) " +
-              Ranks(s.idle) + " (open host interval, e.g. checkpoint save): not a fault";
+              Ranks(s.idle) +
+              " (an open host interval such as a checkpoint save, or work that still makes "
+              "progress such as an evaluation): not a fault";
   return true;
 }
 
 // (op, bytes) -> the members that issued it at a communicator's stuck seq.
 using ShapeGroups = std::map<std::tuple<uint32_t, uint64_t>, std::vector<int32_t>>;
 
-// The odd ones out of a mismatch: the minority shape when one shape has a
-// clear majority; else (e.g. two ranks, one shape each) the group that
-// issued more collectives on the communicator than the others (they added
-// one); else every group. Adds a detail line per shape.
-std::vector<int32_t> MismatchedRanks(const CommView& view, const ShapeGroups& shapes, Verdict* v) {
+std::string ShapeText(const OpShape& shape) {
+  return OpName(shape.first) + " of " + std::to_string(shape.second) + " bytes";
+}
+
+// The odd ones out of a mismatch, decided from what each rank issued at the
+// stuck seq: against the job's own per-step pattern (the groups whose op
+// differs from the expected one, when exactly one group issued it); else
+// the minority shape when one shape has a clear majority; else every group,
+// and the reason says they cannot be told apart. Never from how many
+// collectives a rank has issued: a healthy rank may simply have enqueued
+// further ahead. Adds a detail line per shape and one for the pattern.
+std::vector<int32_t> MismatchedRanks(const CommView& view, const ShapeGroups& shapes,
+                                     const Expectation& expected, bool* told_apart, Verdict* v) {
+  for (const auto& [shape, rs] : shapes) {
+    v->details.push_back("seq " + std::to_string(view.stuck_seq) + ": ranks " + Ranks(rs) +
+                         " issued " + ShapeText({std::get<0>(shape), std::get<1>(shape)}));
+  }
+  *told_apart = true;
+  std::vector<int32_t> odd;
+  if (expected.known) {
+    v->details.push_back("the communicator's per-step pattern (period " +
+                         std::to_string(expected.period) + " collectives, learnt from the " +
+                         std::to_string(expected.history) + " before) expects " +
+                         ShapeText(expected.shape) + " at seq " + std::to_string(view.stuck_seq) +
+                         " (" + std::to_string(expected.votes) + " of " +
+                         std::to_string(expected.occurrences) + " earlier steps)");
+    int matching = 0;
+    for (const auto& [shape, rs] : shapes) {
+      if (OpShape{std::get<0>(shape), std::get<1>(shape)} == expected.shape) {
+        ++matching;
+      } else {
+        odd.insert(odd.end(), rs.begin(), rs.end());
+      }
+    }
+    if (matching == 1) return odd;
+    odd.clear();
+    v->details.push_back(matching == 0 ? "no rank issued what the pattern expects"
+                                       : "several groups issued what the pattern expects");
+  } else {
+    v->details.push_back("the job's per-step pattern does not tell: " + expected.why_not);
+  }
   size_t majority = 0;
   for (const auto& [shape, rs] : shapes) majority = std::max(majority, rs.size());
   size_t at_majority = 0;
   for (const auto& [shape, rs] : shapes) at_majority += rs.size() == majority ? 1 : 0;
-  std::vector<int32_t> odd;
-  for (const auto& [shape, rs] : shapes) {
-    if (at_majority == 1 && rs.size() < majority) odd.insert(odd.end(), rs.begin(), rs.end());
-    v->details.push_back("seq " + std::to_string(view.stuck_seq) + ": ranks " + Ranks(rs) +
-                         " issued " + OpName(std::get<0>(shape)) + " of " +
-                         std::to_string(std::get<1>(shape)) + " bytes");
+  if (at_majority == 1) {
+    for (const auto& [shape, rs] : shapes) {
+      if (rs.size() < majority) odd.insert(odd.end(), rs.begin(), rs.end());
+    }
+    v->details.push_back("the minority is named: " + Ranks(odd));
+    return odd;
   }
-  if (!odd.empty()) return odd;
-  std::map<uint32_t, std::vector<int32_t>> by_issued;
-  for (const auto& [shape, rs] : shapes) {
-    uint32_t most = 0;
-    for (int32_t r : rs) most = std::max(most, view.by_rank.at(r)->last_issued);
-    by_issued[most].insert(by_issued[most].end(), rs.begin(), rs.end());
-  }
-  const auto& top = *by_issued.rbegin();
-  if (by_issued.size() > 1) {
-    odd = top.second;
-    v->details.push_back(
-        "ranks " + Ranks(odd) + " issued " + std::to_string(top.first) +
-        " collectives on this communicator, the others fewer: they issued an extra one");
-  } else {
-    for (const auto& [shape, rs] : shapes) odd.insert(odd.end(), rs.begin(), rs.end());
-  }
+  *told_apart = false;
+  for (const auto& [shape, rs] : shapes) odd.insert(odd.end(), rs.begin(), rs.end());
+  v->details.push_back(
+      "the ranks cannot be told apart: neither the per-step pattern nor a majority says which "
+      "issued the wrong collective");
   return odd;
 }
 
@@ -424,7 +459,8 @@ std::vector<int32_t> MismatchedRanks(const CommView& view, const ShapeGroups& sh
 // issued different ops or sizes (mismatch), or members that never issued it
 // while others wait in it.
 bool ClassifySequences(const std::vector<RankEvidence>& ranks,
-                       const std::map<uint64_t, CommView>& comms, Verdict* v) {
+                       const std::map<uint64_t, CommView>& comms, const ClassifyContext& context,
+                       Verdict* v) {
   for (const auto& [comm_id, view] : comms) {
     if (view.stuck_seq == 0) continue;
     ShapeGroups shapes;
@@ -437,15 +473,28 @@ bool ClassifySequences(const std::vector<RankEvidence>& ranks,
       }
     }
     if (shapes.size() > 1) {
-      const std::vector<int32_t> odd = MismatchedRanks(view, shapes, v);
+      auto hist = context.completed.find(comm_id);
+      const Expectation expected =
+          hist != context.completed.end()
+              ? ExpectedAt(hist->second, view.stuck_seq)
+              : Expectation{false, {}, 0, 0, 0, 0, "no completed collectives known"};
+      bool told_apart = true;
+      const std::vector<int32_t> odd = MismatchedRanks(view, shapes, expected, &told_apart, v);
       v->cls = HangClass::kMismatch;
       v->team = "algorithm";
       v->comm_id = comm_id;
       v->stuck_seq = view.stuck_seq;
       SetCulprits(ranks, odd, v);
       v->reason = "collective mismatch at seq " + std::to_string(view.stuck_seq) +
-                  " on communicator " + std::to_string(comm_id) + ": rank(s) " + Ranks(odd) +
-                  " issued a different op or size";
+                  " on communicator " + std::to_string(comm_id) + ": " +
+                  (told_apart ? "rank(s) " + Ranks(odd) + " issued " +
+                                    (expected.known ? "a different collective than the job's "
+                                                      "per-step pattern expects (" +
+                                                          ShapeText(expected.shape) + ")"
+                                                    : std::string("a different op or size than "
+                                                                  "the majority"))
+                              : "ranks " + Ranks(odd) +
+                                    " issued different ops or sizes and cannot be told apart");
       return true;
     }
     if (!missing.empty() && !shapes.empty()) {
@@ -458,6 +507,12 @@ bool ClassifySequences(const std::vector<RankEvidence>& ranks,
       v->reason = "rank(s) " + Ranks(missing) + " never issued collective seq " +
                   std::to_string(view.stuck_seq) + " (" + OpName(std::get<0>(shape)) +
                   ") that rank(s) " + Ranks(rs) + " wait in";
+      for (const RankEvidence& r : ranks) {
+        if (!Contains(missing, r.rank)) continue;
+        const StallSite site = WhereStalled(r, context.now_ns);
+        if (site.kind != StallSite::Kind::kUnknown)
+          v->reason += "; rank " + std::to_string(r.rank) + " " + site.summary;
+      }
       DescribeRanks(ranks, missing, v);
       CorroborateFromRings(ranks, missing, v);
       return true;
@@ -476,7 +531,7 @@ bool ClassifyStuckInside(const std::vector<RankEvidence>& ranks,
     for (const auto& [rank, c] : view.by_rank) all_in = all_in && c->pending_seq == view.stuck_seq;
     if (!all_in) continue;
     v->cls = HangClass::kCommunication;
-    v->team = "infrastructure";
+    v->team = "infrastructure";  // operations once the ring progress locates the link
     v->comm_id = comm_id;
     v->stuck_seq = view.stuck_seq;
     const CommState* any = view.by_rank.begin()->second;
@@ -487,6 +542,9 @@ bool ClassifyStuckInside(const std::vector<RankEvidence>& ranks,
     for (const std::string& l : f.lines) v->details.push_back(l);
     std::vector<int32_t> culprits;
     if (!f.link.empty()) {
+      // A located link is a network fault (XPUTimer's NCCL hang / RoCE
+      // issue): the link, its NICs or the GPUs at its ends.
+      v->team = "operations";
       v->faulty_link = f.link;
       culprits = f.from_read ? std::vector<int32_t>{f.from, f.to} : std::vector<int32_t>{f.from};
       v->ring_named = culprits;
@@ -505,6 +563,79 @@ bool ClassifyStuckInside(const std::vector<RankEvidence>& ranks,
     return true;
   }
   return false;
+}
+
+// 3. A GPU kernel (not a collective) that never completes, on ranks whose
+// every other outstanding op is younger: what the rank waits for.
+bool ClassifyStuckKernel(const std::vector<RankEvidence>& ranks, const ClassifyContext& context,
+                         Verdict* v) {
+  std::vector<int32_t> stuck;
+  for (const RankEvidence& r : ranks) {
+    if (!Dead(r) && HasStuckKernel(r)) stuck.push_back(r.rank);
+  }
+  if (stuck.empty()) return false;
+  v->cls = HangClass::kNonCommunication;
+  v->team = "operations";
+  SetCulprits(ranks, stuck, v);
+  std::string sites;
+  for (const RankEvidence& r : ranks) {
+    if (!Contains(stuck, r.rank)) continue;
+    const StallSite site = WhereStalled(r, context.now_ns);
+    sites += (sites.empty() ? "" : "; ") + ("rank " + std::to_string(r.rank) + ": " + site.summary);
+  }
+  v->reason = "a GPU kernel never completes on rank(s) " + Ranks(stuck) + " (" + sites +
+              "): a faulty GPU or driver, or a kernel that does not terminate";
+  DescribeRanks(ranks, stuck, v);
+  return true;
+}
+
+// 8. Outside collectives: no rank waits in one, and the live ranks make no
+// progress (a one-process job; every rank stuck in Python, data loading or
+// native code). Each is named with where it sits; ranks at the same place
+// share one line.
+bool ClassifyOutside(const std::vector<RankEvidence>& ranks, const RankStates& s,
+                     const ClassifyContext& context, Verdict* v) {
+  if (!s.waiting.empty()) return false;
+  std::vector<int32_t> stalled, busy;
+  std::map<std::string, std::vector<int32_t>> by_site;
+  bool data_loading = false;
+  for (const RankEvidence& r : ranks) {
+    if (!Contains(s.idle, r.rank)) continue;
+    if (!r.open.empty()) busy.push_back(r.rank);
+    if (r.progressing || !r.open.empty()) continue;
+    stalled.push_back(r.rank);
+    const StallSite site = WhereStalled(r, context.now_ns);
+    data_loading = data_loading || site.kind == StallSite::Kind::kDataLoading;
+    by_site[site.summary].push_back(r.rank);
+  }
+  if (stalled.empty() && !busy.empty()) {
+    // Nobody is stuck: a rank inside a long host interval (a checkpoint
+    // save) is the only reason for the pause.
+    v->cls = HangClass::kBusyWait;
+    v->team = "";
+    SetCulprits(ranks, busy, v);
+    for (const RankEvidence& r : ranks) {
+      for (const OpenInterval& o : r.open) {
+        v->details.push_back("rank " + std::to_string(r.rank) + " busy in " + OpName(o.kind) +
+                             " \"" + o.name + "\" since " + std::to_string(o.since_ns));
+      }
+    }
+    v->reason = "rank(s) " + Ranks(busy) +
+                " inside an open host interval (e.g. a checkpoint save): not a fault";
+    return true;
+  }
+  if (stalled.empty()) return false;
+  v->cls = HangClass::kNonCommunication;
+  v->team = "algorithm";
+  SetCulprits(ranks, stalled, v);
+  std::string where;
+  for (const auto& [summary, rs] : by_site) {
+    where += (where.empty() ? "" : "; ") + ("rank(s) " + Ranks(rs) + " " + summary);
+  }
+  v->reason = "no rank waits in a collective and rank(s) " + Ranks(stalled) +
+              " make no progress" + (data_loading ? " (data loading)" : "") + ": " + where;
+  DescribeRanks(ranks, stalled, v);
+  return true;
 }
 
 // 7. Stacks only (no progress table): ranks outside communication code while
@@ -535,19 +666,20 @@ bool ClassifyFromStacks(const std::vector<RankEvidence>& ranks, Verdict* v) {
 
 }  // namespace
 
-Verdict Classify(const std::vector<RankEvidence>& ranks) {
+Verdict Classify(const std::vector<RankEvidence>& ranks, const ClassifyContext& context) {
   Verdict v;
   const RankStates states = StatesOf(ranks);
   if (ClassifyCrash(ranks, states, &v) || ClassifyStopped(ranks, states, &v) ||
-      ClassifyBusyWait(ranks, states, &v)) {
+      ClassifyStuckKernel(ranks, context, &v) || ClassifyBusyWait(ranks, states, &v)) {
     return v;
   }
   const std::map<uint64_t, CommView> comms = Communicators(ranks);
-  if (ClassifySequences(ranks, comms, &v) || ClassifyStuckInside(ranks, comms, &v) ||
-      ClassifyFromStacks(ranks, &v)) {
+  if (ClassifySequences(ranks, comms, context, &v) || ClassifyStuckInside(ranks, comms, &v) ||
+      ClassifyOutside(ranks, states, context, &v) || ClassifyFromStacks(ranks, &v)) {
     return v;
   }
-  v.reason = "no rank waits in a collective: no hang pattern recognised";
+  v.reason = "no rank waits in a collective and none is known to be stuck: no hang pattern "
+             "recognised";
   return v;
 }
 

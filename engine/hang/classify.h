@@ -3,27 +3,46 @@
 // which team acts on it.
 //
 // Order of the rules (first match wins):
-//  1. crash          a rank is gone / zombie / exited while others wait
-//                    (operations);
+//  1. crash          a rank is gone / zombie / exited while others wait or
+//                    make no progress (operations);
 //  2. process state  a rank is stopped (SIGSTOP, 'T') or in uninterruptible
-//                    sleep ('D'): non-communication hang, operations;
-//  3. busy-wait      the ranks not in the collective are inside an open
-//                    host interval such as a checkpoint save while the others
+//                    sleep ('D': I/O, storage, driver): non-communication
+//                    hang, operations;
+//  3. stuck kernel   a rank's oldest outstanding GPU op is a kernel (not a
+//                    collective) far beyond its usual duration: the kernel
+//                    never completes (a faulty GPU or driver, or a kernel
+//                    that does not terminate), named with its stream:
+//                    non-communication, operations;
+//  4. busy-wait      the ranks not in the collective are inside an open
+//                    host interval such as a checkpoint save, or still make
+//                    progress (evaluation on one rank), while the others
 //                    wait for them: not a fault, reported with the busy ranks;
-//  4. mismatch       at the sequence number the communicator is stuck on,
+//  5. mismatch       at the sequence number the communicator is stuck on,
 //                    ranks issued a different op kind or size (algorithm);
-//  5. missing        ranks never issued the collective the others wait in
+//                    the culprits are those whose op differs from what the
+//                    job's own repeating per-step pattern of collectives
+//                    expects at that number (step_pattern.h), or the
+//                    minority; when neither tells them apart, every group
+//                    is named and the reason says so;
+//  6. missing        ranks never issued the collective the others wait in
 //                    and sit in non-communication code: non-communication
-//                    hang, algorithm team (the paper's "stuck rank");
-//  6. communication  every rank issued the same collective and is stuck
-//                    inside it: infrastructure; intra-kernel ring progress
-//                    (cuda-gdb step counters, or the test runtime's) names
-//                    the link where progress stops;
-//  Rules 2 and 5 also read the ring progress of the ranks inside the kernel
+//                    hang, algorithm team (the paper's "stuck rank"), with
+//                    where they sit (stall_site.h: Python, data loading,
+//                    native code);
+//  7. communication  every rank issued the same collective and is stuck
+//                    inside it: intra-kernel ring progress (cuda-gdb step
+//                    counters, or the test runtime's) names the link where
+//                    progress stops (operations: the link, its NICs or
+//                    GPUs); not located: infrastructure;
+//  Rules 2 and 6 also read the ring progress of the ranks inside the kernel
 //  (LocateOnRings): when it stops behind a culprit, the verdict says so, so
 //  the culprit is named by the data flow and not only by its state or
 //  absence.
-//  7. stacks only    without progress tables: ranks whose stacks hold no
+//  8. outside        no rank waits in a collective and ranks make no
+//                    progress (a one-process job, or every rank stuck in
+//                    Python, data loading or native code): non-communication,
+//                    algorithm, with where each one sits;
+//  9. stacks only    without progress tables: ranks whose stacks hold no
 //                    communication frame while others' do are culprits.
 //
 // Thread-safety: pure functions.
@@ -31,7 +50,9 @@
 #define XPU_ENGINE_HANG_CLASSIFY_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/hang/stacks.h"
@@ -72,6 +93,18 @@ struct KernelProgress {
   std::string source;
 };
 
+// The hook's overdue op (its hang watch's suspect block).
+struct OverdueOp {
+  bool set = false;
+  uint32_t kind = 0;  // xpu_op_kind
+  uint32_t seq = 0;
+  uint32_t stream = 0;
+  uint64_t since_ns = 0;  // launch (host clock)
+  uint64_t threshold_ns = 0;
+  uint64_t comm_id = 0;  // 0: not a collective
+  std::string name;
+};
+
 struct RankEvidence {
   int32_t rank = -1;
   std::string host;
@@ -87,6 +120,22 @@ struct RankEvidence {
   std::vector<OpenInterval> open;
   std::vector<KernelProgress> kernel;
   std::string gpu_health;
+  OverdueOp overdue;
+  std::string threads;  // "tid name state wchan" lines, main thread first
+  double cpu_busy = -1;  // CPUs the process used over a short sample, -1 unknown
+  // Engine clock: how long ago the rank's last progress record arrived (-1
+  // unknown), and whether that is within the job's no-progress threshold.
+  int64_t progress_age_ns = -1;
+  bool progressing = false;
+};
+
+// What the classification knows besides the ranks' evidence.
+struct ClassifyContext {
+  // Per communicator, seq -> (kind, bytes) of the collectives it completed
+  // recently (the engine's collective table): the job's own per-step
+  // pattern, against which a mismatch's culprit is decided.
+  std::map<uint64_t, std::map<uint32_t, std::pair<uint32_t, uint64_t>>> completed;
+  uint64_t now_ns = 0;  // host clock, for ages of overdue ops
 };
 
 enum class HangClass { kNone, kCommunication, kNonCommunication, kMismatch, kCrash, kBusyWait };
@@ -134,7 +183,7 @@ RingFinding LocateOnRings(const std::vector<RankEvidence>& ranks);
 // a whole ring of one metric.
 int FindStalledLink(const std::vector<uint64_t>& progress_by_pos);
 
-Verdict Classify(const std::vector<RankEvidence>& ranks);
+Verdict Classify(const std::vector<RankEvidence>& ranks, const ClassifyContext& context = {});
 
 }  // namespace xpu::engine::hang
 

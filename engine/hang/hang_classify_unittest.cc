@@ -115,21 +115,162 @@ TEST(ClassifyTest, DifferentOpAtTheSameSeqIsAMismatch) {
   EXPECT_EQ(v.culprits, std::vector<int32_t>({1, 2}));
 }
 
-// Two ranks, one shape each (no majority): the rank that issued one
-// collective more than the other is the one that added a collective.
-TEST(ClassifyTest, TwoRankMismatchNamesTheRankThatIssuedMore) {
+// Two ranks, one shape each (no majority): the job's own per-step pattern
+// decides, not how many collectives each rank issued (the healthy rank may
+// have enqueued further ahead).
+TEST(ClassifyTest, TwoRankMismatchIsDecidedByTheStepPattern) {
   auto ranks = Waiting(2);
-  ranks[1].comms[0].pending_bytes = 4096;
-  ranks[1].comms[0].last_issued = 13;
+  ranks[1].comms[0].pending_bytes = 4096;  // rank 1 added a small all-reduce
+  ranks[0].comms[0].last_issued = 14;      // rank 0 ran ahead asynchronously
+  ranks[1].comms[0].last_issued = 10;
+  // Without history nothing tells them apart: both are named, and said so.
   Verdict v = Classify(ranks);
   EXPECT_EQ(v.cls, HangClass::kMismatch);
-  EXPECT_EQ(v.culprits, std::vector<int32_t>({1}));
-  EXPECT_NE(v.reason.find("rank(s) 1 issued a different op or size"), std::string::npos);
-  // Same issued counts: nothing singles a rank out, both are listed.
-  ranks[1].comms[0].last_issued = 12;
-  v = Classify(ranks);
-  EXPECT_EQ(v.cls, HangClass::kMismatch);
   EXPECT_EQ(v.culprits, std::vector<int32_t>({0, 1}));
+  EXPECT_NE(v.reason.find("cannot be told apart"), std::string::npos) << v.reason;
+  // Steps of 3 collectives (all-reduce 1 MiB, all-gather, all-reduce 1 MiB)
+  // completed up to seq 9: seq 10 is the step's first all-reduce of 1 MiB.
+  ClassifyContext ctx;
+  for (uint32_t s = 1; s <= 9; ++s) {
+    ctx.completed[kComm][s] = (s % 3 == 2) ? std::make_pair(uint32_t{XPU_OP_ALLGATHER}, uint64_t{8192})
+                                           : std::make_pair(uint32_t{XPU_OP_ALLREDUCE}, uint64_t{1} << 20);
+  }
+  v = Classify(ranks, ctx);
+  EXPECT_EQ(v.cls, HangClass::kMismatch);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({1}));
+  EXPECT_NE(v.reason.find("per-step pattern expects (allreduce of 1048576 bytes)"),
+            std::string::npos)
+      << v.reason;
+  // The other way round: rank 0 issued the odd one, though it issued more.
+  std::swap(ranks[0].comms[0].pending_bytes, ranks[1].comms[0].pending_bytes);
+  v = Classify(ranks, ctx);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0}));
+  // A history without a repeating pattern does not decide.
+  ClassifyContext noisy;
+  for (uint32_t s = 1; s <= 9; ++s) noisy.completed[kComm][s] = {XPU_OP_ALLREDUCE, s * 100};
+  v = Classify(ranks, noisy);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0, 1}));
+}
+
+// A job with no collectives waiting: one process, or every rank stuck
+// outside collectives.
+std::vector<RankEvidence> Alone(int n = 1) {
+  std::vector<RankEvidence> out;
+  for (int r = 0; r < n; ++r) {
+    RankEvidence e;
+    e.rank = r;
+    e.host = "node-a";
+    e.pid = 2000 + r;
+    e.proc_state = "sleeping";
+    e.has_progress = true;
+    e.progress_age_ns = 7000000000;
+    CommState c;
+    c.comm_id = kComm;
+    c.last_issued = c.last_completed = 40;
+    e.comms.push_back(c);
+    out.push_back(e);
+  }
+  return out;
+}
+
+ThreadStack Python(std::vector<std::string> frames) {
+  ThreadStack t = Stack(std::move(frames));
+  t.python = true;
+  t.thread = "\"MainThread\"";
+  return t;
+}
+
+TEST(ClassifyTest, OneProcessStoppedIsForOperations) {
+  auto ranks = Alone();
+  ranks[0].proc_state = "stopped";
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.team, "operations");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0}));
+  EXPECT_NE(v.reason.find("no rank makes progress"), std::string::npos) << v.reason;
+}
+
+TEST(ClassifyTest, OneProcessStuckInPythonOrDataLoadingIsForAlgorithmWithTheFrame) {
+  auto ranks = Alone();
+  ranks[0].python = {Python({"<module> (train.py)", "train (train.py)", "wait_forever (train.py)"})};
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.team, "algorithm");
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0}));
+  EXPECT_NE(v.reason.find("stuck in Python at <module> (train.py) > train (train.py) > "
+                          "wait_forever (train.py)"),
+            std::string::npos)
+      << v.reason;
+  ranks[0].python = {Python({"<module> (train.py)", "train (train.py)", "__next__ (dataloader.py)",
+                             "_next_data (dataloader.py)", "get (queues.py)", "wait (threading.py)"})};
+  v = Classify(ranks);
+  EXPECT_EQ(v.team, "algorithm");
+  EXPECT_NE(v.reason.find("(data loading)"), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("stuck in data loading at"), std::string::npos) << v.reason;
+  // Native frames only (no Python side): where it spins.
+  ranks[0].python.clear();
+  ranks[0].native = {Stack({"main", "Step", "fake_spin_forever"})};
+  ranks[0].threads = "2000 train running -\n2001 worker sleeping futex_wait_queue\n";
+  ranks[0].cpu_busy = 0.98;
+  v = Classify(ranks);
+  EXPECT_EQ(v.team, "algorithm");
+  EXPECT_NE(v.reason.find("stuck in native code at main > Step > fake_spin_forever, main thread "
+                          "running, 0.98 CPU (spinning)"),
+            std::string::npos)
+      << v.reason;
+}
+
+TEST(ClassifyTest, EveryRankStuckOutsideCollectivesIsNamedTogether) {
+  auto ranks = Alone(4);
+  for (auto& r : ranks) r.python = {Python({"<module> (train.py)", "wait_forever (train.py)"})};
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0, 1, 2, 3}));
+  EXPECT_NE(v.reason.find("rank(s) 0-3 stuck in Python at"), std::string::npos) << v.reason;
+  // A rank that still makes progress is not stuck.
+  ranks[2].progressing = true;
+  v = Classify(ranks);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0, 1, 3}));
+}
+
+TEST(ClassifyTest, AKernelThatNeverCompletesIsNamedWithItsStream) {
+  auto ranks = Alone();
+  ranks[0].overdue.set = true;
+  ranks[0].overdue.kind = XPU_OP_KERNEL;
+  ranks[0].overdue.seq = 812;
+  ranks[0].overdue.stream = 2;
+  ranks[0].overdue.name = "xpu_fake_kernel";
+  ranks[0].overdue.since_ns = 100000000000;
+  ClassifyContext ctx;
+  ctx.now_ns = 107000000000;
+  Verdict v = Classify(ranks, ctx);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.team, "operations");
+  EXPECT_NE(v.reason.find("GPU kernel xpu_fake_kernel (#812 on stream 2) never completes: "
+                          "outstanding for 7.0 s"),
+            std::string::npos)
+      << v.reason;
+  // An overdue collective is not a stuck kernel.
+  ranks[0].overdue.kind = XPU_OP_ALLREDUCE;
+  ranks[0].overdue.comm_id = kComm;
+  EXPECT_NE(Classify(ranks, ctx).team, "operations");
+}
+
+TEST(ClassifyTest, BusyRanksAreNotFaults) {
+  // A single process inside a checkpoint save.
+  auto ranks = Alone();
+  ranks[0].open.push_back(OpenInterval{XPU_OP_PY_CHECKPOINT, "checkpoint.save", 123});
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kBusyWait);
+  EXPECT_EQ(v.team, "");
+  // One rank evaluates (still completes work) while the others wait.
+  ranks = Waiting(4);
+  Idle(ranks[0], "evaluate");
+  ranks[0].progressing = true;
+  ranks[0].progress_age_ns = 300000000;
+  v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kBusyWait);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0}));
 }
 
 TEST(ClassifyTest, AllInsideTheKernelIsCommunicationAndTheRingLocatesTheLink) {
@@ -148,7 +289,7 @@ TEST(ClassifyTest, AllInsideTheKernelIsCommunicationAndTheRingLocatesTheLink) {
   }
   Verdict v = Classify(ranks);
   EXPECT_EQ(v.cls, HangClass::kCommunication);
-  EXPECT_EQ(v.team, "infrastructure");
+  EXPECT_EQ(v.team, "operations");  // a located link: network
   EXPECT_EQ(v.faulty_link, "3->4");
   EXPECT_EQ(v.culprits, std::vector<int32_t>({3, 4}));
   EXPECT_EQ(v.hosts, std::vector<std::string>({"node-a", "node-b"}));
@@ -156,6 +297,7 @@ TEST(ClassifyTest, AllInsideTheKernelIsCommunicationAndTheRingLocatesTheLink) {
   for (auto& r : ranks) r.kernel.clear();
   v = Classify(ranks);
   EXPECT_EQ(v.cls, HangClass::kCommunication);
+  EXPECT_EQ(v.team, "infrastructure");
   EXPECT_EQ(v.culprits.size(), 8u);
   EXPECT_TRUE(v.faulty_link.empty());
 }

@@ -4,14 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <map>
-#include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/hang/cuda_gdb_rings.h"
 #include "spdlog/spdlog.h"
-#include "xpu/record.h"
 
 namespace xpu::engine::hang {
 namespace {
@@ -24,7 +19,6 @@ std::shared_ptr<spdlog::logger> Log() {
   return log;
 }
 
-constexpr size_t kOpenScanRecords = 8192;
 // No batch about a process for this long: its daemon stopped reporting it.
 constexpr uint64_t kUnreportedNs = 10ull * 1000000000ull;
 
@@ -36,66 +30,17 @@ uint64_t EnvU64(const char* name, uint64_t def) {
   return end != v && *end == '\0' ? x : def;
 }
 
-// What the engine itself knows about one process, copied under the job lock.
-struct ProcessSnapshot {
-  std::string key;
-  int32_t rank = -1;
-  std::string host;
-  int32_t pid = 0;
-  std::string daemon_id;
-  Liveness liveness = Liveness::kAlive;
-  bool has_progress = false;
-  xpu::v1::HangProgress progress;
-  std::vector<OpenInterval> open;
-};
-
-std::vector<OpenInterval> OpenIntervals(const ProcessState& p) {
-  std::map<uint32_t, uint64_t> open;  // sig_id -> start
-  for (const xpu_record_v1& r : p.ring.Last(kOpenScanRecords)) {
-    if ((r.flags & XPU_REC_HOST) == 0) continue;
-    if (r.flags & XPU_REC_BEGIN) {
-      open[r.sig_id] = r.start_ns;
-    } else if (r.flags & XPU_REC_END) {
-      open.erase(r.sig_id);
-    }
-  }
-  std::vector<OpenInterval> out;
-  for (const auto& [sig_id, start] : open) {
-    const SignatureInfo* s = p.sigs.Find(sig_id);
-    if (s == nullptr) continue;
-    out.push_back(OpenInterval{s->abi.kind, s->name, start});
-  }
-  return out;
+double EnvDouble(const char* name, double def) {
+  const char* v = getenv(name);
+  if (v == nullptr || *v == '\0') return def;
+  char* end = nullptr;
+  const double x = strtod(v, &end);
+  return end != v && *end == '\0' && x >= 0 ? x : def;
 }
 
-std::vector<CommState> Comms(const xpu::v1::HangProgress& p) {
-  std::vector<CommState> out;
-  for (const auto& c : p.comms()) {
-    CommState s;
-    s.comm_id = c.comm_id();
-    s.last_issued = c.last_issued_seq();
-    s.last_completed = c.last_completed_seq();
-    s.pending_seq = c.pending_seq();
-    s.pending_kind = c.pending_kind();
-    s.pending_bytes = c.pending_bytes();
-    s.pending_since_ns = c.pending_since_ns();
-    s.pending_name = c.pending_name();
-    s.comm_rank = c.comm_rank();
-    s.comm_nranks = c.comm_nranks();
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  snprintf(buf, sizeof(buf), "%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-std::string WhereOf(const RankEvidence& r) {
-  const ThreadStack* t = MainThread(!r.python.empty() ? r.python : r.native);
-  return t != nullptr ? Innermost(*t, 4) : "";
+std::string VerdictLine(const Verdict& v) {
+  return absl::StrCat(HangClassName(v.cls), ", culprits ", CompressRanks(v.culprits), ", team ",
+                      v.team.empty() ? "none" : v.team, ": ", v.reason);
 }
 
 }  // namespace
@@ -103,13 +48,18 @@ std::string WhereOf(const RankEvidence& r) {
 HangMonitorOptions HangMonitorOptionsFromEnv() {
   HangMonitorOptions o;
   o.evidence_deadline_ms = EnvU64("XPU_HANG_EVIDENCE_DEADLINE_MS", o.evidence_deadline_ms);
+  o.quick_deadline_ms = EnvU64("XPU_HANG_QUICK_DEADLINE_MS", o.quick_deadline_ms);
   o.poll_ms = std::max<uint64_t>(50, EnvU64("XPU_HANG_POLL_MS", o.poll_ms));
   o.enabled = EnvU64("XPU_HANG_DISABLE", 0) == 0;
+  o.progress.floor_ns = static_cast<uint64_t>(
+      EnvDouble("XPU_HANG_PROGRESS_FLOOR_S", static_cast<double>(o.progress.floor_ns) * 1e-9) *
+      1e9);
+  o.progress.multiple = EnvDouble("XPU_HANG_PROGRESS_MULTIPLE", o.progress.multiple);
   return o;
 }
 
 HangMonitor::HangMonitor(Registry& registry, EvidenceSender send, HangMonitorOptions options)
-    : registry_(registry), send_(std::move(send)), options_(options) {}
+    : registry_(registry), send_(std::move(send)), options_(options), progress_(options.progress) {}
 
 HangMonitor::~HangMonitor() { Stop(); }
 
@@ -133,6 +83,18 @@ void HangMonitor::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  WaitIdle();
+}
+
+void HangMonitor::WaitIdle() {
+  std::list<Worker> workers;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    workers.swap(workers_);
+  }
+  for (Worker& w : workers) {
+    if (w.thread.joinable()) w.thread.join();
+  }
 }
 
 void HangMonitor::SetListener(std::function<void(const Diagnosis&)> listener) {
@@ -157,6 +119,9 @@ std::optional<HangReport> HangMonitor::Latest(const std::string& job) const {
 std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64_t now) {
   std::lock_guard<std::mutex> l(job.mu());
   std::optional<Suspicion> s;
+  auto consider = [&s](Suspicion c) {
+    if (!s || (c.stall_since_ns != 0 && c.stall_since_ns < s->stall_since_ns)) s = std::move(c);
+  };
   bool gone = false;
   std::string gone_ranks;
   uint64_t oldest_pending = 0;
@@ -175,13 +140,11 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
     if (!p->counters.has_progress()) continue;
     const xpu::v1::HangProgress& pr = p->counters.progress();
     if (pr.suspect()) {
-      if (!s || pr.suspect_since_ns() < s->stall_since_ns) {
-        s = Suspicion{
-            absl::StrCat("rank ", rank, ": ", pr.suspect_name().empty() ? "op" : pr.suspect_name(),
-                         " seq ", pr.suspect_seq(), " outstanding beyond its threshold (",
-                         pr.suspect_threshold_ns() / 1000000, " ms)"),
-            pr.suspect_since_ns()};
-      }
+      consider(Suspicion{
+          absl::StrCat("rank ", rank, ": ", pr.suspect_name().empty() ? "op" : pr.suspect_name(),
+                       " seq ", pr.suspect_seq(), " outstanding beyond its threshold (",
+                       pr.suspect_threshold_ns() / 1000000, " ms)"),
+          pr.suspect_since_ns()});
     }
     for (const auto& c : pr.comms()) {
       if (c.pending_seq() != 0 && c.pending_since_ns() != 0 &&
@@ -190,299 +153,171 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
       }
     }
   }
-  if (s) return s;
   if (gone && oldest_pending != 0 && now > oldest_pending &&
       now - oldest_pending > options_.exit_grace_ns) {
-    return Suspicion{absl::StrCat("rank(s) ", gone_ranks,
-                                  " stopped reporting while others wait in a collective"),
-                     oldest_pending};
+    consider(Suspicion{absl::StrCat("rank(s) ", gone_ranks,
+                                    " stopped reporting while others wait in a collective"),
+                       oldest_pending});
   }
-  return std::nullopt;
+  if (std::optional<ProgressStall> st = progress_.Check(job, now)) {
+    consider(Suspicion{st->trigger, st->since_ns});
+  }
+  return s;
 }
 
 void HangMonitor::Poll() {
   const uint64_t now = registry_.Now();
+  std::vector<std::string> live;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
+    live.push_back(job->job());
     std::optional<Suspicion> s = Suspect(*job, now);
+    const uint64_t threshold = progress_.ThresholdNs(job->job());
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!s) {
         episode_start_.erase(job->job());  // recovered: a later hang is a new episode
+        busy_refined_.erase(job->job());
         active_.erase(job->job());
         continue;
       }
       auto it = episode_start_.find(job->job());
       if (it != episode_start_.end() && now - it->second < options_.rediagnose_ns) continue;
+      if (stop_) return;
       episode_start_[job->job()] = now;
     }
     Log()->warn("job {}: suspected hang: {}", job->job(), s->trigger);
-    HangReport r = Diagnose(job->job(), options_.evidence_deadline_ms, false);
+    EvidenceByProcess evidence;
+    HangReport r =
+        Diagnose(job->job(), options_.quick_deadline_ms, false, "quick", nullptr, &evidence,
+                 auth::EngineCaller());
     r.trigger = s->trigger;
     r.stall_since_ns = s->stall_since_ns;
     r.suspected_ns = now;
-    Diagnosis d = ToDiagnosis(r);
-    Log()->warn("job {}: {} hang, culprits {} ({}), {:.1f} s after the last progress", r.job,
-                HangClassName(r.verdict.cls), CompressRanks(r.verdict.culprits), r.verdict.reason,
+    r.threshold_ns = threshold;
+    r.phase = "quick";
+    Log()->warn("job {}: first verdict {:.1f} s after the last progress: {}", r.job,
                 r.stall_since_ns && r.diagnosed_ns > r.stall_since_ns
                     ? (r.diagnosed_ns - r.stall_since_ns) * 1e-9
-                    : 0.0);
-    std::function<void(const Diagnosis&)> listener;
-    {
+                    : 0.0,
+                VerdictLine(r.verdict));
+    Publish(r, now);
+    if (r.verdict.cls == HangClass::kBusyWait) {
+      // Not a fault yet (the ranks outside the collective are still busy):
+      // a second look after a second instead of after rediagnose_ns, so that
+      // a rank that has stopped becomes a verdict; the full pass runs once.
+      constexpr uint64_t kRecheckNs = 1000000000ull;
       std::lock_guard<std::mutex> l(mu_);
-      latest_[r.job] = r;
-      active_[r.job] = d;
-      listener = listener_;
+      episode_start_[job->job()] =
+          now + kRecheckNs > options_.rediagnose_ns ? now + kRecheckNs - options_.rediagnose_ns : 0;
+      if (!busy_refined_.insert(job->job()).second) continue;
     }
-    if (listener) listener(d);
+    // The full pass (native stacks, cuda-gdb ring reads) refines it, off
+    // the poll thread.
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard<std::mutex> l(mu_);
+    for (auto w = workers_.begin(); w != workers_.end();) {
+      if (w->finished->load()) {
+        w->thread.join();
+        w = workers_.erase(w);
+      } else {
+        ++w;
+      }
+    }
+    workers_.push_back(Worker{std::thread([this, job = job->job(), r, ev = std::move(evidence), now,
+                                           finished]() mutable {
+                                Refine(std::move(job), std::move(r), std::move(ev), now);
+                                finished->store(true);
+                              }),
+                              finished});
   }
+  progress_.Retain(live);
 }
 
-absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint64_t deadline_ms) {
+void HangMonitor::Refine(std::string job, HangReport quick, EvidenceByProcess evidence,
+                         uint64_t episode) {
+  HangReport r =
+      Diagnose(job, options_.evidence_deadline_ms, false, "", &evidence, nullptr, auth::EngineCaller());
+  r.trigger = quick.trigger;
+  r.stall_since_ns = quick.stall_since_ns;
+  r.suspected_ns = quick.suspected_ns;
+  r.threshold_ns = quick.threshold_ns;
+  r.refined_ns = r.diagnosed_ns;
+  r.diagnosed_ns = quick.diagnosed_ns;
+  r.evidence_ms += quick.evidence_ms;
+  r.phase = "full";
+  if (r.verdict.cls == HangClass::kNone && quick.verdict.cls != HangClass::kNone) {
+    // The full pass saw nothing (e.g. the job recovered meanwhile): the
+    // first verdict stands.
+    r.verdict = quick.verdict;
+  } else if (r.verdict.cls != quick.verdict.cls || r.verdict.culprits != quick.verdict.culprits) {
+    r.first_verdict = VerdictLine(quick.verdict);
+  }
+  Log()->warn("job {}: refined verdict {:.1f} s after the last progress: {}", r.job,
+              r.stall_since_ns && r.refined_ns > r.stall_since_ns
+                  ? (r.refined_ns - r.stall_since_ns) * 1e-9
+                  : 0.0,
+              VerdictLine(r.verdict));
+  Publish(r, episode);
+}
+
+void HangMonitor::Publish(const HangReport& r, uint64_t episode) {
+  std::function<void(const Diagnosis&)> listener;
+  Diagnosis d;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto ep = episode_start_.find(r.job);
+    const bool current = ep != episode_start_.end() && ep->second == episode;
+    auto latest = latest_.find(r.job);
+    // A refinement of an older episode does not replace a newer report.
+    if (latest != latest_.end() && latest->second.suspected_ns > r.suspected_ns) return;
+    latest_[r.job] = r;
+    if (!current || r.verdict.cls == HangClass::kNone) return;
+    d = ToDiagnosis(r);
+    auto it = active_.find(r.job);
+    const bool changed = it == active_.end() || it->second.kind != d.kind ||
+                         it->second.ranks != d.ranks || it->second.evidence != d.evidence;
+    active_[r.job] = d;
+    if (changed) listener = listener_;
+  }
+  if (listener) listener(d);
+}
+
+absl::StatusOr<HangReport> HangMonitor::CollectNow(const std::string& job, uint64_t deadline_ms,
+                                                   const xpu::v1::CommandCaller& caller) {
   if (registry_.FindJob(job) == nullptr)
     return absl::NotFoundError(absl::StrCat("no live job ", job));
-  return Diagnose(job, deadline_ms > 0 ? deadline_ms : options_.evidence_deadline_ms, true);
-}
-
-namespace {
-
-// What the engine itself knows about each process of `job` (null: none),
-// copied under the job's lock.
-std::vector<ProcessSnapshot> SnapshotProcesses(JobState* job) {
-  std::vector<ProcessSnapshot> procs;
-  if (job == nullptr) return procs;
-  std::lock_guard<std::mutex> l(job->mu());
-  for (const auto& [key, p] : job->processes()) {
-    ProcessSnapshot s;
-    s.key = key;
-    s.rank = p->identity.rank();
-    s.host = p->identity.host();
-    s.pid = p->identity.pid();
-    s.daemon_id = p->daemon_id;
-    s.liveness = p->liveness;
-    s.has_progress = p->counters.has_progress();
-    if (s.has_progress) s.progress = p->counters.progress();
-    s.open = OpenIntervals(*p);
-    procs.push_back(std::move(s));
-  }
-  return procs;
-}
-
-// The daemons' evidence, by (host, pid) of the process.
-using EvidenceByProcess = std::map<std::pair<std::string, int32_t>, xpu::v1::ProcessEvidence>;
-
-// Sends the evidence command to every daemon of the job, one command per
-// daemon, all in flight at once, and waits up to the deadline (+3 s) for the
-// answers. A daemon that does not answer in time, fails or sends unreadable
-// evidence is logged and left out; `report` counts the daemons asked and
-// answered and the time it took.
-EvidenceByProcess GatherEvidence(const EvidenceSender& send, const std::string& job_name,
-                                 const std::vector<ProcessSnapshot>& procs, uint64_t deadline_ms,
-                                 HangReport* report) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::map<std::string, CommandFuture> futures;
-  for (const ProcessSnapshot& s : procs) {
-    if (s.daemon_id.empty() || futures.count(s.daemon_id) || !send) continue;
-    xpu::v1::Command c;
-    c.set_kind("evidence");
-    c.set_job(job_name);
-    c.set_deadline_ms(deadline_ms);
-    futures.emplace(s.daemon_id, send(s.daemon_id, std::move(c)));
-  }
-  report->daemons_asked = static_cast<uint32_t>(futures.size());
-  const auto until = t0 + std::chrono::milliseconds(deadline_ms + 3000);
-  EvidenceByProcess evidence;
-  for (auto& [daemon, f] : futures) {
-    if (f.wait_until(until) != std::future_status::ready) {
-      Log()->warn("job {}: daemon {} did not answer the evidence command in time", job_name,
-                  daemon);
-      continue;
-    }
-    absl::StatusOr<xpu::v1::CommandReply> reply = f.get();
-    if (!reply.ok() || !reply->ok()) {
-      Log()->warn("job {}: evidence from {} failed: {}", job_name, daemon,
-                  reply.ok() ? reply->error() : reply.status().ToString());
-      continue;
-    }
-    xpu::v1::EvidenceReply ev;
-    if (!ev.ParseFromString(reply->payload())) {
-      Log()->warn("job {}: unreadable evidence from {}", job_name, daemon);
-      continue;
-    }
-    ++report->daemons_answered;
-    for (const auto& p : ev.processes()) evidence[{p.identity().host(), p.identity().pid()}] = p;
-  }
-  report->evidence_ms = static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
-          .count());
-  return evidence;
-}
-
-// cuda-gdb channel readings per source ("cuda-gdb...") and comm rank; they
-// are placed along the ring once every rank is in (PlaceCudaGdbRings).
-using CudaGdbReadings = std::map<std::string, std::map<int32_t, std::vector<RingReading>>>;
-
-// Fills `r` and the kernel part of its summary from what its daemon read:
-// process state, stacks, GPU health and intra-kernel progress. cuda-gdb's
-// readings, in communicator ranks, go to `cuda_gdb`. Returns the hook's
-// progress table from the evidence, or `progress` when it has none.
-const xpu::v1::HangProgress* ApplyEvidence(const xpu::v1::ProcessEvidence& e,
-                                           const xpu::v1::HangProgress* progress, RankEvidence* r,
-                                           RankSummary* sum, CudaGdbReadings* cuda_gdb) {
-  r->answered = true;
-  r->proc_state = e.proc_state();
-  r->exited = r->exited || e.exited();
-  r->native = ParseGdbBacktrace(e.native_stacks());
-  r->python = ParsePythonStacks(e.python_stacks());
-  r->native_error = e.native_error();
-  r->python_error = e.python_error();
-  r->gpu_health = e.gpu_health();
-  if (e.has_progress()) progress = &e.progress();
-  for (const auto& k : e.kernel()) {
-    if (absl::StartsWith(k.source(), "cuda-gdb")) {
-      sum->kernel += absl::StrCat(sum->kernel.empty() ? "" : "; ", k.source(), " ", k.channel(),
-                                  " (#", k.arrived_seq(), "): ", k.detail());
-      RingReading c;
-      c.channel = atoi(k.channel().c_str() + (absl::StartsWith(k.channel(), "ch") ? 2 : 0));
-      c.ring_prev = k.ring_prev();
-      c.ring_next = k.ring_next();
-      c.steps = k.step();
-      c.sent = k.sent();
-      if (k.ring_next() >= 0 && k.comm_rank() >= 0)
-        (*cuda_gdb)[k.source()][k.comm_rank()].push_back(c);
-      continue;
-    }
-    KernelProgress kp;
-    kp.channel = k.source() + ":" + k.channel();
-    kp.ring_pos = k.comm_rank();
-    kp.ring_size = k.comm_nranks();
-    kp.seq = k.arrived_seq();
-    kp.completed_seq = k.completed_seq();
-    kp.step = k.step();
-    kp.steps_total = k.steps_total();
-    kp.source = k.source();
-    r->kernel.push_back(kp);
-    sum->kernel +=
-        absl::StrCat(sum->kernel.empty() ? "" : "; ", k.source(), " arrived ", k.arrived_seq(),
-                     " completed ", k.completed_seq(), " step ", k.step(), "/", k.steps_total());
-  }
-  sum->collect_ms = e.collect_ms();
-  return progress;
-}
-
-// The report's line for one rank, from its evidence.
-void SummarizeRank(const RankEvidence& r, RankSummary* sum) {
-  sum->rank = r.rank;
-  sum->host = r.host;
-  sum->pid = r.pid;
-  sum->proc_state = r.proc_state;
-  sum->answered = r.answered;
-  sum->where = WhereOf(r);
-  for (const CommState& c : r.comms) {
-    sum->comms += absl::StrCat(sum->comms.empty() ? "" : "; ", "comm ", Hex(c.comm_id).substr(0, 8),
-                               ": issued ", c.last_issued, " completed ", c.last_completed);
-    if (c.pending_seq) {
-      sum->comms += absl::StrCat(" pending #", c.pending_seq, " ", c.pending_name, " (",
-                                 c.pending_bytes, " B)");
-    }
-  }
-  for (const OpenInterval& o : r.open) {
-    sum->open += absl::StrCat(sum->open.empty() ? "" : "; ", o.name, " (kind ", o.kind, ") since ",
-                              o.since_ns);
-  }
-  sum->native_error = r.native_error;
-  sum->python_error = r.python_error;
-  sum->gpu_health = r.gpu_health;
-}
-
-// One process as the classifier sees it: the engine's snapshot, completed
-// with its daemon's evidence when the daemon answered.
-RankEvidence EvidenceOf(const ProcessSnapshot& s, const EvidenceByProcess& evidence,
-                        RankSummary* sum, CudaGdbReadings* cuda_gdb) {
-  RankEvidence r;
-  r.rank = s.rank;
-  r.host = s.host;
-  r.pid = s.pid;
-  r.exited = s.liveness == Liveness::kExited;
-  r.open = s.open;
-  auto it = evidence.find({s.host, s.pid});
-  const xpu::v1::HangProgress* progress = s.has_progress ? &s.progress : nullptr;
-  if (it != evidence.end()) {
-    progress = ApplyEvidence(it->second, progress, &r, sum, cuda_gdb);
-  } else {
-    r.answered = false;
-    r.proc_state = r.exited ? "gone" : "unknown";
-  }
-  if (progress != nullptr) {
-    r.has_progress = true;
-    r.comms = Comms(*progress);
-  }
-  SummarizeRank(r, sum);
+  const uint64_t deadline = deadline_ms > 0 ? deadline_ms : options_.evidence_deadline_ms;
+  EvidenceByProcess quick;
+  HangReport q = Diagnose(job, std::min(deadline, options_.quick_deadline_ms), true, "quick",
+                          nullptr, &quick, caller);
+  HangReport r = Diagnose(job, deadline, true, "", &quick, nullptr, caller);
+  r.evidence_ms += q.evidence_ms;
+  r.phase = "on-demand";
   return r;
 }
 
-// Ring positions from the neighbours cuda-gdb read; progress along the ring
-// then locates a stalled link like the test runtime's counters do.
-// cuda-gdb speaks communicator ranks (the daemon reads the communicator with
-// the oldest outstanding collective): map them to job ranks through the
-// hook's per-communicator state, which every member has, also one that never
-// entered the kernel.
-void PlaceCudaGdbRings(const CudaGdbReadings& cuda_gdb, std::vector<RankEvidence>* ranks) {
-  std::map<uint64_t, std::map<int32_t, size_t>> members;  // comm -> comm rank -> index in ranks
-  uint64_t stuck = 0, oldest = 0;
-  for (size_t i = 0; i < ranks->size(); ++i) {
-    for (const CommState& c : (*ranks)[i].comms) {
-      if (c.comm_rank >= 0) members[c.comm_id][c.comm_rank] = i;
-      if (c.pending_seq != 0 && (stuck == 0 || c.pending_since_ns < oldest)) {
-        stuck = c.comm_id;
-        oldest = c.pending_since_ns;
-      }
-    }
-  }
-  const std::map<int32_t, size_t>& index_of = members[stuck];
-  auto global = [&](int32_t comm_rank) {
-    auto it = index_of.find(comm_rank);
-    return it == index_of.end() ? -1 : (*ranks)[it->second].rank;
-  };
-  for (const auto& [source, by_comm_rank] : cuda_gdb) {
-    std::map<int32_t, std::vector<KernelProgress>> placed;
-    RingProgressFromCudaGdb(by_comm_rank, source, &placed);
-    for (auto& [comm_rank, list] : placed) {
-      auto it = index_of.find(comm_rank);
-      if (it == index_of.end()) continue;
-      for (KernelProgress& k : list) {
-        k.prev_rank = global(k.prev_rank);
-        (*ranks)[it->second].kernel.push_back(std::move(k));
-      }
-    }
-  }
-}
-
-}  // namespace
-
 HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_ms,
-                                 bool on_demand) {
+                                 bool on_demand, const std::string& mode,
+                                 const EvidenceByProcess* earlier,
+                                 EvidenceByProcess* evidence_out,
+                                 const xpu::v1::CommandCaller& caller) {
   HangReport report;
   report.job = job_name;
   report.on_demand = on_demand;
   std::shared_ptr<JobState> job = registry_.FindJob(job_name);
-  const std::vector<ProcessSnapshot> procs = SnapshotProcesses(job.get());
-  const EvidenceByProcess evidence = GatherEvidence(send_, job_name, procs, deadline_ms, &report);
-  std::vector<RankEvidence> ranks;
-  CudaGdbReadings cuda_gdb;
-  for (const ProcessSnapshot& s : procs) {
-    RankSummary sum;
-    RankEvidence r = EvidenceOf(s, evidence, &sum, &cuda_gdb);
-    report.ranks.push_back(sum);
-    report.tree.AddRank(r.rank);
-    report.tree.Add(r.rank, r.native);
-    report.tree.Add(r.rank, r.python);
-    ranks.push_back(std::move(r));
-  }
-  if (!cuda_gdb.empty()) PlaceCudaGdbRings(cuda_gdb, &ranks);
-  std::sort(report.ranks.begin(), report.ranks.end(),
-            [](const RankSummary& a, const RankSummary& b) { return a.rank < b.rank; });
-  report.verdict = Classify(ranks);
+  const JobSnapshot snap = SnapshotJob(job.get());
+  EvidenceByProcess evidence =
+      GatherEvidence(send_, job_name, snap.procs, deadline_ms, mode, caller, &report);
+  if (earlier != nullptr) MergeEarlierEvidence(*earlier, &evidence);
+  const uint64_t now = registry_.Now();
+  std::vector<RankEvidence> ranks =
+      AssembleRanks(snap, evidence, now, options_.progress_fresh_ns, &report);
+  ClassifyContext context;
+  context.completed = snap.completed;
+  context.now_ns = now;
+  report.verdict = Classify(ranks, context);
   report.diagnosed_ns = registry_.Now();
+  if (evidence_out != nullptr) *evidence_out = std::move(evidence);
   return report;
 }
 
@@ -507,7 +342,7 @@ Diagnosis HangMonitor::ToDiagnosis(const HangReport& r) {
   d.evidence = r.verdict.reason;
   for (const std::string& line : r.verdict.details) d.evidence += "\n" + line;
   d.first_seen_ns = r.suspected_ns;
-  d.last_seen_ns = r.diagnosed_ns;
+  d.last_seen_ns = r.refined_ns != 0 ? r.refined_ns : r.diagnosed_ns;
   d.subject = cls + ":" + CompressRanks(r.verdict.culprits);
   return d;
 }

@@ -52,6 +52,7 @@ class HangMonitorTest : public ::testing::Test {
   // The daemon: every process sleeping, rank 2 in `busy_loop`.
   CommandFuture Answer(const std::string& daemon, const xpu::v1::Command& c) {
     ++commands_;
+    modes_.push_back(c.evidence_mode());
     EXPECT_EQ(daemon, "d1");
     EXPECT_EQ(c.kind(), "evidence");
     EXPECT_EQ(c.job(), "j");
@@ -85,6 +86,7 @@ class HangMonitorTest : public ::testing::Test {
   uint64_t now_ = 1000 * kS;
   Registry registry_;
   int commands_ = 0;
+  std::vector<std::string> modes_;
 };
 
 TEST_F(HangMonitorTest, NoSuspicionNoCommand) {
@@ -106,7 +108,9 @@ TEST_F(HangMonitorTest, SuspicionCollectsEvidenceAndNamesTheCulprit) {
   std::vector<Diagnosis> heard;
   m.SetListener([&](const Diagnosis& d) { heard.push_back(d); });
   m.Poll();
-  EXPECT_EQ(commands_, 1);
+  m.WaitIdle();
+  // A quick pass, then the full one.
+  EXPECT_EQ(modes_, std::vector<std::string>({"quick", ""}));
   std::optional<HangReport> r = m.Latest("j");
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->verdict.cls, HangClass::kNonCommunication);
@@ -116,13 +120,21 @@ TEST_F(HangMonitorTest, SuspicionCollectsEvidenceAndNamesTheCulprit) {
   EXPECT_NE(r->tree.Text().find("busy_loop  [ranks 2 | not 0-1,3]"), std::string::npos)
       << r->tree.Text();
   EXPECT_NE(r->Json().find("\"classification\":\"non-communication\""), std::string::npos);
-  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_EQ(r->phase, "full");
+  EXPECT_GT(r->refined_ns, 0u);
+  ASSERT_GE(heard.size(), 1u);
   EXPECT_EQ(heard[0].kind, "hang_non_communication");
   EXPECT_EQ(heard[0].team, Team::kAlgorithm);
   EXPECT_EQ(heard[0].severity, Severity::kCritical);
+  EXPECT_EQ(heard[0].ranks, std::vector<int32_t>({2}));
+  // The refined verdict adds where rank 2 sits (its native frames).
+  EXPECT_NE(heard.back().evidence.find("stuck in native code at main > busy_loop"),
+            std::string::npos)
+      << heard.back().evidence;
   // Once per episode: a second poll does not ask again.
   m.Poll();
-  EXPECT_EQ(commands_, 1);
+  m.WaitIdle();
+  EXPECT_EQ(commands_, 2);
   // The detector adapter hands the active diagnosis to the window tick.
   HangDetector det(&m);
   VectorSink sink;
@@ -151,6 +163,7 @@ TEST_F(HangMonitorTest, UnansweredDaemonStillGivesAVerdictFromEngineState) {
       },
       Options());
   m.Poll();
+  m.WaitIdle();
   std::optional<HangReport> r = m.Latest("j");
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->daemons_answered, 0u);
@@ -167,6 +180,84 @@ TEST_F(HangMonitorTest, CollectNowNeedsALiveJob) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->on_demand);
   EXPECT_EQ(r->tree.all_ranks().size(), 4u);
+}
+
+// A one-process job: no collective waits, nothing is overdue in the hook;
+// only its progress stops. The first verdict comes from the quick pass,
+// before the full one (held back here) answers.
+TEST_F(HangMonitorTest, OneProcessWithoutProgressIsAHangNamedFromItsPythonStack) {
+  auto job = registry_.GetOrCreateJob("solo", "");
+  {
+    std::lock_guard<std::mutex> l(job->mu());
+    xpu::v1::ProcessIdentity id;
+    id.set_job("solo");
+    id.set_rank(0);
+    id.set_host("node");
+    id.set_pid(500);
+    job->GetOrCreateProcess(id, "d1", now_).last_progress_rx_ns = now_;
+  }
+  std::promise<absl::StatusOr<xpu::v1::CommandReply>> full;
+  std::shared_future<absl::StatusOr<xpu::v1::CommandReply>> full_f = full.get_future().share();
+  HangMonitor m(
+      registry_,
+      [&](const std::string&, xpu::v1::Command c) -> CommandFuture {
+        modes_.push_back(c.evidence_mode());
+        if (c.evidence_mode() != "quick") {
+          return std::async(std::launch::async, [full_f] { return full_f.get(); });
+        }
+        xpu::v1::EvidenceReply ev;
+        xpu::v1::ProcessEvidence* p = ev.add_processes();
+        p->mutable_identity()->set_rank(0);
+        p->mutable_identity()->set_host("node");
+        p->mutable_identity()->set_pid(500);
+        p->set_proc_state("sleeping");
+        p->set_python_stacks(
+            "Current thread 0x00007f (most recent call first):\n"
+            "  File \"train.py\", line 9 in wait_forever\n"
+            "  File \"train.py\", line 20 in train\n"
+            "  File \"train.py\", line 30 in <module>\n");
+        xpu::v1::CommandReply reply;
+        reply.set_ok(true);
+        reply.set_payload(ev.SerializeAsString());
+        std::promise<absl::StatusOr<xpu::v1::CommandReply>> pr;
+        pr.set_value(reply);
+        return pr.get_future();
+      },
+      Options());
+  m.Poll();  // healthy: no progress missed yet
+  EXPECT_FALSE(m.Latest("solo").has_value());
+  now_ += 7 * kS;
+  m.Poll();
+  std::optional<Diagnosis> d = m.ActiveDiagnosis("solo");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->kind, "hang_non_communication");
+  EXPECT_EQ(d->team, Team::kAlgorithm);
+  EXPECT_EQ(d->ranks, std::vector<int32_t>({0}));
+  EXPECT_NE(d->evidence.find("stuck in Python at"), std::string::npos) << d->evidence;
+  EXPECT_NE(d->evidence.find("wait_forever (train.py)"), std::string::npos) << d->evidence;
+  std::optional<HangReport> r = m.Latest("solo");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->phase, "quick");
+  EXPECT_EQ(r->refined_ns, 0u);
+  EXPECT_EQ(r->stall_since_ns, now_ - 7 * kS);
+  EXPECT_NE(r->trigger.find("made no progress for 7.00 s"), std::string::npos) << r->trigger;
+  // The full pass answers (no native stacks from it): the verdict stands.
+  xpu::v1::CommandReply empty;
+  empty.set_ok(true);
+  empty.set_payload(xpu::v1::EvidenceReply().SerializeAsString());
+  full.set_value(empty);
+  m.WaitIdle();
+  r = m.Latest("solo");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->phase, "full");
+  EXPECT_EQ(r->verdict.culprits, std::vector<int32_t>({0}));
+  // Progress again: the episode ends.
+  {
+    std::lock_guard<std::mutex> l(job->mu());
+    for (const auto& [key, p] : job->processes()) p->last_progress_rx_ns = now_;
+  }
+  m.Poll();
+  EXPECT_FALSE(m.ActiveDiagnosis("solo").has_value());
 }
 
 }  // namespace

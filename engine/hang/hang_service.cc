@@ -1,19 +1,24 @@
 // engine/hang/hang_service.cc — see hang_service.h.
 #include "engine/hang/hang_service.h"
 
-#include "common/rpc/token.h"
 
 namespace xpu::engine::hang {
 
 grpc::Status HangService::Get(grpc::ServerContext* ctx, const xpu::v1::HangRequest* req,
                               xpu::v1::HangReply* reply) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
   if (req->job().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "job is required");
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.RequireJob(
+          *ctx, req->collect_now() ? auth::kAct : auth::kRead, req->job(), &caller);
+      !st.ok()) {
+    return st;
+  }
   reply->set_job(req->job());
   std::optional<HangReport> report;
   if (req->collect_now()) {
-    absl::StatusOr<HangReport> r = monitor_.CollectNow(req->job(), req->deadline_ms());
+    absl::StatusOr<HangReport> r =
+        monitor_.CollectNow(req->job(), req->deadline_ms(), auth::ToCommandCaller(caller));
     if (!r.ok())
       return grpc::Status(grpc::StatusCode::NOT_FOUND, std::string(r.status().message()));
     report = std::move(*r);

@@ -30,7 +30,11 @@ std::string HangReport::Json() const {
                          {"native_error", r.native_error},
                          {"python_error", r.python_error},
                          {"gpu_health", r.gpu_health},
-                         {"collect_ms", r.collect_ms}});
+                         {"collect_ms", r.collect_ms},
+                         {"overdue", r.overdue},
+                         {"threads", r.threads},
+                         {"cpu_busy", json::Fixed(r.cpu_busy, 2)},
+                         {"progress_age_ms", r.progress_age_ms}});
   }
   const json::Json o = {
       {"job", job},
@@ -50,7 +54,13 @@ std::string HangReport::Json() const {
       {"stall_since_ns", stall_since_ns},
       {"suspected_ns", suspected_ns},
       {"diagnosed_ns", diagnosed_ns},
+      {"refined_ns", refined_ns},
+      {"phase", phase},
+      {"first_verdict", first_verdict},
+      {"threshold_ns", threshold_ns},
+      {"stall_to_suspected_s", json::Fixed(Seconds(stall_since_ns, suspected_ns), 3)},
       {"stall_to_diagnosis_s", json::Fixed(Seconds(stall_since_ns, diagnosed_ns), 3)},
+      {"stall_to_refined_s", json::Fixed(Seconds(stall_since_ns, refined_ns), 3)},
       {"evidence_ms", evidence_ms},
       {"daemons_asked", daemons_asked},
       {"daemons_answered", daemons_answered},
@@ -78,12 +88,19 @@ std::string HangReport::Text() const {
            ")\n";
     }
     o += "  trigger:        " + trigger + "\n";
-    char buf[160];
+    char refined[64] = "refinement pending";
+    if (refined_ns != 0) {
+      snprintf(refined, sizeof(refined), "refined %.1f s", Seconds(stall_since_ns, refined_ns));
+    }
+    char buf[256];
     snprintf(buf, sizeof(buf),
-             "  timing:         stall -> diagnosis %.1f s (evidence %llu ms, %u/%u daemons)\n",
-             Seconds(stall_since_ns, diagnosed_ns), static_cast<unsigned long long>(evidence_ms),
-             daemons_answered, daemons_asked);
+             "  timing:         stall -> suspected %.1f s, -> first verdict %.1f s, -> %s "
+             "(evidence %llu ms, %u/%u daemons)\n",
+             Seconds(stall_since_ns, suspected_ns), Seconds(stall_since_ns, diagnosed_ns),
+             refined, static_cast<unsigned long long>(evidence_ms), daemons_answered,
+             daemons_asked);
     o += buf;
+    if (!first_verdict.empty()) o += "  first verdict:  " + first_verdict + "\n";
     for (const std::string& d : verdict.details) o += "    - " + d + "\n";
   }
   o += "\nRanks:\n";
@@ -94,6 +111,13 @@ std::string HangReport::Text() const {
     if (!r.comms.empty()) o += "      " + r.comms + "\n";
     if (!r.open.empty()) o += "      open: " + r.open + "\n";
     if (!r.kernel.empty()) o += "      kernel: " + r.kernel + "\n";
+    if (!r.overdue.empty()) o += "      overdue: " + r.overdue + "\n";
+    if (!r.threads.empty()) {
+      const std::string main = r.threads.substr(0, r.threads.find('\n'));
+      char cpu[48] = "";
+      if (r.cpu_busy >= 0) snprintf(cpu, sizeof(cpu), ", %.2f CPU", r.cpu_busy);
+      o += "      main thread: " + main + cpu + "\n";
+    }
     if (!r.native_error.empty()) o += "      native stacks: " + r.native_error + "\n";
     if (!r.python_error.empty()) o += "      python stacks: " + r.python_error + "\n";
   }

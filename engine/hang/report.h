@@ -27,6 +27,10 @@ struct RankSummary {
   std::string kernel;  // intra-kernel progress
   std::string native_error, python_error, gpu_health;
   uint64_t collect_ms = 0;
+  std::string overdue;   // the hook's overdue op, when one is
+  std::string threads;   // "tid name state wchan" lines
+  double cpu_busy = -1;  // CPUs used over a short sample, -1 unknown
+  int64_t progress_age_ms = -1;  // since its last progress record, -1 unknown
 };
 
 struct HangReport {
@@ -35,8 +39,12 @@ struct HangReport {
   std::string trigger;          // why the engine suspected a hang
   uint64_t stall_since_ns = 0;  // last progress (host clock), 0 unknown
   uint64_t suspected_ns = 0;    // engine noticed
-  uint64_t diagnosed_ns = 0;    // verdict ready
-  uint64_t evidence_ms = 0;     // fan-out to daemons
+  uint64_t diagnosed_ns = 0;    // first verdict ready (from the quick evidence)
+  uint64_t refined_ns = 0;      // verdict from the full evidence, 0 while it is pending
+  std::string phase;            // "quick" (first verdict), "full" (refined), "on-demand"
+  std::string first_verdict;    // the quick verdict, when the full one differs
+  uint64_t threshold_ns = 0;    // no-progress threshold of the job at the suspicion
+  uint64_t evidence_ms = 0;     // fan-out to daemons, every pass
   uint32_t daemons_asked = 0, daemons_answered = 0;
   Verdict verdict;
   std::vector<RankSummary> ranks;

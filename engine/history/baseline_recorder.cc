@@ -160,35 +160,6 @@ RunBaseline BaselineRecorder::Snapshot(const std::string& job, const Run& r,
   return b;
 }
 
-void BaselineRecorder::Seed(const RunBaseline& b) {
-  if (b.windows == 0 || runs_.count(b.job)) return;
-  Run& r = runs_[b.job];
-  r.job_name = b.job_name;
-  r.gpu_model = b.gpu_model;
-  r.windows = b.windows;
-  r.steps = b.steps;
-  const size_t n = std::min<size_t>(b.windows, kMaxWindows);
-  auto fill = [n](Series* s, double v, uint64_t count) {
-    s->values.assign(n, v);
-    s->count = count;
-  };
-  if (b.step_median_s > 0) {
-    fill(&r.step, b.step_median_s, b.steps);
-    r.step_best = b.step_best_s;
-  }
-  if (b.void_inter >= 0) {
-    fill(&r.void_inter, b.void_inter, 0);
-    fill(&r.void_minority, b.void_minority, 0);
-  }
-  for (const auto& [key, g] : b.gemm) {
-    auto& slot = r.gemm[key];
-    slot.first = g.dtype;
-    fill(&slot.second, g.tflops, g.count);
-  }
-  for (const auto& [shape, f] : b.busbw) fill(&r.busbw[shape], f.busbw, f.count);
-  r.issue_latency = b.issue_latency;
-}
-
 std::optional<RunBaseline> BaselineRecorder::Current(const std::string& job) const {
   auto it = runs_.find(job);
   if (it == runs_.end() || it->second.windows == 0) return std::nullopt;

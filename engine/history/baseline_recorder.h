@@ -55,12 +55,6 @@ class BaselineRecorder {
   static bool Healthy(const std::vector<Diagnosis>& diagnoses);
   // The job's run baseline so far; nullopt before its first healthy window.
   std::optional<RunBaseline> Current(const std::string& job) const;
-  // Continues a run another replica (or an earlier start of this engine)
-  // recorded: its stored figures stand for its windows (each series holds
-  // the stored median once per window, up to kMaxWindows), so the run's
-  // row keeps them instead of starting over. No-op for a job already
-  // recorded here.
-  void Seed(const RunBaseline& run);
   void Retain(const std::vector<std::string>& jobs);
 
  private:

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
 #include "common/rpc/status.h"
-#include "common/rpc/token.h"
 
 namespace xpu::engine::history {
 namespace {
@@ -122,7 +121,8 @@ absl::StatusOr<CalibrationRows> CalibrationRowsOf(const xpu::v1::CalibrationRepo
 grpc::Status HistoryService::UploadCalibration(grpc::ServerContext* ctx,
                                                const xpu::v1::CalibrationReport* req,
                                                xpu::v1::UploadCalibrationReply* reply) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.Require(*ctx, auth::kAdmin, &caller); !st.ok()) return st;
   if (store_ == nullptr)
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
   absl::StatusOr<CalibrationRows> rows = CalibrationRowsOf(*req);
@@ -131,15 +131,17 @@ grpc::Status HistoryService::UploadCalibration(grpc::ServerContext* ctx,
   if (absl::Status st = store_->Flush(); !st.ok()) return rpc::ToGrpcStatus(st);
   reply->set_gemm_rows(static_cast<uint32_t>(rows->gemm.size()));
   reply->set_collective_rows(static_cast<uint32_t>(rows->collectives.size()));
-  Log()->info("calibration of '{}' from {}: {} GEMM dtypes, {} collective sizes", req->gpu_model(),
-              req->host(), rows->gemm.size(), rows->collectives.size());
+  Log()->info("calibration of '{}' from {} by {}: {} GEMM dtypes, {} collective sizes",
+              req->gpu_model(), req->host(), caller.name, rows->gemm.size(),
+              rows->collectives.size());
   return grpc::Status::OK;
 }
 
 grpc::Status HistoryService::Calibrations(grpc::ServerContext* ctx,
                                           const xpu::v1::CalibrationsRequest* req,
                                           xpu::v1::CalibrationsReply* reply) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.Require(*ctx, auth::kRead, &caller); !st.ok()) return st;
   if (store_ == nullptr)
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
   absl::StatusOr<CalibrationRows> rows = store_->LoadCalibration(req->gpu_model());
@@ -182,7 +184,8 @@ grpc::Status HistoryService::Calibrations(grpc::ServerContext* ctx,
 grpc::Status HistoryService::Baselines(grpc::ServerContext* ctx,
                                        const xpu::v1::BaselinesRequest* req,
                                        xpu::v1::BaselinesReply* reply) {
-  if (grpc::Status st = rpc::CheckCallToken(*ctx, token_); !st.ok()) return st;
+  auth::Caller caller;
+  if (grpc::Status st = authorizer_.Require(*ctx, auth::kRead, &caller); !st.ok()) return st;
   if (store_ == nullptr)
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the engine has no store");
   if (req->job_name().empty())
@@ -192,6 +195,7 @@ grpc::Status HistoryService::Baselines(grpc::ServerContext* ctx,
   if (!runs.ok()) return rpc::ToGrpcStatus(runs.status());
   reply->set_job_name(req->job_name());
   for (const RunBaseline& r : *runs) {
+    if (!authorizer_.MayOnJob(caller, auth::kRead, r.job)) continue;  // another user's run
     xpu::v1::BaselineRun* out = reply->add_runs();
     out->set_job(r.job);
     out->set_gpu_model(r.gpu_model);

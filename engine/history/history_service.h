@@ -1,7 +1,9 @@
 // history_service — the History gRPC service (proto xpu.v1): calibration
 // uploads from `xpu calibrate` and read access to the stored calibrations
-// and run baselines. Same token rule as Query ("x-xpu-token" metadata when
-// the engine has a token).
+// and run baselines. Uploads need the admin permission (a calibration is
+// what the GEMM and link detectors trust); reading calibrations needs any
+// read permission; baselines list only runs of jobs the caller may read
+// (engine/auth/authorizer.h).
 //
 // An upload is validated as a whole (it comes from the network): a GPU
 // model, known dtypes and ops, finite positive figures, sane sizes; one bad
@@ -15,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/auth/authorizer.h"
 #include "engine/history/baselines.h"
 #include "engine/history/store.h"
 #include "xpu/v1/history.grpc.pb.h"
@@ -26,7 +29,8 @@ absl::StatusOr<CalibrationRows> CalibrationRowsOf(const xpu::v1::CalibrationRepo
 
 class HistoryService final : public xpu::v1::History::Service {
  public:
-  HistoryService(Store* store, std::string token) : store_(store), token_(std::move(token)) {}
+  HistoryService(Store* store, const auth::Authorizer& authorizer)
+      : store_(store), authorizer_(authorizer) {}
 
   grpc::Status UploadCalibration(grpc::ServerContext* ctx, const xpu::v1::CalibrationReport* req,
                                  xpu::v1::UploadCalibrationReply* reply) override;
@@ -37,7 +41,7 @@ class HistoryService final : public xpu::v1::History::Service {
 
  private:
   Store* store_;
-  const std::string token_;
+  const auth::Authorizer& authorizer_;
 };
 
 }  // namespace xpu::engine::history

@@ -8,7 +8,7 @@
 namespace xpu::engine::history {
 namespace {
 
-// SQLite steps 1-3, as shipped.
+// SQLite steps 1-4, as shipped.
 const char* const kSqliteSteps[] = {
     R"sql(
 CREATE TABLE jobs (
@@ -84,9 +84,20 @@ CREATE TABLE calibration_collective (
   measured_ns INTEGER NOT NULL,
   PRIMARY KEY (gpu_model, host, op, bytes, nranks, nodes));
 )sql",
+    // 4: what a restarted engine needs to count every record once (rank
+    // checkpoints: position, process start time), who owns a job, and the
+    // losses of a job.
+    R"sql(
+ALTER TABLE ranks ADD COLUMN next_position INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN start_ticks INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN uid INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE ranks ADD COLUMN undefined_signature INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN uid INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE jobs ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
-// PostgreSQL steps 1-3: the same tables with 64-bit integers and doubles
+// PostgreSQL steps 1-4: the same tables with 64-bit integers and doubles
 // (PostgreSQL's INTEGER is 32-bit and its REAL single precision).
 const char* const kPostgresSteps[] = {
     R"sql(
@@ -159,13 +170,20 @@ CREATE TABLE calibration_collective (
   busbw_bytes_per_second DOUBLE PRECISION NOT NULL, measured_ns BIGINT NOT NULL,
   PRIMARY KEY (gpu_model, host, op, bytes, nranks, nodes));
 )sql",
+    R"sql(
+ALTER TABLE ranks ADD COLUMN next_position BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN start_ticks BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN uid BIGINT NOT NULL DEFAULT -1;
+ALTER TABLE ranks ADD COLUMN undefined_signature BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN uid BIGINT NOT NULL DEFAULT -1;
+ALTER TABLE jobs ADD COLUMN dropped BIGINT NOT NULL DEFAULT 0;
+)sql",
 };
 
-// Steps from 4 on: one text for both backends.
+// Steps from 5 on: one text for both backends.
 const char* const kSharedSteps[] = {
-    // 4: engine replicas and the jobs they own (leases.h), the highest batch
-    // of each daemon stream whose records a job's committed windows hold,
-    // and the webhook events already delivered (at most once per episode).
+    // 5: engine replicas and the jobs they own (leases.h), and the webhook
+    // events already delivered (at most once per episode).
     R"sql(
 CREATE TABLE engine_replicas (
   replica_id TEXT PRIMARY KEY, instance TEXT NOT NULL, address TEXT NOT NULL,
@@ -175,9 +193,6 @@ CREATE TABLE job_owners (
   job TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
   acquired_ns BIGINT NOT NULL);
 CREATE INDEX job_owners_by_owner ON job_owners (owner);
-CREATE TABLE job_stream_seq (
-  job TEXT NOT NULL, stream TEXT NOT NULL, seq BIGINT NOT NULL, updated_ns BIGINT NOT NULL,
-  PRIMARY KEY (job, stream));
 CREATE TABLE alert_deliveries (
   job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, first_seen_ns BIGINT NOT NULL,
   status TEXT NOT NULL, delivered_ns BIGINT NOT NULL,

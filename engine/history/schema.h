@@ -3,7 +3,7 @@
 // Each step runs once, in order, inside a transaction, and bumps
 // schema_version; step i brings the schema to version i+1. Never edit a
 // shipped step; append one. SQLite and PostgreSQL share the version numbers:
-// steps 1-3 were written for SQLite (INTEGER is 64-bit there, REAL is a
+// steps 1-4 were written for SQLite (INTEGER is 64-bit there, REAL is a
 // double) and have a PostgreSQL twin with BIGINT and DOUBLE PRECISION;
 // later steps are one text for both.
 //
@@ -19,7 +19,7 @@
 
 namespace xpu::engine::history {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 inline constexpr int64_t kMigrationLockKey = 0x7870755f736368;  // "xpu_sch"
 
 // The version the database is at (0: empty).

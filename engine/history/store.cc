@@ -1,13 +1,20 @@
 #include "engine/history/store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/base/clock.h"
 #include "common/base/status_macros.h"
 #include "common/logging/logging.h"
 #include "engine/history/baseline_sql.h"
@@ -30,21 +37,26 @@ constexpr auto kRetryMax = std::chrono::seconds(10);
 
 absl::Status WriteRow(SqlConnection& db, const JobSummary& j) {
   return db.Run(
-      "INSERT INTO jobs VALUES ($1,$2,$3,$4,$5,$6,$7) ON CONFLICT (job) DO UPDATE SET "
+      "INSERT INTO jobs (job, job_name, first_seen_ns, last_seen_ns, ranks, records, state, "
+      "uid, dropped) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) ON CONFLICT (job) DO UPDATE SET "
       "job_name=excluded.job_name, first_seen_ns=CASE WHEN jobs.first_seen_ns < "
       "excluded.first_seen_ns THEN jobs.first_seen_ns ELSE excluded.first_seen_ns END, "
       "last_seen_ns=excluded.last_seen_ns, ranks=excluded.ranks, records=excluded.records, "
-      "state=excluded.state;",
-      Params(j.job, j.job_name, j.first_seen_ns, j.last_seen_ns, j.ranks, j.records, j.state));
+      "state=excluded.state, uid=CASE WHEN excluded.uid >= 0 THEN excluded.uid ELSE jobs.uid "
+      "END, dropped=excluded.dropped;",
+      Params(j.job, j.job_name, j.first_seen_ns, j.last_seen_ns, j.ranks, j.records, j.state,
+             j.owner_uid, j.dropped));
 }
 
+// The record count of an existing rank belongs to its checkpoints (exact
+// across restarts): the window's row updates everything else.
 absl::Status WriteRow(SqlConnection& db, const RankRow& r) {
   return db.Run(
-      "INSERT INTO ranks VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT (job, key) DO "
-      "UPDATE SET rank=excluded.rank, host=excluded.host, pid=excluded.pid, "
-      "local_rank=excluded.local_rank, liveness=excluded.liveness, records=excluded.records, "
-      "dropped=excluded.dropped, last_record_ns=excluded.last_record_ns, "
-      "last_seen_ns=excluded.last_seen_ns;",
+      "INSERT INTO ranks (job, key, rank, host, pid, local_rank, liveness, records, dropped, "
+      "last_record_ns, last_seen_ns) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) ON CONFLICT "
+      "(job, key) DO UPDATE SET rank=excluded.rank, host=excluded.host, pid=excluded.pid, "
+      "local_rank=excluded.local_rank, liveness=excluded.liveness, dropped=excluded.dropped, "
+      "last_record_ns=excluded.last_record_ns, last_seen_ns=excluded.last_seen_ns;",
       Params(r.job, r.key, r.rank, r.host, r.pid, r.local_rank, r.liveness, r.records, r.dropped,
              r.last_record_ns, r.last_seen_ns));
 }
@@ -114,13 +126,17 @@ absl::Status WriteRow(SqlConnection& db, const history::CalibrationRows& c) {
   return history::WriteCalibration(db, c);
 }
 
-// Never moves backwards: a late row of an older window must not undo a newer one.
-absl::Status WriteRow(SqlConnection& db, const StreamSeqRow& s) {
+absl::Status WriteCheckpoint(SqlConnection& db, const RankCheckpoint& c) {
   return db.Run(
-      "INSERT INTO job_stream_seq VALUES ($1,$2,$3,$4) ON CONFLICT (job, stream) DO UPDATE SET "
-      "seq=CASE WHEN excluded.seq > job_stream_seq.seq THEN excluded.seq ELSE job_stream_seq.seq "
-      "END, updated_ns=excluded.updated_ns;",
-      Params(s.job, s.stream, s.seq, s.updated_ns));
+      "INSERT INTO ranks (job, key, rank, host, pid, local_rank, liveness, records, dropped, "
+      "last_record_ns, last_seen_ns, next_position, start_ticks, uid, undefined_signature) "
+      "VALUES ($1,$2,$3,$4,$5,$6,'alive',$7,0,0,0,$8,$9,$10,$11) ON CONFLICT (job, key) DO "
+      "UPDATE SET rank=excluded.rank, host=excluded.host, pid=excluded.pid, "
+      "local_rank=excluded.local_rank, records=excluded.records, "
+      "next_position=excluded.next_position, start_ticks=excluded.start_ticks, "
+      "uid=excluded.uid, undefined_signature=excluded.undefined_signature;",
+      Params(c.job, c.key, c.rank, c.host, c.pid, c.local_rank, c.records, c.next_position,
+             c.start_ticks, c.uid, c.undefined_signature));
 }
 
 absl::Status WriteRow(SqlConnection& db, const AlertDelivery& a) {
@@ -162,17 +178,59 @@ JobSummary JobFromRow(const SqlResult& q, size_t i) {
   j.ranks = static_cast<uint32_t>(q.Int(i, 4));
   j.records = static_cast<uint64_t>(q.Int(i, 5));
   j.state = q.Text(i, 6);
+  j.owner_uid = q.Int(i, 7);
+  j.dropped = static_cast<uint64_t>(q.Int(i, 8));
   return j;
 }
 
 constexpr char kJobColumns[] =
-    "SELECT job, job_name, first_seen_ns, last_seen_ns, ranks, records, state FROM jobs";
+    "SELECT job, job_name, first_seen_ns, last_seen_ns, ranks, records, state, uid, dropped "
+    "FROM jobs";
+
+// Creates the SQLite file with `mode` (never through a symlink) and brings
+// an existing one, and its WAL files, to it: history holds every job's
+// names, hosts and diagnoses. SQLite gives the -wal and -shm files it
+// creates the main file's permissions.
+absl::Status PrepareFiles(const std::string& path, const StoreOptions& o) {
+  if (path == ":memory:" || path.empty()) return absl::OkStatus();
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, o.file_mode);
+  if (fd < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot open database ", path, ": ", strerror(errno)));
+  }
+  absl::Status st = absl::OkStatus();
+  if (o.file_gid >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(o.file_gid)) != 0) {
+    st = absl::PermissionDeniedError(
+        absl::StrCat("chgrp ", o.file_gid, " ", path, ": ", strerror(errno)));
+  }
+  if (st.ok() && fchmod(fd, o.file_mode) != 0) {
+    st = absl::PermissionDeniedError(absl::StrCat("chmod ", path, ": ", strerror(errno)));
+  }
+  close(fd);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string side = path + suffix;
+    const int sfd = open(side.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (sfd < 0) continue;
+    if (o.file_gid >= 0) (void)!fchown(sfd, static_cast<uid_t>(-1), static_cast<gid_t>(o.file_gid));
+    (void)!fchmod(sfd, o.file_mode);
+    close(sfd);
+  }
+  return st;
+}
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& db) {
+absl::StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& db,
+                                                   const StoreOptions& options) {
   std::unique_ptr<Store> s(new Store());
+  s->options_ = options;
+  const bool sqlite = !IsPostgresUrl(db);
+  if (sqlite) XPU_RETURN_IF_ERROR(PrepareFiles(db, options));
   XPU_ASSIGN_OR_RETURN(s->write_db_, OpenSqlConnection(db));
+  if (sqlite && options.max_db_bytes > 0) {
+    XPU_RETURN_IF_ERROR(s->write_db_->Exec(absl::StrCat(
+        "PRAGMA max_page_count=", std::max<uint64_t>(16, options.max_db_bytes / 4096), ";")));
+  }
   XPU_RETURN_IF_ERROR(Migrate(*s->write_db_));
   XPU_ASSIGN_OR_RETURN(s->read_db_, OpenSqlConnection(db));
   s->dialect_ = s->write_db_->dialect();
@@ -213,7 +271,26 @@ void Store::EnqueueRunBaseline(const history::RunBaseline& run, int keep_runs) {
   Enqueue(RunBaselineUpdate{run, keep_runs});
 }
 void Store::EnqueueCalibration(const history::CalibrationRows& rows) { Enqueue(rows); }
-void Store::EnqueueStreamSeq(const StreamSeqRow& r) { Enqueue(r); }
+void Store::EnqueueCheckpoint(std::vector<RankCheckpoint> rows, const std::string& ack_key,
+                              std::function<void()> on_durable) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    std::set<std::string> jobs;
+    for (RankCheckpoint& r : rows) {
+      jobs.insert(r.job);
+      auto key = std::make_pair(r.job, r.key);
+      checkpoints_[key] = std::move(r);
+    }
+    if (on_durable) {
+      // The newest callback stands for the older ones, and waits for
+      // their checkpoints too.
+      Ack& a = acks_[ack_key];
+      a.fn = std::move(on_durable);
+      a.jobs.insert(jobs.begin(), jobs.end());
+    }
+  }
+  cv_.notify_one();
+}
 void Store::EnqueueAlertDelivery(const AlertDelivery& d) { Enqueue(d); }
 void Store::EnqueueRelease(const std::string& job, const std::string& owner) {
   Enqueue(Release{job, owner});
@@ -225,6 +302,18 @@ void Store::EnqueueBarrier(std::function<void(const BarrierResult&)> done) {
 void Store::SetFencingOwner(const std::string& replica) {
   std::lock_guard<std::mutex> l(mu_);
   fencing_owner_ = replica;
+}
+
+StoreStatus Store::Status() const {
+  std::lock_guard<std::mutex> l(mu_);
+  StoreStatus st;
+  st.degraded = stats_.degraded;
+  if (st.degraded) st.error = stats_.last_error;
+  st.degraded_since_ns = stats_.degraded ? degraded_since_ns_ : 0;
+  st.write_failures = stats_.failures;
+  st.rows_pending = queue_.size() + retry_.size() + checkpoints_.size();
+  st.rows_dropped = stats_.rows_dropped;
+  return st;
 }
 
 WriteStats Store::write_stats() const {
@@ -247,12 +336,12 @@ absl::Status Store::Flush() {
 void Store::WriterLoop() {
   auto backoff = std::chrono::steady_clock::duration(kRetryFirst);
   auto next_retry = std::chrono::steady_clock::time_point::min();
+  bool failing = false;  // the last attempt failed for a reason of the connection
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
-    const auto now = std::chrono::steady_clock::now();
     // At stop, rows waiting for a retry get one last attempt.
-    const bool retry_due = !retry_.empty() && (now >= next_retry || stop_);
-    if (!retry_.empty() && !retry_due && !queue_.empty()) {
+    const bool retry_due = !failing || stop_ || std::chrono::steady_clock::now() >= next_retry;
+    if (!retry_due && !queue_.empty()) {
       // The database is away: new rows wait behind the old ones, in order;
       // whoever flushes or waits on a barrier hears so now.
       std::vector<Op> parked;
@@ -260,7 +349,7 @@ void Store::WriterLoop() {
       processed_ += parked.size();
       std::vector<std::function<void()>> calls;
       FinishBarriers(parked, absl::UnavailableError(stats_.last_error), &calls);
-      for (Op& op : parked) retry_.push_back(std::move(op));
+      RetainLocked(&parked);
       if (error_.ok()) error_ = absl::UnavailableError(stats_.last_error);
       done_cv_.notify_all();
       l.unlock();
@@ -268,13 +357,15 @@ void Store::WriterLoop() {
       l.lock();
       continue;
     }
-    if (queue_.empty() && (retry_.empty() || !retry_due)) {
+    const bool work =
+        !queue_.empty() || !retry_.empty() || !checkpoints_.empty() || !acks_.empty();
+    if (!work) {
       if (stop_) break;
-      if (retry_.empty()) {
-        cv_.wait(l);
-      } else {
-        cv_.wait_until(l, next_retry);
-      }
+      cv_.wait(l);
+      continue;
+    }
+    if (!retry_due) {
+      cv_.wait_until(l, next_retry);
       continue;
     }
     std::vector<Op> ops;
@@ -282,23 +373,35 @@ void Store::WriterLoop() {
     const uint64_t fresh = queue_.size();
     for (Op& op : queue_) ops.push_back(std::move(op));
     queue_.clear();
+    Checkpoints checkpoints;
+    checkpoints.swap(checkpoints_);
+    Acks acks;
+    acks.swap(acks_);
     l.unlock();
-    WriteBatch(std::move(ops));
+    const bool transient = WriteBatch(std::move(ops), std::move(checkpoints), std::move(acks));
     l.lock();
     processed_ += fresh;
-    if (retry_.empty()) {
+    if (!transient) {
+      if (failing) Log()->info("writes to {} succeed again", description_);
+      failing = false;
       backoff = kRetryFirst;
       stats_.degraded = false;
     } else {
+      failing = true;
       next_retry = std::chrono::steady_clock::now() + backoff;
       backoff = std::min<std::chrono::steady_clock::duration>(backoff * 2, kRetryMax);
+      if (!stats_.degraded) degraded_since_ns_ = RealtimeNs();
       stats_.degraded = true;
       if (stop_) {
         // Shutting down with the database away: what could not be written
         // is lost, and counted.
-        stats_.rows_dropped += retry_.size();
-        Log()->error("stopping with {} rows not written: {}", retry_.size(), stats_.last_error);
+        const size_t lost = retry_.size() + checkpoints_.size();
+        stats_.rows_dropped += lost;
+        Log()->error("stopping with {} rows not written: {}", lost, stats_.last_error);
         retry_.clear();
+        checkpoints_.clear();
+        acks_.clear();
+        break;
       }
     }
     done_cv_.notify_all();
@@ -322,52 +425,150 @@ void Store::FinishBarriers(std::vector<Op>& ops, const absl::Status& st,
   ops.swap(rest);
 }
 
-void Store::WriteBatch(std::vector<Op> ops) {
-  std::vector<std::function<void()>> calls;  // barrier callbacks, run without mu_
-  WriteBatchInto(std::move(ops), &calls);
-  for (auto& c : calls) c();
+void Store::RetainLocked(std::vector<Op>* ops) {
+  for (Op& op : *ops) retry_.push_back(std::move(op));
+  ops->clear();
+  const size_t bound = options_.max_pending_rows;
+  if (retry_.size() > bound) {
+    // The oldest rows go first; they are counted, never silently lost.
+    const size_t drop = retry_.size() - bound;
+    stats_.rows_dropped += drop;
+    retry_.erase(retry_.begin(), retry_.begin() + static_cast<std::ptrdiff_t>(drop));
+    if (g_write_log.Allow()) {
+      Log()->error("{} rows dropped, the retry buffer ({} rows) is full", drop, bound);
+    }
+  }
 }
 
-void Store::WriteBatchInto(std::vector<Op> ops, std::vector<std::function<void()>>* calls) {
-  Attempt a = Write(ops);
+void Store::NoteFailureLocked(const absl::Status& st) {
+  stats_.failures++;
+  stats_.last_error = std::string(st.message());
+  if (error_.ok()) error_ = st;
+}
+
+void Store::RequeueCheckpointsLocked(Checkpoints* checkpoints, Acks* acks) {
+  // Newer checkpoints and acknowledgements queued meanwhile win.
+  for (auto& [key, row] : *checkpoints) checkpoints_.emplace(key, std::move(row));
+  for (auto& [key, ack] : *acks) {
+    auto [it, fresh] = acks_.emplace(key, Ack{});
+    if (fresh) it->second.fn = std::move(ack.fn);
+    it->second.jobs.insert(ack.jobs.begin(), ack.jobs.end());
+  }
+}
+
+void Store::AcksDurable(Acks* acks, const std::set<std::string>& not_written,
+                        std::vector<std::function<void()>>* calls) {
+  for (auto& [key, ack] : *acks) {
+    const bool all = std::none_of(ack.jobs.begin(), ack.jobs.end(),
+                                  [&](const std::string& j) { return not_written.count(j) > 0; });
+    // Withheld: the sender keeps what the acknowledgement would release.
+    if (all && ack.fn) calls->push_back(std::move(ack.fn));
+  }
+}
+
+bool Store::WriteBatch(std::vector<Op> ops, Checkpoints checkpoints, Acks acks) {
+  std::vector<std::function<void()>> calls;  // barrier and ack callbacks, run without mu_
+  Attempt a = Write(ops, checkpoints);
+  bool transient = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (a.status.ok()) {
+      stats_.transactions++;
+      stats_.rows_written += a.rows;
+      stats_.rows_fenced += a.fenced_rows;
+      fenced_jobs_.insert(a.fenced_jobs.begin(), a.fenced_jobs.end());
+      AcksDurable(&acks, a.fenced_jobs, &calls);
+      FinishBarriers(ops, absl::OkStatus(), &calls);
+    } else {
+      NoteFailureLocked(a.status);
+      if (g_write_log.Allow()) {
+        Log()->error("write to {} failed ({} rows{}): {}", description_,
+                     ops.size() + checkpoints.size(),
+                     a.transient ? ", kept for a retry" : ", retried one by one",
+                     std::string(a.status.message()));
+      }
+      if (a.transient) {
+        transient = true;
+        RequeueCheckpointsLocked(&checkpoints, &acks);
+        FinishBarriers(ops, a.status, &calls);
+        RetainLocked(&ops);
+      }
+    }
+  }
+  if (!a.status.ok() && !a.transient) {
+    // A row the database refuses: the checkpoints first, then the other
+    // rows one by one; only the rows that fail are dropped.
+    transient = WriteCheckpoints(std::move(checkpoints), std::move(acks), &calls);
+    if (transient) {
+      std::lock_guard<std::mutex> l(mu_);
+      FinishBarriers(ops, absl::UnavailableError(stats_.last_error), &calls);
+      RetainLocked(&ops);
+    } else {
+      transient = WriteOneByOne(std::move(ops), &calls);
+    }
+  }
+  for (auto& c : calls) c();
+  return transient;
+}
+
+bool Store::WriteCheckpoints(Checkpoints checkpoints, Acks acks,
+                             std::vector<std::function<void()>>* calls) {
+  if (checkpoints.empty() && acks.empty()) return false;
+  Attempt a = Write({}, checkpoints);
   std::unique_lock<std::mutex> l(mu_);
+  std::set<std::string> not_written = a.fenced_jobs;
   if (a.status.ok()) {
     stats_.transactions++;
     stats_.rows_written += a.rows;
     stats_.rows_fenced += a.fenced_rows;
     fenced_jobs_.insert(a.fenced_jobs.begin(), a.fenced_jobs.end());
-    FinishBarriers(ops, absl::OkStatus(), calls);
-    return;
+    AcksDurable(&acks, not_written, calls);
+    return false;
   }
-  stats_.failures++;
-  stats_.last_error = std::string(a.status.message());
-  if (error_.ok()) error_ = a.status;
-  if (g_write_log.Allow()) {
-    Log()->error("write to {} failed ({} rows{}): {}", description_, ops.size(),
-                 a.transient ? ", kept for a retry" : ", retried one by one",
-                 std::string(a.status.message()));
-  }
+  NoteFailureLocked(a.status);
   if (a.transient) {
-    FinishBarriers(ops, a.status, calls);
-    for (Op& op : ops) retry_.push_back(std::move(op));
-    if (retry_.size() > kMaxRetryRows) {
-      const size_t drop = retry_.size() - kMaxRetryRows;
-      stats_.rows_dropped += drop;
-      retry_.erase(retry_.begin(), retry_.begin() + static_cast<std::ptrdiff_t>(drop));
-    }
-    return;
+    RequeueCheckpointsLocked(&checkpoints, &acks);
+    return true;
   }
-  // A row the database refuses: write the others one by one; drop only
-  // the ones that fail (or park the rest should the database go away).
-  l.unlock();
+  not_written.clear();
+  for (auto it = checkpoints.begin(); it != checkpoints.end();) {
+    Checkpoints one;
+    one.insert(*it);
+    l.unlock();
+    Attempt r = Write({}, one);
+    l.lock();
+    if (r.status.ok()) {
+      stats_.transactions++;
+      stats_.rows_written += r.rows;
+      stats_.rows_fenced += r.fenced_rows;
+      fenced_jobs_.insert(r.fenced_jobs.begin(), r.fenced_jobs.end());
+      not_written.insert(r.fenced_jobs.begin(), r.fenced_jobs.end());
+    } else if (r.transient) {
+      NoteFailureLocked(r.status);
+      Checkpoints rest(it, checkpoints.end());
+      RequeueCheckpointsLocked(&rest, &acks);
+      return true;
+    } else {
+      NoteFailureLocked(r.status);
+      stats_.rows_dropped++;
+      not_written.insert(it->second.job);
+    }
+    it = checkpoints.erase(it);
+  }
+  AcksDurable(&acks, not_written, calls);
+  return false;
+}
+
+bool Store::WriteOneByOne(std::vector<Op> ops, std::vector<std::function<void()>>* calls) {
   std::vector<Op> kept;
   absl::Status barrier_status;
+  bool transient = false;
   for (size_t i = 0; i < ops.size(); ++i) {
     if (std::holds_alternative<Barrier>(ops[i])) {
       kept.push_back(std::move(ops[i]));
       continue;
     }
-    Attempt one = Write({ops[i]});
+    Attempt one = Write({ops[i]}, {});
     std::lock_guard<std::mutex> g(mu_);
     if (one.status.ok()) {
       stats_.transactions++;
@@ -375,20 +576,21 @@ void Store::WriteBatchInto(std::vector<Op> ops, std::vector<std::function<void()
       stats_.rows_fenced += one.fenced_rows;
       fenced_jobs_.insert(one.fenced_jobs.begin(), one.fenced_jobs.end());
     } else if (one.transient) {
-      stats_.failures++;
-      stats_.last_error = std::string(one.status.message());
+      NoteFailureLocked(one.status);
       barrier_status = one.status;
+      transient = true;
+      std::vector<Op> rest;
       for (size_t j = i; j < ops.size(); ++j) {
         if (std::holds_alternative<Barrier>(ops[j])) {
           kept.push_back(std::move(ops[j]));
         } else {
-          retry_.push_back(std::move(ops[j]));
+          rest.push_back(std::move(ops[j]));
         }
       }
+      RetainLocked(&rest);
       break;
     } else {
-      stats_.failures++;
-      stats_.last_error = std::string(one.status.message());
+      NoteFailureLocked(one.status);
       stats_.rows_dropped++;
       if (g_write_log.Allow()) {
         Log()->error("dropping a row {} refuses: {}", description_,
@@ -396,8 +598,9 @@ void Store::WriteBatchInto(std::vector<Op> ops, std::vector<std::function<void()
       }
     }
   }
-  l.lock();
+  std::lock_guard<std::mutex> g(mu_);
   FinishBarriers(kept, barrier_status, calls);
+  return transient;
 }
 
 absl::Status Store::WriteOp(const Op& op) {
@@ -428,7 +631,6 @@ struct JobOfRow {
   std::string operator()(const WindowSummaryRow& w) const { return w.job; }
   std::string operator()(const Diagnosis& d) const { return d.job; }
   std::string operator()(const DiagnosisResolution& r) const { return r.job; }
-  std::string operator()(const StreamSeqRow& s) const { return s.job; }
   std::string operator()(const AlertDelivery& a) const { return a.job; }
   template <typename T>
   std::string operator()(const T&) const {
@@ -438,7 +640,7 @@ struct JobOfRow {
 
 }  // namespace
 
-Store::Attempt Store::Write(const std::vector<Op>& ops) {
+Store::Attempt Store::Write(const std::vector<Op>& ops, const Checkpoints& checkpoints) {
   Attempt a;
   SqlConnection& db = *write_db_;
   std::string owner;
@@ -463,6 +665,15 @@ Store::Attempt Store::Write(const std::vector<Op>& ops) {
                  Params(owner));
     if (!r.ok()) return fail(r.status());
     for (size_t i = 0; i < r->rows(); ++i) owned.insert(r->Text(i, 0));
+  }
+  for (const auto& [key, row] : checkpoints) {
+    if (!owner.empty() && !owned.count(row.job)) {
+      a.fenced_jobs.insert(row.job);
+      a.fenced_rows++;
+      continue;
+    }
+    if (absl::Status st = WriteCheckpoint(db, row); !st.ok()) return fail(st);
+    a.rows++;
   }
   for (const Op& op : ops) {
     if (std::holds_alternative<Barrier>(op)) continue;
@@ -501,6 +712,31 @@ absl::StatusOr<std::optional<JobSummary>> Store::LoadJob(const std::string& job)
                        read_db_->Query(absl::StrCat(kJobColumns, " WHERE job=$1;"), Params(job)));
   if (q.empty()) return std::optional<JobSummary>();
   return std::optional<JobSummary>(JobFromRow(q, 0));
+}
+
+absl::StatusOr<JobSeed> Store::LoadJobSeed(const std::string& job) {
+  std::lock_guard<std::mutex> l(read_mu_);
+  JobSeed seed;
+  XPU_ASSIGN_OR_RETURN(SqlResult owner,
+                       read_db_->Query("SELECT uid FROM jobs WHERE job=$1;", Params(job)));
+  if (!owner.empty()) seed.owner_uid = owner.Int(0, 0);
+  XPU_ASSIGN_OR_RETURN(
+      SqlResult q,
+      read_db_->Query("SELECT key, pid, host, start_ticks, records, next_position, "
+                      "undefined_signature, uid FROM ranks WHERE job=$1;",
+                      Params(job)));
+  for (size_t i = 0; i < q.rows(); ++i) {
+    RankSeed r;
+    r.pid = static_cast<int32_t>(q.Int(i, 1));
+    r.host = q.Text(i, 2);
+    r.start_ticks = static_cast<uint64_t>(q.Int(i, 3));
+    r.records = static_cast<uint64_t>(q.Int(i, 4));
+    r.next_position = static_cast<uint64_t>(q.Int(i, 5));
+    r.undefined_signature = static_cast<uint64_t>(q.Int(i, 6));
+    if (seed.owner_uid < 0) seed.owner_uid = q.Int(i, 7);
+    seed.ranks.emplace(q.Text(i, 0), std::move(r));
+  }
+  return seed;
 }
 
 absl::StatusOr<std::vector<RankRow>> Store::LoadRanks(const std::string& job) {
@@ -603,16 +839,6 @@ absl::StatusOr<std::vector<WindowSummaryRow>> Store::LoadWindows(const std::stri
       w.collectives.push_back(cw);
     }
   }
-  return out;
-}
-
-absl::StatusOr<std::map<std::string, uint64_t>> Store::LoadStreamSeqs(const std::string& job) {
-  std::lock_guard<std::mutex> l(read_mu_);
-  XPU_ASSIGN_OR_RETURN(
-      SqlResult q,
-      read_db_->Query("SELECT stream, seq FROM job_stream_seq WHERE job=$1;", Params(job)));
-  std::map<std::string, uint64_t> out;
-  for (size_t i = 0; i < q.rows(); ++i) out[q.Text(i, 0)] = static_cast<uint64_t>(q.Int(i, 1));
   return out;
 }
 

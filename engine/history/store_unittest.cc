@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -156,6 +158,55 @@ TEST_P(StoreTest, RoundTripSurvivesReopen) {
   EXPECT_EQ((*diags)[0].ranks, std::vector<int32_t>{3});
 }
 
+// SQLite only: a full disk (SQLite's page limit standing in for it): writes fail, the
+// store says so, keeps at most max_pending_rows for retry and counts the
+// rows it had to give up; files are created owner-only.
+TEST(SqliteStoreTest, FailedWritesAreCountedRetriedAndBounded) {
+  const std::string path = TempDb("full");
+  StoreOptions o;
+  o.max_db_bytes = 512 << 10;  // room for the schema, not for the rows below
+  o.max_pending_rows = 500;
+  auto store = Store::Open(path, o);
+  ASSERT_TRUE(store.ok()) << store.status();
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_FALSE((*store)->Status().degraded);
+  JobSummary j;
+  j.job_name = std::string(400, 'n');
+  j.state = "running";
+  for (int i = 0; i < 3000; ++i) {
+    j.job = "job-" + std::to_string(i);
+    (*store)->EnqueueJob(j);
+  }
+  EXPECT_FALSE((*store)->Flush().ok());
+  const StoreStatus s = (*store)->Status();
+  EXPECT_TRUE(s.degraded);
+  EXPECT_NE(s.error.find("full"), std::string::npos) << s.error;
+  EXPECT_GT(s.write_failures, 0u);
+  EXPECT_LE(s.rows_pending, 500u);
+  EXPECT_GT(s.rows_pending, 0u);
+  EXPECT_GT(s.rows_dropped, 0u);
+  // Every row is written, waiting or counted as given up (read while the
+  // writer thread is between retries: the same status before and after).
+  size_t written = 0;
+  StoreStatus a, b;
+  for (int i = 0; i < 100; ++i) {
+    a = (*store)->Status();
+    auto jobs = (*store)->LoadJobs();
+    ASSERT_TRUE(jobs.ok()) << jobs.status();
+    written = jobs->size();
+    b = (*store)->Status();
+    if (a.rows_pending == b.rows_pending && a.rows_dropped == b.rows_dropped &&
+        a.write_failures == b.write_failures)
+      break;
+    usleep(20000);
+  }
+  EXPECT_EQ(written + b.rows_pending + b.rows_dropped, 3000u)
+      << written << " written, " << b.rows_pending << " pending, " << b.rows_dropped
+      << " dropped";
+}
+
 TEST_P(StoreTest, RefusesNewerSchema) {
   XPU_DB(path, "newer");
   { ASSERT_TRUE(Store::Open(path).ok()); }
@@ -218,7 +269,7 @@ INSERT INTO diagnoses VALUES ('old-job', 'slow_gpu', 'rank:3', 'operations', 'wa
   sqlite3_close(db);
 }
 
-// SQLite only: PostgreSQL databases start at schema 4.
+// SQLite only: PostgreSQL databases start at the current schema.
 TEST(SqliteStoreTest, MigratesVersion2DatabaseAndKeepsItsRows) {
   const std::string path = TempDb("v2");
   WriteVersion2Db(path);
@@ -227,6 +278,7 @@ TEST(SqliteStoreTest, MigratesVersion2DatabaseAndKeepsItsRows) {
   auto v = (*store)->SchemaVersion();
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(*v, Store::kSchemaVersion);
+  EXPECT_EQ(Store::kSchemaVersion, 5);
   auto jobs = (*store)->LoadJobs();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
@@ -495,23 +547,101 @@ TEST_P(StoreTest, ARefusedRowIsDroppedAndCountedTheOthersAreWritten) {
   EXPECT_FALSE(st.degraded);
 }
 
-TEST_P(StoreTest, StreamSeqsNeverGoBackAndDeliveriesAreRecordedOnce) {
-  XPU_DB(path, "seqs");
+TEST_P(StoreTest, DeliveriesAreRecordedOnce) {
+  XPU_DB(path, "deliveries");
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
-  (*store)->EnqueueStreamSeq(StreamSeqRow{"j", "d1#7", 40, 1});
-  (*store)->EnqueueStreamSeq(StreamSeqRow{"j", "d1#7", 30, 2});  // late row of an older window
-  (*store)->EnqueueStreamSeq(StreamSeqRow{"j", "d2#9", 5, 2});
   (*store)->EnqueueAlertDelivery(AlertDelivery{"j", "slow_gpu", "rank:3", 100, "firing", 1});
   (*store)->EnqueueAlertDelivery(AlertDelivery{"j", "slow_gpu", "rank:3", 100, "firing", 2});
   ASSERT_TRUE((*store)->Flush().ok());
-  auto seqs = (*store)->LoadStreamSeqs("j");
-  ASSERT_TRUE(seqs.ok()) << seqs.status();
-  EXPECT_EQ(*seqs, (std::map<std::string, uint64_t>{{"d1#7", 40}, {"d2#9", 5}}));
   auto deliveries = (*store)->LoadAlertDeliveries("j");
   ASSERT_TRUE(deliveries.ok());
   ASSERT_EQ(deliveries->size(), 1u);
   EXPECT_EQ((*deliveries)[0].delivered_ns, 1u);
+}
+
+RankCheckpoint Checkpoint(const std::string& job, const std::string& key, uint64_t records,
+                          uint64_t position) {
+  RankCheckpoint c;
+  c.job = job;
+  c.key = key;
+  c.rank = 0;
+  c.host = "h0";
+  c.pid = 42;
+  c.start_ticks = 7;
+  c.uid = 1000;
+  c.records = records;
+  c.next_position = position;
+  return c;
+}
+
+// A checkpoint's callback runs once it is committed; the newest checkpoint
+// per rank wins; the window's rank row does not overwrite the checkpointed
+// count; a restarted engine reads it back (LoadJobSeed).
+TEST_P(StoreTest, CheckpointsAreDurableBeforeTheirCallbackAndSeedARestart) {
+  XPU_DB(path, "checkpoints");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    (*store)->EnqueueCheckpoint({Checkpoint("j", "k1", 10, 100)}, "stream-1", nullptr);
+    std::promise<int64_t> durable;
+    (*store)->EnqueueCheckpoint({Checkpoint("j", "k1", 20, 200)}, "stream-1", [&] {
+      // Committed: another connection sees it.
+      durable.set_value(Scalar(path, "SELECT records FROM ranks WHERE job='j' AND key='k1';"));
+    });
+    EXPECT_EQ(durable.get_future().get(), 20);
+    RankRow r;
+    r.job = "j";
+    r.key = "k1";
+    r.host = "h0";
+    r.pid = 42;
+    r.liveness = "alive";
+    r.records = 999;  // a window's view: the checkpoint's count stands
+    (*store)->EnqueueRank(r);
+    ASSERT_TRUE((*store)->Flush().ok());
+    EXPECT_EQ((*store)->Status().rows_pending, 0u);
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto seed = (*store)->LoadJobSeed("j");
+  ASSERT_TRUE(seed.ok()) << seed.status();
+  ASSERT_EQ(seed->ranks.size(), 1u);
+  const RankSeed& k1 = seed->ranks.at("k1");
+  EXPECT_EQ(k1.records, 20u);
+  EXPECT_EQ(k1.next_position, 200u);
+  EXPECT_EQ(k1.pid, 42);
+  EXPECT_EQ(k1.start_ticks, 7u);
+  EXPECT_EQ(seed->owner_uid, 1000);
+}
+
+// The checkpoint of a job another replica owns is fenced like any row of
+// it, and its callback does not run (nothing of it is durable here).
+TEST_P(StoreTest, FencedCheckpointsAreNotAcknowledged) {
+  XPU_DB(path, "fenced_checkpoints");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto a = Leases::Open(path);
+  auto b = Leases::Open(path);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Register(ReplicaRow{"A", "a1", "127.0.0.1:1", "v"}, 60000000000ull).ok());
+  ASSERT_TRUE((*b)->Register(ReplicaRow{"B", "b1", "127.0.0.1:2", "v"}, 60000000000ull).ok());
+  ASSERT_EQ((*a)->Acquire("mine")->owner, "A");
+  ASSERT_EQ((*b)->Acquire("theirs")->owner, "B");
+  (*store)->SetFencingOwner("A");
+  std::atomic<int> acked_mine{0}, acked_theirs{0};
+  (*store)->EnqueueCheckpoint({Checkpoint("mine", "k", 5, 50)}, "s-mine", [&] { ++acked_mine; });
+  (*store)->EnqueueCheckpoint({Checkpoint("theirs", "k", 5, 50)}, "s-theirs",
+                              [&] { ++acked_theirs; });
+  std::promise<BarrierResult> done;
+  (*store)->EnqueueBarrier([&](const BarrierResult& r) { done.set_value(r); });
+  BarrierResult r = done.get_future().get();
+  ASSERT_TRUE((*store)->Flush().ok());
+  EXPECT_EQ(acked_mine.load(), 1);
+  EXPECT_EQ(acked_theirs.load(), 0);
+  EXPECT_EQ(r.fenced_jobs, std::set<std::string>{"theirs"});
+  EXPECT_EQ(Scalar(path, "SELECT COUNT(*) FROM ranks WHERE job='theirs';"), 0);
+  EXPECT_EQ(Scalar(path, "SELECT records FROM ranks WHERE job='mine';"), 5);
+  EXPECT_EQ((*store)->write_stats().rows_fenced, 1u);
 }
 
 // PostgreSQL going away: rows wait (counted, degraded) and are written

@@ -106,7 +106,7 @@ bool ProfileMonitor::OnThroughputRegression(const std::string& job, uint64_t now
     Log()->info("job {}: throughput regression: profiling window of {} ms on every rank", job,
                 options_.window_ms);
     ProfileReport r = Collect(job, "throughput_regression", options_.window_ms,
-                              options_.window_ms + options_.grace_ms);
+                              options_.window_ms + options_.grace_ms, auth::EngineCaller());
     Store(std::move(r));
     finished->store(true, std::memory_order_release);
   });
@@ -115,7 +115,8 @@ bool ProfileMonitor::OnThroughputRegression(const std::string& job, uint64_t now
 }
 
 absl::StatusOr<ProfileReport> ProfileMonitor::RunNow(const std::string& job, uint32_t seconds,
-                                                     uint64_t deadline_ms) {
+                                                     uint64_t deadline_ms,
+                                                     const xpu::v1::CommandCaller& caller) {
   if (registry_.FindJob(job) == nullptr)
     return absl::NotFoundError(absl::StrCat("no live job ", job));
   const uint32_t window_ms = seconds > 0
@@ -131,7 +132,7 @@ absl::StatusOr<ProfileReport> ProfileMonitor::RunNow(const std::string& job, uin
     running_[job] = true;
   }
   ProfileReport r = Collect(job, "on_demand", window_ms,
-                            deadline_ms > 0 ? deadline_ms : window_ms + options_.grace_ms);
+                            deadline_ms > 0 ? deadline_ms : window_ms + options_.grace_ms, caller);
   Store(r);
   return r;
 }
@@ -166,7 +167,8 @@ std::vector<Diagnosis> ProfileMonitor::ActiveDiagnoses(const std::string& job,
 }
 
 ProfileReport ProfileMonitor::Collect(const std::string& job_name, const std::string& trigger,
-                                      uint32_t window_ms, uint64_t deadline_ms) {
+                                      uint32_t window_ms, uint64_t deadline_ms,
+                                      const xpu::v1::CommandCaller& caller) {
   std::vector<KnownRank> known;
   std::set<std::string> daemons;
   if (std::shared_ptr<JobState> job = registry_.FindJob(job_name)) {
@@ -187,6 +189,7 @@ ProfileReport ProfileMonitor::Collect(const std::string& job_name, const std::st
     c.set_profile_ms(window_ms);
     c.set_profile_max_records(options_.max_records);
     c.set_deadline_ms(deadline_ms);
+    *c.mutable_caller() = caller;
     futures.emplace(d, send_(d, std::move(c)));
   }
   const auto until =

@@ -43,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "common/analysis/behavior_distance.h"
 #include "engine/profile/profile_report.h"
+#include "engine/auth/caller.h"
 #include "engine/state/command.h"
 #include "engine/state/diagnosis.h"
 #include "engine/state/registry.h"
@@ -77,8 +78,11 @@ class ProfileMonitor {
   bool OnThroughputRegression(const std::string& job, uint64_t now_ns);
   // Runs a window now and waits for it. NOT_FOUND for a job that is not
   // live, FAILED_PRECONDITION while another window of the job runs.
+  // `caller` goes with the command to the daemons, which refuse processes
+  // the caller may not act on.
   absl::StatusOr<ProfileReport> RunNow(const std::string& job, uint32_t seconds,
-                                       uint64_t deadline_ms);
+                                       uint64_t deadline_ms,
+                                       const xpu::v1::CommandCaller& caller = auth::EngineCaller());
   std::optional<ProfileReport> Latest(const std::string& job) const;
   // The latest report's diagnoses while it is fresh, stamped `now_ns`.
   std::vector<Diagnosis> ActiveDiagnoses(const std::string& job, uint64_t now_ns) const;
@@ -101,7 +105,7 @@ class ProfileMonitor {
 
  private:
   ProfileReport Collect(const std::string& job, const std::string& trigger, uint32_t window_ms,
-                        uint64_t deadline_ms);
+                        uint64_t deadline_ms, const xpu::v1::CommandCaller& caller);
   void Store(ProfileReport report);
 
   Registry& registry_;

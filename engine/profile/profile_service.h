@@ -1,7 +1,8 @@
 // engine/profile/profile_service.h — the ProfileQuery gRPC service (proto
 // xpu.v1): Run starts a profiling window on every rank of a live job and
 // returns the localization (`xpu profile`); Latest returns the last report.
-// Same token rule as Query ("x-xpu-token" metadata when the engine has one).
+// Run needs the act permission on the job (the daemons check the caller's
+// uid again), Latest needs read (engine/auth/authorizer.h).
 //
 // Thread-safety: handlers run concurrently; ProfileMonitor is thread-safe.
 #ifndef XPU_ENGINE_PROFILE_PROFILE_SERVICE_H_
@@ -9,6 +10,7 @@
 
 #include <string>
 
+#include "engine/auth/authorizer.h"
 #include "engine/profile/profile_monitor.h"
 #include "xpu/v1/profile.grpc.pb.h"
 
@@ -16,8 +18,8 @@ namespace xpu::engine::profile {
 
 class ProfileService final : public xpu::v1::ProfileQuery::Service {
  public:
-  ProfileService(ProfileMonitor& monitor, std::string token)
-      : monitor_(monitor), token_(std::move(token)) {}
+  ProfileService(ProfileMonitor& monitor, const auth::Authorizer& authorizer)
+      : monitor_(monitor), authorizer_(authorizer) {}
   grpc::Status Run(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req,
                    xpu::v1::ProfileResult* out) override;
   grpc::Status Latest(grpc::ServerContext* ctx, const xpu::v1::ProfileRequest* req,
@@ -25,7 +27,7 @@ class ProfileService final : public xpu::v1::ProfileQuery::Service {
 
  private:
   ProfileMonitor& monitor_;
-  const std::string token_;
+  const auth::Authorizer& authorizer_;
 };
 
 }  // namespace xpu::engine::profile

@@ -50,7 +50,8 @@ SignatureInfo ToSignatureInfo(const xpu::v1::Signature& s) {
 }
 
 absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable& table,
-                                std::vector<xpu_record_v1>* out, DecodeStats* stats) {
+                                std::vector<xpu_record_v1>* out, DecodeStats* stats,
+                                uint64_t* next_position) {
   XPU_RETURN_IF_ERROR(ValidateProcessBatch(pb));
   for (const xpu::v1::Signature& s : pb.signatures()) {
     if (table.Define(s.id(), ToSignatureInfo(s))) {
@@ -65,12 +66,24 @@ absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable&
   out->resize(base + n);
   // One bulk copy, then compact in place: unknown ids are rare, so this is
   // one memcpy and one pass.
-  std::memcpy(out->data() + base, blob.data(), n * sizeof(xpu_record_v1));
+  if (n > 0) {  // memcpy's pointers must be valid even for zero bytes
+    std::memcpy(out->data() + base, blob.data(), n * sizeof(xpu_record_v1));
+  }
   xpu_record_v1* w = out->data() + base;
   const xpu_record_v1* r = w;
   const xpu_record_v1* end = w + n;
   uint64_t unknown = 0;
+  uint64_t duplicates = 0;
+  const uint64_t first_position = pb.first_position();
   for (; r != end; ++r) {
+    if (next_position != nullptr && r->commit != 0) {
+      const uint64_t pos = RecordPosition(first_position, r->commit);
+      if (pos < *next_position) {
+        ++duplicates;
+        continue;
+      }
+      *next_position = pos + 1;
+    }
     if (table.Find(r->sig_id) == nullptr) {
       ++unknown;
       continue;
@@ -79,8 +92,9 @@ absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable&
     ++w;
   }
   out->resize(static_cast<size_t>(w - out->data()));
-  stats->records += n - unknown;
+  stats->records += n - unknown - duplicates;
   stats->unknown_sig += unknown;
+  stats->duplicates += duplicates;
   return absl::OkStatus();
 }
 

@@ -70,6 +70,7 @@ struct DecodeStats {
   uint64_t unknown_sig = 0;     // skipped: sig_id not in the table
   uint64_t signatures = 0;      // accepted definitions
   uint64_t bad_signatures = 0;  // skipped: id 0 or >= kMaxSigId
+  uint64_t duplicates = 0;      // skipped: a position below *next_position (sent again)
 };
 
 // Framing checks that can be made before touching any state: identity
@@ -84,8 +85,21 @@ SignatureInfo ToSignatureInfo(const xpu::v1::Signature& s);
 // whose sig_id is defined to `out` (copied out of the blob: the blob has no
 // alignment guarantee). Fails only when ValidateProcessBatch fails; nothing
 // is appended then.
+//
+// With `next_position`: records whose ring position (pb.first_position and
+// the commit word, common.proto) is below *next_position were received
+// before and are skipped (stats->duplicates) before anything else looks at
+// them; *next_position then moves past the last record. Records without a
+// position (commit 0) are taken as they are.
 absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable& table,
-                                std::vector<xpu_record_v1>* out, DecodeStats* stats);
+                                std::vector<xpu_record_v1>* out, DecodeStats* stats,
+                                uint64_t* next_position = nullptr);
+
+// The ring position of a record from its commit word (low 32 bits of
+// position + 1) and a position at or below it less than 2^32 behind.
+inline uint64_t RecordPosition(uint64_t base, uint32_t commit) {
+  return base + static_cast<uint32_t>(commit - 1u - static_cast<uint32_t>(base));
+}
 
 }  // namespace xpu::engine
 

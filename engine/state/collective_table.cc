@@ -2,65 +2,97 @@
 
 #include <algorithm>
 
-#include "common/analysis/collective.h"
 #include "xpu/formulas.h"
 
 namespace xpu::engine {
+namespace {
+
+bool TestAndSet(std::vector<uint64_t>& bits, int32_t i) {
+  uint64_t& w = bits[static_cast<size_t>(i) >> 6];
+  const uint64_t m = 1ull << (static_cast<unsigned>(i) & 63u);
+  const bool was = (w & m) != 0;
+  w |= m;
+  return was;
+}
+
+}  // namespace
+
+void CollectiveTable::MarkDone(CommTrack& c, uint32_t seq) {
+  if (seq > c.high) {
+    const uint32_t shift = seq - c.high;
+    c.done_mask = shift >= 64 ? 0 : c.done_mask << shift;
+    c.high = seq;
+  }
+  const uint32_t back = c.high - seq;
+  if (back < 64) c.done_mask |= 1ull << back;
+}
+
+bool CollectiveTable::Completed(uint64_t comm_id, uint32_t seq) const {
+  auto it = comms_.find(comm_id);
+  if (it == comms_.end() || seq > it->second.high) return false;
+  const uint32_t back = it->second.high - seq;
+  return back < 64 && ((it->second.done_mask >> back) & 1u) != 0;
+}
 
 void CollectiveTable::Add(const SignatureInfo& sig, int32_t rank, const xpu_record_v1& r) {
   const uint64_t comm_id = sig.abi.comm_id;
-  Key key{comm_id, r.seq};
-  auto [it, inserted] = entries_.try_emplace(key);
-  CollectiveEntry& e = it->second;
-  if (inserted) {
+  const int32_t nranks = sig.abi.comm_nranks, member = sig.abi.comm_rank;
+  if (nranks <= 0 || nranks > kMaxCommRanks || member < 0 || member >= nranks) {
+    ++skipped_;
+    return;
+  }
+  CommTrack& c = comms_[comm_id];
+  if (r.seq <= c.high && (c.high - r.seq >= 64 || ((c.done_mask >> (c.high - r.seq)) & 1u))) {
+    return;  // completed (or too old to matter): a late or repeated record
+  }
+  const Key key{comm_id, r.seq};
+  auto it = open_.find(key);
+  if (it == open_.end()) {
+    if (open_.size() >= kMaxOpenTotal) {
+      ++skipped_;
+      return;
+    }
+    it = open_.emplace(key, CollectiveEntry{}).first;
+    CollectiveEntry& e = it->second;
     e.comm_id = comm_id;
     e.seq = r.seq;
     e.kind = sig.abi.kind;
-    e.nranks = sig.abi.comm_nranks;
+    e.nranks = nranks;
     e.bytes = sig.bytes;
     e.busbw_factor = sig.busbw_factor;
-    e.members.reserve(std::max(1, std::min(e.nranks, 1024)));
-    std::deque<uint32_t>& order = order_[comm_id];
-    order.push_back(r.seq);
-    while (order.size() > max_seqs_per_comm_) {
-      entries_.erase(Key{comm_id, order.front()});
-      order.pop_front();
+    const size_t words = (static_cast<size_t>(nranks) + 63) / 64;
+    e.reported_bits.assign(words, 0);
+    e.timed_bits.assign(words, 0);
+    c.open.push_back(r.seq);
+    if (c.open.size() > max_open_per_comm_) {
+      const size_t drop = c.open.size() - max_open_per_comm_;
+      for (size_t i = 0; i < drop; ++i) open_.erase(Key{comm_id, c.open[i]});
+      c.open.erase(c.open.begin(), c.open.begin() + static_cast<long>(drop));
     }
+    it = open_.find(key);
+    if (it == open_.end()) return;  // max_open_per_comm_ == 0
   }
-  CollectiveMember m;
-  m.rank = rank;
-  m.comm_rank = sig.abi.comm_rank;
-  m.start_ns = r.start_ns;
-  m.duration_ns = xpu_record_duration_ns(&r);
-  m.issue_latency_valid = (r.flags & XPU_REC_ISSUE_LAT_VALID) != 0;
-  m.issue_latency_ns = r.issue_latency_ns;
-  m.timed = (r.flags & XPU_REC_TIMED) != 0;
-  // A member reports once per (comm, seq); a repeat (e.g. a re-sent batch)
-  // replaces the earlier record instead of inflating the member list.
-  auto same = std::find_if(e.members.begin(), e.members.end(), [&](const CollectiveMember& x) {
-    return x.comm_rank == m.comm_rank && x.rank == m.rank;
-  });
+  CollectiveEntry& e = it->second;
+  if (member >= e.nranks) {  // the signature changed size under the same seq
+    ++skipped_;
+    return;
+  }
+  if (!TestAndSet(e.reported_bits, member)) ++e.members;
   // With the NCCL profiler plugin a member sends two records for one
   // occurrence: the interposer's (not timed) and the plugin's (timed), in
-  // either order. A timed record is never replaced by an untimed one.
-  if (same != e.members.end()) {
-    if (!same->timed || m.timed) *same = m;
-  } else {
-    e.members.push_back(m);
-  }
-  if (!e.complete && e.nranks > 0 && static_cast<int32_t>(e.members.size()) >= e.nranks) {
-    Complete(e);
-  }
+  // either order. Only the first timed one counts.
+  if ((r.flags & XPU_REC_TIMED) == 0 || TestAndSet(e.timed_bits, member)) return;
+  ++e.timed;
+  e.fold.Add(rank, r.start_ns, r.start_ns + xpu_record_duration_ns(&r), true);
+  if (static_cast<int32_t>(e.timed) < e.nranks) return;
+  Complete(e);
+  MarkDone(c, r.seq);
+  c.open.erase(std::find(c.open.begin(), c.open.end(), r.seq));
+  open_.erase(it);
 }
 
 void CollectiveTable::Complete(CollectiveEntry& e) {
-  analysis::LastArrivalFold fold;
-  for (const CollectiveMember& m : e.members) {
-    // Not yet: a timing record may still come.
-    if (!fold.Add(m.rank, m.start_ns, m.start_ns + m.duration_ns, m.timed)) return;
-  }
-  e.complete = true;
-  const analysis::LastArrival la = fold.Result(e.bytes, e.busbw_factor);
+  const analysis::LastArrival la = e.fold.Result(e.bytes, e.busbw_factor);
   if (!la.valid || e.bytes == 0) return;
   OpBandwidth& bw = completed_[e.kind];
   ++bw.count;
@@ -69,8 +101,8 @@ void CollectiveTable::Complete(CollectiveEntry& e) {
 }
 
 const CollectiveEntry* CollectiveTable::Find(uint64_t comm_id, uint32_t seq) const {
-  auto it = entries_.find(Key{comm_id, seq});
-  return it == entries_.end() ? nullptr : &it->second;
+  auto it = open_.find(Key{comm_id, seq});
+  return it == open_.end() ? nullptr : &it->second;
 }
 
 std::map<uint16_t, OpBandwidth> CollectiveTable::TakeCompleted() {

@@ -1,6 +1,6 @@
-// collective_table — every member's record of each collective, keyed by
-// (comm_id, seq), so that later analyses can compare the ranks of one
-// collective (last arrival, issue latency, stragglers).
+// collective_table — folds every member's record of each collective, keyed
+// by (comm_id, seq), into the collective's last-arrival bandwidth as the
+// records arrive.
 //
 // Bandwidth uses the last-arrival method of the XPUTimer paper: a collective
 // cannot progress before its last member starts, so its effective time is
@@ -9,32 +9,37 @@
 // GPU-timed (XPU_REC_TIMED) count. The rule itself is
 // common/analysis/collective.h LastArrivalFold, shared with the analyses.
 //
-// Bounded: at most max_seqs_per_comm entries per communicator, oldest evicted.
+// Cost: O(1) per record and O(nranks / 4) bytes per collective in flight,
+// whatever the communicator's size. A collective in flight keeps two bit
+// sets over its communicator ranks (reported, timed) and the fold of its
+// timed members; it is forgotten once every member sent a timed record (its
+// bandwidth moves to the completed figures), and the last 64 completed
+// sequence numbers of each communicator are remembered so that a late record
+// of one of them (the interposer's untimed record after the plugin's timed
+// one, a re-sent batch) does not open it again. A member is its
+// communicator rank (the signature's comm_rank); records whose comm_rank is
+// outside [0, comm_nranks) cannot be placed and are skipped (counted). A
+// member's first timed record is the one folded; later ones are ignored.
+//
+// Bounded: at most max_open_per_comm collectives in flight per communicator
+// (the oldest is dropped when a newer one opens), at most kMaxOpenTotal in
+// the table, and communicators of at most kMaxCommRanks ranks.
 // Thread-safety: none; owned by a JobState and guarded by its lock.
 #ifndef XPU_ENGINE_STATE_COLLECTIVE_TABLE_H_
 #define XPU_ENGINE_STATE_COLLECTIVE_TABLE_H_
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <unordered_map>
 #include <vector>
 
+#include "common/analysis/collective.h"
 #include "engine/state/batch_decoder.h"
 #include "xpu/record.h"
 
 namespace xpu::engine {
 
-struct CollectiveMember {
-  int32_t rank = -1;       // global rank of the process (-1 unknown)
-  int32_t comm_rank = -1;  // rank inside the communicator
-  uint64_t start_ns = 0;
-  uint64_t duration_ns = 0;
-  int32_t issue_latency_ns = 0;
-  bool issue_latency_valid = false;
-  bool timed = false;
-};
-
+// A collective in flight.
 struct CollectiveEntry {
   uint64_t comm_id = 0;
   uint32_t seq = 0;
@@ -42,8 +47,10 @@ struct CollectiveEntry {
   int32_t nranks = 0;
   uint64_t bytes = 0;
   double busbw_factor = 0;
-  std::vector<CollectiveMember> members;
-  bool complete = false;
+  uint32_t members = 0;  // communicator ranks that reported it
+  uint32_t timed = 0;    // ... with a GPU-timed record
+  analysis::LastArrivalFold fold;  // over the timed members
+  std::vector<uint64_t> reported_bits, timed_bits;  // by communicator rank
 };
 
 // Completed collectives of one op kind since the last TakeCompleted().
@@ -56,15 +63,21 @@ struct OpBandwidth {
 
 class CollectiveTable {
  public:
-  explicit CollectiveTable(size_t max_seqs_per_comm = 1024)
-      : max_seqs_per_comm_(max_seqs_per_comm) {}
+  static constexpr int32_t kMaxCommRanks = 1 << 22;
+  static constexpr size_t kMaxOpenTotal = 1 << 16;
+
+  explicit CollectiveTable(size_t max_open_per_comm = 64) : max_open_per_comm_(max_open_per_comm) {}
 
   // `sig` must describe a collective (sig.collective).
   void Add(const SignatureInfo& sig, int32_t rank, const xpu_record_v1& r);
+  // The collective while in flight; nullptr once completed (or never seen).
   const CollectiveEntry* Find(uint64_t comm_id, uint32_t seq) const;
+  // True when the collective completed among the communicator's last 64.
+  bool Completed(uint64_t comm_id, uint32_t seq) const;
   // Per op kind, the collectives that completed since the previous call.
   std::map<uint16_t, OpBandwidth> TakeCompleted();
-  size_t size() const { return entries_.size(); }
+  size_t size() const { return open_.size(); }  // collectives in flight
+  uint64_t skipped() const { return skipped_; }  // records that could not be placed
 
  private:
   struct Key {
@@ -77,12 +90,19 @@ class CollectiveTable {
       return std::hash<uint64_t>()(k.comm_id * 0x9E3779B97F4A7C15ull ^ k.seq);
     }
   };
+  struct CommTrack {
+    uint32_t high = 0;       // highest completed seq
+    uint64_t done_mask = 0;  // bit i: seq high - i completed
+    std::vector<uint32_t> open;  // seqs in flight, oldest first (a few)
+  };
+  void MarkDone(CommTrack& c, uint32_t seq);
   void Complete(CollectiveEntry& e);
 
-  size_t max_seqs_per_comm_;
-  std::unordered_map<Key, CollectiveEntry, KeyHash> entries_;
-  std::unordered_map<uint64_t, std::deque<uint32_t>> order_;  // comm_id -> seqs, oldest first
+  size_t max_open_per_comm_;
+  std::unordered_map<Key, CollectiveEntry, KeyHash> open_;
+  std::unordered_map<uint64_t, CommTrack> comms_;
   std::map<uint16_t, OpBandwidth> completed_;
+  uint64_t skipped_ = 0;
 };
 
 }  // namespace xpu::engine

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "engine/state/batch_builder.h"
 #include "engine/state/job_state.h"
 #include "xpu/formulas.h"
@@ -23,10 +25,9 @@ TEST(CollectiveTableTest, LastArrivalBusBandwidth) {
     t.Add(AllReduce(r, 4, count), r,
           MakeRecord(1, start, static_cast<uint32_t>(1030000 - start), 7));
   }
-  const CollectiveEntry* e = t.Find(5, 7);
-  ASSERT_NE(e, nullptr);
-  EXPECT_TRUE(e->complete);
-  EXPECT_EQ(e->members.size(), 4u);
+  EXPECT_EQ(t.Find(5, 7), nullptr);  // completed: no longer in flight
+  EXPECT_TRUE(t.Completed(5, 7));
+  EXPECT_EQ(t.size(), 0u);
   auto done = t.TakeCompleted();
   ASSERT_EQ(done.count(XPU_OP_ALLREDUCE), 1u);
   const OpBandwidth& bw = done[XPU_OP_ALLREDUCE];
@@ -41,10 +42,14 @@ TEST(CollectiveTableTest, IncompleteOrUntimedDoNotCount) {
   CollectiveTable t;
   t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 0, 100, 1));
   EXPECT_TRUE(t.TakeCompleted().empty());
-  EXPECT_FALSE(t.Find(5, 1)->complete);
+  ASSERT_NE(t.Find(5, 1), nullptr);
+  EXPECT_FALSE(t.Completed(5, 1));
   t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 0, 100, 2));
   t.Add(AllReduce(1, 2, 1024), 1, MakeRecord(1, 0, 100, 2, XPU_REC_NOT_TIMED));
-  EXPECT_FALSE(t.Find(5, 2)->complete);  // a timing record may still come
+  const CollectiveEntry* e = t.Find(5, 2);  // a timing record may still come
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->members, 2u);
+  EXPECT_EQ(e->timed, 1u);
   EXPECT_TRUE(t.TakeCompleted().empty());
 }
 
@@ -55,25 +60,52 @@ TEST(CollectiveTableTest, PluginTimingRecordCompletesAnOccurrence) {
   t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 0, 500, 3, XPU_REC_NOT_TIMED));
   t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 10, 100, 3, XPU_REC_PLUGIN | XPU_REC_TIMED));
   t.Add(AllReduce(1, 2, 1024), 1, MakeRecord(1, 20, 100, 3, XPU_REC_PLUGIN | XPU_REC_TIMED));
+  EXPECT_TRUE(t.Completed(5, 3));
+  // The later untimed record neither reopens nor counts it again.
   t.Add(AllReduce(1, 2, 1024), 1, MakeRecord(1, 0, 500, 3, XPU_REC_NOT_TIMED));
-  const CollectiveEntry* e = t.Find(5, 3);
-  ASSERT_EQ(e->members.size(), 2u);
-  EXPECT_TRUE(e->members[0].timed);
-  EXPECT_TRUE(e->members[1].timed);  // the later untimed record did not replace it
-  EXPECT_TRUE(e->complete);
+  EXPECT_EQ(t.Find(5, 3), nullptr);
   auto done = t.TakeCompleted();
   ASSERT_EQ(done.count(XPU_OP_ALLREDUCE), 1u);
   EXPECT_EQ(done[XPU_OP_ALLREDUCE].count, 1u);
+  // 100 - 10 (the timed records only): 20 -> 120 from the last start.
+  EXPECT_NEAR(done[XPU_OP_ALLREDUCE].seconds, 100e-9, 1e-15);
 }
 
-TEST(CollectiveTableTest, DuplicateMemberReplaces) {
+TEST(CollectiveTableTest, RepeatedMemberCountsOnce) {
+  // A re-sent batch repeats a member's record: it is one member, not two.
   CollectiveTable t;
   t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 0, 100, 1));
-  t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 5, 100, 1));
+  t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 0, 100, 1));
   const CollectiveEntry* e = t.Find(5, 1);
-  ASSERT_EQ(e->members.size(), 1u);
-  EXPECT_EQ(e->members[0].start_ns, 5u);
-  EXPECT_FALSE(e->complete);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->members, 1u);
+  EXPECT_EQ(e->timed, 1u);
+  EXPECT_TRUE(t.TakeCompleted().empty());
+}
+
+TEST(CollectiveTableTest, LargeCommunicatorCostsBitsNotMembers) {
+  // 100,000 members: every one is placed by its communicator rank (no scan
+  // of the others), and the collective completes with the last.
+  CollectiveTable t;
+  const int n = 100000;
+  for (int r = 0; r < n; ++r) {
+    t.Add(AllReduce(r, n, 1 << 20), r, MakeRecord(1, 1000 + r % 7, 5000, 9));
+    if (r == n / 2) {
+      ASSERT_NE(t.Find(5, 9), nullptr);
+      EXPECT_EQ(t.Find(5, 9)->reported_bits.size(), (n + 63u) / 64u);
+    }
+  }
+  EXPECT_TRUE(t.Completed(5, 9));
+  EXPECT_EQ(t.TakeCompleted()[XPU_OP_ALLREDUCE].count, 1u);
+}
+
+TEST(CollectiveTableTest, UnplaceableRecordsAreSkipped) {
+  CollectiveTable t;
+  t.Add(AllReduce(-1, 4, 1024), 0, MakeRecord(1, 0, 100, 1));
+  t.Add(AllReduce(4, 4, 1024), 0, MakeRecord(1, 0, 100, 1));
+  t.Add(AllReduce(0, CollectiveTable::kMaxCommRanks + 1, 1024), 0, MakeRecord(1, 0, 100, 1));
+  EXPECT_EQ(t.size(), 0u);
+  EXPECT_EQ(t.skipped(), 3u);
 }
 
 TEST(CollectiveTableTest, BoundedPerCommunicator) {
@@ -99,6 +131,34 @@ TEST(RecordRingTest, KeepsNewestInOrder) {
   ASSERT_EQ(l2.size(), 4u);
   EXPECT_EQ(l2.front().seq, 9u);
   EXPECT_EQ(l2.back().seq, 12u);
+}
+
+TEST(RecordRingTest, GrowsAsUsedAndTrimKeepsTheNewest) {
+  RecordRing ring(65536);
+  EXPECT_EQ(ring.allocated(), 0u);
+  std::vector<xpu_record_v1> recs;
+  for (uint32_t i = 0; i < 400; ++i) recs.push_back(MakeRecord(1, i, 1, i));
+  // Window after window of 400 records with 512 kept in between: the buffer
+  // settles within one growth step (1.5x) of the 512 + 400 it needs.
+  size_t most = 0;
+  for (int w = 0; w < 6; ++w) {
+    ring.Append(recs.data(), recs.size());
+    most = std::max(most, ring.allocated());
+    ring.Trim(512);
+    EXPECT_LE(ring.held(), 512u);
+    const auto last = ring.Last(1);
+    ASSERT_EQ(last.size(), 1u);
+    EXPECT_EQ(last[0].seq, 399u);
+  }
+  EXPECT_GE(most, 912u);
+  EXPECT_LE(most, 912u * 3 / 2);
+  // A burst is given back down to what is kept.
+  for (int i = 0; i < 20; ++i) ring.Append(recs.data(), recs.size());
+  EXPECT_GT(ring.allocated(), 4096u);
+  ring.Trim(512);
+  EXPECT_EQ(ring.allocated(), 512u);
+  EXPECT_EQ(ring.held(), 512u);
+  EXPECT_EQ(ring.Last(512).back().seq, 399u);
 }
 
 }  // namespace

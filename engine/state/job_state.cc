@@ -10,7 +10,10 @@
 namespace xpu::engine {
 namespace {
 constexpr size_t kMaxWindows = 64;
-constexpr size_t kMaxDaemonWindows = 16;
+// The daemons' own window summaries are kept for reference only (no
+// analysis reads them yet): the newest two per process.
+constexpr size_t kMaxDaemonWindows = 2;
+constexpr size_t kMaxOpenHostIntervals = 256;
 }  // namespace
 
 std::string_view LivenessName(Liveness l) {
@@ -25,25 +28,52 @@ std::string_view LivenessName(Liveness l) {
   return "unknown";
 }
 
+void RecordRing::Resize(size_t slots) {
+  std::vector<xpu_record_v1> next(slots);
+  const size_t keep = std::min(held_, slots);
+  const size_t old = buf_.size();
+  for (uint64_t p = written_ - keep; p < written_; ++p) next[p % slots] = buf_[p % old];
+  buf_.swap(next);
+  held_ = keep;
+}
+
 void RecordRing::Append(const xpu_record_v1* r, size_t n) {
-  const size_t cap = buf_.size();
-  if (n > cap) {  // only the newest `cap` survive anyway
-    r += n - cap;
-    written_ += n - cap;
-    n = cap;
+  if (n >= capacity_) {  // only the newest `capacity_` survive anyway
+    r += n - capacity_;
+    written_ += n - capacity_;
+    n = capacity_;
+    held_ = 0;
   }
+  if (held_ + n > buf_.size() && buf_.size() < capacity_) {
+    // 1.5x: amortized appends without overshooting much over a window's need.
+    Resize(std::min(capacity_, std::max({held_ + n, buf_.size() + buf_.size() / 2, size_t{64}})));
+  }
+  const size_t cap = buf_.size();
   size_t pos = static_cast<size_t>(written_ % cap);
   size_t first = std::min(n, cap - pos);
   std::memcpy(buf_.data() + pos, r, first * sizeof(*r));
   std::memcpy(buf_.data(), r + first, (n - first) * sizeof(*r));
   written_ += n;
+  held_ = std::min(cap, held_ + n);
+}
+
+void RecordRing::Trim(size_t keep) {
+  keep = std::min(keep, capacity_);
+  if (buf_.size() > 2 * std::max<size_t>(keep, 32)) {
+    Resize(keep);
+    return;
+  }
+  // The buffer stays (the next window fills it again), the records beyond
+  // the newest `keep` are let go: a window of n records then needs keep + n
+  // slots, not the whole previous buffer plus n (which would double it).
+  held_ = std::min(held_, keep);
 }
 
 std::vector<xpu_record_v1> RecordRing::Last(size_t n) const {
-  const size_t cap = buf_.size();
-  n = static_cast<size_t>(std::min<uint64_t>({n, written_, cap}));
+  n = std::min(n, held_);
   std::vector<xpu_record_v1> out;
   out.reserve(n);
+  const size_t cap = buf_.size();
   for (uint64_t i = written_ - n; i < written_; ++i) out.push_back(buf_[i % cap]);
   return out;
 }
@@ -76,6 +106,14 @@ void KindCounts::Merge(const KindCounts& o) {
   other += o.other;
 }
 
+bool IsProgressRecord(uint16_t kind, uint16_t flags) {
+  if (flags & XPU_REC_INCOMPLETE) return false;
+  if (kind == XPU_OP_PY_GC || kind == XPU_OP_PY_CALLSITE) return false;
+  // A host interval that opens (BEGIN) is work starting, not done.
+  if ((flags & XPU_REC_HOST) && (flags & XPU_REC_BEGIN)) return false;
+  return kind != XPU_OP_NONE;
+}
+
 JobState::JobState(std::string job, std::string job_name, size_t ring_capacity, uint64_t now_ns)
     : job_(std::move(job)),
       job_name_(std::move(job_name)),
@@ -84,25 +122,61 @@ JobState::JobState(std::string job, std::string job_name, size_t ring_capacity, 
       last_seen_ns_(now_ns),
       window_start_ns_(now_ns) {}
 
+std::string_view LossReasonName(int reason) {
+  static constexpr std::string_view kNames[kLossReasons] = {
+      "ring_full",      "ring_corrupt",  "ring_lapped",     "ring_abandoned",
+      "ring_resync",    "daemon_restart", "daemon_buffer", "engine_rejected",
+      "undefined_signature"};
+  return reason >= 0 && reason < kLossReasons ? kNames[reason] : "unknown";
+}
+
+std::string JobState::ProcessKey(const xpu::v1::ProcessIdentity& id) {
+  return id.rank() >= 0 ? absl::StrCat("rank:", id.rank())
+                        : absl::StrCat("pid:", id.pid(), "@", id.host());
+}
+
+void JobState::SetSeed(JobSeed seed) {
+  seed_ = std::move(seed);
+  if (owner_uid_ < 0) owner_uid_ = seed_.owner_uid;
+}
+
+uint64_t JobState::Dropped() const {
+  uint64_t total = 0;
+  for (const auto& [k, p] : processes_) total = std::max(total, total + p->dropped);
+  return total;
+}
+
 ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
                                            const std::string& daemon_id, uint64_t now_ns) {
-  std::string key = id.rank() >= 0 ? absl::StrCat("rank:", id.rank())
-                                   : absl::StrCat("pid:", id.pid(), "@", id.host());
+  const std::string key = ProcessKey(id);
   auto& slot = processes_[key];
   if (!slot) {
     slot = std::make_unique<ProcessState>(key, ring_capacity_);
     slot->first_seen_ns = now_ns;
     slot->identity = id;
-    if (auto c = carried_records_.find(key); c != carried_records_.end()) {
-      slot->records = c->second;
-      carried_records_.erase(c);
+    if (owner_uid_ < 0) owner_uid_ = id.uid();
+    // The same process, recorded before this engine restarted: its counts
+    // go on, and records it had already are not taken twice.
+    auto seed = seed_.ranks.find(key);
+    if (seed != seed_.ranks.end()) {
+      const RankSeed& r = seed->second;
+      if (r.pid == id.pid() && r.host == id.host() && r.start_ticks == id.start_time_ticks()) {
+        slot->records = r.records;
+        slot->next_position = r.next_position;
+        slot->unknown_sig = r.undefined_signature;
+        records_ += r.records;
+      }
+      seed_.ranks.erase(seed);
     }
   } else if (slot->identity.pid() != id.pid() || slot->identity.host() != id.host()) {
-    // Restarted rank: signature ids belong to the old process.
+    // Restarted rank: signature ids and ring positions belong to the old
+    // process.
     slot->sigs.Clear();
     slot->window_gemm.clear();
+    slot->open_host.clear();
     slot->identity = id;
     slot->liveness = Liveness::kAlive;
+    slot->next_position = 0;
   }
   // The hook publishes the GPU model after its first traced op, so it often
   // arrives in a later batch than the identity; once known it stays (an
@@ -114,13 +188,6 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
   if (job_name_.empty() && !id.job_name().empty()) job_name_ = id.job_name();
   last_seen_ns_ = std::max(last_seen_ns_, now_ns);
   return *slot;
-}
-
-void JobState::CarryOver(uint64_t first_seen_ns, uint64_t records,
-                         std::map<std::string, uint64_t> process_records) {
-  if (first_seen_ns > 0) first_seen_ns_ = std::min(first_seen_ns_, first_seen_ns);
-  records_ += records;
-  carried_records_ = std::move(process_records);
 }
 
 void JobState::NoteSignature(const ProcessState& p, const SignatureInfo& s) {
@@ -149,8 +216,17 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
     if (s == nullptr) continue;  // the decoder filtered these; stay defensive
     const uint16_t kind = s->abi.kind;
     p.window_kinds.Add(kind);
+    if (IsProgressRecord(kind, rec.flags)) p.last_progress_rx_ns = now_ns;
     const uint64_t dur = xpu_record_duration_ns(&rec);
     last_end = std::max(last_end, rec.start_ns + dur);
+    if ((rec.flags & XPU_REC_HOST) && (rec.flags & (XPU_REC_BEGIN | XPU_REC_END))) {
+      if (rec.flags & XPU_REC_BEGIN) {
+        if (p.open_host.size() < kMaxOpenHostIntervals || p.open_host.count(rec.sig_id))
+          p.open_host[rec.sig_id] = rec.start_ns;
+      } else {
+        p.open_host.erase(rec.sig_id);
+      }
+    }
     if (!(rec.flags & XPU_REC_TIMED)) {
       if (s->collective) collectives_.Add(*s, rank, rec);
       continue;
@@ -171,10 +247,21 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
 void JobState::ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, uint64_t now_ns) {
   if (pb.has_counters()) {
     p.counters = pb.counters();
-    uint64_t hook_dropped =
-        p.counters.hook_size() > XPU_CNT_DROPPED_FULL ? p.counters.hook(XPU_CNT_DROPPED_FULL) : 0;
-    p.dropped = hook_dropped + p.counters.records_lapped() + p.counters.records_dropped_daemon();
+    const xpu::v1::ProcessCounters& c = p.counters;
+    p.lost[kLossRingFull] = c.hook_size() > XPU_CNT_DROPPED_FULL ? c.hook(XPU_CNT_DROPPED_FULL) : 0;
+    p.lost[kLossRingCorrupt] = c.records_corrupt();
+    p.lost[kLossRingLapped] = c.records_lapped();
+    p.lost[kLossRingAbandoned] = c.records_abandoned();
+    p.lost[kLossRingResync] = c.records_resync();
+    p.lost[kLossDaemonRestart] = c.records_restart();
+    p.lost[kLossDaemonBuffer] = c.records_dropped_daemon();
+    p.lost[kLossEngineRejected] = c.records_rejected();
   }
+  p.lost[kLossUndefinedSignature] = p.unknown_sig;
+  // Counts from other processes: a sum that could wrap saturates instead.
+  uint64_t total = 0;
+  for (uint64_t v : p.lost) total = total + v < total ? UINT64_MAX : total + v;
+  p.dropped = total;
   for (const auto& w : pb.windows()) {
     p.daemon_windows.push_back(w);
     if (p.daemon_windows.size() > kMaxDaemonWindows) p.daemon_windows.pop_front();
@@ -227,6 +314,10 @@ void JobState::UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns) {
     p->liveness =
         now_ns > last && now_ns - last > silent_after_ns ? Liveness::kSilent : Liveness::kAlive;
   }
+}
+
+void JobState::TrimRings(size_t keep) {
+  for (auto& [key, p] : processes_) p->ring.Trim(keep);
 }
 
 size_t JobState::Alive() const {

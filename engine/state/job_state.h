@@ -10,6 +10,7 @@
 #ifndef XPU_ENGINE_STATE_JOB_STATE_H_
 #define XPU_ENGINE_STATE_JOB_STATE_H_
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -29,24 +30,43 @@ namespace xpu::engine {
 
 enum class Liveness { kAlive, kSilent, kExited };
 std::string_view LivenessName(Liveness l);
+// A record that shows the process moving on: a completed GPU op, host API,
+// synchronization or step marker. Not: Python GC (it runs in a process stuck
+// in a loop too), call-site links, ops flushed incomplete, intervals opening.
+bool IsProgressRecord(uint16_t kind, uint16_t flags);
 // Op kinds are named by the shared table (common/record/op_kind.h):
 // "allreduce", "gemm", ..., "op<N>" when unknown.
 using ::xpu::record::OpKindName;
 
-// Bounded ring of the most recent records of one process.
+// Bounded ring of the most recent records of one process. Memory is taken
+// as records come (growing by half, up to `capacity` records) and given back by
+// Trim() once a window's records were read, so that an idle or finished
+// rank holds only its newest few hundred records, not `capacity`.
 class RecordRing {
  public:
-  explicit RecordRing(size_t capacity) : buf_(capacity ? capacity : 1) {}
+  explicit RecordRing(size_t capacity) : capacity_(capacity ? capacity : 1) {}
   void Append(const xpu_record_v1* r, size_t n);
   // Up to n most recent records, oldest first.
   std::vector<xpu_record_v1> Last(size_t n) const;
   uint64_t written() const { return written_; }
-  size_t capacity() const { return buf_.size(); }
+  size_t capacity() const { return capacity_; }  // most records ever kept
+  size_t held() const { return held_; }          // records kept now
+  size_t allocated() const { return buf_.size(); }
+  // Keeps the newest `keep` records (held() <= keep after it); frees the
+  // memory beyond them when the buffer is more than twice that.
+  void Trim(size_t keep);
 
  private:
-  std::vector<xpu_record_v1> buf_;
+  void Resize(size_t slots);  // keeps the newest min(held_, slots) records
+  std::vector<xpu_record_v1> buf_;  // slot of position p: p % buf_.size()
+  size_t capacity_;
+  size_t held_ = 0;
   uint64_t written_ = 0;
 };
+
+// Records a ring keeps between windows (ProcessState::ring after
+// JobState::TrimRings): for `xpu ranks`, the timeline fallback.
+inline constexpr size_t kRingTailRecords = 512;
 
 // Record counts by op family within a window ("step-less": no step
 // boundaries are needed to compute them).
@@ -55,6 +75,25 @@ struct KindCounts {
   void Add(uint16_t kind);
   void Merge(const KindCounts& o);
 };
+
+// Why a record a rank's hook wrote never reached the engine's analysis
+// (RankInfo.lost, xpu_records_dropped_total{reason}; docs/reliability.md):
+// in the hook (ring full), in the ring (corrupt, lapped, abandoned, skipped
+// by a resync), in the daemon (lost to its restart, shed from its buffer),
+// in the engine (refused, naming a signature never defined).
+enum LossReason {
+  kLossRingFull = 0,
+  kLossRingCorrupt,
+  kLossRingLapped,
+  kLossRingAbandoned,
+  kLossRingResync,
+  kLossDaemonRestart,
+  kLossDaemonBuffer,
+  kLossEngineRejected,
+  kLossUndefinedSignature,
+  kLossReasons
+};
+std::string_view LossReasonName(int reason);
 
 struct GemmAccum {
   uint64_t count = 0;
@@ -75,11 +114,24 @@ struct ProcessState {
   uint64_t last_seen_ns = 0;       // engine clock: last batch for this process
   uint64_t last_record_rx_ns = 0;  // engine clock: last batch with records
   uint64_t last_record_ns = 0;     // host clock: latest record end
+  // engine clock: last batch with a record of progress (a GPU op or a host
+  // API completed, a step marker; not GC, call sites or incomplete ops), the
+  // hang monitor's measure of a stalled process
+  uint64_t last_progress_rx_ns = 0;
   uint64_t records = 0;
   uint64_t unknown_sig = 0;
-  uint64_t dropped = 0;  // hook + daemon drops (cumulative, reported)
+  uint64_t dropped = 0;  // every loss of lost[] (cumulative, saturating)
+  std::array<uint64_t, kLossReasons> lost{};           // by LossReason
+  std::array<uint64_t, kLossReasons> lost_reported{};  // what the metrics have seen
+  // Ring position of the next record not yet received: a record sent again
+  // (daemon reconnect or restart) below it is dropped as a duplicate.
+  uint64_t next_position = 0;
+  uint64_t duplicates = 0;
   xpu::v1::ProcessCounters counters;
-  std::deque<xpu::v1::WindowSummary> daemon_windows;  // bounded
+  std::deque<xpu::v1::WindowSummary> daemon_windows;  // the newest few
+  // Host intervals opened (XPU_REC_BEGIN) and not closed yet, by signature:
+  // their start (hang diagnosis: a checkpoint save is not a hang). Bounded.
+  std::map<uint32_t, uint64_t> open_host;
   // Current window.
   uint64_t window_records = 0;
   KindCounts window_kinds;
@@ -115,6 +167,22 @@ struct WindowSummaryRow {
   std::vector<CollectiveWindowRow> collectives;
 };
 
+// What a restarted engine knows of a rank from its history (store): the
+// record count and position it had recorded durably, for the same process
+// (pid, host, start time) only.
+struct RankSeed {
+  int32_t pid = 0;
+  std::string host;
+  uint64_t start_ticks = 0;
+  uint64_t records = 0;
+  uint64_t next_position = 0;
+  uint64_t undefined_signature = 0;
+};
+struct JobSeed {
+  int64_t owner_uid = -1;
+  std::map<std::string, RankSeed> ranks;  // by ProcessState::key
+};
+
 class JobState {
  public:
   JobState(std::string job, std::string job_name, size_t ring_capacity, uint64_t now_ns);
@@ -130,12 +198,28 @@ class JobState {
   // Applies decoded records of one process (sig ids already validated).
   void ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, uint64_t now_ns);
   void ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, uint64_t now_ns);
+  // The key of the process an identity belongs to ("rank:N" or "pid:P@H").
+  static std::string ProcessKey(const xpu::v1::ProcessIdentity& id);
+  // History of this job from before a restart (applied as processes appear).
+  void SetSeed(JobSeed seed);
+  // uid of the job's processes (the first one seen); -1 until known.
+  int64_t owner_uid() const { return owner_uid_; }
+  // Bytes of recent-record rings held by the job's processes.
+  uint64_t ring_bytes() const {
+    return static_cast<uint64_t>(processes_.size()) * ring_capacity_ * sizeof(xpu_record_v1);
+  }
+  uint64_t ring_bytes_per_process() const { return ring_capacity_ * sizeof(xpu_record_v1); }
+  // Every loss of the job's processes (saturating).
+  uint64_t Dropped() const;
   // Registers the communicator of a newly defined collective signature.
   void NoteSignature(const ProcessState& p, const SignatureInfo& s);
   // Closes the current window and returns its summary; resets accumulators.
   WindowSummaryRow CloseWindow(uint64_t now_ns);
   // Marks silent / alive; returns nothing, the registry reads the result.
   void UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns);
+  // Gives back the rings' memory beyond their newest `keep` records (after
+  // the window's analyses read them).
+  void TrimRings(size_t keep = kRingTailRecords);
 
   const std::map<std::string, std::unique_ptr<ProcessState>>& processes() const {
     return processes_;
@@ -152,16 +236,6 @@ class JobState {
   std::string_view StateName() const;
   size_t Alive() const;
 
-  // Engine replicas (docs/architecture.md, "Engine replicas"): counters the
-  // job's previous owner committed, carried on by this one (records, first
-  // seen, per process key its records).
-  void CarryOver(uint64_t first_seen_ns, uint64_t records,
-                 std::map<std::string, uint64_t> process_records);
-  // Per daemon stream ("daemon_id#incarnation"), the highest batch_seq whose
-  // records this job holds: a batch at or below it is a replay and its
-  // records are not applied again.
-  std::map<std::string, uint64_t>& stream_seq() { return stream_seq_; }
-
  private:
   mutable std::mutex mu_;
   std::string job_;
@@ -171,12 +245,12 @@ class JobState {
   uint64_t last_seen_ns_;
   uint64_t window_start_ns_;
   uint64_t records_ = 0;
+  int64_t owner_uid_ = -1;
+  JobSeed seed_;
   std::map<std::string, std::unique_ptr<ProcessState>> processes_;
   CollectiveTable collectives_;
   std::map<uint64_t, Communicator> comms_;
   std::deque<WindowSummaryRow> windows_;  // recent, bounded
-  std::map<std::string, uint64_t> stream_seq_;
-  std::map<std::string, uint64_t> carried_records_;  // process key -> records
 };
 
 }  // namespace xpu::engine

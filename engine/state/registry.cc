@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "common/base/clock.h"
 
@@ -17,21 +18,59 @@ Registry::Registry(Clock clock, uint64_t silent_after_ns, size_t ring_capacity)
 
 std::shared_ptr<JobState> Registry::GetOrCreateJob(const std::string& job,
                                                    const std::string& job_name) {
+  return GetOrCreateJob(job, job_name, SIZE_MAX);
+}
+
+std::shared_ptr<JobState> Registry::GetOrCreateJob(const std::string& job,
+                                                   const std::string& job_name, size_t max_jobs) {
   std::lock_guard<std::mutex> l(mu_);
-  auto& slot = jobs_[job];
-  if (!slot) slot = std::make_shared<JobState>(job, job_name, ring_capacity_, clock_());
-  return slot;
+  auto it = jobs_.find(job);
+  if (it != jobs_.end()) return it->second;
+  if (jobs_.size() >= max_jobs) return nullptr;
+  auto created = std::make_shared<JobState>(job, job_name, ring_capacity_, clock_());
+  // Seeded before any other thread can see the job, so that no process of
+  // it is created without its history.
+  if (seeder_) {
+    created->SetSeed(seeder_(job));
+  } else if (auto h = history_.find(job); h != history_.end()) {
+    JobSeed seed;
+    seed.owner_uid = h->second.owner_uid;
+    created->SetSeed(std::move(seed));
+  }
+  jobs_.emplace(job, created);
+  return created;
+}
+
+void Registry::SetJobSeeder(std::function<JobSeed(const std::string& job)> seeder) {
+  std::lock_guard<std::mutex> l(mu_);
+  seeder_ = std::move(seeder);
+}
+
+std::optional<int64_t> Registry::JobOwner(const std::string& job) const {
+  std::shared_ptr<JobState> j;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = jobs_.find(job);
+    if (it == jobs_.end()) {
+      auto h = history_.find(job);
+      if (h == history_.end()) return std::nullopt;
+      return h->second.owner_uid;
+    }
+    j = it->second;
+  }
+  std::lock_guard<std::mutex> jl(j->mu());
+  return j->owner_uid();
+}
+
+size_t Registry::JobCount() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return jobs_.size();
 }
 
 std::shared_ptr<JobState> Registry::FindJob(const std::string& job) const {
   std::lock_guard<std::mutex> l(mu_);
   auto it = jobs_.find(job);
   return it == jobs_.end() ? nullptr : it->second;
-}
-
-bool Registry::DropJob(const std::string& job) {
-  std::lock_guard<std::mutex> l(mu_);
-  return jobs_.erase(job) > 0;
 }
 
 std::vector<std::shared_ptr<JobState>> Registry::Jobs() const {
@@ -104,7 +143,17 @@ JobSummary Summarize(const JobState& job) {
   s.last_seen_ns = job.last_seen_ns();
   s.records = job.records();
   s.state = std::string(job.StateName());
+  s.dropped = job.Dropped();
+  s.owner_uid = job.owner_uid();
   return s;
+}
+
+bool Registry::CachedSummary(const std::string& job, JobSummary* out) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = summaries_.find(job);
+  if (it == summaries_.end()) return false;
+  *out = it->second;
+  return true;
 }
 
 std::vector<JobSummary> Registry::JobSummaries(bool include_finished) const {
@@ -118,10 +167,14 @@ std::vector<JobSummary> Registry::JobSummaries(bool include_finished) const {
   std::vector<JobSummary> out;
   for (const auto& j : jobs) {
     JobSummary s;
-    {
-      std::lock_guard<std::mutex> jl(j->mu());
+    std::unique_lock<std::mutex> jl(j->mu(), std::try_to_lock);
+    if (jl.owns_lock()) {
+      s = Summarize(*j);
+    } else if (!CachedSummary(j->job(), &s)) {
+      jl.lock();  // never summarized yet: wait for the job
       s = Summarize(*j);
     }
+    if (jl.owns_lock()) jl.unlock();
     history.erase(s.job);
     if (!include_finished && s.state == "finished") continue;
     out.push_back(std::move(s));
@@ -150,8 +203,14 @@ void Registry::UpdateLiveness() {
     for (const auto& [k, j] : jobs_) jobs.push_back(j);
   }
   for (const auto& j : jobs) {
-    std::lock_guard<std::mutex> jl(j->mu());
-    j->UpdateLiveness(now, silent_after_ns_);
+    JobSummary s;
+    {
+      std::lock_guard<std::mutex> jl(j->mu());
+      j->UpdateLiveness(now, silent_after_ns_);
+      s = Summarize(*j);
+    }
+    std::lock_guard<std::mutex> l(mu_);
+    summaries_[s.job] = std::move(s);
   }
 }
 
@@ -167,6 +226,7 @@ std::vector<std::string> Registry::RetireFinishedJobs(uint64_t retain_ns) {
     }
     if (s.state == "finished" && now > s.last_seen_ns && now - s.last_seen_ns > retain_ns) {
       history_[s.job] = s;
+      summaries_.erase(s.job);
       retired.push_back(s.job);
       it = jobs_.erase(it);
     } else {

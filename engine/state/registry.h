@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,9 @@ struct JobSummary {
   uint64_t first_seen_ns = 0;
   uint64_t last_seen_ns = 0;
   uint64_t records = 0;
-  std::string state;  // running / silent / finished
+  std::string state;      // running / silent / finished
+  uint64_t dropped = 0;   // every loss of its processes
+  int64_t owner_uid = -1; // uid of its processes; -1 unknown
 };
 
 class Registry {
@@ -61,10 +64,16 @@ class Registry {
   uint64_t silent_after_ns() const { return silent_after_ns_; }
 
   std::shared_ptr<JobState> GetOrCreateJob(const std::string& job, const std::string& job_name);
+  // The same, but creates no job beyond `max_jobs` live ones (returns null).
+  std::shared_ptr<JobState> GetOrCreateJob(const std::string& job, const std::string& job_name,
+                                           size_t max_jobs);
+  // Called (under the registry's lock, once) for each job this engine
+  // creates: what the history knows of it from before a restart.
+  void SetJobSeeder(std::function<JobSeed(const std::string& job)> seeder);
+  // uid owning `job`, live or historical; nullopt for a job never seen.
+  std::optional<int64_t> JobOwner(const std::string& job) const;
+  size_t JobCount() const;
   std::shared_ptr<JobState> FindJob(const std::string& job) const;
-  // Forgets a live job that another engine replica serves now (neither
-  // kept in memory nor listed as finished); true if it was here.
-  bool DropJob(const std::string& job);
   std::vector<std::shared_ptr<JobState>> Jobs() const;
 
   void DaemonConnected(const std::string& id, const std::string& host, const std::string& version);
@@ -80,7 +89,9 @@ class Registry {
   void AddHistoricalJob(const JobSummary& s);
   // Live jobs plus (when include_finished) historical ones, sorted by
   // first_seen, newest last. Without include_finished, finished jobs are left
-  // out.
+  // out. Never waits for a job's window analysis (which holds the job for
+  // seconds at 100k ranks): a job busy now is answered with its summary of
+  // the latest UpdateLiveness, i.e. the start of that analysis.
   std::vector<JobSummary> JobSummaries(bool include_finished) const;
 
   // Applies the liveness rules at Now().
@@ -97,6 +108,9 @@ class Registry {
   std::map<std::string, std::shared_ptr<JobState>> jobs_;
   std::map<std::string, DaemonState> daemons_;
   std::map<std::string, JobSummary> history_;
+  std::function<JobSeed(const std::string& job)> seeder_;
+  std::map<std::string, JobSummary> summaries_;  // live jobs at the latest UpdateLiveness
+  bool CachedSummary(const std::string& job, JobSummary* out) const;
 };
 
 JobSummary Summarize(const JobState& job);  // caller holds job.mu()

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "engine/detectors/rank_liveness.h"
@@ -89,6 +90,30 @@ TEST_F(RegistryTest, RetiresFinishedJobsIntoHistory) {
   EXPECT_EQ(all[0].job, "done");
   EXPECT_EQ(all[0].records, 3u);
   EXPECT_EQ(all[0].state, "finished");
+}
+
+TEST_F(RegistryTest, SummariesDoNotWaitForAJobBeingAnalysed) {
+  Feed("j", 0, "h0", 10, 4);
+  Feed("j", 1, "h1", 11, 4);
+  reg_.UpdateLiveness();  // the start of a window's analysis
+  std::shared_ptr<JobState> job = reg_.FindJob("j");
+  std::promise<void> held, release;
+  std::thread analysis([&] {
+    std::lock_guard<std::mutex> l(job->mu());
+    held.set_value();
+    release.get_future().wait();
+  });
+  held.get_future().wait();
+  // The job is locked by the analysis: its summary of the liveness pass.
+  auto sums = reg_.JobSummaries(false);
+  release.set_value();
+  analysis.join();
+  ASSERT_EQ(sums.size(), 1u);
+  EXPECT_EQ(sums[0].ranks, 2u);
+  EXPECT_EQ(sums[0].ranks_alive, 2u);
+  EXPECT_EQ(sums[0].records, 8u);
+  Feed("j", 0, "h0", 10, 1);
+  EXPECT_EQ(reg_.JobSummaries(false)[0].records, 9u) << "free again: current figures";
 }
 
 TEST_F(RegistryTest, RanklessProcessesKeyedByPidAtHost) {

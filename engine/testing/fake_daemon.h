@@ -4,14 +4,19 @@
 #define XPU_ENGINE_TESTING_FAKE_DAEMON_H_
 
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/client_interceptor.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "common/rpc/local_identity.h"
+#include "common/rpc/token.h"
 #include "engine/engine.h"
 #include "engine/state/batch_builder.h"
 #include "xpu/v1/common.pb.h"
@@ -39,9 +44,57 @@ inline EngineOptions TestOptions() {
   return o;
 }
 
+// The token an engine on this host gives this process's uid (its identity
+// socket, docs/security.md); "" when it has none.
+inline std::string LocalToken(int port) {
+  absl::StatusOr<std::string> t = rpc::FetchLocalIdentity("127.0.0.1:" + std::to_string(port));
+  return t.ok() ? *t : std::string();
+}
+
+// Adds `token` as the x-xpu-token metadata of every call, as the CLI does.
+class TokenInterceptor : public grpc::experimental::Interceptor {
+ public:
+  explicit TokenInterceptor(std::string token) : token_(std::move(token)) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
+    if (m->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_INITIAL_METADATA) &&
+        !token_.empty()) {
+      m->GetSendInitialMetadata()->insert({rpc::kTokenMetadataKey, token_});
+    }
+    m->Proceed();
+  }
+
+ private:
+  std::string token_;
+};
+
+class TokenInterceptorFactory : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit TokenInterceptorFactory(std::string token) : token_(std::move(token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo*) override {
+    return new TokenInterceptor(token_);
+  }
+
+ private:
+  std::string token_;
+};
+
+// A plaintext channel to the engine on `port` whose calls carry `token`
+// (default: this process's local identity, as the CLI would).
+inline std::shared_ptr<grpc::Channel> TestChannel(
+    int port, std::optional<std::string> token = std::nullopt,
+    const grpc::ChannelArguments& args = grpc::ChannelArguments()) {
+  std::vector<std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>> f;
+  f.push_back(std::make_unique<TokenInterceptorFactory>(token ? *token : LocalToken(port)));
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args,
+      std::move(f));
+}
+
 class FakeDaemon {
  public:
-  FakeDaemon(int port, std::string daemon_id) : id_(std::move(daemon_id)) {
+  FakeDaemon(int port, std::string daemon_id) : port_(port), id_(std::move(daemon_id)) {
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(256 << 20);
     channel_ = grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port),
@@ -50,8 +103,10 @@ class FakeDaemon {
     stream_ = stub_->Stream(&ctx_);
   }
   // Sends a hello and reads the ack; false when the engine closed instead.
-  bool Hello(uint32_t version = 1, const std::string& token = "") {
-    if (!stream_->Write(MakeHello(id_, "host-" + id_, version, token))) return false;
+  // Without `token`, the local identity of this process's uid.
+  bool Hello(uint32_t version = 1, std::optional<std::string> token = std::nullopt) {
+    const std::string t = token ? *token : LocalToken(port_);
+    if (!stream_->Write(MakeHello(id_, "host-" + id_, version, t))) return false;
     xpu::v1::EngineMessage ack;
     return stream_->Read(&ack) && ack.has_ack() && ack.ack().accepted();
   }
@@ -79,6 +134,7 @@ class FakeDaemon {
   grpc::ClientContext& context() { return ctx_; }
 
  private:
+  int port_;
   std::string id_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<xpu::v1::Ingest::Stub> stub_;

@@ -24,6 +24,7 @@
 
 #include "common/timeline/synthetic_job.h"
 #include "engine/state/batch_builder.h"
+#include "engine/testing/fake_daemon.h"
 #include "xpu/record.h"
 #include "xpu/v1/common.pb.h"
 #include "xpu/v1/ingest.grpc.pb.h"
@@ -36,7 +37,7 @@ class SyntheticDaemon {
 
   SyntheticDaemon(int port, std::string id, const ::xpu::timeline::SyntheticJob& job,
                   std::vector<int> ranks, Mode mode = Mode::kAnswer)
-      : id_(std::move(id)), mode_(mode) {
+      : port_(port), id_(std::move(id)), mode_(mode) {
     for (int r : ranks) batches_[r] = ::xpu::timeline::SyntheticRank(job, r);
     grpc::ChannelArguments args;
     args.SetMaxSendMessageSize(256 << 20);
@@ -50,7 +51,7 @@ class SyntheticDaemon {
   // Hello + announcement; false when the engine refused.
   bool Start() {
     stream_ = stub_->Stream(&ctx_);
-    if (!stream_->Write(MakeHello(id_, "host-" + id_))) return false;
+    if (!stream_->Write(MakeHello(id_, "host-" + id_, 1, LocalToken(port_)))) return false;
     xpu::v1::EngineMessage ack;
     if (!stream_->Read(&ack) || !ack.has_ack() || !ack.ack().accepted()) return false;
     xpu::v1::DaemonMessage m;
@@ -128,6 +129,7 @@ class SyntheticDaemon {
     }
   }
 
+  int port_;
   std::string id_;
   Mode mode_;
   std::map<int, xpu::v1::ProcessBatch> batches_;

@@ -117,7 +117,8 @@ void AssignDaemons(JobState& job, Dump& dump) {
 }
 
 // Sends every command first, so that the daemons work in parallel.
-void SendHistoryCommands(const CommandSender& send, Dump& dump) {
+void SendHistoryCommands(const CommandSender& send, const xpu::v1::CommandCaller& caller,
+                         Dump& dump) {
   for (auto& [id, d] : dump.daemons) {
     xpu::v1::Command cmd;
     cmd.set_kind("history");
@@ -130,6 +131,7 @@ void SendHistoryCommands(const CommandSender& send, Dump& dump) {
     // The daemon-side deadline is a little longer than ours, so that a late
     // reply is still consumed (and dropped) by the pending-command table.
     cmd.set_deadline_ms(static_cast<uint64_t>(dump.deadline_ms.count()) + 5000);
+    *cmd.mutable_caller() = caller;
     d->future = send(id, std::move(cmd));
   }
 }
@@ -230,14 +232,15 @@ absl::Status SendEngineFallback(JobState& job, Dump& dump) {
 }  // namespace
 
 absl::Status RunTimelineDump(Registry& registry, const CommandSender& send,
-                             const xpu::v1::TimelineDumpRequest& request, const DumpWriter& write) {
+                             const xpu::v1::TimelineDumpRequest& request, const DumpWriter& write,
+                             const xpu::v1::CommandCaller& caller) {
   Dump dump(request, write);
   std::shared_ptr<JobState> job = registry.FindJob(request.job());
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job '", request.job(), "'"));
   AssignDaemons(*job, dump);
   dump.deadline_ms = request.deadline_ms() > 0 ? std::chrono::milliseconds(request.deadline_ms())
                                                : kDefaultDumpDeadline;
-  SendHistoryCommands(send, dump);
+  SendHistoryCommands(send, caller, dump);
   dump.progress.set_ranks_total(static_cast<uint32_t>(dump.known.size()));
   dump.progress.set_daemons_total(static_cast<uint32_t>(dump.daemons.size()));
   if (!dump.WriteProgress()) return absl::CancelledError("client went away");

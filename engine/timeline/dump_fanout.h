@@ -28,6 +28,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "engine/auth/caller.h"
 #include "engine/state/command.h"
 #include "engine/state/registry.h"
 #include "xpu/v1/ingest.pb.h"
@@ -42,8 +43,11 @@ inline constexpr std::chrono::milliseconds kDefaultDumpDeadline{30000};
 
 // NOT_FOUND when the engine does not know the job; CANCELLED when the writer
 // failed; OK otherwise (missing ranks are data, reported in `done`).
+// `caller` goes with the history commands; the daemons leave out processes
+// the caller may not act on.
 absl::Status RunTimelineDump(Registry& registry, const CommandSender& send,
-                             const xpu::v1::TimelineDumpRequest& request, const DumpWriter& write);
+                             const xpu::v1::TimelineDumpRequest& request, const DumpWriter& write,
+                             const xpu::v1::CommandCaller& caller = auth::EngineCaller());
 
 }  // namespace xpu::engine::timeline
 

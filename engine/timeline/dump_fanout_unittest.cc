@@ -35,8 +35,8 @@ struct DumpResult {
 DumpResult Dump(int port, const xpu::v1::TimelineDumpRequest& req) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(256 << 20);
-  auto stub = xpu::v1::Query::NewStub(grpc::CreateCustomChannel(
-      "127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+  auto stub = xpu::v1::Query::NewStub(xpu::engine::testing::TestChannel(
+      port, std::nullopt, args));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   auto reader = stub->TimelineDump(&ctx, req);

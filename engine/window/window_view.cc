@@ -7,10 +7,12 @@
 namespace xpu::engine {
 
 std::string WindowView::HostOf(int32_t rank) const {
-  for (const analysis::RankTrace& t : ranks) {
-    if (t.rank == rank) return t.host;
-  }
-  return "";
+  // ranks is sorted by rank (Get): a binary search, so that naming the hosts
+  // of many ranks stays linear in the job's size.
+  auto it = std::lower_bound(
+      ranks.begin(), ranks.end(), rank,
+      [](const analysis::RankTrace& t, int32_t r) { return t.rank < r; });
+  return it != ranks.end() && it->rank == rank ? it->host : "";
 }
 
 const WindowView& WindowViews::Get(const JobState& job) {
@@ -51,6 +53,13 @@ const WindowView& WindowViews::Get(const JobState& job) {
   pj.view = std::move(v);
   pj.built = true;
   return pj.view;
+}
+
+void WindowViews::Release(const std::string& job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  it->second.view = WindowView{};
+  it->second.built = false;
 }
 
 void WindowViews::Retain(const std::vector<std::string>& jobs) {

@@ -38,6 +38,9 @@ class WindowViews {
  public:
   // The view of the window that `job` just closed.
   const WindowView& Get(const JobState& job);
+  // Frees the job's view once the window's analyses are done (the cursors
+  // stay): the records of a window are not held until the next one.
+  void Release(const std::string& job);
   // Forgets jobs the engine no longer has.
   void Retain(const std::vector<std::string>& jobs);
 

@@ -51,6 +51,8 @@ cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 grid, dim3 b
                                              size_t shared_mem, cudaStream_t stream);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph);
 cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, cudaMemcpyKind kind);
 cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch,
                               size_t width, size_t height, cudaMemcpyKind kind);
@@ -140,9 +142,15 @@ cudaError_t GraphLaunch(const ReentrancyGuard& g, decltype(&cudaGraphLaunch) rea
 
 // Host-blocking call: one host interval [entry, return]. `value()` goes to
 // the record's seq field; it is evaluated only when the call is traced.
+// A successful stream or device synchronization also tells the core that
+// this thread's earlier ops there are complete (NoteHostSync).
+enum class SyncScope { kNone, kStream, kDevice };
+
 template <typename Value, typename Call>
 inline cudaError_t HostInterval(const ReentrancyGuard& g, std::atomic<uint32_t>* sig_cache,
-                                uint16_t kind, const char* name, Value value_fn, Call call) {
+                                uint16_t kind, const char* name, Value value_fn, Call call,
+                                SyncScope scope = SyncScope::kNone,
+                                const void* sync_stream = nullptr) {
   if (!g.entered() || !Active()) return call();
   EnsureStarted();
   const uint32_t value = value_fn();
@@ -150,6 +158,9 @@ inline cudaError_t HostInterval(const ReentrancyGuard& g, std::atomic<uint32_t>*
   const uint64_t start = NowNs();
   const cudaError_t status = call();
   const uint64_t end = NowNs();
+  if (status == cudaSuccess && scope != SyncScope::kNone) {
+    NoteHostSync(sync_stream, scope == SyncScope::kDevice);
+  }
   if (sig != 0) {
     EmitHostInterval(sig, start, end, value,
                      status == cudaSuccess ? 0 : static_cast<uint16_t>(XPU_REC_CALL_FAILED));
@@ -307,7 +318,8 @@ XPU_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   static std::atomic<uint32_t> sig{0};
   return xpu::hook::HostInterval(
       g, &sig, XPU_OP_SYNC_STREAM, "cudaStreamSynchronize",
-      [&]() -> uint32_t { return xpu::hook::StreamIndex(stream); }, [&] { return real(stream); });
+      [&]() -> uint32_t { return xpu::hook::StreamIndex(stream); }, [&] { return real(stream); },
+      xpu::hook::SyncScope::kStream, stream);
 }
 
 XPU_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
@@ -318,7 +330,7 @@ XPU_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
   return xpu::hook::HostInterval(
       g, &sig, XPU_OP_SYNC_STREAM, "cudaStreamSynchronize",
       [&]() -> uint32_t { return xpu::hook::StreamIndex(xpu::hook::PtszStream(stream)); },
-      [&] { return real(stream); });
+      [&] { return real(stream); }, xpu::hook::SyncScope::kStream, xpu::hook::PtszStream(stream));
 }
 
 XPU_EXPORT cudaError_t cudaDeviceSynchronize(void) {
@@ -328,7 +340,7 @@ XPU_EXPORT cudaError_t cudaDeviceSynchronize(void) {
   static std::atomic<uint32_t> sig{0};
   return xpu::hook::HostInterval(
       g, &sig, XPU_OP_SYNC_DEVICE, "cudaDeviceSynchronize", [] { return 0u; },
-      [&] { return real(); });
+      [&] { return real(); }, xpu::hook::SyncScope::kDevice);
 }
 
 XPU_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -339,6 +351,57 @@ XPU_EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   return xpu::hook::HostInterval(
       g, &sig, XPU_OP_SYNC_EVENT, "cudaEventSynchronize", [] { return 0u; },
       [&] { return real(event); });
+}
+
+// ---- stream capture ----------------------------------------------------------
+// Counted so that the launch path checks capture status only while some
+// capture is active (NoteCapture). Captures begun through the driver API are
+// not counted: launches into them are still never given events, since every
+// event record checks capture first.
+
+XPU_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  auto real = XPU_REAL_FN(kCudart, cudaStreamBeginCapture);
+  if (!real) return xpu::hook::kMissing;
+  const cudaError_t rc = real(stream, mode);
+  if (rc == cudaSuccess) xpu::hook::NoteCapture(1);
+  return rc;
+}
+
+XPU_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream,
+                                                   cudaStreamCaptureMode mode) {
+  auto real = XPU_REAL_FN(kCudart, cudaStreamBeginCapture_ptsz);
+  if (!real) return xpu::hook::kMissing;
+  const cudaError_t rc = real(stream, mode);
+  if (rc == cudaSuccess) xpu::hook::NoteCapture(1);
+  return rc;
+}
+
+XPU_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                                     const cudaGraphNode_t* deps,
+                                                     const cudaGraphEdgeData* edges,
+                                                     size_t n, cudaStreamCaptureMode mode) {
+  auto real = XPU_REAL_FN(kCudart, cudaStreamBeginCaptureToGraph);
+  if (!real) return xpu::hook::kMissing;
+  const cudaError_t rc = real(stream, graph, deps, edges, n, mode);
+  if (rc == cudaSuccess) xpu::hook::NoteCapture(1);
+  return rc;
+}
+
+XPU_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  auto real = XPU_REAL_FN(kCudart, cudaStreamEndCapture);
+  if (!real) return xpu::hook::kMissing;
+  // Whatever the result, the stream is no longer capturing afterwards.
+  const cudaError_t rc = real(stream, graph);
+  xpu::hook::NoteCapture(-1);
+  return rc;
+}
+
+XPU_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t* graph) {
+  auto real = XPU_REAL_FN(kCudart, cudaStreamEndCapture_ptsz);
+  if (!real) return xpu::hook::kMissing;
+  const cudaError_t rc = real(stream, graph);
+  xpu::hook::NoteCapture(-1);
+  return rc;
 }
 
 // ---- synchronous copies ----------------------------------------------------

@@ -18,6 +18,8 @@ struct State {
   std::vector<EndCall> ends;
   std::vector<HostInterval> hosts;
   std::vector<CallsiteLink> links;
+  std::vector<SyncNote> syncs;
+  int capture_depth = 0;
   bool picked = false;
   uint32_t py_callsite = 0;
   uint64_t captures = 0;
@@ -63,9 +65,18 @@ std::vector<CallsiteLink> Links() {
   std::lock_guard<std::mutex> l(S().mu);
   return S().links;
 }
+std::vector<SyncNote> Syncs() {
+  std::lock_guard<std::mutex> l(S().mu);
+  return S().syncs;
+}
+int CaptureDepth() {
+  std::lock_guard<std::mutex> l(S().mu);
+  return S().capture_depth;
+}
 void Reset() {
   std::lock_guard<std::mutex> l(S().mu);
   S().links.clear();
+  S().syncs.clear();
   S().captures = 0;
   S().begins.clear();
   S().ends.clear();
@@ -162,8 +173,19 @@ OpHandle BeginGpuOp(uint32_t sig_id, const void* stream, uint32_t seq, uint16_t 
 
 void EndGpuOp(const OpHandle& op, const void* stream, int status) {
   std::lock_guard<std::mutex> l(fake::S().mu);
-  fake::S().ends.push_back(fake::EndCall{op.slot, stream, status});
+  fake::S().ends.push_back(fake::EndCall{op.slot, stream, status, op.want_marker != 0});
   fake::S().events.push_back("end");
+}
+
+void NoteHostSync(const void* stream, bool all_streams) {
+  std::lock_guard<std::mutex> l(fake::S().mu);
+  fake::S().syncs.push_back(fake::SyncNote{stream, all_streams});
+  fake::S().events.push_back("sync");
+}
+
+void NoteCapture(int delta) {
+  std::lock_guard<std::mutex> l(fake::S().mu);
+  fake::S().capture_depth += delta;
 }
 
 void EmitHostInterval(uint32_t sig_id, uint64_t start_ns, uint64_t end_ns, uint32_t value,

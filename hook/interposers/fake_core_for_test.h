@@ -32,6 +32,11 @@ struct EndCall {
   uint32_t slot;
   const void* stream;
   int status;
+  bool want_marker;  // the layer asked for a completion marker of the op's own
+};
+struct SyncNote {
+  const void* stream;
+  bool all_streams;
 };
 struct CallsiteLink {
   uint32_t slot;  // OpHandle::slot of the launch
@@ -69,10 +74,13 @@ std::vector<BeginCall> Begins();
 std::vector<EndCall> Ends();
 std::vector<HostInterval> Hosts();
 std::vector<CallsiteLink> Links();
+std::vector<SyncNote> Syncs();
+// Net NoteCapture calls (begins minus ends).
+int CaptureDepth();
 uint64_t Counter(xpu_counter c);
 // Signature for an id returned by InternSignature (id >= 1).
 InternedSig Sig(uint32_t sig_id);
-// Event log in call order: "begin", "end", "host", "capture", "link" plus whatever the fakes of
+// Event log in call order: "begin", "end", "host", "capture", "link", "sync" plus whatever the fakes of
 // the real functions append with Log().
 std::vector<std::string> Events();
 void Log(const std::string& event);

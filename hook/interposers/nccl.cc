@@ -234,11 +234,15 @@ inline ncclResult_t CommOp(const ReentrancyGuard& g, uint16_t kind, const char (
     if (!NcclIssuePush(issued)) Count(XPU_CNT_PENDING_FULL);
     return call();
   }
-  const OpHandle op = BeginGpuOp(sig_id, stream, seq, flags);
+  OpHandle op = BeginGpuOp(sig_id, stream, seq, flags);
   issued.launch_ns = op.launch_ns != 0 ? op.launch_ns : NowNs();
   NcclIssueClear();  // no group open: anything left is from an abandoned group
-  if (!NcclIssuePush(issued)) Count(XPU_CNT_PENDING_FULL);
+  const bool pushed = NcclIssuePush(issued);
+  if (!pushed) Count(XPU_CNT_PENDING_FULL);
   const ncclResult_t status = call();
+  // An op the plugin should have timed but did not claim will not be
+  // announced complete by it: it needs a completion marker of its own.
+  if (flags != 0 && !(pushed && NcclIssueClaimed(0))) op.want_marker = 1;
   NcclIssueClear();
   EndGpuOp(op, stream, NcclOk(status) ? 0 : static_cast<int>(status));
   if (op.picked) EmitCallsiteLink(op, CapturePyCallsite());
@@ -567,6 +571,11 @@ XPU_EXPORT ncclResult_t ncclGroupEnd() {
   }
   xpu::hook::NcclIssueSetLaunch(xpu::hook::NowNs());
   const ncclResult_t rc = real();
+  // Issue-list entries were pushed in the order of grp.ops (one each, unless
+  // the list was full): unclaimed plugin-timed ops need their own marker.
+  for (uint32_t i = 0; i < n; ++i) {
+    if (grp.ops[i].flags != 0 && !xpu::hook::NcclIssueClaimed(i)) handles[i].want_marker = 1;
+  }
   xpu::hook::NcclIssueClear();
   const int status = xpu::hook::NcclOk(rc) ? 0 : static_cast<int>(rc);
   for (uint32_t i = 0; i < n; ++i) xpu::hook::EndGpuOp(handles[i], grp.ops[i].stream, status);

@@ -105,6 +105,8 @@ void NcclIssueSetLaunch(uint64_t launch_ns) {
 
 void NcclIssueClear() { t_issue.n = 0; }
 
+bool NcclIssueClaimed(uint32_t i) { return i < t_issue.n && t_issue.ops[i].claimed; }
+
 void NcclPluginSetAttachedForTest(bool attached) {
   g_attached.store(attached, std::memory_order_relaxed);
 }

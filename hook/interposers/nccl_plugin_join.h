@@ -48,6 +48,9 @@ bool NcclIssuePush(const NcclIssuedOp& op);
 void NcclIssueSetLaunch(uint64_t launch_ns);
 // Empties the calling thread's list (the call that issued them returned).
 void NcclIssueClear();
+// Whether entry `i` (push order) of the calling thread's list was claimed by
+// the plugin; false for an index past the end.
+bool NcclIssueClaimed(uint32_t i);
 
 // For tests of the layer: whether to pretend that a plugin attached.
 void NcclPluginSetAttachedForTest(bool attached);

@@ -221,6 +221,23 @@ uint32_t Profiler::KindFromFunc(const char* f) {
 
 uint32_t Profiler::DtypeSizeFromName(const char* t) {
   if (t == nullptr) return 0;
+  // NCCL hands out pointers into its own static table of names: remember the
+  // last few pointers, so that an op costs a pointer compare, not strcmp's.
+  // One word per entry, (size << 56) | pointer, so that a reader never pairs
+  // one writer's pointer with another's size; pointers with high bits set
+  // (tagged) are not cached.
+  static std::atomic<uint64_t> cache[4];
+  const uint64_t p = reinterpret_cast<uintptr_t>(t);
+  constexpr uint64_t kPtrMask = (uint64_t{1} << 56) - 1;
+  std::atomic<uint64_t>& slot = cache[(p >> 3) & 3u];
+  const uint64_t cached = slot.load(std::memory_order_relaxed);
+  if (cached != 0 && (cached & kPtrMask) == p) return static_cast<uint32_t>(cached >> 56);
+  const uint32_t size = DtypeSizeSlow(t);
+  if ((p & ~kPtrMask) == 0) slot.store((uint64_t{size} << 56) | p, std::memory_order_relaxed);
+  return size;
+}
+
+uint32_t Profiler::DtypeSizeSlow(const char* t) {
   if (strncmp(t, "nccl", 4) == 0) t += 4;
   struct Entry {
     const char* name;

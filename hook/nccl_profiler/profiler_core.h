@@ -129,6 +129,7 @@ class Profiler {
   // Mapping of NCCL's descriptor strings (exposed for tests). 0 = unknown.
   static uint32_t KindFromFunc(const char* func);
   static uint32_t DtypeSizeFromName(const char* datatype);
+  static uint32_t DtypeSizeSlow(const char* datatype);
 
  private:
   struct Context;

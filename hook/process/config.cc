@@ -118,6 +118,11 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
   c.event_pool = static_cast<uint32_t>(UintOr(env, "XPU_EVENT_POOL", 4096, 16, 1u << 16));
   c.pending_max = static_cast<uint32_t>(UintOr(env, "XPU_PENDING_MAX", 16384, 64, 1u << 20));
   c.clock_recal_s = static_cast<uint32_t>(UintOr(env, "XPU_CLOCK_RECAL_S", 5, 1, 3600));
+  c.marker_us = static_cast<uint32_t>(UintOr(env, "XPU_MARKER_US", 500, 0, 10000000));
+  if (ParseBool(env("XPU_TIMING_HOLD"), &b)) c.timing_hold = b;
+  if (ParseBool(env("XPU_TIMING_CORRECT"), &b)) c.timing_correct = b;
+  c.hold_timeout_us = static_cast<uint32_t>(UintOr(env, "XPU_HOLD_TIMEOUT_US", 2000, 50, 1000000));
+  c.uncovered_ms = static_cast<uint32_t>(UintOr(env, "XPU_UNCOVERED_MS", 2000, 10, 3600000));
   // Python call sites on sampled launches (py_callsite.h); out-of-range
   // values are clamped rather than ignored: asking for more frames than we
   // walk still means "as many as you walk". XPU_PYTHON=off turns every Python
@@ -131,12 +136,20 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
   }
 
   // Job identity: the launcher's run id first, so that all ranks agree.
+  // torchrun without --rdzv-id (and without --standalone) sets the run id "none":
+  // not an identity, so the next source decides.
   c.job = StrOr(env, "TORCHELASTIC_RUN_ID", "");
+  if (c.job == "none") c.job.clear();
   if (c.job.empty()) c.job = StrOr(env, "SLURM_JOB_ID", "");
   if (c.job.empty()) c.job = StrOr(env, "XPU_JOB", "");
   if (c.job.empty()) c.job = "pid-" + std::to_string(pid) + "@" + host;
 
   c.rank = IntOr(env, "RANK", -1, 0);
+  if (const char* l = env("XPU_LOG")) {
+    const std::string v = l;
+    if (v == "off" || v == "0" || v == "none") c.log_level = 0;
+    if (v == "info" || v == "debug" || v == "2") c.log_level = 2;
+  }
   c.local_rank = IntOr(env, "LOCAL_RANK", -1, 0);
   c.world_size = IntOr(env, "WORLD_SIZE", 0, 1);
   c.local_world_size = IntOr(env, "LOCAL_WORLD_SIZE", 0, 1);

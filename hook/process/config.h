@@ -42,7 +42,17 @@ struct Config {
   uint32_t pending_max = 16384;  // XPU_PENDING_MAX
   uint32_t clock_recal_s = 5;    // XPU_CLOCK_RECAL_S
   uint32_t py_stack_depth = 8;   // XPU_PY_STACK_DEPTH (0 = no call sites)
+  // Completion tracking and timing (docs/timing-policy.md).
+  uint32_t marker_us = 500;          // XPU_MARKER_US: completion marker per stream and thread
+  bool timing_hold = true;           // XPU_TIMING_HOLD: hold the stream around timed ops
+  bool timing_correct = false;       // XPU_TIMING_CORRECT: subtract the event-pair overhead (over-corrects on H100: off)
+  uint32_t hold_timeout_us = 2000;   // XPU_HOLD_TIMEOUT_US
+  uint32_t uncovered_ms = 2000;      // XPU_UNCOVERED_MS: retire ops no marker covers
   int32_t rank = -1;             // RANK
+  // XPU_LOG: what the hook prints on stderr, never on the launch path.
+  // 0 "off", 1 "error" (default: set-up failures, one line each, once per
+  // process, by rank 0 or a rank-less process), 2 "info" (every rank).
+  int log_level = 1;
   int32_t local_rank = -1;       // LOCAL_RANK
   int32_t world_size = 0;        // WORLD_SIZE
   int32_t local_world_size = 0;  // LOCAL_WORLD_SIZE

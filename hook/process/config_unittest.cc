@@ -128,6 +128,7 @@ TEST(ConfigTest, JobIdentityPrecedence) {
   EXPECT_EQ(Load({{"XPU_JOB", "j3"}, {"SLURM_JOB_ID", "s2"}, {"TORCHELASTIC_RUN_ID", "t1"}}).job,
             "t1");
   EXPECT_EQ(Load({{"TORCHELASTIC_RUN_ID", ""}}).job, "pid-4321@node7");
+  EXPECT_EQ(Load({{"XPU_JOB", "j3"}, {"TORCHELASTIC_RUN_ID", "none"}}).job, "j3");
 }
 
 TEST(ConfigTest, SocketPathRules) {

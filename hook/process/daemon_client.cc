@@ -24,7 +24,14 @@ namespace xpu::hook {
 namespace {
 
 constexpr uint64_t kSec = 1000000000ull;
+// Refusals (DENIED, BAD_*) do not change soon: the slowest pace. Anything
+// else (no daemon yet, a daemon restarting) is retried quickly and at least
+// once a second, so that every rank reattaches within ~1 s of a new daemon
+// listening; a connect() on a Unix socket costs microseconds, off the
+// launch path.
 constexpr uint64_t kMaxBackoffNs = 30 * kSec;
+constexpr uint64_t kFirstRetryNs = 100 * 1000 * 1000;
+constexpr uint64_t kMaxRetryNs = kSec;
 constexpr uint64_t kAckTimeoutNs = 2 * kSec;
 
 std::string DirName(const std::string& path) {
@@ -48,6 +55,18 @@ void DaemonClient::Init(RingWriter* ring, const Config& config) {
   daemon_bin_ = config.daemon_bin;
   engine_ = config.engine;
   autostart_ = config.daemon;
+  log_level_ = config.log_level;
+  rank_ = config.rank;
+}
+
+void DaemonClient::Note(const std::string& line) {
+  // Background thread only: one write(2), once per process; rank 0 (or a
+  // process without RANK) speaks for the job unless XPU_LOG=info.
+  if (noted_ || log_level_ == 0 || (log_level_ < 2 && rank_ > 0)) return;
+  noted_ = true;
+  std::string out = "xputimer: " + line + "\n";
+  ssize_t n = write(2, out.data(), out.size());
+  (void)n;
 }
 
 std::string DaemonClient::FindDaemonBinary(const std::string& configured) {
@@ -58,6 +77,8 @@ std::string DaemonClient::FindDaemonBinary(const std::string& configured) {
     std::string dir = DirName(info.dli_fname);
     if (Executable(dir + "/xpu-daemon")) return dir + "/xpu-daemon";
     if (Executable(dir + "/../bin/xpu-daemon")) return dir + "/../bin/xpu-daemon";
+    // Build tree: build/hook/libxpu_hook.so, build/daemon/xpu-daemon.
+    if (Executable(dir + "/../daemon/xpu-daemon")) return dir + "/../daemon/xpu-daemon";
   }
   if (const char* path = getenv("PATH")) {
     std::string all(path);
@@ -90,7 +111,7 @@ void DaemonClient::Fail(uint64_t now, uint64_t min_backoff_ns) {
   CloseSocket();
   state_ = State::kIdle;
   ring_->Count(XPU_CNT_DAEMON_CONNECT_FAIL);
-  backoff_ns_ = backoff_ns_ == 0 ? kSec : std::min(backoff_ns_ * 2, kMaxBackoffNs);
+  backoff_ns_ = backoff_ns_ == 0 ? kFirstRetryNs : std::min(backoff_ns_ * 2, kMaxRetryNs);
   if (backoff_ns_ < min_backoff_ns) backoff_ns_ = min_backoff_ns;
   next_attempt_ns_ = now + backoff_ns_;
 }
@@ -113,6 +134,10 @@ bool DaemonClient::Connect(uint64_t now) {
     int err = errno;
     Fail(now, 0);
     if (err == ENOENT || err == ECONNREFUSED) MaybeSpawnDaemon(now);
+    if (!autostart_) {
+      Note("no xpu-daemon at " + socket_path_ + " (" + strerror(err) +
+           ") and XPU_DAEMON=off: this process is not traced to the engine until one starts");
+    }
     return false;
   }
   xpu_hello_v1 hello{};
@@ -211,6 +236,11 @@ void DaemonClient::MaybeSpawnDaemon(uint64_t now) {
   std::string bin = FindDaemonBinary(daemon_bin_);
   if (bin.empty()) {
     ring_->Count(XPU_CNT_INTERNAL);
+    Note(daemon_bin_.empty()
+             ? "cannot start a daemon: no xpu-daemon next to libxpu_hook.so, in its ../bin or "
+               "../daemon, or on PATH (set XPU_DAEMON_BIN); this process is not traced to the engine"
+             : "cannot start a daemon: XPU_DAEMON_BIN=" + daemon_bin_ +
+                   " is not executable; this process is not traced to the engine");
     // Let another process (perhaps one that has the binary) try.
     close(__atomic_exchange_n(&lock_fd_, -1, __ATOMIC_SEQ_CST));
     return;
@@ -246,10 +276,11 @@ void DaemonClient::MaybeSpawnDaemon(uint64_t now) {
   }
   argv.push_back(nullptr);
   pid_t pid = 0;
-  if (posix_spawn(&pid, bin.c_str(), &fa, &attr, argv.data(), envp.data()) == 0) {
+  if (int err = posix_spawn(&pid, bin.c_str(), &fa, &attr, argv.data(), envp.data()); err == 0) {
     spawned_ = pid;
   } else {
     ring_->Count(XPU_CNT_INTERNAL);
+    Note("cannot start " + bin + ": " + strerror(err) + "; this process is not traced to the engine");
   }
   posix_spawn_file_actions_destroy(&fa);
   posix_spawnattr_destroy(&attr);

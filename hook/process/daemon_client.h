@@ -4,8 +4,10 @@
 // A non-blocking state machine advanced by the background thread (Tick):
 // connect the SOCK_SEQPACKET socket, send xpu_hello_v1 with the ring fd as
 // SCM_RIGHTS, wait (bounded) for the ack, then keep the socket open so that
-// EOF tells the daemon we are gone. Failures retry with backoff 1 s -> 30 s
-// and are counted (XPU_CNT_DAEMON_CONNECT_FAIL); the application never waits.
+// EOF tells the daemon we are gone. Failures retry with backoff 100 ms -> 1 s
+// (a refusal by the daemon: 30 s) and are counted
+// (XPU_CNT_DAEMON_CONNECT_FAIL); the application never waits. A daemon that
+// restarts therefore has every rank back within about a second.
 //
 // Auto-start: when no daemon answers and XPU_DAEMON is not off, one local
 // process (the holder of a non-blocking flock on <socket dir>/daemon.lock)
@@ -51,7 +53,9 @@ class DaemonClient {
   pid_t spawned_pid() const { return spawned_; }
 
   // Where xpu-daemon is looked for: XPU_DAEMON_BIN, else next to this
-  // library, else <lib dir>/../bin, else $PATH. "" if not found.
+  // library, else <lib dir>/../bin (bundle, wheel, install prefix), else
+  // <lib dir>/../daemon (build tree), else $PATH. "" if not found; the
+  // process then says so on stderr once (XPU_LOG).
   static std::string FindDaemonBinary(const std::string& configured);
 
  private:
@@ -65,6 +69,11 @@ class DaemonClient {
   std::string daemon_bin_;
   std::string engine_;
   bool autostart_ = true;
+  // Set-up failures are reported on stderr once per process (Note).
+  int log_level_ = 1;
+  int32_t rank_ = -1;
+  bool noted_ = false;
+  void Note(const std::string& line);
   State state_ = State::kIdle;
   int sock_ = -1;
   int lock_fd_ = -1;

@@ -6,11 +6,14 @@
 #include "hook/process/py_callsite.h"
 
 #include <dlfcn.h>
+#include <sys/prctl.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "hook/core_api.h"
+#include "hook/process/py_frames.h"
 #include "hook/process/runtime.h"
 #include "xpu/record.h"
 
@@ -31,6 +34,14 @@ std::atomic<uint64_t> g_next_try_ns{0};
 std::atomic<bool> g_resolving{false};
 // co_qualname exists (CPython >= 3.11): -1 not known yet, 0 no, 1 yes.
 std::atomic<int> g_has_qualname{-1};
+// The validated layout of the GIL-free walk (py_frames.h), or null: off.
+PyLayout g_layout_storage;
+std::atomic<const PyLayout*> g_layout{nullptr};
+// The stack given to backward kernels of autograd threads (0: not interned).
+std::atomic<uint32_t> g_backward_sig{0};
+constexpr char kBackwardStack[] = "backward, forward call site unknown@<autograd>:0";
+// Per thread: 0 = not looked at, 1 = a PyTorch autograd thread, 2 = another.
+__attribute__((tls_model("initial-exec"))) thread_local uint8_t t_thread_kind = 0;
 
 // Stack hash -> sig_id. A slot is claimed with a CAS on `hash` and its sig
 // published afterwards (0 = being named by the claimer). Never removed.
@@ -69,6 +80,13 @@ bool ResolveNow(PyApi* a) {
   Sym(&a->utf8, "PyUnicode_AsUTF8AndSize");
   Sym(&a->err_occurred, "PyErr_Occurred");
   Sym(&a->err_clear, "PyErr_Clear");
+  Sym(&a->get_version, "Py_GetVersion");
+  Sym(&a->is_finalizing, "Py_IsFinalizing");  // 3.13+
+  if (a->is_finalizing == nullptr) Sym(&a->is_finalizing, "_Py_IsFinalizing");
+  a->code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+  a->str_type = dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+  a->bytes_type = dlsym(RTLD_DEFAULT, "PyBytes_Type");
+  a->py_runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
   return a->Complete();
 }
 
@@ -85,6 +103,18 @@ uint64_t HashFrames(const Frame* f, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
     h = Mix(h ^ reinterpret_cast<uintptr_t>(f[i].code));
     h = Mix(h ^ static_cast<uint32_t>(f[i].line));
+  }
+  return h != 0 ? h : 1;
+}
+
+uint64_t HashRawFrames(const RawFrame* f, uint32_t n) {
+  uint64_t h = Mix(0x2545f4914f6cdd1dull ^ n);
+  for (uint32_t i = 0; i < n; ++i) {
+    h = Mix(h ^ reinterpret_cast<uintptr_t>(f[i].code));
+    h = Mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(f[i].lasti)) << 32 |
+                 static_cast<uint32_t>(f[i].firstlineno)));
+    h = Mix(h ^ reinterpret_cast<uintptr_t>(f[i].qualname));
+    h = Mix(h ^ reinterpret_cast<uintptr_t>(f[i].filename));
   }
   return h != 0 ? h : 1;
 }
@@ -220,6 +250,50 @@ uint32_t NameAndIntern(const PyApi& api, const Frame* f, uint32_t n) {
   return InternSignature(sig, b.data(), b.len());
 }
 
+// Bounded appends into a fixed buffer; false when it does not fit.
+bool Put(char* buf, size_t cap, size_t* len, const char* s, size_t n) {
+  if (n > cap - *len) return false;
+  std::memcpy(buf + *len, s, n);
+  *len += n;
+  return true;
+}
+
+bool PutStrOrQuestion(const PyLayout& l, const void* str, char* buf, size_t cap, size_t* len) {
+  const int r = AppendPyStr(l, str, buf, cap, len);
+  return r > 0 || (r == 0 && Put(buf, cap, len, "?", 1));
+}
+
+// NameAndIntern for frames read without the GIL: the same name, from the
+// objects' memory (py_frames.h).
+uint32_t NameAndInternRaw(const PyLayout& l, const RawFrame* f, uint32_t n) {
+  char buf[kMaxPyStackName];
+  const size_t cap = sizeof(buf);
+  size_t len = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const size_t before = len;
+    char line[16];
+    NameBuf lb(line, sizeof(line));
+    lb.AppendInt(RawFrameLine(l, f[i]));
+    const bool ok = (i == 0 || Put(buf, cap, &len, ";", 1)) &&
+                    PutStrOrQuestion(l, f[i].qualname, buf, cap, &len) &&
+                    Put(buf, cap, &len, "@", 1) &&
+                    PutStrOrQuestion(l, f[i].filename, buf, cap, &len) &&
+                    Put(buf, cap, &len, ":", 1) && Put(buf, cap, &len, line, lb.len());
+    if (!ok) {
+      len = before;  // frames that do not fit are dropped, outermost first
+      break;
+    }
+  }
+  if (len == 0) return 0;
+  xpu_signature_v1 sig;
+  std::memset(&sig, 0, sizeof(sig));
+  sig.kind = XPU_OP_PY_CALLSITE;
+  sig.comm_rank = -1;
+  sig.peer = 0;
+  sig.device = -1;
+  return InternSignature(sig, buf, len);
+}
+
 // Claims a cache slot for `h`, names and interns the stack, pins its code
 // objects. Returns the sig_id (0 when it could not be interned).
 uint32_t Lookup(const PyApi& api, uint64_t h, const Frame* f, uint32_t n) {
@@ -260,6 +334,69 @@ void ClearCache() {
     s.sig.store(0, std::memory_order_relaxed);
   }
   g_has_qualname.store(-1, std::memory_order_relaxed);
+  g_layout.store(nullptr, std::memory_order_release);
+  g_backward_sig.store(0, std::memory_order_relaxed);
+}
+
+// Lookup for frames read without the GIL: no CPython call at all (the GIL
+// may not be held), nothing pinned (the key names each frame's identity).
+uint32_t LookupRaw(const PyLayout& l, uint64_t h, const RawFrame* f, uint32_t n) {
+  uint32_t i = static_cast<uint32_t>(h) & (kCacheSlots - 1);
+  for (uint32_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & (kCacheSlots - 1)) {
+    CacheSlot& s = g_cache[i];
+    uint64_t k = s.hash.load(std::memory_order_acquire);
+    if (k == 0 && s.hash.compare_exchange_strong(k, h, std::memory_order_acq_rel)) {
+      const uint32_t sig = NameAndInternRaw(l, f, n);
+      s.sig.store(sig != 0 ? sig : kFailedSig, std::memory_order_release);
+      return sig;
+    }
+    if (k == h) {
+      const uint32_t sig = s.sig.load(std::memory_order_acquire);
+      if (sig == kFailedSig) return 0;
+      return sig != 0 ? sig : NameAndInternRaw(l, f, n);  // being named right now
+    }
+  }
+  return NameAndInternRaw(l, f, n);  // cache full around this hash
+}
+
+// The stack of a thread without Python frames: PyTorch's autograd threads
+// run backward kernels, labelled as such; other threads get none. The thread
+// name is read once per thread (one prctl), only on a sampled launch.
+uint32_t BackwardStack() {
+  uint8_t kind = t_thread_kind;
+  if (kind == 0) {
+    char name[17] = {0};
+    kind = prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && std::strncmp(name, "pt_autograd", 11) == 0
+               ? 1
+               : 2;
+    t_thread_kind = kind;
+  }
+  if (kind != 1) return 0;
+  uint32_t sig = g_backward_sig.load(std::memory_order_relaxed);
+  if (sig == 0) {
+    xpu_signature_v1 s;
+    std::memset(&s, 0, sizeof(s));
+    s.kind = XPU_OP_PY_CALLSITE;
+    s.comm_rank = -1;
+    s.peer = 0;
+    s.device = -1;
+    sig = InternSignature(s, kBackwardStack, sizeof(kBackwardStack) - 1);
+    g_backward_sig.store(sig, std::memory_order_relaxed);
+  }
+  return sig;
+}
+
+uint32_t CaptureWithoutGil(const PyApi& api, const PyLayout& l, uint32_t depth) {
+  // Both are plain reads of runtime flags; a finalizing interpreter frees
+  // thread states that other threads may still point to.
+  if (api.is_initialized() == 0) return 0;
+  if (api.is_finalizing != nullptr && api.is_finalizing() != 0) return 0;
+  // This thread's own state (a TLS read, valid without the GIL).
+  const void* tstate = api.gilstate_this_thread();
+  RawFrame frames[kMaxPyStackDepth];
+  const uint32_t n = tstate != nullptr ? WalkRawFrames(l, tstate, depth, frames) : 0;
+  if (n == 0) return BackwardStack();
+  return LookupRaw(l, HashRawFrames(frames, n), frames, n);
 }
 
 }  // namespace
@@ -300,11 +437,15 @@ uint32_t CapturePyCallsite() {
   const PyApi* api = g_api.load(std::memory_order_acquire);
   const uint32_t depth = g_depth.load(std::memory_order_relaxed);
   if (api == nullptr || depth == 0) return 0;
+  if (const PyLayout* l = g_layout.load(std::memory_order_acquire)) {
+    return CaptureWithoutGil(*api, *l, depth);
+  }
   // Without the GIL nothing else may be called. PyGILState_Check answers 1
   // unconditionally in some states (before the GIL state is set up, with
   // sub-interpreters before 3.12), so the thread state current on this
   // thread must also be this thread's own.
-  if (api->is_initialized() == 0 || api->gil_check() != 1) return 0;
+  if (api->is_initialized() == 0) return 0;
+  if (api->gil_check() != 1) return BackwardStack();
   void* tstate = api->thread_state_unchecked();
   if (tstate == nullptr || tstate != api->gilstate_this_thread()) return 0;
   // CPython 3.11+ creates frame objects while we walk; should that fail it
@@ -321,6 +462,63 @@ uint32_t CapturePyCallsite() {
   if (n == 0) return 0;
   return Lookup(*api, HashFrames(frames, n), frames, n);
 }
+
+int PyFramesSelfTest() {
+  MaybeResolvePyApi(NowNs());
+  const PyApi* api = g_api.load(std::memory_order_acquire);
+  if (api == nullptr || g_depth.load(std::memory_order_relaxed) == 0) return 0;
+  if (g_layout.load(std::memory_order_acquire) != nullptr) return 1;
+  if (api->get_version == nullptr || api->code_type == nullptr || api->is_initialized() == 0 ||
+      api->gil_check() != 1) {
+    return 0;
+  }
+  // "3.12.3 (main, ...)": the layouts are per minor version.
+  const char* v = api->get_version();
+  if (v == nullptr || v[0] != '3' || v[1] != '.') return 0;
+  char* end = nullptr;
+  const long minor = std::strtol(v + 2, &end, 10);
+  PyLayout l;
+  if (end == v + 2 || minor < 10 || !PyLayoutForVersion(static_cast<int>(minor), &l)) return 0;
+  l.code_type = api->code_type;
+  if (!PyLayoutMatchesDebugOffsets(l, api->py_runtime)) return 0;
+  void* tstate = api->thread_state_unchecked();
+  if (tstate == nullptr || tstate != api->gilstate_this_thread()) return 0;
+  // First without trusting the layout: every pointer read through a
+  // non-faulting read, every object's type checked.
+  if (!ProbeRawFrames(l, tstate, kMaxPyStackDepth, api->str_type, api->bytes_type)) return 0;
+  // Then both walks over the current stack must agree frame by frame: code
+  // object, line, and the name each side builds.
+  const bool error_before = api->err_occurred() != nullptr;
+  Frame ref[kMaxPyStackDepth];
+  const uint32_t n_ref = WalkFrames(*api, tstate, kMaxPyStackDepth, ref);
+  RawFrame raw[kMaxPyStackDepth];
+  const uint32_t n_raw = WalkRawFrames(l, tstate, kMaxPyStackDepth, raw);
+  bool same = n_ref >= 2 && n_ref == n_raw;
+  for (uint32_t i = 0; same && i < n_ref; ++i) {
+    char a[512], b[512];
+    NameBuf nb(a, sizeof(a));
+    AppendCodeName(*api, ref[i].code, &nb);
+    nb.Append(':');
+    nb.AppendInt(ref[i].line);
+    size_t len = 0;
+    char line[16];
+    NameBuf lb(line, sizeof(line));
+    lb.AppendInt(RawFrameLine(l, raw[i]));
+    same = raw[i].code == ref[i].code && !nb.overflow() &&
+           PutStrOrQuestion(l, raw[i].qualname, b, sizeof(b), &len) &&
+           Put(b, sizeof(b), &len, "@", 1) &&
+           PutStrOrQuestion(l, raw[i].filename, b, sizeof(b), &len) &&
+           Put(b, sizeof(b), &len, ":", 1) && Put(b, sizeof(b), &len, line, lb.len()) &&
+           len == nb.len() && std::memcmp(a, b, len) == 0;
+  }
+  if (!error_before && api->err_occurred() != nullptr) api->err_clear();
+  if (!same) return 0;
+  g_layout_storage = l;
+  g_layout.store(&g_layout_storage, std::memory_order_release);
+  return 1;
+}
+
+bool PyFramesGilFree() { return g_layout.load(std::memory_order_acquire) != nullptr; }
 
 void EmitCallsiteLink(const OpHandle& op, uint32_t stack_sig) {
   if (op.picked == 0 || stack_sig == 0 || op.sig_id == 0) return;

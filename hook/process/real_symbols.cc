@@ -82,7 +82,43 @@ bool ResolveCudaApi(CudaApi* api) {
       reinterpret_cast<decltype(api->stream_create)>(get("cudaStreamCreateWithFlags"));
   api->stream_is_capturing =
       reinterpret_cast<decltype(api->stream_is_capturing)>(get("cudaStreamIsCapturing"));
+  api->host_alloc = reinterpret_cast<decltype(api->host_alloc)>(get("cudaHostAlloc"));
+  api->host_get_device_pointer = reinterpret_cast<decltype(api->host_get_device_pointer)>(
+      get("cudaHostGetDevicePointer"));
   return api->Complete();
+}
+
+bool ResolveDriverApi(CudaApi* api) {
+  void* h = nullptr;
+  for (const char* const* so = SonamesOf(Library::kCuda); *so != nullptr && h == nullptr; ++so) {
+    h = dlopen(*so, RTLD_NOLOAD | RTLD_LAZY);
+  }
+  if (h == nullptr) return false;
+  auto get = [h](const char* n) -> void* {
+    void* p = dlsym(h, n);
+    return p != nullptr && !IsOurs(p) ? p : nullptr;
+  };
+  api->cu_event_record.store(reinterpret_cast<CudaApi::CuEventRecordFn>(get("cuEventRecord")),
+                             std::memory_order_relaxed);
+  api->cu_event_query.store(reinterpret_cast<CudaApi::CuEventQueryFn>(get("cuEventQuery")),
+                            std::memory_order_relaxed);
+  api->cu_stream_is_capturing.store(
+      reinterpret_cast<CudaApi::CuIsCapturingFn>(get("cuStreamIsCapturing")),
+      std::memory_order_relaxed);
+  api->cu_stream_wait_value32.store(
+      reinterpret_cast<CudaApi::CuWaitValue32Fn>(get("cuStreamWaitValue32_v2")),
+      std::memory_order_relaxed);
+  api->cu_module_load_data.store(
+      reinterpret_cast<CudaApi::CuModuleLoadDataFn>(get("cuModuleLoadData")),
+      std::memory_order_relaxed);
+  api->cu_module_get_function.store(
+      reinterpret_cast<CudaApi::CuModuleGetFunctionFn>(get("cuModuleGetFunction")),
+      std::memory_order_relaxed);
+  api->cu_launch_kernel.store(
+      reinterpret_cast<CudaApi::CuLaunchKernelFn>(get("cuLaunchKernel")),
+      std::memory_order_relaxed);
+  dlclose(h);  // drops only the reference NOLOAD added
+  return true;
 }
 
 }  // namespace xpu::hook

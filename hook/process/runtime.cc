@@ -39,6 +39,25 @@ __attribute__((tls_model("initial-exec"))) thread_local int t_guard_depth = 0;
 __attribute__((tls_model("initial-exec"))) thread_local uint16_t t_thread_index = 0;
 std::atomic<uint32_t> g_next_thread_index{1};
 
+// Per-thread cache of interned signatures (InternSignature). Trivially
+// constructible: no TLS init guard.
+constexpr size_t kSigCacheName = 48;  // longer names bypass the cache
+constexpr uint32_t kSigCacheEntries = 8;
+struct SigCacheEntry {
+  xpu_signature_v1 sig;
+  char name[kSigCacheName];
+  uint32_t name_len;
+  uint32_t id;  // 0 = empty
+};
+__attribute__((tls_model("initial-exec"))) thread_local SigCacheEntry t_sig_cache[kSigCacheEntries];
+
+inline uint32_t SigCacheIndex(const xpu_signature_v1& sig, size_t name_len) {
+  uint64_t x = sig.kind ^ (uint64_t{sig.m} << 8) ^ (uint64_t{sig.n} << 24) ^
+               (uint64_t{sig.k} << 40) ^ sig.count ^ sig.comm_id ^ name_len;
+  x *= 0x9e3779b97f4a7c15ull;
+  return static_cast<uint32_t>(x >> 61);
+}
+
 // Stream pointer -> index. Open addressing; a key is claimed with a CAS and
 // its index published afterwards (0 in `index` = being published).
 constexpr uint32_t kStreamSlots = 8192;  // power of two
@@ -160,7 +179,24 @@ uint32_t InternSignature(const xpu_signature_v1& sig, const char* name, size_t n
   // child must not write into its parent's table.
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
   if (rt == nullptr || g_forked.load(std::memory_order_relaxed)) return 0;
-  return rt->sigs.Intern(sig, name, name_len);
+  if (name == nullptr) name_len = 0;
+  // A thread launches the same few shapes over and over: a small per-thread
+  // cache of exact (signature, name) matches skips the table's full hash.
+  // Ids never change once given, so an entry stays right forever.
+  if (name_len > kSigCacheName) return rt->sigs.Intern(sig, name, name_len);
+  SigCacheEntry& e = t_sig_cache[SigCacheIndex(sig, name_len)];
+  if (e.id != 0 && e.name_len == name_len && std::memcmp(e.name, name, name_len) == 0 &&
+      std::memcmp(&e.sig, &sig, sizeof(sig)) == 0) {
+    return e.id;
+  }
+  const uint32_t id = rt->sigs.Intern(sig, name, name_len);
+  if (id != 0) {
+    std::memcpy(&e.sig, &sig, sizeof(sig));
+    std::memcpy(e.name, name, name_len);
+    e.name_len = static_cast<uint32_t>(name_len);
+    e.id = id;
+  }
+  return id;
 }
 
 bool WriteRecord(const xpu_record_v1& rec) {
@@ -208,11 +244,14 @@ bool InitRuntime(const Config& config, pid_t pid, std::string* error) {
   if (!rt->ring.Create(layout, id, config.ring_dir, error)) return false;
   rt->sigs.Init(&rt->ring);
   rt->sampler.Init(config.sig_capacity);
-  rt->pending.Init(config.pending_max);
+  rt->lanes.Init();  // failure: every traced op gets a host-side record
+  rt->marker_ns = uint64_t{config.marker_us} * 1000;
   rt->stream_seq.reset(new std::atomic<uint32_t>[kMaxStreams]);
   for (uint32_t i = 0; i < kMaxStreams; ++i) rt->stream_seq[i].store(0, std::memory_order_relaxed);
   rt->clock.Init(&rt->cuda, uint64_t{config.clock_recal_s} * 1000000000ull);
   rt->pool.Init(&rt->cuda, config.event_pool);
+  rt->holds.Init(&rt->cuda, config.timing_hold, uint64_t{config.hold_timeout_us} * 1000);
+  rt->overhead.Init(&rt->cuda);
   rt->worker.Init(rt);
   rt->daemon.Init(&rt->ring, config);
   if (!config.enable) rt->ring.SetProducerState(XPU_PRODUCER_DISABLED);

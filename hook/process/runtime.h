@@ -18,12 +18,16 @@
 #include "hook/process/config.h"
 #include "hook/process/daemon_client.h"
 #include "hook/ring/ring_writer.h"
+#include "hook/tracing/completion_tracker.h"
 #include "hook/tracing/completion_worker.h"
 #include "hook/tracing/cuda_api.h"
+#include "hook/tracing/event_overhead.h"
 #include "hook/tracing/event_pool.h"
 #include "hook/tracing/gpu_clock.h"
-#include "hook/tracing/pending_table.h"
+#include "hook/tracing/op_lanes.h"
+#include "hook/tracing/sampler.h"
 #include "hook/tracing/signatures.h"
+#include "hook/tracing/stream_hold.h"
 
 namespace xpu::hook {
 
@@ -38,7 +42,11 @@ struct Runtime {
   std::atomic<bool> cuda_ready{false};  // `cuda` resolved and complete
   GpuClock clock;
   EventPool pool;
-  PendingTable pending;
+  EventOverhead overhead;  // event-pair overhead per device (event_overhead.h)
+  StreamHolds holds;
+  OpLanes lanes;              // launching threads -> completion thread
+  CompletionTracker tracker;  // completion thread (PushNotice: any thread)
+  uint64_t marker_ns = 0;     // XPU_MARKER_US in ns
   Sampler sampler;
   std::unique_ptr<std::atomic<uint32_t>[]> stream_seq;  // per StreamIndex launch count
   CompletionWorker worker;

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,6 +21,39 @@ void CopyField(char* dst, size_t cap, const std::string& s) {
   size_t n = s.size() < cap - 1 ? s.size() : cap - 1;  // always NUL-terminated
   memcpy(dst, s.data(), n);
   dst[n] = '\0';
+}
+
+// A ring file is only as safe as its directory: another user who can write
+// there could replace or (with write access to the file) truncate it, and a
+// shrunk file makes the hook's next store raise SIGBUS. Regular files cannot
+// be sealed, so the directory must be ours, a real directory (no symlink),
+// and writable by nobody else.
+bool PrivateDirectory(const std::string& dir, std::string* why) {
+  struct stat st;
+  if (lstat(dir.c_str(), &st) != 0) {
+    *why = dir + ": " + strerror(errno);
+    return false;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    *why = dir + " is not a directory (or is a symlink)";
+    return false;
+  }
+  if (st.st_uid != geteuid()) {
+    *why = dir + " belongs to another user";
+    return false;
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    *why = dir + " is writable by group or others";
+    return false;
+  }
+  return true;
+}
+
+// Seals a memfd against shrinking and growing, and the seals themselves, so
+// that nobody holding the descriptor (the daemon, root through /proc) can
+// take pages away from under the hook's mapping.
+bool SealRing(int fd) {
+  return fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) == 0;
 }
 
 }  // namespace
@@ -54,8 +88,14 @@ RingWriter::~RingWriter() {
 bool RingWriter::Create(const RingLayout& layout, const RingIdentity& id, const std::string& dir,
                         std::string* error) {
   int fd = -1;
-  if (dir.empty()) {
-    fd = memfd_create("xpu-ring", MFD_CLOEXEC);
+  bool memfd = dir.empty();
+  if (!memfd && !PrivateDirectory(dir, &file_refused_)) {
+    // Not safe to share: keep tracing into a sealed memfd instead (counted
+    // in XPU_CNT_RING_FILE_REFUSED once the header exists).
+    memfd = true;
+  }
+  if (memfd) {
+    fd = memfd_create("xpu-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
       *error = std::string("memfd_create: ") + strerror(errno);
       return false;
@@ -65,11 +105,12 @@ bool RingWriter::Create(const RingLayout& layout, const RingIdentity& id, const 
     // same pid left behind for post-mortem reading; take a suffix instead.
     // An existing file that holds nothing (no record, no signature) is the
     // ring of an earlier image of this very process (exec keeps the pid:
-    // shells, launcher shims) and is replaced rather than kept.
+    // shells, launcher shims) and is replaced rather than kept. O_NOFOLLOW:
+    // a planted symlink is never followed.
     for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
       std::string p = dir + "/xpu-ring-" + std::to_string(id.pid) +
                       (attempt == 0 ? "" : "." + std::to_string(attempt)) + ".bin";
-      fd = open(p.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      fd = open(p.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
       if (fd >= 0) {
         path_ = p;
       } else if (errno != EEXIST) {
@@ -90,6 +131,9 @@ bool RingWriter::Create(const RingLayout& layout, const RingIdentity& id, const 
     close(fd);
     return false;
   }
+  // Sealed before the descriptor leaves this process: the shrink seal the
+  // daemon relies on is in place before anyone else can map the file.
+  const bool sealed = memfd && SealRing(fd);
   void* p = mmap(nullptr, layout.file_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
     *error = std::string("mmap: ") + strerror(errno);
@@ -98,7 +142,10 @@ bool RingWriter::Create(const RingLayout& layout, const RingIdentity& id, const 
   }
   fd_ = fd;
   owned_ = true;
+  sealed_ = sealed;
   Adopt(p, layout, id);
+  if (memfd && !sealed) Count(XPU_CNT_RING_NOT_SEALED);
+  if (!file_refused_.empty()) Count(XPU_CNT_RING_FILE_REFUSED);
   return true;
 }
 

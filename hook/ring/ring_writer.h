@@ -57,9 +57,14 @@ class RingWriter {
   RingWriter(const RingWriter&) = delete;
   RingWriter& operator=(const RingWriter&) = delete;
 
-  // Creates the ring file: a memfd (MFD_CLOEXEC) when `dir` is empty, else
-  // the regular file <dir>/xpu-ring-<pid>.bin created O_EXCL (so a tool can
-  // read it after the process exits). Returns false with *error set.
+  // Creates the ring file: a memfd (MFD_CLOEXEC | MFD_ALLOW_SEALING, sealed
+  // against shrinking and growing before it is mapped or handed over) when
+  // `dir` is empty, else the regular file <dir>/xpu-ring-<pid>.bin created
+  // O_EXCL | O_NOFOLLOW, 0600 (so a tool can read it after the process
+  // exits). A file cannot be sealed, so `dir` must be a directory of this
+  // user that nobody else can write; otherwise the ring is a sealed memfd
+  // after all (file_refused() says why; counted as XPU_CNT_RING_FILE_REFUSED).
+  // Returns false with *error set.
   bool Create(const RingLayout& layout, const RingIdentity& id, const std::string& dir,
               std::string* error);
 
@@ -70,6 +75,8 @@ class RingWriter {
   bool valid() const { return base_ != nullptr; }
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
+  bool sealed() const { return sealed_; }
+  const std::string& file_refused() const { return file_refused_; }
   uint64_t file_size() const { return layout_.file_size; }
   const RingLayout& layout() const { return layout_; }
   xpu_ring_header_v1* header() const { return header_; }
@@ -122,6 +129,8 @@ class RingWriter {
   char* arena_ = nullptr;
   uint64_t mask_ = 0;
   int replaced_ = 0;
+  bool sealed_ = false;
+  std::string file_refused_;  // why XPU_RING_DIR was not used ("" = it was, or unset)
 };
 
 }  // namespace xpu::hook

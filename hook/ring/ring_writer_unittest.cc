@@ -3,10 +3,12 @@
 // rest is single-threaded.
 #include "hook/ring/ring_writer.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <thread>
@@ -260,8 +262,62 @@ TEST(RingWriterTest, CreateMemfdAndDirectoryFile) {
   unlink(w1.path().c_str());
   unlink(w2.path().c_str());
   rmdir(dir.c_str());
-  EXPECT_FALSE(RingWriter().Create(l, id, "/nonexistent-dir-xpu", &err));
-  EXPECT_FALSE(err.empty());
+}
+
+TEST(RingWriterTest, MemfdIsSealedAgainstShrinkingBeforeHandOver) {
+  RingLayout l = ComputeLayout(64, 16, 4096);
+  RingIdentity id;
+  id.pid = 4242;
+  std::string err;
+  RingWriter w;
+  ASSERT_TRUE(w.Create(l, id, "", &err)) << err;
+  EXPECT_TRUE(w.sealed());
+  const int seals = fcntl(w.fd(), F_GET_SEALS);
+  ASSERT_GE(seals, 0);
+  EXPECT_TRUE(seals & F_SEAL_SHRINK);
+  EXPECT_TRUE(seals & F_SEAL_SEAL);
+  // Whoever holds the descriptor (the daemon, root through /proc/<pid>/fd)
+  // cannot take pages away from the hook's mapping.
+  EXPECT_NE(ftruncate(w.fd(), 4096), 0);
+  EXPECT_EQ(errno, EPERM);
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/self/fd/%d", w.fd());
+  const int other = open(path, O_RDWR);
+  ASSERT_GE(other, 0);
+  EXPECT_NE(ftruncate(other, 0), 0);
+  close(other);
+  EXPECT_TRUE(w.Write(Rec(1, 1)));  // still writable
+  EXPECT_EQ(w.Counter(XPU_CNT_RING_NOT_SEALED), 0u);
+}
+
+TEST(RingWriterTest, UnsafeRingDirectoryFallsBackToASealedMemfd) {
+  RingLayout l = ComputeLayout(64, 16, 4096);
+  RingIdentity id;
+  id.pid = 4243;
+  std::string err;
+  char tmpl[] = "/tmp/xpu-ring-test-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  ASSERT_EQ(chmod(tmpl, 0777), 0);  // anyone could replace or truncate a file here
+  RingWriter w;
+  ASSERT_TRUE(w.Create(l, id, tmpl, &err)) << err;
+  EXPECT_TRUE(w.path().empty());
+  EXPECT_TRUE(w.sealed());
+  EXPECT_NE(w.file_refused().find("writable by group or others"), std::string::npos);
+  EXPECT_EQ(w.Counter(XPU_CNT_RING_FILE_REFUSED), 1u);
+  rmdir(tmpl);
+  RingWriter missing;
+  ASSERT_TRUE(missing.Create(l, id, "/nonexistent-dir-xpu", &err)) << err;
+  EXPECT_FALSE(missing.file_refused().empty());
+  // A symlink to a private directory is refused too (lstat, no following).
+  char real[] = "/tmp/xpu-ring-test-XXXXXX";
+  ASSERT_NE(mkdtemp(real), nullptr);
+  const std::string link = std::string(real) + ".lnk";
+  ASSERT_EQ(symlink(real, link.c_str()), 0);
+  RingWriter via_link;
+  ASSERT_TRUE(via_link.Create(l, id, link, &err)) << err;
+  EXPECT_TRUE(via_link.path().empty());
+  unlink(link.c_str());
+  rmdir(real);
 }
 
 }  // namespace

@@ -5,14 +5,13 @@
 #include <signal.h>
 #include <time.h>
 
-#include <cmath>
+#include <algorithm>
 
 #include "hook/core_api.h"
 #include "hook/process/runtime.h"
 #include "hook/tracing/cupti_window.h"
 #include "hook/tracing/gpu_model.h"
 #include "hook/tracing/hang_watch.h"
-#include "hook/tracing/record_fields.h"
 
 namespace xpu::hook {
 namespace {
@@ -22,6 +21,8 @@ constexpr uint64_t kHeartbeatNs = 100 * kMs;
 constexpr int kBusyPolls = 64;  // polls without sleeping after the last progress
 constexpr uint64_t kHangCheckNs = 100 * kMs;
 constexpr uint32_t kMaxWatchedHeads = 256;  // streams examined per hang check
+constexpr uint64_t kLaneIdleNs = 1000 * kMs;  // lanes idle this long are checked for a dead owner
+constexpr uint64_t kOverheadEveryNs = 5000 * kMs;  // event-pair overhead re-measured
 
 // Hang watch (hang_watch.h): touched by the completion thread only.
 HangWatch& Watch() {
@@ -45,19 +46,20 @@ void SleepNs(uint64_t ns) {
 
 void CompletionWorker::Init(Runtime* rt) {
   rt_ = rt;
-  head_.reset(new uint32_t[kMaxStreams]());
-  tail_.reset(new uint32_t[kMaxStreams]());
-  active_.reset(new uint16_t[kMaxStreams]());
   xpu_ring_header_v1* h = rt->ring.header();
   Watch().Init(h != nullptr ? reinterpret_cast<xpu_ring_progress_v1*>(
                                   reinterpret_cast<uint8_t*>(h) + XPU_RING_PROGRESS_OFFSET)
                             : nullptr,
                rt->ring.signatures(), rt->ring.layout().sig_capacity, HangWatchOptionsFromEnv());
+  rt->tracker.Init(rt, &Watch(), rt->config.pending_max,
+                   uint64_t{rt->config.uncovered_ms} * 1000 * 1000);
   Window().Init(h != nullptr ? reinterpret_cast<xpu_ring_profile_ctl_v1*>(
                                    reinterpret_cast<uint8_t*>(h) + XPU_RING_PROFILE_OFFSET)
                              : nullptr,
                 &rt->ring, &rt->sigs, CuptiWindowOptionsFromEnv());
 }
+
+uint32_t CompletionWorker::pending_count() const { return rt_->tracker.pending(); }
 
 bool CompletionWorker::Start() {
   // The thread must not take the application's signals (e.g. SIGINT for
@@ -87,13 +89,15 @@ void CompletionWorker::Run() {
   // straight through.
   ReentrancyGuard guard;
   int idle_polls = 0;
+  // Sleeps stay well below the hold timeout, which this thread enforces.
+  const uint64_t idle_sleep_ns = std::min<uint64_t>(500 * 1000, rt_->holds.timeout_ns() / 4);
   for (;;) {
     uint64_t now = NowNs();
     Housekeeping(now);
     int done = PollOnce(now);
     uint64_t deadline = flush_deadline_ns_.load(std::memory_order_acquire);
     if (deadline != 0 &&
-        ((pending_count_ == 0 && rt_->pending.in_flight() == 0) || now >= deadline)) {
+        ((pending_count() == 0 && rt_->lanes.AllDrained()) || now >= deadline)) {
       FlushIncomplete(NowNs());
       flushed_.store(true, std::memory_order_release);
       running_.store(false, std::memory_order_release);
@@ -103,8 +107,9 @@ void CompletionWorker::Run() {
       idle_polls = 0;
       continue;
     }
-    if (pending_count_ > 0 && ++idle_polls < kBusyPolls) continue;
-    SleepNs(pending_count_ > 0 || deadline != 0 ? 100 * 1000 : 500 * 1000);
+    const bool busy = pending_count() > 0;
+    if (busy && ++idle_polls < kBusyPolls) continue;
+    SleepNs(busy || deadline != 0 ? std::min<uint64_t>(100 * 1000, idle_sleep_ns) : idle_sleep_ns);
   }
 }
 
@@ -125,9 +130,15 @@ void CompletionWorker::Housekeeping(uint64_t now) {
     }
   }
   if (rt_->cuda_ready.load(std::memory_order_relaxed)) {
-    if (rt_->pool.HasRequests()) rt_->pool.ServiceRequests(&rt_->clock);
+    if (rt_->pool.HasRequests() && rt_->pool.ServiceRequests(&rt_->clock) > 0) ServiceDevices();
     rt_->clock.MaybeRecalibrate(now);
+    RemeasureOverhead(now);
     PublishGpuModel(rt_);  // once, after the first traced op (gpu_model.h)
+  }
+  if (uint32_t n = rt_->holds.ReleaseExpired(now)) Count(XPU_CNT_HOLD_TIMEOUT, n);
+  if (now >= next_reclaim_ns_) {
+    rt_->lanes.ReclaimDead(rt_->pid, now, kLaneIdleNs);
+    next_reclaim_ns_ = now + kLaneIdleNs;
   }
   if (now >= next_daemon_ns_) next_daemon_ns_ = rt_->daemon.Tick(now);
   // A daemon request for a profiling window; CUPTI is driven from here only.
@@ -136,151 +147,40 @@ void CompletionWorker::Housekeeping(uint64_t now) {
                          : nullptr);
   if (now >= next_hang_check_ns_ && Watch().enabled()) {
     WatchedOp heads[kMaxWatchedHeads];
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < active_count_ && n < kMaxWatchedHeads; ++i) {
-      const PendingOp& p = rt_->pending.op(head_[active_[i]]);
-      heads[n++] = WatchedOp{p.sig_id, p.seq, p.launch_ns};
-    }
+    const uint32_t n = rt_->tracker.WatchedHeads(heads, kMaxWatchedHeads);
     Watch().Check(heads, n, now);
     next_hang_check_ns_ = now + kHangCheckNs;
   }
 }
 
-void CompletionWorker::DrainSubmitted() {
-  uint32_t slot = 0;
-  while (rt_->pending.PopSubmitted(&slot)) {
-    PendingOp& p = rt_->pending.op(slot);
-    p.next = 0;
-    uint16_t s = p.stream;
-    if (head_[s] == 0) {
-      head_[s] = slot;
-      active_[active_count_++] = s;
-    } else {
-      rt_->pending.op(tail_[s]).next = slot;
+void CompletionWorker::ServiceDevices() {
+  // libcuda is loaded once the runtime initialised a device: the optional
+  // driver entry points can be looked up now.
+  if (!driver_resolved_) driver_resolved_ = ResolveDriverApi(&rt_->cuda);
+  for (int dev = 0; dev < kMaxDevices; ++dev) {
+    if (rt_->pool.state(dev) != EventPool::kReady || rt_->holds.Ready(dev)) continue;
+    if (rt_->cuda.set_device(dev) != cudaSuccess) continue;
+    rt_->holds.SetUp(dev);
+    rt_->overhead.Measure(dev, rt_->clock.Stream(dev), 16);
+  }
+}
+
+void CompletionWorker::RemeasureOverhead(uint64_t now) {
+  if (now < next_overhead_ns_) return;
+  next_overhead_ns_ = now + kOverheadEveryNs;
+  for (int dev = 0; dev < kMaxDevices; ++dev) {
+    if (!rt_->clock.Calibrated(dev) || rt_->clock.Stream(dev) == nullptr) continue;
+    if (rt_->cuda.set_device(dev) == cudaSuccess) {
+      rt_->overhead.Measure(dev, rt_->clock.Stream(dev), 8);
     }
-    tail_[s] = slot;
-    ++pending_count_;
-    Watch().OnIssued(WatchedOp{p.sig_id, p.seq, p.launch_ns}, p.launch_ns);
   }
 }
 
 int CompletionWorker::PollOnce(uint64_t now) {
-  DrainSubmitted();
-  if (pending_count_ == 0) return 0;
-  const CudaApi& cuda = rt_->cuda;
-  int written = 0;
-  for (uint32_t i = 0; i < active_count_;) {
-    uint16_t s = active_[i];
-    while (head_[s] != 0) {
-      uint32_t slot = head_[s];
-      PendingOp& p = rt_->pending.op(slot);
-      cudaError_t q = cuda.event_query(rt_->pool.Get(p.end_ev));
-      if (q == cudaErrorNotReady) break;  // later ops on this stream are not done either
-      head_[s] = p.next;
-      if (head_[s] == 0) tail_[s] = 0;
-      --pending_count_;
-      if (q == cudaSuccess) {
-        Complete(slot, now);
-      } else {
-        // A sticky error (device fault) or a destroyed context: the op will
-        // never be observed complete; keep its launch on record.
-        Count(XPU_CNT_CUDA_ERROR);
-        Abandon(slot, now, XPU_REC_INCOMPLETE);
-      }
-      ++written;
-    }
-    if (head_[s] == 0) {
-      active_[i] = active_[--active_count_];
-    } else {
-      ++i;
-    }
-  }
-  return written;
+  rt_->tracker.Drain(now);
+  return rt_->tracker.Poll(now);
 }
 
-int CompletionWorker::FlushIncomplete(uint64_t now) {
-  int n = PollOnce(now);
-  for (uint32_t i = 0; i < active_count_; ++i) {
-    uint16_t s = active_[i];
-    while (head_[s] != 0) {
-      uint32_t slot = head_[s];
-      head_[s] = rt_->pending.op(slot).next;
-      --pending_count_;
-      Abandon(slot, now, XPU_REC_INCOMPLETE);
-      ++n;
-    }
-    tail_[s] = 0;
-  }
-  active_count_ = 0;
-  return n;
-}
-
-void CompletionWorker::Complete(uint32_t slot, uint64_t now) {
-  PendingOp& p = rt_->pending.op(slot);
-  const CudaApi& cuda = rt_->cuda;
-  xpu_record_v1 r{};
-  r.sig_id = p.sig_id;
-  r.seq = p.seq;
-  r.stream = p.stream;
-  uint16_t flags = p.flags;
-  uint64_t duration_ns = 0;
-  bool timed = false;
-  if (p.start_ev != 0) {
-    cudaEvent_t start = rt_->pool.Get(p.start_ev);
-    uint64_t gpu_start = 0;
-    float ms = 0;
-    if (rt_->clock.MapGpuToHost(p.device, p.calib_gen, start, &gpu_start) &&
-        cuda.event_elapsed(&ms, start, rt_->pool.Get(p.end_ev)) == cudaSuccess) {
-      timed = true;
-      r.start_ns = gpu_start;
-      duration_ns = ms > 0 ? static_cast<uint64_t>(std::llround(double{ms} * 1e6)) : 0;
-      r.issue_latency_ns =
-          SaturateI32(static_cast<int64_t>(gpu_start) - static_cast<int64_t>(p.launch_ns));
-      flags |= XPU_REC_TIMED | XPU_REC_ISSUE_LAT_VALID;
-    } else {
-      Count(XPU_CNT_CUDA_ERROR);
-    }
-  }
-  if (!timed) {
-    // Completion-tracked only: an upper bound from launch to the poll that
-    // saw the op done.
-    flags = static_cast<uint16_t>((flags & ~(XPU_REC_TIMED | XPU_REC_SAMPLED)) | XPU_REC_NOT_TIMED);
-    r.start_ns = p.launch_ns;
-    duration_ns = now > p.launch_ns ? now - p.launch_ns : 0;
-  }
-  r.duration = EncodeDuration(duration_ns, &flags);
-  r.flags = flags;
-  rt_->ring.Write(r);
-  Watch().OnCompleted(WatchedOp{p.sig_id, p.seq, p.launch_ns},
-                      now > p.launch_ns ? now - p.launch_ns : 0, now);
-  rt_->pool.Give(p.start_ev);
-  rt_->pool.Give(p.end_ev);
-  p.start_ev = p.end_ev = 0;
-  rt_->pending.Release(slot);
-  rt_->pending.AddInFlight(-1);
-}
-
-void CompletionWorker::Abandon(uint32_t slot, uint64_t now, uint16_t extra) {
-  PendingOp& p = rt_->pending.op(slot);
-  xpu_record_v1 r{};
-  r.sig_id = p.sig_id;
-  r.seq = p.seq;
-  r.stream = p.stream;
-  r.start_ns = p.launch_ns;
-  uint16_t flags = static_cast<uint16_t>(((p.flags | extra) & ~(XPU_REC_TIMED | XPU_REC_SAMPLED)) |
-                                         XPU_REC_NOT_TIMED);
-  r.duration = EncodeDuration(now > p.launch_ns ? now - p.launch_ns : 0, &flags);
-  r.flags = flags;
-  rt_->ring.Write(r);
-  Watch().OnCompleted(WatchedOp{p.sig_id, p.seq, p.launch_ns},
-                      now > p.launch_ns ? now - p.launch_ns : 0, now);
-  // The events may still be pending on a broken device: returning them is
-  // still right, a later record on them simply overrides the old one.
-  rt_->pool.Give(p.start_ev);
-  rt_->pool.Give(p.end_ev);
-  p.start_ev = p.end_ev = 0;
-  rt_->pending.Release(slot);
-  rt_->pending.AddInFlight(-1);
-}
+int CompletionWorker::FlushIncomplete(uint64_t now) { return rt_->tracker.FlushIncomplete(now); }
 
 }  // namespace xpu::hook

@@ -1,10 +1,13 @@
 // hook/tracing/completion_worker.h — the hook's single background thread.
 //
-// It owns: completion polling of pending GPU ops (cudaEventQuery, never a
-// blocking synchronize on application events, FIFO per stream because ops on
-// one stream complete in order), writing their final records, the ring
-// heartbeat (~10 Hz), event-pool creation for newly seen devices, clock
-// re-calibration, resolving the CUDA runtime, the daemon client, and the
+// It owns: taking traced ops from the launching threads' lanes and writing
+// their final records once the GPU is known to have finished them
+// (completion_tracker.h: completion markers, timed ops' end events, plugin
+// notices and host syncs; queried with cuEventQuery, never a blocking
+// synchronize on application work), the stream holds' timeout
+// (stream_hold.h), the ring heartbeat (~10 Hz), event-pool creation for
+// newly seen devices, clock re-calibration, resolving the CUDA runtime and
+// driver, reclaiming the lanes of exited threads, the daemon client, and the
 // profiling windows the daemon asks for (cupti_window.h).
 //
 // Polling is adaptive: a short busy phase while ops are pending, then
@@ -20,7 +23,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <memory>
 
 namespace xpu::hook {
 
@@ -45,16 +47,14 @@ class CompletionWorker {
   int PollOnce(uint64_t now_ns);
   // Writes every op still pending as XPU_REC_INCOMPLETE.
   int FlushIncomplete(uint64_t now_ns);
-  uint32_t pending_count() const { return pending_count_; }
+  uint32_t pending_count() const;
 
  private:
   static void* ThreadMain(void* self);
   void Run();
   void Housekeeping(uint64_t now_ns);
-  void DrainSubmitted();
-  // Writes the final record of `slot` and returns it to the free list.
-  void Complete(uint32_t slot, uint64_t now_ns);
-  void Abandon(uint32_t slot, uint64_t now_ns, uint16_t flags);
+  void ServiceDevices();
+  void RemeasureOverhead(uint64_t now_ns);
 
   Runtime* rt_ = nullptr;
   pthread_t thread_{};
@@ -62,14 +62,9 @@ class CompletionWorker {
   std::atomic<bool> flushed_{false};
   std::atomic<uint64_t> flush_deadline_ns_{0};
 
-  // Per-stream FIFO of slots (intrusive through PendingOp::next), and the
-  // dense list of streams that have pending ops.
-  std::unique_ptr<uint32_t[]> head_;
-  std::unique_ptr<uint32_t[]> tail_;
-  std::unique_ptr<uint16_t[]> active_;
-  uint32_t active_count_ = 0;
-  uint32_t pending_count_ = 0;
-
+  bool driver_resolved_ = false;
+  uint64_t next_reclaim_ns_ = 0;
+  uint64_t next_overhead_ns_ = 0;
   uint64_t next_heartbeat_ns_ = 0;
   uint64_t next_resolve_ns_ = 0;
   uint64_t resolve_backoff_ns_ = 0;

@@ -23,6 +23,11 @@ inline double g_gpu_ms = 0;           // fake GPU clock
 inline bool g_auto_complete = false;  // events complete at record time
 inline const void* g_capturing_stream = reinterpret_cast<const void*>(0xCA97);
 inline int g_event_records = 0;
+inline FakeEvent* g_last_recorded = nullptr;
+// Stream holds (cuStreamWaitValue32): armed waits, by address and value.
+inline int g_waits = 0;
+inline const uint32_t* g_last_wait_addr = nullptr;
+inline uint32_t g_last_wait_value = 0;
 inline FakeEvent g_event_store[1 << 16];
 inline unsigned g_event_next = 0;
 
@@ -48,7 +53,21 @@ inline cudaError_t FakeEventRecord(cudaEvent_t e, cudaStream_t) {
   f->done = g_auto_complete;
   f->recorded = true;
   ++g_event_records;
+  g_last_recorded = f;
   return cudaSuccess;
+}
+inline CUresult FakeWaitValue32(CUstream, CUdeviceptr addr, cuuint32_t value, unsigned flags) {
+  if (flags != CU_STREAM_WAIT_VALUE_GEQ) return CUDA_ERROR_NOT_SUPPORTED;
+  ++g_waits;
+  g_last_wait_addr = reinterpret_cast<const uint32_t*>(static_cast<uintptr_t>(addr));
+  g_last_wait_value = value;
+  return CUDA_SUCCESS;
+}
+// The GPU got past the last armed wait: its flag reached the value.
+inline bool LastWaitReleased() {
+  return g_last_wait_addr != nullptr &&
+         static_cast<int32_t>(__atomic_load_n(g_last_wait_addr, __ATOMIC_ACQUIRE) -
+                              g_last_wait_value) >= 0;
 }
 inline cudaError_t FakeEventQuery(cudaEvent_t e) {
   return AsFake(e)->done ? cudaSuccess : cudaErrorNotReady;

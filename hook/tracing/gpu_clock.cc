@@ -51,28 +51,67 @@ bool GpuClock::Calibrate(int device) {
   uint32_t next = gen + 1;
   cudaEvent_t ref = d.ref[next & 1];
   // The hook's stream is otherwise idle, so the event completes as soon as
-  // the GPU reaches it; the host time around the wait brackets that instant,
-  // and half the bracket is the mapping error. A wait that was descheduled
-  // (a loaded host) widens it to milliseconds, so a wide bracket is measured
-  // again, a bounded number of times; the last measurement is the one kept,
-  // since the event holds only the last record.
+  // the GPU reaches it. Its GPU time lies after `before` (the record call
+  // began) and before the first query that saw it done; when a query after
+  // the call returned still saw it pending, after that query too (less the
+  // small delay with which completion becomes visible to the host). Polling
+  // keeps the bracket to a few microseconds, where a blocking synchronize
+  // would add its wake-up; a wide bracket (a descheduled thread) is measured
+  // again, a bounded number of times.
   constexpr int kMaxTries = 8;
-  constexpr uint64_t kWideNs = 200 * 1000;
-  uint64_t before = 0, after = 0;
+  constexpr uint64_t kWideNs = 20 * 1000;
+  constexpr uint64_t kPollLimitNs = 100 * 1000 * 1000;
+  uint64_t lo = 0, hi = 0;
   for (int attempt = 0; attempt < kMaxTries; ++attempt) {
-    before = NowNs();
-    if (api_->event_record(ref, d.stream) != cudaSuccess ||
-        api_->event_synchronize(ref) != cudaSuccess) {
-      return false;
+    const uint64_t before = NowNs();
+    if (api_->event_record(ref, d.stream) != cudaSuccess) return false;
+    lo = before;
+    hi = 0;
+    for (;;) {
+      const cudaError_t q = api_->event_query(ref);
+      const uint64_t t = NowNs();
+      if (q == cudaSuccess) {
+        hi = t;
+        break;
+      }
+      if (q != cudaErrorNotReady) return false;
+      lo = t;  // still pending here: the GPU time is later
+      if (t - before > kPollLimitNs) {
+        if (api_->event_synchronize(ref) != cudaSuccess) return false;
+        hi = NowNs();
+        break;
+      }
     }
-    after = NowNs();
-    if (after - before <= kWideNs) break;
+    if (hi - lo <= kWideNs) break;
   }
-  d.ref_host_ns[next & 1] = MidpointNs(before, after);
-  d.calibrated_at_ns = after;
+  const uint64_t ref_host = MidpointNs(lo, hi);
+  // The GPU's timer and the host clock run at slightly different rates (tens
+  // of ppm): over a re-calibration period that is tens of microseconds. The
+  // rate is measured between consecutive references (GPU elapsed time
+  // against host time) and applied when mapping.
+  double rate = d.rate[gen & 1];
+  if (gen != 0 && d.ref_host_ns[gen & 1] != 0 && ref_host > d.ref_host_ns[gen & 1]) {
+    float ms = 0;
+    if (api_->event_elapsed(&ms, d.ref[gen & 1], ref) == cudaSuccess) {
+      rate = EstimateRate(ref_host - d.ref_host_ns[gen & 1], ms, rate);
+    }
+  }
+  d.ref_host_ns[next & 1] = ref_host;
+  d.rate[next & 1] = rate;
+  d.calibrated_at_ns = hi;
   d.failed = false;
   d.generation.store(next, std::memory_order_release);
   return true;
+}
+
+double EstimateRate(uint64_t host_ns, double gpu_ms, double previous) {
+  // Only over a long enough baseline (the brackets' microseconds must not
+  // matter) and within 1000 ppm (anything else is a broken reference).
+  if (!(previous > 0.999 && previous < 1.001)) previous = 1.0;
+  const double gpu_ns = gpu_ms * 1e6;
+  if (gpu_ns < 5e8) return previous;
+  const double rate = static_cast<double>(host_ns) / gpu_ns;
+  return rate > 0.999 && rate < 1.001 ? rate : previous;
 }
 
 void GpuClock::MaybeRecalibrate(uint64_t now_ns) {
@@ -100,7 +139,8 @@ bool GpuClock::MapGpuToHost(int device, uint32_t gen, cudaEvent_t event, uint64_
   if (api_ == nullptr || api_->event_elapsed(&ms, d.ref[use & 1], event) != cudaSuccess) {
     return false;
   }
-  *host_ns = OffsetByMs(d.ref_host_ns[use & 1], ms);
+  const double rate = d.rate[use & 1];
+  *host_ns = OffsetByMs(d.ref_host_ns[use & 1], double{ms} * (rate > 0 ? rate : 1.0));
   return true;
 }
 
@@ -109,6 +149,7 @@ void GpuClock::SetReferenceForTest(int device, cudaEvent_t ref, uint64_t ref_hos
   uint32_t next = d.generation.load(std::memory_order_relaxed) + 1;
   d.ref[next & 1] = ref;
   d.ref_host_ns[next & 1] = ref_host_ns;
+  d.rate[next & 1] = 1.0;
   d.generation.store(next, std::memory_order_release);
 }
 

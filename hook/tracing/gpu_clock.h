@@ -2,11 +2,13 @@
 //
 // GPU events only give relative times (cudaEventElapsedTime, float ms). Per
 // device, the background thread records a reference event on a hook-owned
-// non-blocking stream, synchronizes it and takes the host time around the
-// wait: ref_host_ns = (before + after) / 2. An event is then mapped as
-// ref_host_ns + elapsed(ref, event). Re-calibration every XPU_CLOCK_RECAL_S
-// (default 5 s) keeps elapsed small enough for float ms to stay below a
-// microsecond of error and follows host clock adjustments.
+// non-blocking stream and polls it, bracketing the instant the GPU reached it
+// between host times a few microseconds apart: ref_host_ns = the bracket's
+// midpoint. An event is then mapped as ref_host_ns + elapsed(ref, event) x
+// rate, where rate (host ns per GPU ns, ~1 +- tens of ppm) is measured between
+// consecutive references. Re-calibration every XPU_CLOCK_RECAL_S (default
+// 5 s) keeps elapsed small enough for float ms to stay below a microsecond of
+// error and follows host clock adjustments.
 //
 // Two references per device alternate; each op remembers the calibration
 // generation current at its launch (Generation(), one relaxed load on the
@@ -30,6 +32,11 @@ constexpr int kMaxDevices = 64;
 
 // ref + round(elapsed_ms * 1e6), clamped at 0 (elapsed may be negative).
 uint64_t OffsetByMs(uint64_t ref_host_ns, double elapsed_ms);
+// Host ns per GPU ns, from `host_ns` of host time over `gpu_ms` of GPU time
+// between two references; `previous` when the baseline is too short (under
+// 0.5 s) or the result is off by more than 1000 ppm.
+double EstimateRate(uint64_t host_ns, double gpu_ms, double previous);
+
 // Midpoint of a host interval without overflow.
 inline uint64_t MidpointNs(uint64_t before, uint64_t after) {
   return before + (after - before) / 2;
@@ -61,6 +68,12 @@ class GpuClock {
   // `gen`). False if uncalibrated or the elapsed query fails.
   bool MapGpuToHost(int device, uint32_t gen, cudaEvent_t event, uint64_t* host_ns) const;
 
+  // The hook's own stream on `device` (null before its first calibration).
+  // Background thread only.
+  cudaStream_t Stream(int device) const {
+    return device >= 0 && device < kMaxDevices ? dev_[device].stream : nullptr;
+  }
+
   // Installs a reference without touching CUDA (tests).
   void SetReferenceForTest(int device, cudaEvent_t ref, uint64_t ref_host_ns);
 
@@ -69,6 +82,7 @@ class GpuClock {
     cudaStream_t stream = nullptr;
     cudaEvent_t ref[2] = {nullptr, nullptr};
     uint64_t ref_host_ns[2] = {0, 0};
+    double rate[2] = {1.0, 1.0};  // host ns per GPU ns since that reference
     uint64_t calibrated_at_ns = 0;
     bool failed = false;
     std::atomic<uint32_t> generation{0};  // ref[generation & 1] is current

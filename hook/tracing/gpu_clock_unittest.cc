@@ -3,6 +3,8 @@
 // single-threaded.
 #include "hook/tracing/gpu_clock.h"
 
+#include <unistd.h>
+
 #include "gtest/gtest.h"
 #include "hook/core_api.h"
 #include "hook/tracing/fake_cuda_for_test.h"
@@ -102,6 +104,37 @@ TEST_F(GpuClockTest, CalibrateBracketsHostTime) {
   EXPECT_EQ(clock_.Generation(0), 1u);
   clock_.MaybeRecalibrate(after + 6000000000ull);
   EXPECT_EQ(clock_.Generation(0), 2u);
+}
+
+TEST(EstimateRateTest, MeasuresDriftOverALongBaselineOnly) {
+  // 5 s of host time over 4.9999 s of GPU time: the GPU timer runs 20 ppm slow.
+  EXPECT_NEAR(EstimateRate(5000000000ull, 4999.9, 1.0), 1.00002, 1e-9);
+  EXPECT_EQ(EstimateRate(100000000ull, 99.0, 1.0), 1.0);          // 0.1 s: too short
+  EXPECT_EQ(EstimateRate(5000000000ull, 4000.0, 1.00001), 1.00001);  // 25 %: broken, keep
+  EXPECT_EQ(EstimateRate(5000000000ull, 5000.0, 7.0), 1.0);       // a nonsense previous
+}
+
+TEST_F(GpuClockTest, RecalibrationMeasuresTheRateAndMapsWithIt) {
+  // Fake GPU clock 100 ppm slow against the host: two calibrations about
+  // 0.6 s apart give the rate; an event 10 ms after the second reference
+  // then maps 10 ms x rate later, not 10 ms.
+  g_auto_complete = true;
+  g_gpu_ms = 1000.0;
+  ASSERT_TRUE(clock_.Calibrate(0));
+  const uint64_t t0 = NowNs();
+  usleep(600 * 1000);
+  g_gpu_ms = 1000.0 + (NowNs() - t0) / 1e6 * (1 - 1e-4);
+  ASSERT_TRUE(clock_.Calibrate(0));
+  cudaEvent_t ref2;
+  FakeEventCreate(&ref2, cudaEventDefault);
+  FakeEventRecord(ref2, nullptr);  // at the second reference's GPU time
+  cudaEvent_t ev = Recorded(g_gpu_ms + 10.0);
+  uint64_t at_ref = 0, at_ev = 0;
+  ASSERT_TRUE(clock_.MapGpuToHost(0, clock_.Generation(0), ref2, &at_ref));
+  ASSERT_TRUE(clock_.MapGpuToHost(0, clock_.Generation(0), ev, &at_ev));
+  // 10 ms x (1 + 1e-4) = 10.001 ms, within the brackets' few-microsecond noise.
+  EXPECT_NEAR(static_cast<double>(at_ev - at_ref), 10.001e6, 200.0);
+  g_auto_complete = false;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdio>
 #include <cstring>
 
 #include "hook/core_api.h"
@@ -35,6 +36,37 @@ void WriteGpuModel(xpu_ring_header_v1* h, const char* name, size_t max_len) {
   __atomic_store_n(&h->gpu_model[0], clean(name[0]), __ATOMIC_RELEASE);
 }
 
+void FormatGpuUuid(const unsigned char uuid[16], char out[41]) {
+  static const char kHex[] = "0123456789abcdef";
+  char* o = out;
+  *o++ = 'G';
+  *o++ = 'P';
+  *o++ = 'U';
+  for (int i = 0; i < 16; ++i) {
+    if (i == 0 || i == 4 || i == 6 || i == 8 || i == 10) *o++ = '-';
+    *o++ = kHex[uuid[i] >> 4];
+    *o++ = kHex[uuid[i] & 15];
+  }
+  *o = '\0';
+}
+
+void WriteGpuIdentity(xpu_ring_header_v1* h, const GpuIdentity& g) {
+  if (h == nullptr || g.name == nullptr) return;
+  if (__atomic_load_n(&h->gpu_model[0], __ATOMIC_ACQUIRE) != 0) return;
+  bool any = false;
+  for (int i = 0; g.uuid != nullptr && i < 16; ++i) any = any || g.uuid[i] != 0;
+  if (any) {
+    static_assert(sizeof(h->gpu_uuid) >= 41, "room for the UUID");
+    FormatGpuUuid(g.uuid, h->gpu_uuid);
+  }
+  if (g.pci_domain >= 0 && g.pci_bus >= 0 && g.pci_device >= 0) {
+    std::snprintf(h->gpu_pci_bus_id, sizeof(h->gpu_pci_bus_id), "%08X:%02X:%02X.0",
+                  static_cast<unsigned>(g.pci_domain), static_cast<unsigned>(g.pci_bus),
+                  static_cast<unsigned>(g.pci_device));
+  }
+  WriteGpuModel(h, g.name, g.name_len);  // byte 0 of the model last (release)
+}
+
 void PublishGpuModel(Runtime* rt) {
   xpu_ring_header_v1* h = rt->ring.header();
   if (h == nullptr || g_attempts >= kMaxAttempts) return;
@@ -60,7 +92,14 @@ void PublishGpuModel(Runtime* rt) {
     Count(XPU_CNT_CUDA_ERROR);
     return;
   }
-  WriteGpuModel(h, prop.name, sizeof(prop.name));
+  GpuIdentity g;
+  g.name = prop.name;
+  g.name_len = sizeof(prop.name);
+  g.uuid = reinterpret_cast<const unsigned char*>(prop.uuid.bytes);
+  g.pci_domain = prop.pciDomainID;
+  g.pci_bus = prop.pciBusID;
+  g.pci_device = prop.pciDeviceID;
+  WriteGpuIdentity(h, g);
 }
 
 }  // namespace xpu::hook

@@ -35,7 +35,7 @@ void Store(T* field, T value) {
 
 HangWatchOptions HangWatchOptionsFromEnv() {
   HangWatchOptions o;
-  o.floor_ns = static_cast<uint64_t>(EnvDouble("XPU_HANG_FLOOR_S", 10.0) * 1e9);
+  o.floor_ns = static_cast<uint64_t>(EnvDouble("XPU_HANG_FLOOR_S", 5.0) * 1e9);
   o.multiple = EnvDouble("XPU_HANG_MULTIPLE", 4.0);
   double decay = EnvDouble("XPU_HANG_DECAY_S", 300.0);
   o.decay_ns = decay > 0 ? static_cast<uint64_t>(decay * 1e9) : 300 * kSecond;
@@ -237,6 +237,7 @@ void HangWatch::Check(const WatchedOp* oldest, uint32_t n, uint64_t now_ns) {
   Store(&progress_->suspect_detected_ns, now_ns);
   Store(&progress_->suspect_threshold_ns, worst_threshold);
   Store(&progress_->suspect_kind, s != nullptr ? s->kind : uint16_t{0});
+  Store(&progress_->suspect_stream, worst->stream);
   Store(&progress_->suspect_comm_id, s != nullptr ? s->comm_id : uint64_t{0});
   Store(&progress_->suspects_total, progress_->suspects_total + 1);
   EndWrite(&progress_->suspect_gen);

@@ -12,7 +12,7 @@
 // occurrence does not raise the threshold forever. The daemon reads the table
 // and forwards it; the engine decides (see engine/hang/).
 //
-// Defaults: floor 10 s (XPU_HANG_FLOOR_S), multiple 4 (XPU_HANG_MULTIPLE),
+// Defaults: floor 5 s (XPU_HANG_FLOOR_S), multiple 4 (XPU_HANG_MULTIPLE),
 // decay 300 s (XPU_HANG_DECAY_S); XPU_HANG_FLOOR_S=0 disables the watch.
 //
 // Thread-safety: every method runs on the completion thread (or a test that
@@ -31,7 +31,7 @@
 namespace xpu::hook {
 
 struct HangWatchOptions {
-  uint64_t floor_ns = 10ull * 1000000000ull;
+  uint64_t floor_ns = 5ull * 1000000000ull;
   double multiple = 4.0;
   uint64_t decay_ns = 300ull * 1000000000ull;
 };
@@ -45,6 +45,7 @@ struct WatchedOp {
   uint32_t sig_id = 0;
   uint32_t seq = 0;
   uint64_t launch_ns = 0;
+  uint16_t stream = 0;  // the records' stream index
 };
 
 class HangWatch {

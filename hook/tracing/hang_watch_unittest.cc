@@ -77,14 +77,15 @@ TEST_F(HangWatchTest, TracksIssuedAndCompletedSeqPerCommunicator) {
 TEST_F(HangWatchTest, SuspectsOpOutstandingBeyondFloorAndClearsOnCompletion) {
   Init(10, 4);
   const uint64_t t0 = 1000 * kS;
-  w_.OnIssued({1, 5, t0}, t0);
-  WatchedOp head{1, 5, t0};
+  w_.OnIssued({1, 5, t0, 3}, t0);
+  WatchedOp head{1, 5, t0, 3};
   w_.Check(&head, 1, t0 + 9 * kS);
   EXPECT_EQ(progress()->suspect_sig_id, 0u);
   EXPECT_EQ(progress()->comms[0].flags, 0u);
   w_.Check(&head, 1, t0 + 11 * kS);
   EXPECT_EQ(progress()->suspect_sig_id, 1u);
   EXPECT_EQ(progress()->suspect_seq, 5u);
+  EXPECT_EQ(progress()->suspect_stream, 3u);
   EXPECT_EQ(progress()->suspect_since_ns, t0);
   EXPECT_EQ(progress()->suspect_detected_ns, t0 + 11 * kS);
   EXPECT_EQ(progress()->suspect_comm_id, 0xabcu);
@@ -144,7 +145,7 @@ TEST(HangWatchOptionsTest, Environment) {
   EXPECT_EQ(o.multiple, 4.0);
   unsetenv("XPU_HANG_FLOOR_S");
   unsetenv("XPU_HANG_MULTIPLE");
-  EXPECT_EQ(HangWatchOptionsFromEnv().floor_ns, 10 * kS);
+  EXPECT_EQ(HangWatchOptionsFromEnv().floor_ns, 5 * kS);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // hook/tracing/mpmc_queue.h — bounded lock-free multi-producer multi-consumer
-// queue of uint32_t (Vyukov's sequence-per-cell design). Used for the event
-// pools' free lists and the pending-op hand-off to the completion thread.
+// queue of trivially copyable values (Vyukov's sequence-per-cell design).
+// Used for the event pools' free lists (uint32_t) and the completion notices
+// of the NCCL profiler plugin (completion_tracker.h).
 //
 // Thread-safety: TryPush/TryPop from any thread; Init once before use.
 // No allocation after Init. TryPush fails only when the queue is really full
@@ -17,7 +18,8 @@
 
 namespace xpu::hook {
 
-class MpmcQueue {
+template <typename T>
+class MpmcQueueOf {
  public:
   // Capacity is rounded up to a power of two (>= 2).
   void Init(uint32_t capacity) {
@@ -31,7 +33,7 @@ class MpmcQueue {
   }
   uint32_t capacity() const { return mask_ + 1; }
 
-  bool TryPush(uint32_t v) {
+  bool TryPush(const T& v) {
     uint64_t pos = tail_.load(std::memory_order_relaxed);
     uint32_t spins = 0;
     for (;;) {
@@ -60,7 +62,7 @@ class MpmcQueue {
     }
   }
 
-  bool TryPop(uint32_t* v) {
+  bool TryPop(T* v) {
     uint64_t pos = head_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& c = cells_[pos & mask_];
@@ -83,13 +85,15 @@ class MpmcQueue {
  private:
   struct Cell {
     std::atomic<uint64_t> seq{0};
-    uint32_t value = 0;
+    T value{};
   };
   std::unique_ptr<Cell[]> cells_;
   uint64_t mask_ = 0;
   alignas(64) std::atomic<uint64_t> head_{0};
   alignas(64) std::atomic<uint64_t> tail_{0};
 };
+
+using MpmcQueue = MpmcQueueOf<uint32_t>;
 
 }  // namespace xpu::hook
 

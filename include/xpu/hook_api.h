@@ -23,6 +23,14 @@ extern "C" {
 /* Version of this API implemented by the loaded hook. */
 int xpu_hook_api_version(void);
 
+/* Python call sites without the GIL: call with the GIL held (ctypes.PyDLL),
+ * from Python code. Compares the hook's GIL-free walk of the calling thread's
+ * frames with the C API's on the current stack and, when they agree, uses it
+ * for every sampled launch from then on (hook/process/py_callsite.h).
+ * Returns 1 when on, 0 when not (unknown interpreter version, disagreement,
+ * call sites off). The xputimer package calls it at import. */
+int xpu_py_frames_selftest(void);
+
 /* 1 when the hook is loaded and tracing in this process, else 0. */
 int xpu_is_enabled(void);
 /* Turn tracing on (1) or off (0) at run time; returns the previous state. */

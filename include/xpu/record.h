@@ -88,9 +88,11 @@ enum xpu_record_flags {
   XPU_REC_INCOMPLETE = 1u << 10,     /* never observed complete (flushed at exit) */
   XPU_REC_BEGIN = 1u << 11,          /* host interval opened (paired with END) */
   XPU_REC_END = 1u << 12,            /* host interval closed */
-  XPU_REC_UNTRACKED = 1u << 13,      /* GPU op not completion-tracked (no event
-                                        free yet, pending table full): start is
-                                        the CPU launch, duration the CPU call */
+  XPU_REC_UNTRACKED = 1u << 13,      /* GPU op not completion-tracked (no timing
+                                        event for a sampled op, no room in the
+                                        hook's queues): start is the CPU launch,
+                                        duration the CPU call; or no completion
+                                        evidence came in time (duration 0) */
   XPU_REC_PROFILE_WINDOW = 1u << 14  /* written during a profiling window
                                         (ring.h, xpu_ring_profile_ctl_v1) from
                                         a CUPTI activity record: a GPU kernel

@@ -16,8 +16,9 @@
  *   file size         +-----------------------------+
  *
  * Ownership and ordering (no cross-process lock exists anywhere):
- *  - The producer (hook) owns everything except `read_index`, which the
- *    consumer (daemon) owns. Identity fields are written once before the file
+ *  - The producer (hook) owns everything except `read_index` and the
+ *    consumer block (xpu_ring_consumer_v1 below), which the consumer
+ *    (daemon) owns, and the request half of the profiling-window control. Identity fields are written once before the file
  *    is handed over and never change.
  *  - Producing a record: reserve position p by a CAS on write_index that
  *    fails when p - read_index >= ring_capacity (then `dropped_full` is
@@ -37,6 +38,12 @@
  *    the bytes are written. Names are referenced by (offset, length).
  *  - The reader validates every offset and size against the real file size
  *    (fstat), every sig_id against sig_capacity, and never trusts a length.
+ *  - Indices that cannot be right (write_index behind the reader, more than
+ *    a lap ahead of read_index, or far ahead of the records the hook counts
+ *    as written) mean the page was corrupted: the reader resynchronizes at
+ *    write_index, stores it as read_index (so the producer can write again),
+ *    and counts the records it could not read (XPU_LOSS_RESYNC, derived
+ *    from counters[XPU_CNT_RECORDS_WRITTEN], at most one ring's worth).
  */
 #ifndef XPU_RING_H_
 #define XPU_RING_H_
@@ -81,6 +88,10 @@ enum xpu_counter {
   XPU_CNT_PLUGIN_EVENTS = 13, /* events received from the NCCL profiler plugin */
   XPU_CNT_PY_EVENTS = 14,     /* host events from the Python side */
   XPU_CNT_INTERNAL = 15,      /* any other internal failure */
+  XPU_CNT_RING_NOT_SEALED = 16,   /* the memfd could not be sealed against shrinking */
+  XPU_CNT_RING_FILE_REFUSED = 17, /* XPU_RING_DIR not private: a sealed memfd was used */
+  XPU_CNT_HOLD_TIMEOUT = 18,  /* stream holds released by the timeout (docs/timing-policy.md) */
+  XPU_CNT_UNCOVERED = 19,     /* ops retired without observed completion (XPU_REC_UNTRACKED) */
   XPU_CNT_MAX = 32
 };
 
@@ -116,7 +127,14 @@ typedef struct xpu_ring_header_v1 {
    * a release store; a reader acquire-loads byte 0 and copies the field only
    * when it is non-zero. All zero: not known yet (or an older hook). */
   char gpu_model[64];
-  uint8_t reserved_identity[1024 - 432]; /* keeps write_index at offset 1024 */
+  /* The same GPU's UUID as NVML prints it ("GPU-" and 36 characters of the
+   * 16 UUID bytes) and PCI bus id ("%08X:%02X:%02X.0": domain, bus, device),
+   * NUL-terminated. Written by the same writer BEFORE the release store of
+   * gpu_model[0], so a reader that saw gpu_model[0] non-zero (acquire) sees
+   * them complete; empty when the runtime did not report them. */
+  char gpu_uuid[48];
+  char gpu_pci_bus_id[32];
+  uint8_t reserved_identity[1024 - 512]; /* keeps write_index at offset 1024 */
 
   /* --- producer-owned, live. */
   uint64_t write_index __attribute__((aligned(64))); /* next position to reserve */
@@ -160,7 +178,8 @@ typedef struct xpu_ring_header_v1 {
  *                       (pending_seq 0: none)
  * Suspect block: set when an op (any traced GPU op, collective or not) has
  * been outstanding for longer than max(floor, multiple x the recent maximum
- * duration of its signature); cleared when it completes. `suspect_since_ns`
+ * duration of its signature); cleared when it completes. `suspect_stream`
+ * is the stream of the op as the records number it (record.h `stream`). `suspect_since_ns`
  * is the op's launch time (host clock), `detected_ns` when the hook noticed.
  * ------------------------------------------------------------------------- */
 #define XPU_RING_PROGRESS_OFFSET 2048u
@@ -197,11 +216,69 @@ typedef struct xpu_ring_progress_v1 {
   uint64_t suspect_threshold_ns;
   uint32_t suspect_seq;
   uint16_t suspect_kind;
-  uint16_t reserved0;
+  uint16_t suspect_stream; /* the hook's stream index of the overdue op (was
+                              reserved, zero from older hooks) */
   uint64_t suspect_comm_id;                            /* 0 for a non-collective op */
   uint64_t suspects_total;                             /* suspicions raised since start */
   xpu_comm_progress_v1 comms[XPU_RING_PROGRESS_COMMS]; /* overflow: ignored, not counted */
 } xpu_ring_progress_v1;
+
+/* ---------------------------------------------------------------------------
+ * Consumer state (ABI 1, minor "consumer 1"), in the header page:
+ *
+ *   XPU_RING_CONSUMER_OFFSET (1536)   xpu_ring_consumer_v1 (128 bytes)
+ *
+ * Writer: the consumer (the node daemon) only; the hook never writes it and
+ * never reads it. It keeps what the consumer must not forget when it is
+ * restarted while the process runs on: how far the engine has acknowledged
+ * the process's records, and every record lost after the hook wrote it, by
+ * reason. It lives in the ring because the ring outlives the daemon, so the
+ * counts are cumulative over daemon restarts. Zero bytes (magic 0) mean no
+ * consumer state: an older daemon, or none yet.
+ *
+ *  acked_index     positions below it are settled: their records reached
+ *                  the engine (acknowledged) or were counted in lost[]. A
+ *                  restarted consumer resumes reading at acked_index (not at
+ *                  read_index), so records that a killed daemon had read but
+ *                  not delivered are read again; those the hook has
+ *                  overwritten meanwhile count as XPU_LOSS_RESTART.
+ *  position_bias   positions that stand for no record of the hook (skipped
+ *                  when corrupted indices forced a resynchronization):
+ *                  records accounted = cursor - position_bias (mod 2^64),
+ *                  comparable with counters[XPU_CNT_RECORDS_WRITTEN].
+ *  unsettled_lost  how many of the records in lost[] lie at or above
+ *                  acked_index (a restarted consumer finds them lost again
+ *                  and must not count them twice).
+ *
+ * The consumer writes the fields with relaxed stores and magic last with a
+ * release store; it validates everything it reads back (the producer could
+ * scribble over the page), and a value that does not fit the indices is
+ * ignored.
+ * ------------------------------------------------------------------------- */
+#define XPU_RING_CONSUMER_OFFSET 1536u
+#define XPU_RING_CONSUMER_MAGIC 0x314e4f43u /* "CON1" */
+
+enum xpu_consumer_loss {
+  XPU_LOSS_CORRUPT = 0,   /* committed but failed validation */
+  XPU_LOSS_LAPPED = 1,    /* overwritten before it was read */
+  XPU_LOSS_ABANDONED = 2, /* reserved, never committed (crashed producer) */
+  XPU_LOSS_RESYNC = 3,    /* unread when corrupted indices forced a resync */
+  XPU_LOSS_RESTART = 4,   /* read by a daemon that died before the engine had
+                             them, overwritten before the next one read them */
+  XPU_LOSS_BUFFER = 5,    /* shed from the daemon's buffer (engine away) */
+  XPU_LOSS_REJECTED = 6,  /* refused by the engine (caps, ownership) */
+  XPU_LOSS_MAX = 8
+};
+
+typedef struct xpu_ring_consumer_v1 {
+  uint32_t magic;   /* XPU_RING_CONSUMER_MAGIC; release-stored last */
+  uint32_t resyncs; /* resynchronizations after corrupted indices */
+  uint64_t acked_index;
+  uint64_t position_bias;
+  uint64_t unsettled_lost;
+  uint64_t lost[XPU_LOSS_MAX]; /* xpu_consumer_loss */
+  uint8_t reserved[32];
+} xpu_ring_consumer_v1;
 
 /* ---------------------------------------------------------------------------
  * Profiling-window control (ABI 1, minor "profile 1"), in the header page:
@@ -291,6 +368,11 @@ static_assert(XPU_RING_PROFILE_OFFSET % 64 == 0, "profile control is cache-line 
 static_assert(XPU_RING_PROFILE_OFFSET + sizeof(xpu_ring_profile_ctl_v1) <= XPU_RING_HEADER_SIZE,
               "profile control fits the header page");
 static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_HEADER_SIZE, "header fits its page");
+static_assert(sizeof(xpu_ring_consumer_v1) == 128, "consumer block is 128 bytes");
+static_assert(sizeof(xpu_ring_header_v1) <= XPU_RING_CONSUMER_OFFSET,
+              "consumer block after the header");
+static_assert(XPU_RING_CONSUMER_OFFSET + sizeof(xpu_ring_consumer_v1) <= XPU_RING_PROGRESS_OFFSET,
+              "consumer block before the progress table");
 static_assert(sizeof(xpu_comm_progress_v1) == 64, "comm progress entry is 64 bytes");
 static_assert(sizeof(xpu_ring_progress_v1) == 64 + 64 * XPU_RING_PROGRESS_COMMS,
               "progress table size");

@@ -76,7 +76,7 @@ def run_traced(hook_lib, tmp_path):
     counter = [0]
 
     def run(code, env=None, preload=True, autoload=True, args=(), cwd=None, timeout=50,
-            extra_path=()):
+            extra_path=(), python=None):
         counter[0] += 1
         ring_dir = tmp_path / ("rings%d" % counter[0])
         ring_dir.mkdir()
@@ -96,7 +96,7 @@ def run_traced(hook_lib, tmp_path):
         if preload:
             e["LD_PRELOAD"] = hook_lib
         e.update(env or {})
-        proc = subprocess.run([sys.executable, str(script)] + list(args), env=e,
+        proc = subprocess.run([python or sys.executable, str(script)] + list(args), env=e,
                               capture_output=True, text=True, timeout=timeout,
                               cwd=cwd or str(tmp_path))
         assert proc.returncode == 0, "child failed:\n%s\n%s" % (proc.stdout, proc.stderr)

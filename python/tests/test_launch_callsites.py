@@ -19,6 +19,7 @@ Needs the real hook (XPU_TEST_HOOK_LIB) and the fake runtime's libraries
 double, which has no interposers).
 """
 
+import glob
 import os
 
 import pytest
@@ -85,9 +86,9 @@ def layer(lib, n):
 
 def train_step(step):
     layer(HOLD, 64)
-    layer(FREE, 32)         # GIL released: no stack
+    layer(FREE, 32)         # GIL released: a stack only from the GIL-free walk
     allreduce(HOLD, 1024)
-    allreduce(FREE, 512)    # GIL released: no stack
+    allreduce(FREE, 512)    # GIL released: a stack only from the GIL-free walk
     if step == 0:
         grouped(2048, 4096)
 
@@ -113,7 +114,9 @@ t.join()
 HOLD.cudaDeviceSynchronize()
 assert HOLD.ncclCommDestroy(COMM) == 0
 time.sleep(0.3)  # let the completion thread write the last records
+GIL_FREE = sys.modules["xputimer.callsite"].GIL_FREE  # the module, not the function
 print("PID=%d" % os.getpid())
+print("GIL_FREE=%d" % GIL_FREE)
 print(json.dumps(calls))
 '''
 
@@ -129,12 +132,15 @@ def fake_lib_dir(hook_lib):
     return d
 
 
-def run_child(run_traced, fake_lib_dir, depth=None):
+def run_child(run_traced, fake_lib_dir, depth=None, gil_free=True, python=None):
     env = {"FAKE_LIB_DIR": fake_lib_dir, "XPU_DAEMON": "off", "XPU_SAMPLE_FIRST": "0",
-           "XPU_SAMPLE_EVERY": "1", "XPU_PYTHON_GC": "0", "XPU_PYTHON_TORCH": "0"}
+           "XPU_SAMPLE_EVERY": "1", "XPU_PYTHON_GC": "0", "XPU_PYTHON_TORCH": "0",
+           "XPU_PY_STACK_GIL_FREE": "1" if gil_free else "0"}
     if depth is not None:
         env["XPU_PY_STACK_DEPTH"] = str(depth)
-    run = run_traced(CHILD, env=env, timeout=60)
+    run = run_traced(CHILD, env=env, timeout=60, python=python)
+    on = [l for l in run.stdout.splitlines() if l.startswith("GIL_FREE=")]
+    assert on == ["GIL_FREE=%d" % int(gil_free)], run.stdout[-500:] + run.stderr[-2000:]
     return run, run.json(), run.ring
 
 
@@ -142,13 +148,21 @@ def launch_key(sig):
     return ("gemm", sig["m"]) if sig["kind"] == GEMM else ("allreduce", sig["count"])
 
 
-@pytest.mark.parametrize("depth", [None, 2])
-def test_sampled_launches_link_the_exact_python_stack(run_traced, fake_lib_dir, depth):
-    run, calls, data = run_child(run_traced, fake_lib_dir, depth)
+@pytest.mark.parametrize("depth,gil_free", [(None, True), (2, True), (None, False)])
+def test_sampled_launches_link_the_exact_python_stack(run_traced, fake_lib_dir, depth, gil_free):
+    run, calls, data = run_child(run_traced, fake_lib_dir, depth, gil_free)
+    check_links(calls, data, depth, gil_free)
+
+
+def check_links(calls, data, depth, gil_free):
     sigs = data["signatures"]
-    links = ring.callsites(data)
-    held = [c for c in calls if c["gil"]]
-    assert len(held) == 3 * 2 + 2 + 1
+    # Warm-up launches (8x8x8, at module level) are not part of the check.
+    links = [l for l in ring.callsites(data) if launch_key(sigs[l["launch_sig_id"]]) != ("gemm", 8)]
+    # Without the GIL-free walk only launches made with the GIL held have a
+    # stack; with it, every sampled launch has.
+    held = [c for c in calls if c["gil"] or gil_free]
+    assert len([c for c in calls if c["gil"]]) == 3 * 2 + 2 + 1
+    assert len(held) == (3 * 4 + 2 + 1 if gil_free else 3 * 2 + 2 + 1)
     assert len(links) == len(held)
     # Each link names the stack the child saw on the launch line, and joins
     # to a launch of the right shape; no launch is claimed twice.
@@ -180,21 +194,55 @@ def test_sampled_launches_link_the_exact_python_stack(run_traced, fake_lib_dir, 
     threaded = next(l for l in links if launch_key(sigs[l["launch_sig_id"]]) == ("gemm", 16))
     assert threaded["frames"][0].startswith("matmul@")
     assert threaded["frames"][1].split("@")[0].endswith("run")  # threading.Thread.run
-    # Launches made with the GIL released are traced but carry no stack.
-    # Occurrences are the records without XPU_REC_PLUGIN: the test NCCL's
-    # profiler plugin may add a timing record of the same collective.
+    # Launches made with the GIL released are traced; without the GIL-free
+    # walk they carry no stack. Occurrences are the records without
+    # XPU_REC_PLUGIN: the test NCCL's profiler plugin may add a timing record
+    # of the same collective.
     linked_sigs = {l["launch_sig_id"] for l in links}
     free = [r for r in data["records"] if sigs[r["sig_id"]]["kind"] in (GEMM, ALLREDUCE) and
             not r["flags"] & ring.REC_PLUGIN and
             launch_key(sigs[r["sig_id"]]) in (("gemm", 32), ("allreduce", 512))]
     assert len(free) == 6
-    assert not linked_sigs & {r["sig_id"] for r in free}
+    if gil_free:
+        assert {r["sig_id"] for r in free} <= linked_sigs
+        free_gemm = next(l for l in links if launch_key(sigs[l["launch_sig_id"]]) == ("gemm", 32))
+        assert free_gemm["frames"][0].startswith("matmul@")
+        assert free_gemm["frames"][0].endswith(":%d" % matmul_line())
+    else:
+        assert not linked_sigs & {r["sig_id"] for r in free}
     # Completion-tracked launches are written after their links: the join
     # is by key, not by position.
     stack_sigs = {l["stack_sig_id"] for l in links}
     raw_links = [r for r in data["records"] if r["sig_id"] in stack_sigs]
     assert len(raw_links) == len(links)
     assert any(l["launch"]["pos"] > r["pos"] for r, l in zip(raw_links, links))
+
+
+def other_pythons():
+    """CPython 3.10-3.13 interpreters to run the child under, besides this
+    one: $XPU_TEST_PYTHONS (':'-separated), else pyenv's."""
+    env = os.environ.get("XPU_TEST_PYTHONS")
+    if env is not None:
+        found = [p for p in env.split(":") if p]
+    else:
+        root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+        found = []
+        for minor in (10, 11, 12, 13):
+            c = sorted(glob.glob(os.path.join(root, "versions", "3.%d.*" % minor, "bin",
+                                              "python3.%d" % minor)))
+            if c:
+                found.append(c[-1])
+    return [p for p in found if os.access(p, os.X_OK)]
+
+
+@pytest.mark.parametrize("python", other_pythons() or [None])
+def test_gil_free_walk_on_each_interpreter(run_traced, fake_lib_dir, python):
+    # The layouts are per minor version: every available CPython 3.10-3.13
+    # must pass the hook's self-test and then name GIL-free launches exactly.
+    if python is None:
+        pytest.skip("no other CPython 3.10-3.13 found (XPU_TEST_PYTHONS or pyenv)")
+    run, calls, data = run_child(run_traced, fake_lib_dir, None, True, python=python)
+    check_links(calls, data, None, True)
 
 
 def launch_key_of(call):
@@ -209,7 +257,7 @@ def matmul_line():
 
 
 def test_depth_zero_disables_call_sites(run_traced, fake_lib_dir):
-    run, calls, data = run_child(run_traced, fake_lib_dir, depth=0)
+    run, calls, data = run_child(run_traced, fake_lib_dir, depth=0, gil_free=False)
     sigs = data["signatures"]
     launches = [r for r in data["records"] if sigs[r["sig_id"]]["kind"] in (GEMM, ALLREDUCE) and
                 not r["flags"] & ring.REC_PLUGIN and  # occurrences, not plugin timing

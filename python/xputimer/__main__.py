@@ -1,4 +1,5 @@
 """python -m xputimer run -- cmd args...   (see launcher.py)
+python -m xputimer xpu ARGS...   (the xpu CLI of the wheel)
 python -m xputimer ring FILE [--stats | --callsites]   (dump a ring file as JSON)"""
 
 import json
@@ -35,6 +36,9 @@ def main(argv=None):
     if argv and argv[0] == "run":
         from .launcher import main as run_main
         return run_main(argv[1:])
+    if argv and argv[0] == "xpu":
+        from .launcher import xpu_main
+        return xpu_main(argv[1:])
     if argv and argv[0] == "ring":
         return _ring(argv[1:])
     sys.stderr.write(__doc__ + "\n")

@@ -11,6 +11,13 @@ the stacks it records on sampled GEMM and collective launches (hook/process/
 py_callsite.cc, include/xpu/record.h XPU_OP_PY_CALLSITE): a stack interns to
 one sig_id whichever side saw it first, as long as both walk the same depth.
 DEFAULT_DEPTH is therefore the hook's XPU_PY_STACK_DEPTH (8 unless set).
+
+PyTorch releases the GIL before it launches GPU work, so the hook reads the
+launching thread's frames without it (hook/process/py_frames.h). Importing
+this module asks the hook to check that walk against the C API on the
+current stack, with the GIL held, and to turn it on (GIL_FREE says whether it
+did). XPU_PY_STACK_GIL_FREE=0 leaves it off: only launches made with the GIL
+held then get a stack.
 The hook's own link records tie a stack to a launch; read them back with
 xputimer.ring.callsites(). emit_callsite() writes a free-standing stack event
 (not tied to a launch) for code the hook cannot see, e.g. a custom kernel.
@@ -36,6 +43,26 @@ def _default_depth():
 
 DEFAULT_DEPTH = _default_depth()
 _MAX_CACHE = 65536
+
+
+def _enable_gil_free_walk():
+    """Asks the hook to validate and turn on its GIL-free frame walk."""
+    if os.environ.get("XPU_PY_STACK_GIL_FREE", "1").strip().lower() in ("0", "off", "false", "no"):
+        return False
+    try:
+        import ctypes
+        fn = ctypes.PyDLL(None).xpu_py_frames_selftest  # PyDLL: the GIL stays held
+    except (OSError, AttributeError):
+        return False  # no hook in this process
+    fn.restype = ctypes.c_int
+    fn.argtypes = []
+    try:
+        return fn() == 1
+    except Exception:  # never let instrumentation break the program
+        return False
+
+
+GIL_FREE = _enable_gil_free_walk()
 
 _code_names = {}   # code object -> "function@file"
 _stack_sigs = {}   # tuple((code, lineno), ...) -> sig_id

@@ -4,9 +4,13 @@ Sets LD_PRELOAD to libxpu_hook.so and PYTHONPATH to the autoload directory,
 then execs the command, so every Python process it starts (torchrun and its
 workers included) is traced without a code change.
 
-Hook lookup order: --hook PATH, $XPU_HOOK_LIB, next to the package
-(<pkg>/lib, and <prefix>/lib for the <prefix>/share/xputimer/python layout),
-then the build trees of a source checkout (build*/hook, build*/lib).
+Hook lookup order: --hook PATH, $XPU_HOOK_LIB, the wheel's own copy
+(<pkg>/_bundle/lib, tools/make_wheel.sh), next to the package (<pkg>/lib,
+and <prefix>/lib for the <prefix>/share/xputimer/python layout), then the
+build trees of a source checkout (build*/hook, build*/lib). The hook finds
+xpu-daemon from its own location (<lib>/../bin in the wheel and the bundle).
+
+`xpu` (console script of the wheel) runs the wheel's xpu CLI.
 """
 
 import argparse
@@ -27,6 +31,7 @@ def candidate_hooks():
     env = os.environ.get("XPU_HOOK_LIB")
     if env:
         yield env
+    yield os.path.join(PKG_DIR, "_bundle", "lib", HOOK_NAME)
     yield os.path.join(PKG_DIR, "lib", HOOK_NAME)
     # <prefix>/share/xputimer/python/xputimer -> <prefix>/lib
     prefix = os.path.normpath(os.path.join(PKG_DIR, "..", "..", "..", ".."))
@@ -97,6 +102,17 @@ def main(argv=None):
     except OSError as exc:
         sys.stderr.write("xpu-run: cannot run %s: %s\n" % (cmd[0], exc))
         return 127
+
+
+def xpu_main(argv=None):
+    """The `xpu` CLI shipped in the wheel (<pkg>/_bundle/bin/xpu)."""
+    cli = os.path.join(PKG_DIR, "_bundle", "bin", "xpu")
+    if not os.access(cli, os.X_OK):
+        sys.stderr.write("xpu: %s not found: this xputimer was not installed from the wheel "
+                         "(tools/make_wheel.sh)\n" % cli)
+        return 127
+    args = sys.argv[1:] if argv is None else argv
+    os.execv(cli, [cli] + list(args))
 
 
 if __name__ == "__main__":

@@ -109,8 +109,10 @@ def body():
               for st in sc["static_configs"] for t in st["targets"]]
     check(scrape == ["xpu-engine:%s" % metrics_port], "Prometheus scrapes %s, engine metrics on xpu-engine:%s" % (
         scrape, metrics_port))
-    check(all(sc.get("honor_labels") for sc in prom["scrape_configs"] if sc["job_name"] == "xpu-engine"),
-          "honor_labels must keep the training job's label")
+    # The engine names the training job in xpu_job; `job` must stay the
+    # scrape job's, so the engine's series are not allowed to override it.
+    check(not any(sc.get("honor_labels") for sc in prom["scrape_configs"] if sc["job_name"] == "xpu-engine"),
+          "honor_labels on xpu-engine: not needed (series carry xpu_job) and it would let targets rewrite `job`")
     am = [t for a in prom["alerting"]["alertmanagers"] for st in a["static_configs"] for t in st["targets"]]
     check(am == ["alertmanager:" + m.group(2)], "Prometheus alerts %s" % am)
     rules_mount = [v for v in svcs["prometheus"]["volumes"] if v.startswith("./prometheus/rules:")]

@@ -53,9 +53,9 @@ def alertmanager():
     r = run([amtool, "check-config", cfg])
     log(r.stdout.strip().replace("\n", " | "))
     cases = [
-        (["alertname=xpu_slow_gpu", "team=operations", "job=j", "kind=slow_gpu"], "operations"),
-        (["alertname=xpu_slow_link", "team=infrastructure", "job=j"], "infrastructure"),
-        (["alertname=xpu_gc_stall", "team=algorithm", "job=j"], "algorithm"),
+        (["alertname=xpu_slow_gpu", "team=operations", "xpu_job=j", "kind=slow_gpu"], "operations"),
+        (["alertname=xpu_slow_link", "team=infrastructure", "xpu_job=j"], "infrastructure"),
+        (["alertname=xpu_gc_stall", "team=algorithm", "xpu_job=j"], "algorithm"),
         (["alertname=XPUTimerEngineDown", "team=infrastructure"], "infrastructure"),
         (["alertname=XPUTimerDiagnosisActive", "team=algorithm", "kind=dataloader"], "algorithm"),
         (["alertname=xpu_hang", "team=unknown"], "default"),

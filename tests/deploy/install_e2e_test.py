@@ -199,7 +199,7 @@ def body():
         log("the installed hook started %s by itself" % spawned[0][1])
 
         # --- 4. the Python side -------------------------------------------------------------
-        e = dict(base_env, LD_PRELOAD=hook, XPU_DAEMON="off", XPU_ENABLE="1")
+        e = dict(base_env, LD_PRELOAD=hook, XPU_DAEMON="off", XPU_ENABLE="1", XPU_LOG="off")  # no notice lines
         r = run(["/usr/bin/python3", "-c", "import sys, xputimer; print(xputimer.__file__); print(sys.path)"], env=e)
         pydir = os.path.join(tree, "share/xputimer/python")
         check(r.stdout.splitlines()[0].startswith(pydir), "xputimer imported from %s, expected under %s" % (

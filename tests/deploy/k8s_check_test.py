@@ -182,9 +182,10 @@ def body():
     sel = sm["spec"]["selector"]["matchLabels"]
     check(all(svc["metadata"]["labels"].get(k) == v for k, v in sel.items()), "ServiceMonitor selects %s" % sel)
     check(sm["spec"]["endpoints"][0]["port"] in [p["name"] for p in svc["spec"]["ports"]], "ServiceMonitor port")
-    check(sm["spec"]["endpoints"][0].get("honorLabels") is True, "ServiceMonitor must honor the job label")
+    check(not sm["spec"]["endpoints"][0].get("honorLabels"),
+          "ServiceMonitor: no honorLabels (series carry xpu_job; `job` stays the scrape job's)")
     check(sm["metadata"].get("namespace") == svc["metadata"]["namespace"], "ServiceMonitor namespace")
-    log("ServiceMonitor selects Service xpu-engine, port %s, honorLabels" % sm["spec"]["endpoints"][0]["port"])
+    log("ServiceMonitor selects Service xpu-engine, port %s" % sm["spec"]["endpoints"][0]["port"])
 
     # Engine and daemon.
     eflags, dflags = help_flags(engine_bin), help_flags(daemon_bin)

@@ -50,7 +50,7 @@ def check_alerts(am_url, prom_url, job, diagnose):
     def engine_alert():
         for a in http_json(am_url + "/api/v2/alerts"):
             l = a["labels"]
-            if l.get("alertname") == "xpu_slow_gpu" and l.get("job") == job:
+            if l.get("alertname") == "xpu_slow_gpu" and l.get("xpu_job") == job:
                 return a
         return None
     a = wait_for(engine_alert, 150, "xpu_slow_gpu of job %s in Alertmanager" % job, 1)
@@ -69,7 +69,7 @@ def check_alerts(am_url, prom_url, job, diagnose):
     def prom_alert():
         for a in http_json(prom_url + "/api/v1/alerts")["data"]["alerts"]:
             l = a["labels"]
-            if (l.get("alertname") == "XPUTimerDiagnosisActive" and l.get("job") == job and
+            if (l.get("alertname") == "XPUTimerDiagnosisActive" and l.get("xpu_job") == job and
                     l.get("kind") == "slow_gpu" and a["state"] == "firing"):
                 return a
         return None
@@ -86,7 +86,7 @@ def check_alerts(am_url, prom_url, job, diagnose):
         src = copy = None
         for a in http_json(am_url + "/api/v2/alerts?inhibited=true"):
             l = a["labels"]
-            if l.get("job") == job and l.get("kind") == "slow_gpu":
+            if l.get("xpu_job") == job and l.get("kind") == "slow_gpu":
                 seen[l["alertname"]] = a["status"]
                 if l["alertname"] == "xpu_slow_gpu":
                     src = a

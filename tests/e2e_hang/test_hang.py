@@ -13,7 +13,7 @@ Scenarios (the faulty rank is FAULT; every check names what it expects):
   exit          FAULT exits (--exit-at), peers hang    crash, operations
   mismatch      FAULT issues an extra allreduce        mismatch, algorithm
   kernel_stall  every rank inside allreduce seq N, the fake ring's link
-                FAULT -> FAULT+1 carries nothing       communication, infrastructure,
+                FAULT -> FAULT+1 carries nothing       communication, operations,
                                                        culprits FAULT and FAULT+1
   checkpoint    rank 0 saves a checkpoint for CKPT_MS (default 30 s; 60 s in
                 production, thresholds scaled: XPU_HANG_FLOOR_S=5 instead of 10)
@@ -58,8 +58,9 @@ SCENARIOS = {
     "exit": (["--exit-at", str(FAULT_STEP), "--fault-rank", str(FAULT)], {}, "crash", "operations", [FAULT]),
     "mismatch": (["--extra-collective-at", str(FAULT_STEP), "--fault-rank", str(FAULT)], {}, "mismatch",
                  "algorithm", [FAULT]),
+    # A located link goes to operations (its NICs, cables or GPUs).
     "kernel_stall": ([], {"XPU_FAKE_NCCL_STALL_SEQ": str(STALL_SEQ), "XPU_FAKE_NCCL_STALL_LINK": str(FAULT)},
-                     "communication", "infrastructure", [FAULT, FAULT + 1]),
+                     "communication", "operations", [FAULT, FAULT + 1]),
     "checkpoint": (["--checkpoint-at", str(FAULT_STEP), "--fault-rank", "0", "--checkpoint-ms", str(CKPT_MS)],
                    {"XPU_HANG_FLOOR_S": CKPT_FLOOR_S}, "busy-wait", "", [0]),
 }
@@ -157,6 +158,18 @@ def body(pipe, scenario):
 
         rep = wait_for(diagnosed, 75, "a hang diagnosis of %s" % job.job, 0.25)
         seen = time.time()
+        log("first verdict (%s pass): %s, culprits %s, team %r, %d/%d daemons" % (
+            rep.get("phase"), rep["classification"], rep["culprit_ranks"], rep["team"], rep["daemons_answered"],
+            rep["daemons_asked"]))
+        # The checks below read the refined verdict (native stacks from the
+        # debugger, the full evidence).
+
+        def refined():
+            r = hang_report(pipe, engine, job)
+            return r if r["found"] and r.get("refined_ns") else None
+
+        rep = wait_for(refined, 60, "the refined hang diagnosis of %s" % job.job, 0.25)
+        log("refined after %.1f s (test clock)" % (time.time() - stall))
         log("diagnosis: %s, culprits %s (%s), team %r; reason: %s" % (
             rep["classification"], rep["culprit_ranks"], ",".join(rep["hosts"]), rep["team"], rep["reason"]))
         for d in rep["details"]:

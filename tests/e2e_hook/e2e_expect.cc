@@ -145,6 +145,9 @@ std::map<std::string, std::string> HookEnv(const std::string& ring_dir, const st
   return {{"LD_LIBRARY_PATH", XPU_FAKE_LIB_DIR},
           {"XPU_RING_DIR", ring_dir},
           {"XPU_DAEMON", "off"},
+          // a socket no daemon serves: a daemon running on the default one
+          // must not drain the rings these tests read
+          {"XPU_DAEMON_SOCKET", ring_dir + "/no-daemon.sock"},
           {"XPU_TIMING", timing},
           {"XPU_ENABLE", "1"},
           {"NCCL_PROFILER_PLUGIN", "none"}};

@@ -55,6 +55,7 @@ class RingDumpCorrupt : public ::testing::Test {
                                   {"LD_LIBRARY_PATH", XPU_FAKE_LIB_DIR},
                                   {"XPU_RING_DIR", dir_.path()},
                                   {"XPU_DAEMON", "off"},
+                                  {"XPU_DAEMON_SOCKET", dir_.path() + "/no-daemon.sock"},
                                   {"XPU_TIMING", "all"},
                                   {"RANK", "0"},
                                   {"WORLD_SIZE", "1"}},

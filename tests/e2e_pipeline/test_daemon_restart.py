@@ -40,6 +40,7 @@ def body(pipe):
     check(job.proc.alive(), "job ended before the daemon restart; make it longer")
 
     daemon2 = pipe.start_daemon(engine.addr, name="daemon2")
+    ready_at = time.monotonic()
 
     def reattached():
         text = daemon2.log_text()
@@ -47,8 +48,10 @@ def body(pipe):
                                                re.escape(job.job), text))
         return ranks if len(ranks) == NPROC else None
 
-    ranks = wait_for(reattached, 45, "every hook to hand its ring to daemon2", 0.5)
-    log("daemon2 registered the rings of ranks %s again" % sorted(ranks))
+    ranks = wait_for(reattached, 45, "every hook to hand its ring to daemon2", 0.05)
+    took = time.monotonic() - ready_at
+    log("daemon2 registered the rings of ranks %s again within %.2f s" % (sorted(ranks), took))
+    check(took <= 3.0, "reattaching every rank took %.2f s" % took)
 
     def growing():
         now = engine_ranks(pipe, engine.addr, job.job)
@@ -61,20 +64,28 @@ def body(pipe):
     rings = job.rings()
     check_hook_accounting(job, rings)
 
-    def all_exited():
+    def accounted():
         now = engine_ranks(pipe, engine.addr, job.job)
-        ok = len(now) == NPROC and all(r["liveness"] == "exited" for r in now.values())
+        ok = len(now) == NPROC and all(
+            now[k]["liveness"] == "exited" and
+            now[k]["records"] + now[k]["dropped"] == rings[k].written for k in rings)
         return now if ok else None
 
-    final = wait_for(all_exited, 30, "the engine to see every rank of %s exit" % job.job, 0.5)
+    try:
+        final = wait_for(accounted, 30, "every record of %s to be accounted" % job.job, 0.5)
+    except Exception:
+        now = engine_ranks(pipe, engine.addr, job.job)
+        for rank, ring in sorted(rings.items()):
+            r = now.get(rank, {})
+            log("rank %d: hook wrote %d, engine holds %s, dropped %s, %s" % (
+                rank, ring.written, r.get("records"), r.get("dropped"), r.get("liveness")))
+        raise
     for rank, ring in sorted(rings.items()):
         r = final[rank]
         check(r["pid"] == ring.header["pid"], "rank %d: pid %d vs ring %d" % (
             rank, r["pid"], ring.header["pid"]))
-        check(r["records"] <= ring.written, "rank %d: engine %d > hook wrote %d" % (
-            rank, r["records"], ring.written))
-        log("rank %d: hook wrote %d, engine holds %d (dropped counted %d): %d lost with daemon1" % (
-            rank, ring.written, r["records"], r["dropped"], ring.written - r["records"]))
+        log("rank %d: hook wrote %d = engine %d + dropped %d" % (
+            rank, ring.written, r["records"], r["dropped"]))
 
     status = pipe.cli_json(engine.addr, "status")
     connected = [d for d in status["daemons"] if d["connected"]]

@@ -5,7 +5,8 @@ Python stacks to their launches exactly.
 A Python process runs "model code" on the GPU-less runtime under
 libxpu_hook.so, reporting to a real xpu-daemon and xpu-engine: GEMMs and
 AllReduces issued from known functions with the GIL held (ctypes.PyDLL), and
-GEMMs of another shape issued with the GIL released (ctypes.CDLL), every
+GEMMs of another shape issued with the GIL released (ctypes.CDLL) while the
+hook's GIL-free frame walk is off (XPU_PY_STACK_GIL_FREE=0), every
 occurrence sampled. The child computes, on each launch line, its own stack in
 the documented format (an oracle independent of the hook and of xputimer).
 `xpu timeline dump` must then report every call-site sample linked exactly
@@ -109,7 +110,11 @@ def body(pipe):
     env = pipe.job_env(job, rings, os.path.join(jdir, "calls"))
     env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
                 "LD_PRELOAD": pipe.paths.hook, "FAKE_LIB_DIR": pipe.paths.fake_lib_dir,
-                "XPU_SAMPLE_FIRST": "0", "XPU_SAMPLE_EVERY": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+                "XPU_SAMPLE_FIRST": "0", "XPU_SAMPLE_EVERY": "1", "PYTHONDONTWRITEBYTECODE": "1",
+                # The GIL-released GEMMs are the control group: without the
+                # GIL-free walk (python/tests/test_launch_callsites.py covers
+                # it) they have no stack.
+                "XPU_PY_STACK_GIL_FREE": "0"})
     child = pipe.spawn("model", [sys.executable, script, str(STEPS), report], env)
     def reported():
         check(child.alive() or os.path.exists(report), "child exited:\n%s" % child.log_text())

@@ -14,6 +14,7 @@
 // error is per thread, as in CUDA.
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -180,8 +181,27 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   prop->multiProcessorCount = 132;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
-  prop->pciBusID = device;
-  prop->pciDeviceID = device;
+  // A process models its own GPU(s): the node's GPU index is LOCAL_RANK
+  // times the device count plus the device, as if each local rank had been
+  // given its own GPUs. The UUID is stable per host and index, so that two
+  // ranks never share one (the dashboards join on it).
+  const fk::Config& c = fk::GetConfig();
+  const int physical = (c.local_rank >= 0 ? c.local_rank : 0) * c.devices + device;
+  prop->pciDomainID = 0;
+  prop->pciBusID = physical;
+  prop->pciDeviceID = 0;
+  char host[64] = {0};
+  gethostname(host, sizeof(host) - 1);
+  uint32_t h = 2166136261u;  // FNV-1a of the host name
+  for (const char* p = host; *p; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 16777619u;
+  const unsigned char uuid[16] = {'X', 'P', 'U', 'F',
+                                  static_cast<unsigned char>(h >> 24),
+                                  static_cast<unsigned char>(h >> 16),
+                                  static_cast<unsigned char>(h >> 8),
+                                  static_cast<unsigned char>(h), 0, 0, 0, 0, 0, 0,
+                                  static_cast<unsigned char>(physical >> 8),
+                                  static_cast<unsigned char>(physical)};
+  memcpy(prop->uuid.bytes, uuid, sizeof(uuid));
   prop->l2CacheSize = 50 << 20;
   return cudaSuccess;
 }
@@ -288,6 +308,14 @@ cudaError_t cudaMallocHost(void** p, size_t size) {
 cudaError_t cudaHostAlloc(void** p, size_t size, unsigned int flags) {
   XPU_FAKE_COUNT_CALL();
   return Ret(fk::Malloc(p, size));
+}
+// Host memory is device memory in this runtime: the mapped pointer is the
+// host pointer.
+cudaError_t cudaHostGetDevicePointer(void** dev, void* host, unsigned int flags) {
+  XPU_FAKE_COUNT_CALL();
+  if (dev == nullptr || host == nullptr || flags != 0) return Ret(cudaErrorInvalidValue);
+  *dev = host;
+  return cudaSuccess;
 }
 cudaError_t cudaFreeHost(void* p) {
   XPU_FAKE_COUNT_CALL();

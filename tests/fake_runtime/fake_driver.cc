@@ -13,6 +13,8 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <time.h>
+
 #include <cstring>
 #include <string>
 
@@ -285,6 +287,25 @@ CUresult cuStreamQuery(CUstream hStream) {
 CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
   XPU_FAKE_COUNT_CALL();
   return ToCu(fk::StreamWaitEvent(fk::ResolveStream(hStream), hEvent));
+}
+
+// A stream memory wait: the stream's worker polls the 32-bit word until the
+// cyclic comparison CU_STREAM_WAIT_VALUE_GEQ holds (the only flag the hook
+// uses; others are refused). The word lives in host memory here, as with
+// mapped pinned memory on a GPU.
+CUresult cuStreamWaitValue32_v2(CUstream hStream, CUdeviceptr addr, cuuint32_t value,
+                                unsigned int flags) {
+  XPU_FAKE_COUNT_CALL();
+  if (flags != CU_STREAM_WAIT_VALUE_GEQ || addr == 0) return CUDA_ERROR_NOT_SUPPORTED;
+  fk::Stream* s = fk::ResolveStream(hStream);
+  if (s == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  auto* word = reinterpret_cast<uint32_t*>(static_cast<uintptr_t>(addr));
+  return ToCu(fk::Enqueue(s, [word, value] {
+    while (static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) < 0) {
+      struct timespec ts = {0, 2000};
+      nanosleep(&ts, nullptr);
+    }
+  }));
 }
 
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus* captureStatus) {

@@ -482,6 +482,10 @@ int main(int argc, char** argv) {
       fflush(stdout);
       fake_save_checkpoint(o.checkpoint_ms);
     }
+    if (faulty && step == o.extra_collective_at) {
+      printf("rank %d extra all-reduce at step %d\n", rt.rank, step);
+      fflush(stdout);
+    }
     if (faulty && step == o.hang_at) {
       printf("rank %d hanging at step %d\n", rt.rank, step);
       fflush(stdout);

@@ -21,14 +21,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--sizes-mib", default="", help="comma-separated sizes (default 8,64,256)")
     args = ap.parse_args()
+    sizes = [int(x) for x in args.sizes_mib.split(",") if x] or SIZES_MIB
     rank = int(os.environ["RANK"])
     local = int(os.environ.get("LOCAL_RANK", rank))
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     n = dist.get_world_size()
     results = []
-    for mib in SIZES_MIB:
+    for mib in sizes:
         x = torch.ones(mib * 1024 * 1024 // 4, device="cuda", dtype=torch.float32)
         for _ in range(5):
             dist.all_reduce(x)
@@ -40,6 +42,7 @@ def main() -> int:
             torch.cuda.synchronize()
         ks = [e for e in prof.events()
               if e.device_type == torch.autograd.DeviceType.CUDA and "nccl" in e.name.lower()]
+        ks.sort(key=lambda e: e.time_range.start)
         durs = [e.time_range.end - e.time_range.start for e in ks]
         # Script-side timing (events around each call, nccl-tests definitions).
         start = [torch.cuda.Event(enable_timing=True) for _ in range(args.iters)]
@@ -55,6 +58,7 @@ def main() -> int:
         busbw = size / (script_ms * 1e-3) * 2 * (n - 1) / n
         results.append({"MiB": mib, "count": x.numel(), "iters": args.iters, "kernels": len(ks),
                         "profiler_median_us": statistics.median(durs) if durs else None,
+                        "profiler_per_call_us": durs if len(durs) == args.iters else [],
                         "script_median_us": script_ms * 1e3, "script_busbw_GBps": busbw / 1e9})
         if rank == 0:
             print(json.dumps(results[-1]), flush=True)

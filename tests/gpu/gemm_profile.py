@@ -30,11 +30,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
     ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--shapes", default="",
+                    help="comma-separated MxKxN (default: the built-in list)")
     args = ap.parse_args()
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",") if s] or SHAPES
     torch.manual_seed(0)
     dev = torch.device("cuda")
     results = []
-    for (m, k, n) in SHAPES:
+    for (m, k, n) in shapes:
         a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
         b = torch.randn(k, n, device=dev, dtype=torch.bfloat16)
         for _ in range(5):  # warm-up outside the profiler (cuBLAS heuristics, handles)
@@ -44,14 +47,24 @@ def main() -> int:
             for _ in range(args.iters):
                 torch.mm(a, b)
             torch.cuda.synchronize()
-        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+        # Every kernel (and memset) cuBLAS ran for the call counts: a call's
+        # duration is the sum over its group, and the group's span (first
+        # start to last end) is kept too. The hook's own calibration kernel
+        # (xpu_span, on its own stream) is not the application's.
+        kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                   and not e.name.startswith("xpu_")]
         kernels.sort(key=lambda e: e.time_range.start)
         per_call = len(kernels) // args.iters if args.iters else 0
-        durs_us = []
+        durs_us, spans_us = [], []
         if per_call >= 1 and len(kernels) == per_call * args.iters:
             for i in range(args.iters):
                 grp = kernels[i * per_call:(i + 1) * per_call]
                 durs_us.append(sum(e.time_range.end - e.time_range.start for e in grp))
+                spans_us.append(max(e.time_range.end for e in grp) - grp[0].time_range.start)
+        else:
+            print("shape %dx%dx%d: %d kernels for %d calls, no per-call figures: %s"
+                  % (m, k, n, len(kernels), args.iters, sorted({e.name for e in kernels})[:6]),
+                  file=sys.stderr, flush=True)
         results.append({
             "M": m, "K": k, "N": n,
             "cublas_m": n, "cublas_n": m, "cublas_k": k,
@@ -61,6 +74,8 @@ def main() -> int:
             "kernels_per_call": per_call,
             "kernel_names": sorted({e.name for e in kernels})[:4],
             "profiler_median_us": statistics.median(durs_us) if durs_us else None,
+            "profiler_per_call_us": durs_us,
+            "profiler_span_median_us": statistics.median(spans_us) if spans_us else None,
             "profiler_tflops": (2.0 * m * n * k / (statistics.median(durs_us) * 1e-6) / 1e12)
             if durs_us else None,
         })

@@ -5,6 +5,11 @@
 #              $STOP_RANKS (default 1)
 #   python     rank 1 sleeps forever in Python before a step's collectives
 #   mismatch   rank 1 issues one extra all-reduce
+# STOPS_PER_RUN=1: the ranks of $STOP_RANKS are stopped one after the other
+# in one run (SIGCONT in between), one start-up per protocol. The ring
+# check on 2 GPUs within 4 minutes:
+#   PROTOS="Simple LL LL128" SCENARIOS=sigstop STOP_RANKS="1 0" STOPS_PER_RUN=1 \
+#   DUMP_TL=0 WAIT_S=30 PRE_FAULT_S=2 BUNDLE=.bundle tests/gpu/run_hang_check.sh
 # Each scenario runs once per NCCL protocol in $PROTOS ("Simple LL LL128";
 # default: one run with NCCL's own choice); with $PROTOS set, NCCL_ALGO=Ring
 # too, so the intra-kernel reads see a ring.
@@ -52,7 +57,7 @@ PYEOF
 first_sigstop=1
 for proto in ${PROTOS:-default}; do
 for scen in ${SCENARIOS:-sigstop python mismatch}; do
-for stop in $([ "$scen" = sigstop ] && echo "${STOP_RANKS:-1}" || echo 1); do
+for stop in $([ "$scen" = sigstop ] && [ "${STOPS_PER_RUN:-0}" != 1 ] && echo "${STOP_RANKS:-1}" || echo 1); do
   tag="$scen-$proto-r$stop"
   W=/tmp/xpu-hang-$tag; rm -rf "$W"; mkdir -p "$W"
   PORT=$((PORT + 1))  # a fresh port per run: the previous engine may linger
@@ -74,6 +79,13 @@ for stop in $([ "$scen" = sigstop ] && echo "${STOP_RANKS:-1}" || echo 1); do
   # Steady state: start-up (imports, NCCL init, first steps) done.
   for i in $(seq 90); do [ "$(grep -c step_ms "$W/train.log")" -ge "${PRE_FAULT_STEPS:-3}" ] && break; sleep 1; done
   sleep "${PRE_FAULT_S:-5}"
+  # One run per scenario; with $STOPS_PER_RUN=1 (sigstop) the ranks of
+  # $STOP_RANKS are stopped in turn in the same run (SIGCONT and the job's
+  # recovery in between), which saves a start-up per ring position.
+  stops=1; [ "$scen" = sigstop ] && [ "${STOPS_PER_RUN:-0}" = 1 ] && stops="${STOP_RANKS:-1}"
+  [ "$scen" = sigstop ] && [ "${STOPS_PER_RUN:-0}" != 1 ] && stops=$stop
+  for s in $stops; do
+  stag="$scen-$proto-r$s"
   if [ "$scen" = sigstop ]; then
     if [ "$first_sigstop" = 1 ] && [ "${DUMP_TL:-1}" = 1 ]; then
       t=$(now); $X timeline dump --job "$J" --last 20000 --out "$W/tl" > "$W/tl.txt" 2>&1; t2=$(now)
@@ -81,23 +93,37 @@ for stop in $([ "$scen" = sigstop ] && echo "${STOP_RANKS:-1}" || echo 1); do
       du -b "$W"/tl/* 2>/dev/null | sort -n | tail -5
     fi
     first_sigstop=0
-    P=$(pid_of "$J" "$stop"); T0=$(now); kill -STOP "$P"; echo "== $tag: SIGSTOP rank $stop pid $P"
+    P=$(pid_of "$J" "$s"); T0=$(now); kill -STOP "$P"; echo "== $stag: SIGSTOP rank $s pid $P"
   else
     for i in $(seq 240); do grep -qE "sleeping forever|extra all-reduce" "$W/train.log" && break; sleep 0.5; done
-    T0=$(now); echo "== $tag: fault injected (seen in log)"
+    T0=$(now); echo "== $stag: fault injected (seen in log)"
   fi
   diag=""
   for i in $(seq "${WAIT_S:-75}"); do
     sleep 1
     out=$($X hang --job "$J" --json 2>/dev/null)
-    if echo "$out" | grep -q '"found":true'; then diag=$($PY -c "print(round($(now)-$T0,1))"); break; fi
+    # A report of this fault: suspected after it (an earlier stop's report
+    # stays the latest until the next one).
+    if echo "$out" | $PY -c "import json,sys; r=json.load(sys.stdin); sys.exit(0 if r.get('found') and r.get('suspected_ns',0)/1e9 > $T0 - 1 else 1)" 2>/dev/null; then
+      diag=$($PY -c "print(round($(now)-$T0,1))"); break
+    fi
   done
-  echo "$out" > "$RES/hang_$tag.json"
+  # The refinement (full pass) may follow the first verdict.
+  sleep "${REFINE_WAIT_S:-3}"; out2=$($X hang --job "$J" --json 2>/dev/null)
+  echo "$out" > "$RES/hang_$stag.json"; echo "$out2" > "$RES/hang_${stag}_refined.json"
   echo "   polled: diagnosis seen after ${diag:-none} s"
-  table_line "$scen" "$proto" "$([ "$scen" = sigstop ] && echo "$stop" || echo "-")" "$T0" "$RES/hang_$tag.json" \
+  table_line "$scen" "$proto" "$([ "$scen" = sigstop ] && echo "$s" || echo "-")" "$T0" "$RES/hang_$stag.json" \
     | tee -a "$RES/table.txt"
-  $X hang --job "$J" > "$RES/hang_$tag.txt" 2>&1; sed -n 1,14p "$RES/hang_$tag.txt"
-  [ "$scen" = sigstop ] && kill -CONT "$P" 2>/dev/null
+  table_line "$scen-refined" "$proto" "$([ "$scen" = sigstop ] && echo "$s" || echo "-")" "$T0" \
+    "$RES/hang_${stag}_refined.json" | tee -a "$RES/table.txt"
+  $X hang --job "$J" > "$RES/hang_$stag.txt" 2>&1; sed -n 1,14p "$RES/hang_$stag.txt"
+  if [ "$scen" = sigstop ]; then
+    kill -CONT "$P" 2>/dev/null
+    # The job goes on: wait for new steps before the next stop.
+    n=$(grep -c step_ms "$W/train.log"); for i in $(seq 40); do sleep 1
+      [ "$(grep -c step_ms "$W/train.log")" -ge $((n + 3)) ] && break; done
+  fi
+  done
   kill $TPID 2>/dev/null; sleep 2; pkill -9 -f train_gpt.py 2>/dev/null; pkill -9 -f "torchrun --standalone" 2>/dev/null
   kill $EPID 2>/dev/null; pkill -f "xpu-daemon --socket $W" 2>/dev/null; wait $EPID 2>/dev/null; sleep 1
   cp "$W/engine.log" "$RES/engine_$tag.log" 2>/dev/null

@@ -144,7 +144,7 @@ receivers:
   ASSERT_EQ(alerts.size(), 1u);
   const Struct& a = alerts[0];
   EXPECT_EQ(Label(a, "labels", "team"), "operations");
-  EXPECT_EQ(Label(a, "labels", "job"), "am-job");
+  EXPECT_EQ(Label(a, "labels", "xpu_job"), "am-job");
   EXPECT_EQ(Label(a, "labels", "severity"), "critical");
   EXPECT_EQ(Label(a, "labels", "subject"), "rank:3");
   EXPECT_TRUE(absl::StrContains(Label(a, "annotations", "evidence"), "rank 3"))
@@ -178,10 +178,16 @@ receivers:
   EXPECT_TRUE(
       absl::StrContains(metrics, "xpu_diagnoses_total{kind=\"slow_gpu\",team=\"operations\"} 1"))
       << metrics;
-  EXPECT_TRUE(absl::StrContains(
-      metrics, "xpu_diagnosis_active{job=\"am-job\",kind=\"slow_gpu\",team=\"operations\"} 0"));
-  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
+  {
+    // xpu_diagnosis_active{kind,team,xpu_job,xpu_job_name} of the job: 0.
+    const std::string series =
+        "\nxpu_diagnosis_active{kind=\"slow_gpu\",team=\"operations\",xpu_job=\"am-job\",";
+    const size_t at = metrics.find(series);
+    ASSERT_NE(at, std::string::npos) << metrics;
+    const std::string line = metrics.substr(at + 1, metrics.find('\n', at + 1) - at - 1);
+    EXPECT_TRUE(absl::EndsWith(line, "} 0")) << line;
+  }
+  auto stub = xpu::v1::Query::NewStub(xpu::engine::testing::TestChannel(eng->port()));
   grpc::ClientContext ctx;
   xpu::v1::DiagnosesRequest req;
   req.set_job("am-job");

@@ -96,8 +96,7 @@ TEST(CalibrateE2eTest, StoresWhatItMeasuredAndUnoptimizedGemmUsesIt) {
   EXPECT_EQ(printed.fields().at("collective_rows").number_value(), 6) << "3 ops x 2 sizes";
 
   // What the engine stored equals what the tool printed.
-  auto history = xpu::v1::History::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
+  auto history = xpu::v1::History::NewStub(xpu::engine::testing::TestChannel(eng->port()));
   grpc::ClientContext ctx;
   xpu::v1::CalibrationsRequest req;
   req.set_gpu_model(model);

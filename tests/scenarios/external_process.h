@@ -91,14 +91,6 @@ class ExternalProcess {
     }
     return false;
   }
-  // SIGKILL, no chance to clean up (a crashed process); waits for it.
-  void Kill() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGKILL);
-    int status;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
   void Stop() {
     if (pid_ <= 0) return;
     kill(pid_, SIGTERM);

@@ -10,7 +10,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_replace.h"
@@ -96,6 +99,25 @@ int QuerySeries(int port, const std::string& expr, std::string* error) {
   return body.fields().at("data").struct_value().fields().at("result").list_value().values_size();
 }
 
+// name -> type of every row of the reference table ("| `name` | type |")
+// in docs/metrics.md.
+std::map<std::string, std::string> DocumentedFamilies() {
+  std::map<std::string, std::string> out;
+  std::ifstream f(XPU_DOCS_METRICS);
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const size_t end = line.find('`', 3);
+    const size_t bar = line.find('|', end);
+    if (end == std::string::npos || bar == std::string::npos) continue;
+    const size_t bar2 = line.find('|', bar + 1);
+    std::string type = line.substr(bar + 1, bar2 - bar - 1);
+    type.erase(0, type.find_first_not_of(' '));
+    type.erase(type.find_last_not_of(' ') + 1);
+    out[line.substr(3, end - 3)] = type;
+  }
+  return out;
+}
+
 uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
@@ -120,7 +142,7 @@ TEST(GrafanaQueriesE2eTest, EveryPanelQueryReturnsData) {
   const int port = FreeLoopbackPort();
   WriteFile(dir + "/prometheus.yml",
             "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: xpu-engine\n"
-            "    honor_labels: true\n    static_configs:\n      - targets: ['127.0.0.1:" +
+            "    static_configs:\n      - targets: ['127.0.0.1:" +
                 std::to_string(eng->metrics_port()) + "']\n");
   ExternalProcess prom;
   ASSERT_TRUE(prom.Start({kPrometheus, "--config.file=" + dir + "/prometheus.yml",
@@ -165,6 +187,48 @@ TEST(GrafanaQueriesE2eTest, EveryPanelQueryReturnsData) {
                              std::chrono::seconds(30));
     EXPECT_GT(n, 0) << q.dashboard << " / " << q.panel << ": " << expr << " returned no data "
                     << error;
+  }
+  // The live /metrics, as Prometheus scraped it, passes `promtool check
+  // metrics` (format and naming conventions: units, _total, _ratio ...).
+  auto scraped = engine::HttpRequest(
+      "GET", "http://127.0.0.1:" + std::to_string(eng->metrics_port()) + "/metrics", "", "", 5000);
+  ASSERT_TRUE(scraped.ok() && scraped->status == 200);
+  EXPECT_NE(scraped->body.find("xpu_rank_issue_latency_seconds_bucket{"), std::string::npos);
+  EXPECT_NE(scraped->body.find("xpu_build_info{"), std::string::npos);
+  WriteFile(dir + "/metrics.txt", scraped->body);
+  const std::string lint = dir + "/promtool.txt";
+  const int rc = std::system(
+      ("/usr/bin/promtool check metrics < " + dir + "/metrics.txt > " + lint + " 2>&1").c_str());
+  std::ifstream lf(lint);
+  std::stringstream lss;
+  lss << lf.rdbuf();
+  EXPECT_EQ(rc, 0) << "promtool check metrics:\n" << lss.str();
+  // docs/metrics.md's reference table and the live /metrics name the same
+  // families with the same types. Families this run cannot produce (no
+  // point-to-point op, no alert receiver, no DataLoader) may be absent.
+  std::map<std::string, std::string> documented = DocumentedFamilies();
+  ASSERT_GE(documented.size(), 20u) << "no reference table in " << XPU_DOCS_METRICS;
+  std::map<std::string, std::string> served;
+  std::istringstream lines(scraped->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    std::istringstream f(line.substr(7));
+    std::string name, type;
+    f >> name >> type;
+    served[name] = type;
+  }
+  for (const auto& [name, type] : served) {
+    auto it = documented.find(name);
+    EXPECT_TRUE(it != documented.end()) << name << " is served but not in docs/metrics.md";
+    if (it != documented.end()) EXPECT_EQ(it->second, type) << name;
+  }
+  const std::set<std::string> may_be_absent = {
+      "xpu_p2p_bandwidth_bytes_per_second", "xpu_alert_posts_total", "xpu_rank_dataloader_ratio",
+      "xpu_ingest_rejected_records_total"};  // nothing refused in this run
+  for (const auto& [name, type] : documented) {
+    if (name.rfind("xpu_daemon_", 0) == 0) continue;  // the daemon's table
+    EXPECT_TRUE(served.count(name) || may_be_absent.count(name))
+        << name << " is in docs/metrics.md but not served";
   }
   daemon.Finish();
   prom.Stop();

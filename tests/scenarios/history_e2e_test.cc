@@ -100,8 +100,7 @@ std::vector<std::vector<engine::Diagnosis>> RunJob(engine::Engine& eng,
 }
 
 xpu::v1::BaselinesReply Baselines(engine::Engine& eng, const std::string& job_name) {
-  auto stub = xpu::v1::History::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(eng.port()), grpc::InsecureChannelCredentials()));
+  auto stub = xpu::v1::History::NewStub(xpu::engine::testing::TestChannel(eng.port()));
   grpc::ClientContext ctx;
   xpu::v1::BaselinesRequest req;
   req.set_job_name(job_name);

@@ -115,8 +115,7 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
   }
   ASSERT_TRUE(eng->store().Flush().ok());
   if (!sc->calibrated_gemm_tflops.empty() || !sc->calibrated_busbw.empty()) {
-    auto history = xpu::v1::History::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
+    auto history = xpu::v1::History::NewStub(xpu::engine::testing::TestChannel(eng->port()));
     xpu::v1::CalibrationReport report;
     report.set_gpu_model(sc->job.gpu_model);
     report.set_host("scenario-host");
@@ -191,8 +190,7 @@ TEST_P(ScenarioTest, EngineDiagnosesTheInjectedAnomaly) {
   }
 
   // The same through the query API, from the store.
-  auto stub = xpu::v1::Query::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(eng->port()), grpc::InsecureChannelCredentials()));
+  auto stub = xpu::v1::Query::NewStub(xpu::engine::testing::TestChannel(eng->port()));
   grpc::ClientContext ctx;
   xpu::v1::DiagnosesRequest req;
   req.set_job(sc->job.job);

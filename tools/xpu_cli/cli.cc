@@ -14,6 +14,7 @@
 #include "common/json/json.h"
 #include "tools/xpu_cli/command.h"
 #include "tools/xpu_cli/connection.h"
+#include "xpu/ring.h"
 #include "xpu/v1/query.grpc.pb.h"
 
 namespace xpu::cli {
@@ -126,8 +127,22 @@ json::Json JobJson(const xpu::v1::JobInfo& j) {
           {"ranks", j.ranks()},
           {"ranks_alive", j.ranks_alive()},
           {"records", j.records()},
+          {"records_dropped", j.records_dropped()},
+          {"owner_uid", j.owner_uid()},
           {"first_seen_ns", j.first_seen_ns()},
           {"last_seen_ns", j.last_seen_ns()}};
+}
+
+json::Json LossJson(const google::protobuf::RepeatedPtrField<xpu::v1::LossCount>& lost) {
+  json::Json out = json::Json::object();
+  for (const auto& l : lost) out[l.reason()] = l.records();
+  return out;
+}
+
+std::string LossText(const google::protobuf::RepeatedPtrField<xpu::v1::LossCount>& lost) {
+  std::string out;
+  for (const auto& l : lost) absl::StrAppend(&out, out.empty() ? "" : ", ", l.reason(), " ", l.records());
+  return out;
 }
 
 json::Json JobList(const google::protobuf::RepeatedPtrField<xpu::v1::JobInfo>& jobs) {
@@ -162,23 +177,21 @@ std::string StatusJson(const xpu::v1::StatusReply& r) {
                        {"records", d.records()},
                        {"records_dropped", d.records_dropped()}});
   }
-  json::Json replicas = json::Json::array();
-  for (const auto& x : r.replicas()) {
-    replicas.push_back({{"replica_id", x.replica_id()},
-                        {"address", x.address()},
-                        {"version", x.version()},
-                        {"started_ns", x.started_ns()},
-                        {"heartbeat_ns", x.heartbeat_ns()},
-                        {"alive", x.alive()},
-                        {"jobs", x.jobs()}});
-  }
   const json::Json o = {{"engine_id", r.engine_id()},
-                        {"replica_id", r.replica_id()},
-                        {"replicas", std::move(replicas)},
                         {"version", r.version()},
                         {"uptime_s", r.uptime_s()},
                         {"records_total", r.records_total()},
                         {"rejected_total", r.rejected_total()},
+                        {"records_dropped_total", r.records_dropped_total()},
+                        {"lost", LossJson(r.lost())},
+                        {"caller", r.caller()},
+                        {"store",
+                         {{"degraded", r.store().degraded()},
+                          {"error", r.store().error()},
+                          {"degraded_since_ns", r.store().degraded_since_ns()},
+                          {"write_failures", r.store().write_failures()},
+                          {"rows_pending", r.store().rows_pending()},
+                          {"rows_dropped", r.store().rows_dropped()}}},
                         {"daemons", std::move(daemons)},
                         {"jobs", JobList(r.jobs())}};
   return json::Dump(o) + "\n";
@@ -198,6 +211,13 @@ std::string RanksJson(const xpu::v1::RanksReply& r) {
                      {"liveness", k.liveness()},
                      {"records", k.records()},
                      {"dropped", k.dropped()},
+                     {"lost", LossJson(k.lost())},
+                     // The hook's own count of what it wrote (ring header).
+                     {"written", k.counters().hook_size() > XPU_CNT_RECORDS_WRITTEN
+                                     ? k.counters().hook(XPU_CNT_RECORDS_WRITTEN)
+                                     : 0},
+                     {"replayed", k.counters().records_replayed()},
+                     {"resyncs", k.counters().resyncs()},
                      {"signatures", k.signatures()},
                      {"last_record_ns", k.last_record_ns()},
                      {"last_seen_ns", k.last_seen_ns()}});
@@ -209,7 +229,18 @@ std::string StatusTable(const xpu::v1::StatusReply& r) {
   uint64_t now = NowNs();
   std::string out = absl::StrCat("engine   ", r.engine_id(), " (version ", r.version(), ", up ",
                                  r.uptime_s(), " s)\nrecords  ", r.records_total(), " received, ",
-                                 r.rejected_total(), " messages rejected\n\n");
+                                 r.records_dropped_total(), " lost",
+                                 r.lost().empty() ? "" : " (" + LossText(r.lost()) + ")", ", ",
+                                 r.rejected_total(), " messages rejected\n");
+  if (r.store().degraded()) {
+    absl::StrAppend(&out, "history  DEGRADED since ", FormatAge(r.store().degraded_since_ns(), now),
+                    " ago: ", r.store().error(), " (", r.store().rows_pending(), " rows waiting, ",
+                    r.store().rows_dropped(), " dropped)\n");
+  } else {
+    absl::StrAppend(&out, "history  ok (", r.store().write_failures(), " failed writes so far, ",
+                    r.store().rows_dropped(), " rows dropped)\n");
+  }
+  absl::StrAppend(&out, "caller   ", r.caller(), "\n\n");
   std::vector<std::vector<std::string>> rows = {
       {"DAEMON", "HOST", "CONNECTED", "BATCHES", "RECORDS", "DROPPED", "LAST SEEN"}};
   for (const auto& d : r.daemons()) {
@@ -220,17 +251,6 @@ std::string StatusTable(const xpu::v1::StatusReply& r) {
   }
   out += r.daemons().empty() ? "no daemons\n" : Table(rows);
   out += "\n";
-  if (r.replicas_size() > 1) {
-    // Engine replicas sharing one database (docs/deploy.md).
-    std::vector<std::vector<std::string>> reps = {
-        {"REPLICA", "ADDRESS", "ALIVE", "JOBS", "HEARTBEAT"}};
-    for (const auto& x : r.replicas()) {
-      reps.push_back({x.replica_id() + (x.replica_id() == r.replica_id() ? " (this)" : ""),
-                      x.address(), x.alive() ? "yes" : "no", std::to_string(x.jobs()),
-                      FormatAge(x.heartbeat_ns(), now) + " ago"});
-    }
-    out += Table(reps) + "\n";
-  }
   out += r.jobs().empty() ? "no running jobs\n" : Table(JobRows(r.jobs()));
   return out;
 }
@@ -249,7 +269,12 @@ std::string RanksTable(const xpu::v1::RanksReply& r) {
                     std::to_string(k.dropped()), std::to_string(k.signatures()),
                     FormatAge(k.last_record_ns(), now) + " ago"});
   }
-  return absl::StrCat("job ", r.job(), "\n", Table(rows));
+  std::string out = absl::StrCat("job ", r.job(), "\n", Table(rows));
+  for (const auto& k : r.ranks()) {
+    if (!k.lost().empty())
+      absl::StrAppend(&out, "rank ", k.rank(), " dropped: ", LossText(k.lost()), "\n");
+  }
+  return out;
 }
 
 namespace {
@@ -337,7 +362,11 @@ std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& r
   int active = 0;
   for (const auto& d : diags.diagnoses()) active += d.active();
   if (active == 0) {
-    out += "No active diagnosis: no slowdown detected.\n";
+    out += job.state() == "finished" ? "No diagnosis was active when the job ended.\n"
+                                     : "No active diagnosis: no slowdown detected.\n";
+  } else if (job.state() == "finished") {
+    absl::StrAppend(&out, "The job has finished; ", active, active == 1 ? " diagnosis was" : " diagnoses were",
+                    " active when it ended:\n\n");
   }
   for (const char* team : {"operations", "infrastructure", "algorithm"}) {
     std::string section;

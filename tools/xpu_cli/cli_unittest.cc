@@ -127,7 +127,18 @@ TEST(CliTest, DiagnosisRenderers) {
   EXPECT_NE(report.find("For the operations team:"), std::string::npos) << report;
   EXPECT_EQ(report.find("For the algorithm team:"), std::string::npos) << report;
   EXPECT_EQ(report.find("No active diagnosis"), std::string::npos) << report;
+  // A finished job keeps what was active at its end, said as such.
+  job.set_state("finished");
+  report = ReportText(job, xpu::v1::RanksReply(), r);
+  EXPECT_NE(report.find("The job has finished; 1 diagnosis was active when it ended"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("slow_gpu [critical] ranks 3"), std::string::npos) << report;
+  EXPECT_EQ(report.find("No active diagnosis"), std::string::npos) << report;
   d->set_active(false);
+  EXPECT_NE(ReportText(job, xpu::v1::RanksReply(), r).find("No diagnosis was active when the job ended"),
+            std::string::npos);
+  job.set_state("running");
   EXPECT_NE(ReportText(job, xpu::v1::RanksReply(), r).find("No active diagnosis"),
             std::string::npos);
 }
@@ -154,7 +165,8 @@ TEST(CliTest, JsonRendering) {
   EXPECT_EQ(
       RanksJson(rr),
       "{\"job\":\"j\\\"1\",\"ranks\":[{\"rank\":3,\"host\":\"h\",\"pid\":0,\"local_rank\":0,"
-      "\"liveness\":\"silent\",\"records\":18446744073709551615,\"dropped\":0,\"signatures\":0,"
+      "\"liveness\":\"silent\",\"records\":18446744073709551615,\"dropped\":0,\"lost\":{},"
+      "\"written\":0,\"replayed\":0,\"resyncs\":0,\"signatures\":0,"
       "\"last_record_ns\":0,\"last_seen_ns\":0}]}\n");
   xpu::v1::JobsReply jr;
   EXPECT_EQ(JobsJson(jr), "{\"jobs\":[]}\n");

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "common/rpc/local_identity.h"
 
 namespace xpu::cli {
 
@@ -32,7 +33,8 @@ void AddConnectionOptions(CLI::App* cmd, ConnectionFlags* f) {
       ->group(group);
   cmd->add_option("--tls-key", f->tls_key, "client private key")->type_name("PATH")->group(group);
   cmd->add_option("--token-file", f->token_file,
-                  "shared token, when the engine was started with --token-file")
+                  "token (shared or per-role) for an engine elsewhere; on the engine's host you "
+                  "are identified without one")
       ->type_name("PATH")
       ->group(group);
 }
@@ -64,7 +66,13 @@ bool ResolveConnection(const ConnectionFlags& f, const std::string& env_engine,
       err << "xpu: cannot read token from " << f.token_file << "\n";
       return false;
     }
+    return true;
   }
+  // An engine on this host tells who we are by itself (its identity socket:
+  // the kernel's word on our uid). Elsewhere, or an engine without one: no
+  // credential, and the engine says what it needs.
+  absl::StatusOr<std::string> local = rpc::FetchLocalIdentity(out->address);
+  if (local.ok()) out->token = *local;
   return true;
 }
 

@@ -42,8 +42,10 @@ struct EngineConnection {
 // Whole file contents; *ok is false when it cannot be opened.
 std::string ReadFile(const std::string& path, bool* ok);
 
-// Resolves `f` into a connection. Returns false with a message on `err` when
-// a TLS or token file cannot be read (the caller exits with a usage error).
+// Resolves `f` into a connection. Without --token-file, an engine on this
+// host gives a token for the caller's uid (common/rpc/local_identity.h).
+// Returns false with a message on `err` when a TLS or token file cannot be
+// read (the caller exits with a usage error).
 bool ResolveConnection(const ConnectionFlags& f, const std::string& env_engine,
                        EngineConnection* out, std::ostream& err);
 

@@ -179,7 +179,9 @@ int Fetch(const Invocation& in, const xpu::v1::TimelineDumpRequest& req, const s
   }
   for (const auto& d : got->done.truncated_daemons()) {
     err << "xpu timeline: daemon " << d
-        << " hit its reply budget; older records of its ranks are left out\n";
+        << " hit its reply budget, shared equally by its ranks: their oldest records are left "
+           "out; ask for fewer ranks (--ranks) or a shorter span (--since, --last) to get "
+           "them\n";
   }
   tl::SortRanks(&got->ranks);
   return kExitOk;

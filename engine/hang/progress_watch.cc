@@ -1,0 +1,144 @@
+// engine/hang/progress_watch.cc — see progress_watch.h.
+#include "engine/hang/progress_watch.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "common/analysis/steps.h"
+#include "common/analysis/trace.h"
+#include "engine/hang/stacks.h"
+
+namespace xpu::engine::hang {
+namespace {
+
+constexpr size_t kPeriodRecords = 4096;
+constexpr size_t kMaxGaps = 64;
+
+uint64_t Percentile90(const std::deque<uint64_t>& v) {
+  if (v.empty()) return 0;
+  std::vector<uint64_t> s(v.begin(), v.end());
+  std::sort(s.begin(), s.end());
+  return s[(s.size() - 1) * 9 / 10];
+}
+
+std::string Secs(uint64_t ns) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%.2f s", static_cast<double>(ns) * 1e-9);
+  return buf;
+}
+
+}  // namespace
+
+uint64_t ProgressWatch::StepPeriodNs(const ProcessState& p, std::string* source) {
+  analysis::RankTrace t;
+  t.rank = p.identity.rank();
+  for (const xpu_record_v1& r : p.ring.Last(kPeriodRecords)) {
+    const SignatureInfo* s = p.sigs.Find(r.sig_id);
+    if (s == nullptr) continue;
+    const uint16_t kind = s->abi.kind;
+    if (kind != XPU_OP_STEP && !xpu_op_is_collective(kind)) continue;
+    if (!t.sigs.count(r.sig_id)) t.sigs[r.sig_id] = analysis::OpSigFromAbi(s->abi, s->name);
+    t.ops.push_back(analysis::OpFromRecord(r, kind));
+  }
+  t.Sort();
+  const analysis::Steps steps = analysis::FindSteps(t);
+  std::vector<double> d = steps.DurationsS();
+  if (d.empty()) return 0;
+  std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
+  *source = steps.source == analysis::StepSource::kMarkers ? "step markers" : "collective period";
+  return static_cast<uint64_t>(d[d.size() / 2] * 1e9);
+}
+
+void ProgressWatch::RefreshPeriod(const JobState& job, uint64_t now_ns, JobPace* pace) const {
+  // Every period_refresh_ns once known; while unknown (start-up), 5 times
+  // as often.
+  const uint64_t every =
+      pace->step_period_ns != 0 ? options_.period_refresh_ns : options_.period_refresh_ns / 5;
+  if (pace->refreshed_ns != 0 && now_ns - pace->refreshed_ns < every) return;
+  pace->refreshed_ns = now_ns;
+  // The lowest rank that has records speaks for the job (ranks of one job
+  // share its step).
+  const ProcessState* rep = nullptr;
+  for (const auto& [key, p] : job.processes()) {
+    if (p->ring.written() == 0) continue;
+    if (rep == nullptr || (p->identity.rank() >= 0 && (rep->identity.rank() < 0 ||
+                                                       p->identity.rank() < rep->identity.rank())))
+      rep = p.get();
+  }
+  if (rep == nullptr) return;
+  std::string source;
+  const uint64_t period = StepPeriodNs(*rep, &source);
+  if (period > 0) {
+    pace->step_period_ns = period;
+    pace->step_source = source;
+  }
+}
+
+std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t now_ns) {
+  if (!enabled()) return std::nullopt;
+  JobPace& pace = jobs_[job.job()];
+  RefreshPeriod(job, now_ns, &pace);
+  // Gaps between progress arrivals, per process; the job's gap figure is
+  // the largest of the processes' 90th percentiles.
+  uint64_t gap90 = 0;
+  bool any_exited = false, any_live = false;
+  for (const auto& [key, p] : job.processes()) {
+    ProcessPace& pp = pace.procs[key];
+    if (p->last_progress_rx_ns != pp.last_progress_ns) {
+      if (pp.last_progress_ns != 0 && p->last_progress_rx_ns > pp.last_progress_ns) {
+        pp.gaps.push_back(p->last_progress_rx_ns - pp.last_progress_ns);
+        if (pp.gaps.size() > kMaxGaps) pp.gaps.pop_front();
+      }
+      pp.last_progress_ns = p->last_progress_rx_ns;
+    }
+    gap90 = std::max(gap90, Percentile90(pp.gaps));
+    if (p->liveness == Liveness::kExited) {
+      any_exited = true;
+    } else {
+      any_live = true;
+    }
+  }
+  uint64_t period = pace.step_period_ns;
+  std::string source = pace.step_source;
+  if (gap90 > period) {
+    period = gap90;
+    source = "progress gaps";
+  }
+  const uint64_t threshold =
+      std::max(options_.floor_ns, static_cast<uint64_t>(options_.multiple * period));
+  pace.threshold_ns = threshold;
+  if (!any_live) return std::nullopt;  // finished
+  const uint64_t allowed = threshold + (any_exited ? options_.end_grace_ns : 0);
+  ProgressStall s;
+  s.threshold_ns = threshold;
+  s.period_ns = period;
+  s.period_source = period > 0 ? source : "none";
+  for (const auto& [key, p] : job.processes()) {
+    if (p->liveness == Liveness::kExited || p->last_progress_rx_ns == 0) continue;
+    if (now_ns <= p->last_progress_rx_ns || now_ns - p->last_progress_rx_ns <= allowed) continue;
+    s.ranks.push_back(p->identity.rank());
+    if (s.since_ns == 0 || p->last_progress_rx_ns < s.since_ns) s.since_ns = p->last_progress_rx_ns;
+  }
+  if (s.ranks.empty()) return std::nullopt;
+  s.trigger = "rank(s) " + CompressRanks(s.ranks) + " made no progress for " +
+              Secs(now_ns - s.since_ns) + " (threshold " + Secs(threshold) + " = max(floor " +
+              Secs(options_.floor_ns) + ", " + std::to_string(static_cast<int>(options_.multiple)) +
+              " x the job's period " + Secs(period) + " from " + s.period_source + "))";
+  return s;
+}
+
+uint64_t ProgressWatch::ThresholdNs(const std::string& job) const {
+  auto it = jobs_.find(job);
+  return it == jobs_.end() || it->second.threshold_ns == 0 ? options_.floor_ns
+                                                           : it->second.threshold_ns;
+}
+
+void ProgressWatch::Retain(const std::vector<std::string>& jobs) {
+  std::set<std::string> keep(jobs.begin(), jobs.end());
+  for (auto it = jobs_.begin(); it != jobs_.end();) {
+    it = keep.count(it->first) ? std::next(it) : jobs_.erase(it);
+  }
+}
+
+}  // namespace xpu::engine::hang

@@ -1,0 +1,115 @@
+// engine/hang/progress_watch_unittest.cc — suspicion from a job's own
+// progress: the threshold from its step period, the floor, start-up and
+// teardown.
+#include "engine/hang/progress_watch.h"
+
+#include <gtest/gtest.h>
+
+#include "xpu/record.h"
+
+namespace xpu::engine::hang {
+namespace {
+
+constexpr uint64_t kS = 1000000000ull;
+constexpr uint64_t kMs = 1000000ull;
+
+class ProgressWatchTest : public ::testing::Test {
+ protected:
+  ProcessState& Proc(int rank) {
+    xpu::v1::ProcessIdentity id;
+    id.set_job("j");
+    id.set_rank(rank);
+    id.set_host("h");
+    id.set_pid(100 + rank);
+    return job_.GetOrCreateProcess(id, "d", now_);
+  }
+  // Step markers every `step` ns, `n` of them, ending at `end` (host clock).
+  void Steps(ProcessState& p, uint64_t step, int n, uint64_t end) {
+    SignatureInfo s;
+    s.abi.commit = 1;
+    s.abi.kind = XPU_OP_STEP;
+    s.name = "step";
+    p.sigs.Define(1, s);
+    std::vector<xpu_record_v1> recs;
+    for (int i = 0; i < n; ++i) {
+      xpu_record_v1 r{};
+      r.sig_id = 1;
+      r.seq = static_cast<uint32_t>(i);
+      r.flags = XPU_REC_HOST;
+      r.start_ns = end - static_cast<uint64_t>(n - i) * step;
+      recs.push_back(r);
+    }
+    job_.ApplyRecords(p, recs.data(), recs.size(), now_);
+  }
+
+  uint64_t now_ = 1000 * kS;
+  JobState job_{"j", "", 1 << 14, 1000 * kS};
+};
+
+TEST_F(ProgressWatchTest, ProgressRecordsAreCompletionsNotGcOrOpenings) {
+  EXPECT_TRUE(IsProgressRecord(XPU_OP_GEMM, XPU_REC_TIMED));
+  EXPECT_TRUE(IsProgressRecord(XPU_OP_ALLREDUCE, XPU_REC_NOT_TIMED));
+  EXPECT_TRUE(IsProgressRecord(XPU_OP_STEP, XPU_REC_HOST));
+  EXPECT_TRUE(IsProgressRecord(XPU_OP_PY_DATALOADER, XPU_REC_HOST));
+  EXPECT_FALSE(IsProgressRecord(XPU_OP_PY_GC, XPU_REC_HOST));
+  EXPECT_FALSE(IsProgressRecord(XPU_OP_PY_CALLSITE, XPU_REC_HOST));
+  EXPECT_FALSE(IsProgressRecord(XPU_OP_KERNEL, XPU_REC_INCOMPLETE));
+  EXPECT_FALSE(IsProgressRecord(XPU_OP_PY_CHECKPOINT, XPU_REC_HOST | XPU_REC_BEGIN));
+  EXPECT_TRUE(IsProgressRecord(XPU_OP_PY_CHECKPOINT, XPU_REC_HOST | XPU_REC_END));
+}
+
+TEST_F(ProgressWatchTest, FloorForShortStepsAndNothingBeforeTheFirstProgress) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  // Registered, no progress yet (start-up): never judged.
+  now_ += 100 * kS;
+  EXPECT_FALSE(w.Check(job_, now_).has_value());
+  now_ += 3 * kS;
+  Steps(p, 50 * kMs, 40, now_);  // sets last_progress_rx_ns = now_
+  EXPECT_FALSE(w.Check(job_, now_ + 5 * kS).has_value());
+  std::optional<ProgressStall> s = w.Check(job_, now_ + 7 * kS);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->threshold_ns, 6 * kS);  // 4 x 50 ms is below the floor
+  EXPECT_EQ(s->ranks, std::vector<int32_t>({0}));
+  EXPECT_EQ(s->since_ns, now_);
+  EXPECT_EQ(s->period_source, "step markers");
+  EXPECT_NE(s->trigger.find("made no progress for 7.00 s"), std::string::npos) << s->trigger;
+}
+
+TEST_F(ProgressWatchTest, LongStepsRaiseTheThreshold) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  Steps(p, 5 * kS, 6, now_);
+  std::string source;
+  EXPECT_EQ(ProgressWatch::StepPeriodNs(p, &source), 5 * kS);
+  EXPECT_EQ(source, "step markers");
+  EXPECT_FALSE(w.Check(job_, now_ + 15 * kS).has_value());
+  std::optional<ProgressStall> s = w.Check(job_, now_ + 21 * kS);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->threshold_ns, 20 * kS);
+  EXPECT_EQ(w.ThresholdNs("j"), 20 * kS);
+}
+
+TEST_F(ProgressWatchTest, TeardownGetsAGraceAndAFinishedJobNothing) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& a = Proc(0);
+  ProcessState& b = Proc(1);
+  a.last_progress_rx_ns = b.last_progress_rx_ns = now_;
+  a.liveness = Liveness::kExited;
+  // One rank exited normally; the other winds down.
+  EXPECT_FALSE(w.Check(job_, now_ + 20 * kS).has_value());
+  EXPECT_TRUE(w.Check(job_, now_ + 40 * kS).has_value());
+  b.liveness = Liveness::kExited;
+  EXPECT_FALSE(w.Check(job_, now_ + 400 * kS).has_value());
+}
+
+TEST_F(ProgressWatchTest, OffWithAZeroFloor) {
+  ProgressWatchOptions o;
+  o.floor_ns = 0;
+  ProgressWatch w(o);
+  Proc(0).last_progress_rx_ns = now_;
+  EXPECT_FALSE(w.Check(job_, now_ + 1000 * kS).has_value());
+}
+
+}  // namespace
+}  // namespace xpu::engine::hang

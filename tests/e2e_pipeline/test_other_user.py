@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Fault: a second local user tries every read, act, admin and ingest call on
+root's job, on a default engine (loopback, no token).
+
+Root runs a 4-rank job under a daemon and an engine. A user created for the
+test (or `nobody` where useradd is missing) then, through the real CLI:
+reads the job's ranks and diagnoses, collects stacks, starts a profiling
+window, dumps the timeline, uploads a calibration, and lists the engine's
+jobs; and runs its own daemon and a job that claims root's job id (the
+"fake rank" of a made-up daemon). Every read, act and admin call is refused
+with a reason naming the permission; the status lists none of root's jobs;
+the impostor's processes are refused and counted, and root's job keeps
+exactly its own ranks. Root's job finishes (exit 0) with every record
+accounted. Root's own calls keep working.
+
+Needs root (to create the user and switch to it); otherwise it is skipped
+(exit 77) with the reason.
+
+usage: test_other_user.py PATHS_JSON
+"""
+import os
+import pwd
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+from pipeline_harness import (Proc, check, check_engine_matches_rings, check_hook_accounting,
+                              engine_ranks, log, metric, run_test, wait_for, wait_ranks_alive)
+
+NPROC = 4
+TRAIN = ["--steps", "300", "--layers", "2", "--hidden", "256", "--tokens", "256",
+         "--step-sleep-ms", "40"]
+SKIP = 77
+
+
+def make_user():
+    """(name, uid, gid, created)."""
+    name = "xpuf%d" % (os.getpid() % 100000000)
+    if shutil.which("useradd"):
+        r = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                            "/usr/sbin/nologin", name], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        if r.returncode == 0:
+            pw = pwd.getpwnam(name)
+            return name, pw.pw_uid, pw.pw_gid, True
+        log("useradd failed (%s); using nobody" % r.stdout.decode(errors="replace").strip())
+    pw = pwd.getpwnam("nobody")
+    return "nobody", pw.pw_uid, pw.pw_gid, False
+
+
+def as_user(uid, gid):
+    def switch():
+        os.setsid()
+        os.setgroups([])
+        os.setgid(gid)
+        os.setuid(uid)
+    return switch
+
+
+def calibration_report(path):
+    """A CalibrationReport (proto/xpu/v1/history.proto) claiming 1,000,000
+    TFLOPS bf16 on an H100, in protobuf wire format."""
+    def field(num, wire, payload):
+        return bytes([(num << 3) | wire]) + payload
+
+    def string(num, s):
+        b = s.encode()
+        return field(num, 2, bytes([len(b)]) + b)
+
+    gemm = string(1, "bf16") + field(2, 1, struct.pack("<d", 1e6))
+    report = string(1, "NVIDIA H100 80GB HBM3") + string(2, "evil") + field(8, 2, bytes([len(gemm)]) + gemm)
+    with open(path, "wb") as f:
+        f.write(report)
+    os.chmod(path, 0o644)
+
+
+def body(pipe):
+    if os.geteuid() != 0:
+        print("SKIPPED: needs root to create a second local user and switch to it")
+        sys.exit(SKIP)
+    name, uid, gid, created = make_user()
+    try:
+        run(pipe, name, uid, gid)
+    finally:
+        if created:
+            subprocess.run(["userdel", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def run(pipe, name, uid, gid):
+    engine = pipe.start_engine()
+    pipe.start_daemon(engine.addr)
+    job = pipe.start_job("e2ep-other-user-%d" % os.getpid(), NPROC, TRAIN)
+    wait_ranks_alive(pipe, engine.addr, job.job, NPROC, job_proc=job.proc)
+
+    # The other user's own corner: the pipeline's directory is root's (0700).
+    home = tempfile.mkdtemp(prefix="xpu-e2ep-other.")
+    os.chown(home, uid, gid)
+    report = os.path.join(home, "calibration.pb")
+    calibration_report(report)
+    env = {"PATH": "/usr/bin:/bin", "HOME": home}
+
+    def other(*args):
+        argv = [pipe.paths.cli, "--engine", engine.addr] + list(args)
+        r = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60,
+                           env=env, cwd=home, preexec_fn=as_user(uid, gid))
+        out = (r.stdout + r.stderr).decode(errors="replace")
+        log("%s: xpu %s -> exit %d: %s" % (name, " ".join(args), r.returncode,
+                                           out.strip().splitlines()[-1:] or ""))
+        return r.returncode, out
+
+    refusals = [
+        (("ranks", "--job", job.job), "may not read"),
+        (("diagnose", "--job", job.job), "may not read"),
+        (("stacks", "--job", job.job, "--deadline-s", "5"), "may not act on"),
+        (("profile", "--job", job.job, "--seconds", "1"), "may not act on"),
+        (("timeline", "dump", "--job", job.job, "--out", os.path.join(home, "dump")),
+         "may not act on"),
+        (("calibrate", "--from", report), "may not administer"),
+    ]
+    for args, want in refusals:
+        rc, out = other(*args)
+        check(rc != 0, "%s: `xpu %s` succeeded:\n%s" % (name, " ".join(args), out))
+        check(want in out, "%s: `xpu %s` says %r, want %r" % (name, " ".join(args), out, want))
+    check(not os.path.exists(os.path.join(home, "dump")), "a timeline dump was written")
+    cal = pipe.cli_json(engine.addr, "calibrate", "--show")
+    check("evil" not in str(cal), "the calibration was stored: %s" % cal)
+
+    # Status answers, but lists none of root's jobs.
+    rc, out = other("status", "--json")
+    check(rc == 0, "status as %s failed: %s" % (name, out))
+    check(job.job not in out, "status shows root's job to %s:\n%s" % (name, out))
+    check(("uid %d" % uid) in out, "status does not name the caller uid %d:\n%s" % (uid, out))
+
+    # Ingest: the user's own daemon, and a job claiming root's job id.
+    sock_dir = os.path.join(home, "run")
+    os.mkdir(sock_dir, 0o700)
+    os.chown(sock_dir, uid, gid)
+    sock = os.path.join(sock_dir, "daemon.sock")
+    dlog = os.path.join(home, "daemon.log")
+    with open(dlog, "wb") as out:
+        os.chown(dlog, uid, gid)
+        popen = subprocess.Popen(
+            [pipe.paths.daemon, "--foreground", "--socket", sock, "--engine", engine.addr,
+             "--flush-ms", "200", "--drain-ms", "5"], stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=env, cwd=home, preexec_fn=as_user(uid, gid))
+    impostor_daemon = Proc("other-daemon", popen, dlog)
+    pipe.procs.append(impostor_daemon)
+    wait_for(lambda: "xpu-daemon ready" in impostor_daemon.log_text(), 30,
+             "%s's daemon to be ready" % name)
+    jdir = os.path.join(home, "job")
+    os.mkdir(jdir, 0o700)
+    os.chown(jdir, uid, gid)
+    jenv = dict(env, XPU_JOB=job.job, XPU_DAEMON_SOCKET=sock, XPU_DAEMON="off",
+                LD_LIBRARY_PATH=pipe.paths.fake_lib_dir)
+    jlog = os.path.join(home, "job.log")
+    with open(jlog, "wb") as out:
+        os.chown(jlog, uid, gid)
+        ip = subprocess.Popen(
+            [pipe.paths.fake_launch, "--nproc", "2", "--timeout", "60",
+             "--env", "LD_PRELOAD=" + pipe.paths.hook, "--", pipe.paths.fake_train,
+             "--steps", "40", "--layers", "1", "--hidden", "128", "--tokens", "128",
+             "--step-sleep-ms", "20"], stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, env=jenv, cwd=jdir, preexec_fn=as_user(uid, gid))
+    impostor = Proc("other-job", ip, jlog)
+    pipe.procs.append(impostor)
+    check(ip.wait(90) == 0, "%s's job failed:\n%s" % (name, impostor.log_text()))
+
+    def rejected():
+        m = pipe.metrics(engine)
+        n = metric(m, "xpu_ingest_rejected_records_total", reason="job_owner") or 0
+        return n if n > 0 else None
+
+    n = wait_for(rejected, 30, "the engine to refuse the impostor's records (job_owner)", 0.5)
+    log("the engine refused %d records of %s's processes claiming job %s" % (n, name, job.job))
+    ranks = engine_ranks(pipe, engine.addr, job.job)
+    check(len(ranks) == NPROC, "root's job has %d ranks after the impostor: %s" % (
+        len(ranks), sorted(ranks)))
+    impostor_daemon.kill()
+
+    # Root's job is unharmed and every record is accounted.
+    check(job.wait() == 0, "root's job failed")
+    rings = job.rings()
+    check_hook_accounting(job, rings)
+    check_engine_matches_rings(pipe, engine.addr, job, rings)
+    # Root still acts on its own job.
+    pipe.cli(engine.addr, "ranks", "--job", job.job)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    run_test("other-user", body)
