@@ -23,7 +23,8 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libgtest-dev libgmock-dev libbenchmark-dev pybind11-dev python3-dev python3-pytest \
   python3-pip prometheus prometheus-alertmanager clang \
   yamllint python3-venv python3-yaml patchelf docker-compose \
-  libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev openssl libprotoc-dev
+  libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev openssl libprotoc-dev \
+  libpq-dev postgresql-15
 # Only for `make images` and `make stack` (image builder, compose, a Debian
 # base made from Debian's packages where no registry is reachable; the CNI
 # dnsname plugin resolves compose service names under podman).

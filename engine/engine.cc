@@ -285,7 +285,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   e->window_thread_ = std::thread([p = e.get()] { p->WindowLoop(); });
   e->hang_->Start();
   Log()->info("xpu-engine {} listening on {} (port {}), metrics on port {}, db {}", e->engine_id_,
-              o.listen, e->port_, e->metrics_.port(), o.db);
+              o.listen, e->port_, e->metrics_.port(), history::RedactDb(o.db));
   Log()->info("access: local identity {}, tokens {}, client certificates {}",
               e->identity_ ? "@" + e->identity_->name() : std::string("off"),
               AnyToken(o) ? "configured" : "none",

@@ -24,7 +24,11 @@ void AddEngineFlags(CLI::App& app, EngineOptions* o) {
                  "Prometheus /metrics and /healthz; \"off\" disables the endpoint; a non-loopback "
                  "address needs --metrics-allow-remote")
       ->type_name("ADDR");
-  app.add_option("--db", o->db, "SQLite history (WAL mode)")->type_name("PATH");
+  app.add_option("--db", o->db,
+                 "history: a SQLite file (WAL mode), or a PostgreSQL URL "
+                 "postgresql://USER@HOST:PORT/DB?sslmode=... (password from ~/.pgpass, "
+                 "PGPASSFILE or passfile=, never the command line)")
+      ->type_name("PATH|URL");
   app.add_option("--token-file", o->token_file,
                  "shared token that daemons (DaemonHello.token) and the CLI (x-xpu-token "
                  "metadata) must present")
@@ -144,7 +148,7 @@ void AddSecurityFlags(CLI::App& app, EngineOptions* o) {
                "names and figures, without authentication)")
       ->group(kAccess);
   app.add_option("--db-group", o->db_group,
-                 "history files are created 0640 with this group (default 0600)")
+                 "history files (SQLite) are created 0640 with this group (default 0600)")
       ->type_name("GROUP")
       ->group(kAccess);
 }

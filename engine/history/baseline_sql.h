@@ -9,6 +9,7 @@
 //   calibration_gemm       per (gpu_model, host, dtype): TFLOPS
 //   calibration_collective per (gpu_model, host, op, bytes, nranks, nodes): busbw
 //
+// One SQL text for both backends (sql.h).
 // Thread-safety: none; callers pass a connection they own (the store's
 // writer or its read connection under its lock). Writers run inside the
 // caller's transaction.
@@ -21,27 +22,27 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/history/baselines.h"
-
-struct sqlite3;
+#include "engine/history/sql.h"
 
 namespace xpu::engine::history {
 
 // Replaces the rows of run.job under (run.job_name, run.gpu_model), then
 // keeps only the newest `keep_runs` runs of that key (by updated_ns).
-absl::Status WriteRunBaseline(sqlite3* db, const RunBaseline& run, int keep_runs);
+absl::Status WriteRunBaseline(SqlConnection& db, const RunBaseline& run, int keep_runs);
 
 // Runs of `job_name` on `gpu_model` other than `exclude_job`, newest first,
 // at most `limit` (0: all). With `any_model`, gpu_model is ignored.
-absl::StatusOr<std::vector<RunBaseline>> ReadRunBaselines(sqlite3* db, const std::string& job_name,
+absl::StatusOr<std::vector<RunBaseline>> ReadRunBaselines(SqlConnection& db,
+                                                          const std::string& job_name,
                                                           const std::string& gpu_model,
                                                           bool any_model,
                                                           const std::string& exclude_job,
                                                           int limit);
 
 // Upserts every row (a re-run of `xpu calibrate` on a host replaces its rows).
-absl::Status WriteCalibration(sqlite3* db, const CalibrationRows& rows);
+absl::Status WriteCalibration(SqlConnection& db, const CalibrationRows& rows);
 // Rows of `gpu_model` (empty: every model).
-absl::StatusOr<CalibrationRows> ReadCalibration(sqlite3* db, const std::string& gpu_model);
+absl::StatusOr<CalibrationRows> ReadCalibration(SqlConnection& db, const std::string& gpu_model);
 
 }  // namespace xpu::engine::history
 

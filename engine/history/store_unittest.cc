@@ -1,3 +1,5 @@
+// The store on both backends (testing/backends.h): every case runs on a
+// SQLite file and on a database of a real PostgreSQL server.
 #include "engine/history/store.h"
 
 #include <gtest/gtest.h>
@@ -5,10 +7,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "engine/history/leases.h"
+#include "engine/history/testing/backends.h"
 
 namespace xpu::engine::history {
 namespace {
+
+using testing::AllBackends;
+using testing::Backend;
+using testing::BackendName;
 
 std::string TempDb(const char* name) {
   std::string p = ::testing::TempDir() + "/" + name + "_" + std::to_string(getpid()) + ".db";
@@ -18,8 +33,34 @@ std::string TempDb(const char* name) {
   return p;
 }
 
-TEST(StoreTest, RoundTripSurvivesReopen) {
-  const std::string path = TempDb("roundtrip");
+class StoreTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  // Runs one statement on `db` outside the store; its first cell.
+  int64_t Scalar(const std::string& db, const std::string& sql) {
+    auto c = OpenSqlConnection(db);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return -1;
+    auto r = (*c)->Query(sql, {});
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() && !r->empty() ? r->Int(0, 0) : -1;
+  }
+  void Exec(const std::string& db, const std::string& sql) {
+    auto c = OpenSqlConnection(db);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*c)->Exec(sql).ok()) << sql;
+  }
+};
+
+// A fresh database of the case's backend (skips where PostgreSQL is not
+// installed).
+#define XPU_DB(var, name) \
+  std::string var;        \
+  XPU_FRESH_DATABASE(GetParam(), name, &var)
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest, AllBackends(), BackendName);
+
+TEST_P(StoreTest, RoundTripSurvivesReopen) {
+  XPU_DB(path, "roundtrip");
   {
     auto store = Store::Open(path);
     ASSERT_TRUE(store.ok()) << store.status();
@@ -117,10 +158,10 @@ TEST(StoreTest, RoundTripSurvivesReopen) {
   EXPECT_EQ((*diags)[0].ranks, std::vector<int32_t>{3});
 }
 
-// A full disk (SQLite's page limit standing in for it): writes fail, the
+// SQLite only: a full disk (SQLite's page limit standing in for it): writes fail, the
 // store says so, keeps at most max_pending_rows for retry and counts the
 // rows it had to give up; files are created owner-only.
-TEST(StoreTest, FailedWritesAreCountedRetriedAndBounded) {
+TEST(SqliteStoreTest, FailedWritesAreCountedRetriedAndBounded) {
   const std::string path = TempDb("full");
   StoreOptions o;
   o.max_db_bytes = 512 << 10;  // room for the schema, not for the rows below
@@ -166,15 +207,11 @@ TEST(StoreTest, FailedWritesAreCountedRetriedAndBounded) {
       << " dropped";
 }
 
-TEST(StoreTest, RefusesNewerSchema) {
-  const std::string path = TempDb("newer");
+TEST_P(StoreTest, RefusesNewerSchema) {
+  XPU_DB(path, "newer");
   { ASSERT_TRUE(Store::Open(path).ok()); }
   // Simulate a database written by a future engine.
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE schema_version SET version=99;", nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
+  Exec(path, "UPDATE schema_version SET version=99;");
   auto s = Store::Open(path);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -232,14 +269,16 @@ INSERT INTO diagnoses VALUES ('old-job', 'slow_gpu', 'rank:3', 'operations', 'wa
   sqlite3_close(db);
 }
 
-TEST(StoreTest, MigratesVersion2DatabaseAndKeepsItsRows) {
+// SQLite only: PostgreSQL databases start at the current schema.
+TEST(SqliteStoreTest, MigratesVersion2DatabaseAndKeepsItsRows) {
   const std::string path = TempDb("v2");
   WriteVersion2Db(path);
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   auto v = (*store)->SchemaVersion();
   ASSERT_TRUE(v.ok());
-  EXPECT_EQ(*v, 4);
+  EXPECT_EQ(*v, Store::kSchemaVersion);
+  EXPECT_EQ(Store::kSchemaVersion, 5);
   auto jobs = (*store)->LoadJobs();
   ASSERT_TRUE(jobs.ok());
   ASSERT_EQ(jobs->size(), 1u);
@@ -267,8 +306,8 @@ TEST(StoreTest, MigratesVersion2DatabaseAndKeepsItsRows) {
   EXPECT_DOUBLE_EQ((*runs)[0].step_median_s, 0.055);
 }
 
-TEST(StoreTest, RunBaselineUpdateReplacesTheRunAndKeepsTheNewestRuns) {
-  const std::string path = TempDb("baselines");
+TEST_P(StoreTest, RunBaselineUpdateReplacesTheRunAndKeepsTheNewestRuns) {
+  XPU_DB(path, "baselines");
   auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   auto run_of = [](const std::string& job, uint64_t t, double step_s,
@@ -334,21 +373,13 @@ TEST(StoreTest, RunBaselineUpdateReplacesTheRunAndKeepsTheNewestRuns) {
   auto h100 = (*store)->LoadRunBaselines("gpt", "NVIDIA H100", false, "", 0);
   ASSERT_TRUE(h100.ok());
   EXPECT_EQ(h100->size(), 1u);
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_stmt* q = nullptr;
-  ASSERT_EQ(
-      sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM baseline_gemm WHERE job IN ('run-1','run-2');",
-                         -1, &q, nullptr),
-      SQLITE_OK);
-  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
-  EXPECT_EQ(sqlite3_column_int(q, 0), 0) << "pruned runs leave no child rows";
-  sqlite3_finalize(q);
-  sqlite3_close(db);
+  EXPECT_EQ(Scalar(path, "SELECT COUNT(*) FROM baseline_gemm WHERE job IN ('run-1','run-2');"), 0)
+      << "pruned runs leave no child rows";
 }
 
-TEST(StoreTest, CalibrationUpsertsPerHost) {
-  auto store = Store::Open(TempDb("calibration"));
+TEST_P(StoreTest, CalibrationUpsertsPerHost) {
+  XPU_DB(path, "calibration");
+  auto store = Store::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
   history::CalibrationRows rows;
   rows.gemm.push_back(history::GemmCalibrationRow{"NVIDIA H200", "node0", "bf16", 700, 690, 8192,
@@ -380,9 +411,282 @@ TEST(StoreTest, CalibrationUpsertsPerHost) {
   EXPECT_EQ(all->gemm.size(), 2u);
 }
 
-TEST(StoreTest, OpenFailsCleanlyOnBadPath) {
+TEST(SqliteStoreTest, OpenFailsCleanlyOnBadPath) {
   auto s = Store::Open("/nonexistent-dir/x/y.db");
   EXPECT_FALSE(s.ok());
+}
+
+TEST(PostgresStoreTest, OpenFailsCleanlyOnAServerThatIsNotThere) {
+  auto s = Store::Open("postgresql://xpu@/nodb?host=/nonexistent-dir&connect_timeout=2");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("cannot connect"), std::string::npos) << s.status();
+}
+
+TEST(SqlTest, RedactsPasswords) {
+  EXPECT_EQ(RedactDb("postgresql://xpu:s3cret@db:5432/xpu?sslmode=require"),
+            "postgresql://xpu:***@db:5432/xpu?sslmode=require");
+  EXPECT_EQ(RedactDb("host=db dbname=xpu password=s3cret user=xpu"),
+            "host=db dbname=xpu password=*** user=xpu");
+  EXPECT_EQ(RedactDb("postgresql://db/xpu?password=s3cret&sslmode=require"),
+            "postgresql://db/xpu?password=***&sslmode=require");
+  EXPECT_EQ(RedactDb("/var/lib/xpu/engine.db"), "/var/lib/xpu/engine.db");
+  EXPECT_TRUE(IsPostgresUrl("postgres://db/xpu"));
+  EXPECT_TRUE(IsPostgresUrl("host=/run/pg dbname=xpu"));
+  EXPECT_FALSE(IsPostgresUrl("./xpu-engine.db"));
+}
+
+TEST(SqlTest, SafeTextKeepsUtf8AndReplacesTheRest) {
+  EXPECT_EQ(SafeText("job-\xc3\xa9"), "job-\xc3\xa9");
+  EXPECT_EQ(SafeText(std::string("a\0b", 3)), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(SafeText("x\xff\xfe"), "x\xEF\xBF\xBD\xEF\xBF\xBD");
+  EXPECT_EQ(SafeText("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD") << "surrogate";
+  EXPECT_EQ(SafeText("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");
+}
+
+// A job name a hostile daemon could send (NUL, invalid UTF-8) costs it a
+// mangled name, never the transaction the other rows are in.
+TEST_P(StoreTest, HostileTextIsStoredSafely) {
+  XPU_DB(path, "hostile");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  JobSummary bad;
+  bad.job = std::string("evil\0job\xff", 9);
+  bad.job_name = "\xc0\xaf";
+  bad.state = "running";
+  JobSummary good;
+  good.job = "good";
+  good.state = "running";
+  (*store)->EnqueueJob(bad);
+  (*store)->EnqueueJob(good);
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  std::set<std::string> names;
+  for (const JobSummary& j : *jobs) names.insert(j.job);
+  EXPECT_TRUE(names.count("good"));
+  EXPECT_TRUE(names.count("evil\xEF\xBF\xBDjob\xEF\xBF\xBD"));
+  EXPECT_EQ((*store)->write_stats().rows_dropped, 0u);
+}
+
+
+JobSummary Job(const std::string& job, uint64_t records) {
+  JobSummary j;
+  j.job = job;
+  j.job_name = "gpt";
+  j.records = records;
+  j.state = "running";
+  return j;
+}
+
+// Fencing: rows of a job are written only while the replica owns it; the
+// others are dropped, counted and reported to the next barrier.
+TEST_P(StoreTest, FencingKeepsRowsOfJobsOwnedByAnotherReplicaOut) {
+  XPU_DB(path, "fencing");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto a = Leases::Open(path);
+  auto b = Leases::Open(path);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Register(ReplicaRow{"A", "a1", "127.0.0.1:1", "v"}, 60000000000ull).ok());
+  ASSERT_TRUE((*b)->Register(ReplicaRow{"B", "b1", "127.0.0.1:2", "v"}, 60000000000ull).ok());
+  ASSERT_EQ((*a)->Acquire("mine")->owner, "A");
+  ASSERT_EQ((*b)->Acquire("theirs")->owner, "B");
+  (*store)->SetFencingOwner("A");
+  (*store)->EnqueueJob(Job("mine", 1));
+  (*store)->EnqueueJob(Job("theirs", 2));
+  DaemonState d;
+  d.daemon_id = "d1";
+  (*store)->EnqueueDaemon(d);  // not a job's row: never fenced
+  std::promise<BarrierResult> done;
+  (*store)->EnqueueBarrier([&](const BarrierResult& r) { done.set_value(r); });
+  BarrierResult r = done.get_future().get();
+  EXPECT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.fenced_jobs, std::set<std::string>{"theirs"});
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1u);
+  EXPECT_EQ((*jobs)[0].job, "mine");
+  EXPECT_EQ(Scalar(path, "SELECT COUNT(*) FROM daemons;"), 1);
+  const WriteStats st = (*store)->write_stats();
+  EXPECT_EQ(st.rows_fenced, 1u);
+  EXPECT_EQ(st.rows_dropped, 0u);
+  // A release goes in order after the rows before it.
+  (*store)->EnqueueJob(Job("mine", 3));
+  (*store)->EnqueueRelease("mine", "A");
+  ASSERT_TRUE((*store)->Flush().ok());
+  EXPECT_EQ((*(*store)->LoadJob("mine"))->records, 3u);
+  EXPECT_FALSE((*b)->Owner("mine")->has_value()) << "released";
+}
+
+// A row the database refuses does not take the rest of its transaction
+// with it: the others are written one by one, the bad one dropped and
+// counted, and the barrier still reports success.
+TEST_P(StoreTest, ARefusedRowIsDroppedAndCountedTheOthersAreWritten) {
+  XPU_DB(path, "refused");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Exec(path, "DROP TABLE daemons;");  // every daemon row now fails
+  DaemonState d;
+  d.daemon_id = "d1";
+  (*store)->EnqueueJob(Job("a", 1));
+  (*store)->EnqueueDaemon(d);
+  (*store)->EnqueueJob(Job("b", 2));
+  std::promise<BarrierResult> done;
+  (*store)->EnqueueBarrier([&](const BarrierResult& r) { done.set_value(r); });
+  EXPECT_TRUE(done.get_future().get().status.ok());
+  EXPECT_FALSE((*store)->Flush().ok()) << "Flush reports the failure";
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), 2u);
+  const WriteStats st = (*store)->write_stats();
+  EXPECT_EQ(st.rows_dropped, 1u);
+  EXPECT_GE(st.failures, 2u);
+  EXPECT_EQ(st.rows_written, 2u);
+  EXPECT_NE(st.last_error.find("daemons"), std::string::npos) << st.last_error;
+  EXPECT_FALSE(st.degraded);
+}
+
+TEST_P(StoreTest, DeliveriesAreRecordedOnce) {
+  XPU_DB(path, "deliveries");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  (*store)->EnqueueAlertDelivery(AlertDelivery{"j", "slow_gpu", "rank:3", 100, "firing", 1});
+  (*store)->EnqueueAlertDelivery(AlertDelivery{"j", "slow_gpu", "rank:3", 100, "firing", 2});
+  ASSERT_TRUE((*store)->Flush().ok());
+  auto deliveries = (*store)->LoadAlertDeliveries("j");
+  ASSERT_TRUE(deliveries.ok());
+  ASSERT_EQ(deliveries->size(), 1u);
+  EXPECT_EQ((*deliveries)[0].delivered_ns, 1u);
+}
+
+RankCheckpoint Checkpoint(const std::string& job, const std::string& key, uint64_t records,
+                          uint64_t position) {
+  RankCheckpoint c;
+  c.job = job;
+  c.key = key;
+  c.rank = 0;
+  c.host = "h0";
+  c.pid = 42;
+  c.start_ticks = 7;
+  c.uid = 1000;
+  c.records = records;
+  c.next_position = position;
+  return c;
+}
+
+// A checkpoint's callback runs once it is committed; the newest checkpoint
+// per rank wins; the window's rank row does not overwrite the checkpointed
+// count; a restarted engine reads it back (LoadJobSeed).
+TEST_P(StoreTest, CheckpointsAreDurableBeforeTheirCallbackAndSeedARestart) {
+  XPU_DB(path, "checkpoints");
+  {
+    auto store = Store::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    (*store)->EnqueueCheckpoint({Checkpoint("j", "k1", 10, 100)}, "stream-1", nullptr);
+    std::promise<int64_t> durable;
+    (*store)->EnqueueCheckpoint({Checkpoint("j", "k1", 20, 200)}, "stream-1", [&] {
+      // Committed: another connection sees it.
+      durable.set_value(Scalar(path, "SELECT records FROM ranks WHERE job='j' AND key='k1';"));
+    });
+    EXPECT_EQ(durable.get_future().get(), 20);
+    RankRow r;
+    r.job = "j";
+    r.key = "k1";
+    r.host = "h0";
+    r.pid = 42;
+    r.liveness = "alive";
+    r.records = 999;  // a window's view: the checkpoint's count stands
+    (*store)->EnqueueRank(r);
+    ASSERT_TRUE((*store)->Flush().ok());
+    EXPECT_EQ((*store)->Status().rows_pending, 0u);
+  }
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto seed = (*store)->LoadJobSeed("j");
+  ASSERT_TRUE(seed.ok()) << seed.status();
+  ASSERT_EQ(seed->ranks.size(), 1u);
+  const RankSeed& k1 = seed->ranks.at("k1");
+  EXPECT_EQ(k1.records, 20u);
+  EXPECT_EQ(k1.next_position, 200u);
+  EXPECT_EQ(k1.pid, 42);
+  EXPECT_EQ(k1.start_ticks, 7u);
+  EXPECT_EQ(seed->owner_uid, 1000);
+}
+
+// The checkpoint of a job another replica owns is fenced like any row of
+// it, and its callback does not run (nothing of it is durable here).
+TEST_P(StoreTest, FencedCheckpointsAreNotAcknowledged) {
+  XPU_DB(path, "fenced_checkpoints");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto a = Leases::Open(path);
+  auto b = Leases::Open(path);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE((*a)->Register(ReplicaRow{"A", "a1", "127.0.0.1:1", "v"}, 60000000000ull).ok());
+  ASSERT_TRUE((*b)->Register(ReplicaRow{"B", "b1", "127.0.0.1:2", "v"}, 60000000000ull).ok());
+  ASSERT_EQ((*a)->Acquire("mine")->owner, "A");
+  ASSERT_EQ((*b)->Acquire("theirs")->owner, "B");
+  (*store)->SetFencingOwner("A");
+  std::atomic<int> acked_mine{0}, acked_theirs{0};
+  (*store)->EnqueueCheckpoint({Checkpoint("mine", "k", 5, 50)}, "s-mine", [&] { ++acked_mine; });
+  (*store)->EnqueueCheckpoint({Checkpoint("theirs", "k", 5, 50)}, "s-theirs",
+                              [&] { ++acked_theirs; });
+  std::promise<BarrierResult> done;
+  (*store)->EnqueueBarrier([&](const BarrierResult& r) { done.set_value(r); });
+  BarrierResult r = done.get_future().get();
+  ASSERT_TRUE((*store)->Flush().ok());
+  EXPECT_EQ(acked_mine.load(), 1);
+  EXPECT_EQ(acked_theirs.load(), 0);
+  EXPECT_EQ(r.fenced_jobs, std::set<std::string>{"theirs"});
+  EXPECT_EQ(Scalar(path, "SELECT COUNT(*) FROM ranks WHERE job='theirs';"), 0);
+  EXPECT_EQ(Scalar(path, "SELECT records FROM ranks WHERE job='mine';"), 5);
+  EXPECT_EQ((*store)->write_stats().rows_fenced, 1u);
+}
+
+// PostgreSQL going away: rows wait (counted, degraded) and are written
+// once it is back; nothing is lost or written twice.
+TEST(PostgresStoreTest, RowsWaitForTheServerAndAreWrittenWhenItIsBack) {
+  std::string path;
+  XPU_FRESH_DATABASE(Backend::kPostgres, "outage", &path);
+  std::string why;
+  bool missing = false;
+  testing::PgTestServer* pg = testing::PgTestServer::Get(&why, &missing);
+  ASSERT_NE(pg, nullptr);
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  (*store)->EnqueueJob(Job("before", 1));
+  ASSERT_TRUE((*store)->Flush().ok());
+  ASSERT_TRUE(pg->Stop().ok());
+  (*store)->EnqueueJob(Job("during", 2));
+  std::promise<BarrierResult> failed;
+  (*store)->EnqueueBarrier([&](const BarrierResult& r) { failed.set_value(r); });
+  EXPECT_FALSE(failed.get_future().get().status.ok()) << "a barrier never reports rows not written";
+  EXPECT_FALSE((*store)->Flush().ok());
+  WriteStats st = (*store)->write_stats();
+  EXPECT_TRUE(st.degraded);
+  EXPECT_GE(st.rows_pending_retry, 1u);
+  EXPECT_GE(st.failures, 1u);
+  ASSERT_TRUE(pg->Start().ok());
+  (*store)->EnqueueJob(Job("after", 3));
+  bool first = true;
+  for (int i = 0; i < 100 && first; ++i) {
+    std::promise<BarrierResult> p;
+    (*store)->EnqueueBarrier([&](const BarrierResult& r) { p.set_value(r); });
+    if (p.get_future().get().status.ok()) first = false;
+    else std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_FALSE(first) << "the store never recovered";
+  auto jobs = (*store)->LoadJobs();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  std::vector<std::string> names;
+  for (const JobSummary& j : *jobs) names.push_back(j.job);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"after", "before", "during"}));
+  st = (*store)->write_stats();
+  EXPECT_FALSE(st.degraded);
+  EXPECT_EQ(st.rows_pending_retry, 0u);
+  EXPECT_EQ(st.rows_dropped, 0u);
 }
 
 }  // namespace

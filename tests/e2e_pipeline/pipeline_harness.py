@@ -19,6 +19,7 @@ Thread-safety: single-threaded; one Pipeline per test process.
 
 import collections
 import ctypes
+import glob
 import json
 import os
 import re
@@ -167,6 +168,7 @@ class Pipeline:
         self.socket = os.path.join(self.dir, "daemon", "daemon.sock")
         os.makedirs(os.path.dirname(self.socket), mode=0o700)
         self.keep = os.environ.get("XPU_E2E_KEEP") == "1"
+        self.pg = None  # (bin dir, data dir, preexec) of start_postgres's server
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
@@ -213,6 +215,59 @@ class Pipeline:
         log("%s pid %d on %s, metrics on port %d" % (name, proc.popen.pid, engine.addr,
                                                     engine.metrics_port))
         return engine
+
+    def start_postgres(self):
+        """Starts a throwaway PostgreSQL server (unix socket only, in its own
+        directory) and returns the --db URL of its database; None when the
+        server binaries (Debian postgresql-15) are not installed."""
+        bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+        if not bins:
+            return None
+        bindir = os.path.dirname(bins[-1])
+        pgdir = tempfile.mkdtemp(prefix="xpu-e2ep-pg.")
+        preexec = None
+        if os.geteuid() == 0:  # PostgreSQL refuses root
+            import pwd
+            pw = None
+            for user in ("postgres", "nobody"):
+                try:
+                    pw = pwd.getpwnam(user)
+                    break
+                except KeyError:
+                    pass
+            check(pw is not None, "running as root and no user postgres/nobody for PostgreSQL")
+            os.chown(pgdir, pw.pw_uid, pw.pw_gid)
+
+            def preexec():
+                os.setgroups([])
+                os.setgid(pw.pw_gid)
+                os.setuid(pw.pw_uid)
+        self.pg = (bindir, pgdir, preexec)
+        setup_log = open(os.path.join(self.dir, "postgres-setup.log"), "ab")
+        for argv in ([bindir + "/initdb", "-D", pgdir + "/data", "-U", "xpu", "--auth=trust",
+                      "-E", "UTF8", "--locale=C", "--no-sync"],
+                     [bindir + "/pg_ctl", "-D", pgdir + "/data", "-l", pgdir + "/server.log", "-w",
+                      "-t", "60", "-o", "-k %s -c listen_addresses='' -c fsync=off "
+                      "-c full_page_writes=off -c shared_buffers=16MB" % pgdir, "start"]):
+            rc = subprocess.call(argv, stdout=setup_log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, preexec_fn=preexec, cwd=pgdir)
+            check(rc == 0, "%s failed (rc %d): see postgres-setup.log" % (argv[0], rc))
+        setup_log.close()
+        log("PostgreSQL (%s) on a unix socket in %s" % (bindir, pgdir))
+        return "postgresql://xpu@/postgres?host=%s" % pgdir
+
+    def _stop_postgres(self):
+        if self.pg is None:
+            return
+        bindir, pgdir, preexec = self.pg
+        self.pg = None
+        subprocess.call([bindir + "/pg_ctl", "-D", pgdir + "/data", "-m", "immediate", "-w",
+                         "stop"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                        stdin=subprocess.DEVNULL, preexec_fn=preexec, cwd=pgdir)
+        if self.keep:
+            log("kept %s" % pgdir)
+        else:
+            shutil.rmtree(pgdir, ignore_errors=True)
 
     def start_daemon(self, engine_addr, name="daemon", extra=()):
         proc = self.spawn(name, [self.paths.daemon, "--foreground", "--socket", self.socket,
@@ -319,6 +374,7 @@ class Pipeline:
                 p.popen.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+        self._stop_postgres()
         if self.keep:
             log("kept %s" % self.dir)
         else:

@@ -8,12 +8,15 @@ its buffered records need and every record the dead engine had not
 acknowledged; the new engine resumes each rank's count from its history
 (acknowledgements follow durable checkpoints). So every record is accounted:
 per rank, the new engine's records plus the counted drops equal what the
-hook wrote. `xpu jobs --all` still lists the job (history in SQLite).
+hook wrote. `xpu jobs --all` still lists the job (history in SQLite, or with
+XPU_E2E_DB=postgres in a throwaway PostgreSQL server: the same accounting on
+the other backend).
 
 usage: test_engine_restart.py PATHS_JSON
 """
 import os
 import signal
+import sys
 import time
 
 from pipeline_harness import (check, check_hook_accounting, engine_ranks, log, metric_sum, run_test,
@@ -25,7 +28,14 @@ TRAIN = ["--steps", "250", "--layers", "2", "--hidden", "256", "--tokens", "256"
 
 
 def body(pipe):
-    db = os.path.join(pipe.dir, "engine.db")
+    if os.environ.get("XPU_E2E_DB") == "postgres":
+        db = pipe.start_postgres()
+        if db is None:
+            log("SKIP: PostgreSQL server binaries not installed (Debian postgresql-15)")
+            pipe.close()
+            sys.exit(77)
+    else:
+        db = os.path.join(pipe.dir, "engine.db")
     engine = pipe.start_engine("engine1", db=db)
     daemon = pipe.start_daemon(engine.addr)
     job = pipe.start_job("e2ep-engine-restart-%d" % os.getpid(), NPROC, TRAIN)
