@@ -135,7 +135,8 @@ TEST_F(KernelIssueStallTest, ExcessSynchronizationIsTheCause) {
   EXPECT_THAT(out[0].ranks, ElementsAre(2));
   EXPECT_THAT(out[0].evidence, HasSubstr("(unnecessary synchronization)"));
   EXPECT_THAT(out[0].evidence, HasSubstr("synchronization: 40 sync calls, 8.0 per step (a healthy "
-                                         "step makes <= 3), 2.0 ms blocked"));
+                                         "step makes <= 3; the other ranks make 0.0), 2.0 ms "
+                                         "blocked"));
 }
 
 TEST_F(KernelIssueStallTest, UnattributedStallIsAHostStall) {
@@ -218,6 +219,39 @@ TEST_F(KernelIssueStallTest, SteepCdfWithoutExcessSyncsIsSilent) {
   for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(Ranks(1, {{0, Stalled(0, 2)}})).empty());
 }
 
+// One rank of two synchronizes inside every block from its first step: 3
+// per step, not more than max_syncs_per_step, but 3x its peer's one. The
+// peer is the reference; the healthy rank is not reported.
+TEST_F(KernelIssueStallTest, OneRankSynchronizingMoreThanItsPeerIsTheCause) {
+  const auto loads = std::map<int, Load>{{0, Syncing(1)}, {1, Stalled(0, 3)}};
+  EXPECT_TRUE(Window(loads).empty());  // persist_windows
+  std::vector<Diagnosis> out = Window(loads);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "sync");
+  EXPECT_THAT(out[0].ranks, ElementsAre(1));
+  EXPECT_THAT(out[0].evidence, HasSubstr("3.0 per step (a healthy step makes <= 3; the other "
+                                         "ranks make 1.0)"));
+}
+
+// A one-rank job that collects garbage in every step from its first: no
+// peers, no clean first windows, no history. GC for >= gc_alone_share of the
+// step with a steep CDF names it; a little GC (3 %) does not.
+TEST_F(KernelIssueStallTest, GcFromTheFirstStepOfAOneRankJobIsNamed) {
+  const auto gc = Ranks(1, {{0, Stalled(4)}});
+  EXPECT_TRUE(Window(gc).empty());
+  std::vector<Diagnosis> out = Window(gc);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "gc");
+  EXPECT_THAT(out[0].ranks, ElementsAre(0));
+  EXPECT_THAT(out[0].evidence, HasSubstr("(steep CDF: the host never gets ahead)"));
+  EXPECT_THAT(out[0].evidence, HasSubstr("Python GC: 20 collections"));
+}
+
+TEST_F(KernelIssueStallTest, LittleGcWithoutAReferenceIsNotNamed) {
+  const auto little = Ranks(1, {{0, Stalled(1)}});
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(little).empty()) << "window " << w;
+}
+
 TEST_F(KernelIssueStallTest, SyncRateIsJudgedAgainstTheRanksOwnStart) {
   // Rank 1 synchronizes 5 times per step from the start (its own timing):
   // that is its baseline, not a stall.
@@ -237,7 +271,8 @@ TEST_F(KernelIssueStallTest, SyncRateIsJudgedAgainstTheRanksOwnStart) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].subject, "sync");
   EXPECT_THAT(out[0].evidence, HasSubstr("10.0 per step (a healthy step makes <= 3; this rank "
-                                         "made 5.0 in its first windows)"));
+                                         "made 5.0 in its first windows; the other ranks make "
+                                         "0.0)"));
 }
 
 TEST_F(KernelIssueStallTest, PreviousRunsCatchAStallFromTheFirstWindow) {
