@@ -638,6 +638,7 @@ absl::StatusOr<std::vector<Diagnosis>> Store::LoadDiagnoses(const std::string& j
     std::string team = q.Text(2), sev = q.Text(3);
     d.team = team == "infrastructure" ? Team::kInfrastructure
              : team == "algorithm"    ? Team::kAlgorithm
+             : team == "triage"       ? Team::kTriage
                                       : Team::kOperations;
     d.severity = sev == "critical" ? Severity::kCritical
                  : sev == "info"   ? Severity::kInfo

@@ -368,7 +368,7 @@ std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& r
     absl::StrAppend(&out, "The job has finished; ", active, active == 1 ? " diagnosis was" : " diagnoses were",
                     " active when it ended:\n\n");
   }
-  for (const char* team : {"operations", "infrastructure", "algorithm"}) {
+  for (const char* team : {"operations", "infrastructure", "algorithm", "triage"}) {
     std::string section;
     for (const auto& d : diags.diagnoses()) {
       if (!d.active() || d.team() != team) continue;
