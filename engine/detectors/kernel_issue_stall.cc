@@ -45,6 +45,7 @@ class KernelIssueStallDetector::WindowPass {
 
   void Run(DiagnosisSink& sink) {
     MeasureRanks();
+    TopUpSamples();
     for (size_t i = 0; i < data_.size(); ++i) {
       if (data_[i].steps) peer_rates_.push_back(SyncsPerStep(i));
     }
@@ -112,6 +113,29 @@ class KernelIssueStallDetector::WindowPass {
             op.start_ns < to) {
           d.comm_s += static_cast<double>(op.dur_ns) * 1e-9;
         }
+      }
+    }
+  }
+
+  // A family with fewer than min_samples issue latencies in this window
+  // (long steps: 3 s windows of 85 ms steps held 16 to 18) is judged on the
+  // previous window's and this one's together, so that it is judged in
+  // every window and a stall can persist; the previous window's alone are
+  // never judged twice.
+  void TopUpSamples() {
+    std::map<std::string, std::vector<double>>& prev = d_.previous_[job_.job()];
+    for (size_t i = 0; i < data_.size(); ++i) {
+      for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
+        std::vector<double>& mine = data_[i].lat[f];
+        std::vector<double>& last = prev[absl::StrCat(v_.ranks[i].rank, "/", FamilyName(f))];
+        // At most min_samples kept per rank and family: memory stays
+        // linear in the job's size, whatever a window holds.
+        std::vector<double> now(
+            mine.end() - static_cast<long>(std::min(mine.size(), min_samples_)), mine.end());
+        if (!mine.empty() && mine.size() < min_samples_) {
+          mine.insert(mine.begin(), last.begin(), last.end());
+        }
+        last = std::move(now);
       }
     }
   }

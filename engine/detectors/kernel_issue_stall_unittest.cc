@@ -27,6 +27,7 @@ struct Load {
   int syncs = 0;           // stream synchronizations of 50 us
   uint64_t loader_ns = 0;  // DataLoader call at the start of the step
   uint64_t allreduce_ns = 500 * kUs;
+  int kernels = 10, allreduces = 5;  // per step
 };
 // A rank whose host work starves its GPU: the queue runs dry, kernels start
 // 5 us after their launch.
@@ -68,12 +69,12 @@ class KernelIssueStallTest : public ::testing::Test {
       if (s == kStepsPerWindow) break;  // the marker that ends the last step
       if (l.loader_ns) job_.Add(rank, Host(kLoader, t + 10 * kUs, l.loader_ns));
       // Ten kernels, issue latencies 0.55x .. 1.45x the median.
-      for (int i = 0; i < 10; ++i) {
+      for (int i = 0; i < l.kernels; ++i) {
         const double issue = l.issue_us * (0.55 + 0.1 * i) * 1e3;
         job_.Add(rank, Timed(kKernel, t + kMs + i * 400 * kUs, 300 * kUs, i, std::llround(issue)));
       }
       // Five all-reduces, issue latencies 0.8x .. 1.2x the median.
-      for (int i = 0; i < 5; ++i) {
+      for (int i = 0; i < l.allreduces; ++i) {
         const double issue = l.issue_us * (0.8 + 0.1 * i) * 1e3;
         job_.Add(rank, Timed(kAllReduce, t + 5 * kMs + i * kMs, l.allreduce_ns, s * 5 + i,
                              std::llround(issue), 2));
@@ -245,6 +246,22 @@ TEST_F(KernelIssueStallTest, GcFromTheFirstStepOfAOneRankJobIsNamed) {
   EXPECT_THAT(out[0].ranks, ElementsAre(0));
   EXPECT_THAT(out[0].evidence, HasSubstr("(steep CDF: the host never gets ahead)"));
   EXPECT_THAT(out[0].evidence, HasSubstr("Python GC: 20 collections"));
+}
+
+// Long steps: 15 kernels and 5 collectives with an issue latency per window,
+// under min_samples (20). Each window is judged on the previous window's
+// samples and its own, so the stall is found and persists.
+TEST_F(KernelIssueStallTest, FewSamplesPerWindowAreToppedUpByThePreviousWindow) {
+  Load gc = Stalled(4);
+  gc.kernels = 3;
+  gc.allreduces = 1;
+  const auto loads = Ranks(1, {{0, gc}});
+  EXPECT_TRUE(Window(loads).empty());  // 15 samples: not judged yet
+  EXPECT_TRUE(Window(loads).empty());  // 30: stalled, persist_windows
+  std::vector<Diagnosis> out = Window(loads);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "gc");
+  EXPECT_THAT(out[0].evidence, HasSubstr("compute kernels: 100 % of issue latencies under 20 us"));
 }
 
 TEST_F(KernelIssueStallTest, LittleGcWithoutAReferenceIsNotNamed) {
