@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -36,6 +37,7 @@ absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& o, const std:
   c.engine_enabled = !o.no_engine;
   c.drain_ms = o.drain_ms;
   c.flush_ms = o.flush_ms;
+  c.idle_exit_ns = o.idle_exit_s * kNsPerS;
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   c.engine.target = o.engine;
@@ -90,6 +92,7 @@ absl::Status Daemon::Start() {
     Log()->info("metrics on port {}", http_->port());
   }
   started_ = true;
+  last_busy_ns_ = MonotonicNs();
   drain_thread_ = std::thread([this] { DrainLoop(); });
   Log()->info("xpu-daemon ready: socket {} engine {}", config_.hook.socket.path,
               config_.engine_enabled ? config_.engine.target : std::string("(none)"));
@@ -101,8 +104,23 @@ void Daemon::Flush() {
   for (auto& b : collector_->TakeBatches()) engine_client_->Enqueue(std::move(b));
 }
 
+bool Daemon::IdleExpired(uint64_t now_ns) const {
+  const uint64_t last = last_busy_ns_.load(std::memory_order_relaxed);
+  return config_.idle_exit_ns != 0 && last != 0 && now_ns >= last + config_.idle_exit_ns;
+}
+
+void Daemon::NoteBusy(uint64_t now_ns) {
+  bool busy = collector_->stats().processes_live > 0;
+  if (!busy && engine_client_) {
+    const EngineClientStats st = engine_client_->stats();
+    busy = st.batches_buffered != 0 || st.batches_unacked != 0;
+  }
+  if (busy) last_busy_ns_.store(now_ns, std::memory_order_relaxed);
+}
+
 void Daemon::DrainLoop() {
   uint64_t next_flush = MonotonicNs() + config_.flush_ms * kNsPerMs;
+  uint64_t next_busy_check = 0;
   uint64_t next_stats = MonotonicNs() + config_.stats_log_s * kNsPerS;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
@@ -112,6 +130,12 @@ void Daemon::DrainLoop() {
     if (now >= next_flush) {
       Flush();
       next_flush = now + config_.flush_ms * kNsPerMs;
+    }
+    if (config_.idle_exit_ns != 0 && now >= next_busy_check) {
+      NoteBusy(now);
+      // A quarter of the idle period, so that a live process is never
+      // taken for idle between two checks.
+      next_busy_check = now + std::min<uint64_t>(kNsPerS, config_.idle_exit_ns / 4);
     }
     if (now >= next_stats) {
       const CollectorStats st = collector_->stats();

@@ -33,6 +33,7 @@ struct DaemonConfig {
   uint64_t drain_ms = 10;
   uint64_t flush_ms = 1000;
   uint64_t stats_log_s = 60;
+  uint64_t idle_exit_ns = 0;  // 0: never idle out
   std::string metrics_addr;  // "" = no /metrics
   std::string version;
 };
@@ -55,9 +56,13 @@ class Daemon {
   const std::string& socket_path() const { return config_.hook.socket.path; }
   // Port of /metrics (0 when not served).
   int metrics_port() const { return http_ ? http_->port() : 0; }
+  // True once the daemon has served no live process and had nothing left to
+  // send for `idle_exit_ns` (never when that is 0). main.cc then stops it.
+  bool IdleExpired(uint64_t now_ns) const;
 
  private:
   void DrainLoop();
+  void NoteBusy(uint64_t now_ns);
   void Flush();
 
   const DaemonConfig config_;
@@ -72,6 +77,7 @@ class Daemon {
   std::condition_variable cv_;
   bool stop_ = false;
   bool started_ = false;
+  std::atomic<uint64_t> last_busy_ns_{0};
 };
 
 }  // namespace xpu::daemon

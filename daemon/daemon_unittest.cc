@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/base/clock.h"
 #include "common/logging/logging.h"
 #include "common/ring/testing/test_ring_writer.h"
 #include "daemon/test_fakes.h"
@@ -135,6 +136,28 @@ TEST_F(DaemonTest, NoEngineModeKeepsHistory) {
     EXPECT_TRUE(s.pending_records.empty());
   }));
   daemon.Stop();
+}
+
+TEST_F(DaemonTest, IdleExitOnlyOnceNoProcessIsLeft) {
+  Daemon never(Config({"--no-engine", "--socket", dir_ + "/never.sock"}));
+  Daemon daemon(Config({"--no-engine", "--idle-exit-s", "1"}));
+  ASSERT_TRUE(never.Start().ok());
+  ASSERT_TRUE(daemon.Start().ok());
+  auto ring = TestRingWriter::Create(TestRingConfig{});
+  {
+    FakeHook hook(daemon.socket_path());
+    ASSERT_TRUE(hook.SendHello(ring->fd(), ring->size()));
+    ASSERT_EQ(hook.ReadAck(), XPU_HELLO_OK);
+    ASSERT_TRUE(WaitFor([&] { return daemon.collector().stats().processes_live == 1; }));
+    // Three idle periods with a live process: still busy.
+    usleep(3 * 1000 * 1000);
+    EXPECT_FALSE(daemon.IdleExpired(MonotonicNs()));
+  }  // the process goes
+  ASSERT_TRUE(WaitFor([&] { return daemon.collector().stats().processes_live == 0; }));
+  ASSERT_TRUE(WaitFor([&] { return daemon.IdleExpired(MonotonicNs()); }));
+  EXPECT_FALSE(never.IdleExpired(MonotonicNs() + 1000ull * 1000 * 1000 * 1000));
+  daemon.Stop();
+  never.Stop();
 }
 
 TEST_F(DaemonTest, SecondDaemonOnTheSameSocketRefuses) {

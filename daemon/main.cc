@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "common/base/clock.h"
 #include "common/cli/flags.h"
 #include "common/logging/logging.h"
 #include "daemon/daemon.h"
@@ -116,8 +118,18 @@ int main(int argc, char** argv) {
   }
   ReportReady(ready_fd, true);
   for (;;) {
-    int sig = 0;
-    if (sigwait(&sigs, &sig) != 0) continue;
+    // Woken once a second to see whether an idle daemon should go.
+    const struct timespec tick = {1, 0};
+    const int sig = sigtimedwait(&sigs, nullptr, &tick);
+    if (sig < 0) {
+      if (errno == EAGAIN && daemon.IdleExpired(xpu::MonotonicNs())) {
+        xpu::logging::GetLogger("daemon")->info(
+            "no traced process and nothing to send for {} s (--idle-exit-s): shutting down",
+            options->idle_exit_s);
+        break;
+      }
+      continue;
+    }
     if (sig == SIGHUP) {
       xpu::logging::GetLogger("daemon")->info("SIGHUP ignored (flags are read at start)");
       continue;

@@ -86,6 +86,11 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
                  "Log to this file instead of stderr (default when detached: <socket "
                  "dir>/daemon.log).")
       ->type_name("PATH");
+  app.add_option("--idle-exit-s", o->idle_exit_s,
+                 "Exit after this many seconds with no traced process and nothing left to send "
+                 "(0: run until stopped). The hook starts daemons with 600 "
+                 "($XPU_DAEMON_IDLE_EXIT_S).")
+      ->type_name("S");
   app.add_flag("--foreground", o->foreground,
                "Stay in the foreground. Without it the daemon detaches once its socket is ready.");
 }
@@ -96,7 +101,7 @@ void ConfigureDaemonApp(CLI::App& app, DaemonOptions* o) {
       "xpu-daemon: drains the XPUTimer rings of the training processes on this node, keeps\n"
       "their recent history, aggregates per-op windows and streams everything to the engine.\n"
       "\n"
-      "  xpu-daemon --socket PATH --engine HOST:PORT [flags]   (what the hook's auto-start runs)\n"
+      "  xpu-daemon --socket PATH --idle-exit-s 600 --engine HOST:PORT   (what the hook's auto-start runs)\n"
       "  xpu-daemon --foreground --no-engine                    (standalone: drain + history "
       "only)\n");
   app.footer(

@@ -190,6 +190,7 @@ def main() -> int:
         trace_bytes = os.path.getsize(path)
     summary = {"trace_bytes_per_rank": trace_bytes, "shape": args.shape, "parallel": args.parallel, "world": world,
                "steps": len(times), "median_step_ms": statistics.median(times) * 1e3 if times else None,
+               "step_ms": [t * 1e3 for t in times],
                # The median of each fifth of the run, in order: a drift over the run shows here.
                "median_step_ms_by_fifth": [statistics.median(times[i * len(times) // 5:(i + 1) * len(times) // 5]) * 1e3
                                            for i in range(5)] if len(times) >= 5 else None}

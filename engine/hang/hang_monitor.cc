@@ -171,6 +171,7 @@ void HangMonitor::Poll() {
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     live.push_back(job->job());
     std::optional<Suspicion> s = Suspect(*job, now);
+    if (s) progress_.MarkStalled(job->job());
     const uint64_t threshold = progress_.ThresholdNs(job->job());
     {
       std::lock_guard<std::mutex> l(mu_);

@@ -86,7 +86,9 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   for (const auto& [key, p] : job.processes()) {
     ProcessPace& pp = pace.procs[key];
     if (p->last_progress_rx_ns != pp.last_progress_ns) {
-      if (pp.last_progress_ns != 0 && p->last_progress_rx_ns > pp.last_progress_ns) {
+      if (pp.in_stall) {
+        pp.in_stall = false;  // the gap that ends a stall is no sample
+      } else if (pp.last_progress_ns != 0 && p->last_progress_rx_ns > pp.last_progress_ns) {
         pp.gaps.push_back(p->last_progress_rx_ns - pp.last_progress_ns);
         if (pp.gaps.size() > kMaxGaps) pp.gaps.pop_front();
       }
@@ -126,6 +128,12 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
               Secs(options_.floor_ns) + ", " + std::to_string(static_cast<int>(options_.multiple)) +
               " x the job's period " + Secs(period) + " from " + s.period_source + "))";
   return s;
+}
+
+void ProgressWatch::MarkStalled(const std::string& job) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  for (auto& [key, pp] : it->second.procs) pp.in_stall = true;
 }
 
 uint64_t ProgressWatch::ThresholdNs(const std::string& job) const {

@@ -60,6 +60,10 @@ class ProgressWatch {
   std::optional<ProgressStall> Check(const JobState& job, uint64_t now_ns);
   // The job's current threshold (floor until known).
   uint64_t ThresholdNs(const std::string& job) const;
+  // The job is under a hang suspicion now: the gap each of its processes is
+  // in is a stall, not a sample of its pace, and is left out of the gap
+  // figure (one hang must not stretch the threshold for the next one).
+  void MarkStalled(const std::string& job);
   // Forgets jobs the engine no longer has.
   void Retain(const std::vector<std::string>& jobs);
 
@@ -72,6 +76,7 @@ class ProgressWatch {
   struct ProcessPace {
     uint64_t last_progress_ns = 0;
     std::deque<uint64_t> gaps;  // between consecutive progress arrivals, newest last
+    bool in_stall = false;      // the current gap is a stall (MarkStalled)
   };
   struct JobPace {
     uint64_t step_period_ns = 0;

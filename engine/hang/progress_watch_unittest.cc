@@ -90,6 +90,29 @@ TEST_F(ProgressWatchTest, LongStepsRaiseTheThreshold) {
   EXPECT_EQ(w.ThresholdNs("j"), 20 * kS);
 }
 
+TEST_F(ProgressWatchTest, StallsAreNoSamplesOfTheJobsPace) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  uint64_t t = now_;
+  auto progress = [&](uint64_t gap) {
+    t += gap;
+    p.last_progress_rx_ns = t;
+    return w.Check(job_, t);
+  };
+  for (int i = 0; i < 5; ++i) progress(2 * kS);
+  // Two stalls (a stopped rank, then a debugger attached), each seen and
+  // marked by the monitor while it lasts.
+  for (uint64_t stall : {30 * kS, 20 * kS}) {
+    ASSERT_TRUE(w.Check(job_, t + stall - kS).has_value());
+    w.MarkStalled("j");
+    progress(stall);
+  }
+  for (int i = 0; i < 3; ++i) progress(2 * kS);
+  // The pace is still 2 s a step: the floor (6 s) rules, not 4 x 20 s.
+  EXPECT_EQ(w.ThresholdNs("j"), 8 * kS);
+  EXPECT_TRUE(w.Check(job_, t + 9 * kS).has_value());
+}
+
 TEST_F(ProgressWatchTest, TeardownGetsAGraceAndAFinishedJobNothing) {
   ProgressWatch w(ProgressWatchOptions{});
   ProcessState& a = Proc(0);

@@ -289,9 +289,9 @@ JobSnapshot SnapshotJob(JobState* job) {
   for (const auto& [comm, seq] : stuck) {
     auto& hist = snap.completed[comm];
     for (uint32_t s = seq - 1, n = 0; s != 0 && n < kPatternLookback; --s, ++n) {
-      const CollectiveEntry* e = job->collectives().Find(comm, s);
-      if (e == nullptr) break;
-      hist[s] = {e->kind, PerRankBytes(e->kind, e->bytes, e->nranks)};
+      CollectiveShape e;
+      if (!job->collectives().Shape(comm, s, &e)) break;
+      hist[s] = {e.kind, PerRankBytes(e.kind, e.bytes, e.nranks)};
     }
   }
   return snap;

@@ -85,13 +85,15 @@ void CollectiveTable::Add(const SignatureInfo& sig, int32_t rank, const xpu_reco
   ++e.timed;
   e.fold.Add(rank, r.start_ns, r.start_ns + xpu_record_duration_ns(&r), true);
   if (static_cast<int32_t>(e.timed) < e.nranks) return;
-  Complete(e);
+  Complete(e, c);
   MarkDone(c, r.seq);
   c.open.erase(std::find(c.open.begin(), c.open.end(), r.seq));
   open_.erase(it);
 }
 
-void CollectiveTable::Complete(CollectiveEntry& e) {
+void CollectiveTable::Complete(CollectiveEntry& e, CommTrack& c) {
+  if (c.shapes.empty()) c.shapes.resize(kShapeHistory);
+  c.shapes[e.seq & (kShapeHistory - 1)] = CollectiveShape{e.seq, e.kind, e.nranks, e.bytes};
   const analysis::LastArrival la = e.fold.Result(e.bytes, e.busbw_factor);
   if (!la.valid || e.bytes == 0) return;
   OpBandwidth& bw = completed_[e.kind];
@@ -103,6 +105,19 @@ void CollectiveTable::Complete(CollectiveEntry& e) {
 const CollectiveEntry* CollectiveTable::Find(uint64_t comm_id, uint32_t seq) const {
   auto it = open_.find(Key{comm_id, seq});
   return it == open_.end() ? nullptr : &it->second;
+}
+
+bool CollectiveTable::Shape(uint64_t comm_id, uint32_t seq, CollectiveShape* out) const {
+  if (const CollectiveEntry* e = Find(comm_id, seq)) {
+    *out = CollectiveShape{e->seq, e->kind, e->nranks, e->bytes};
+    return true;
+  }
+  auto it = comms_.find(comm_id);
+  if (it == comms_.end() || it->second.shapes.empty() || seq == 0) return false;
+  const CollectiveShape& s = it->second.shapes[seq & (kShapeHistory - 1)];
+  if (s.seq != seq) return false;
+  *out = s;
+  return true;
 }
 
 std::map<uint16_t, OpBandwidth> CollectiveTable::TakeCompleted() {

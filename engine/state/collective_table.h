@@ -16,7 +16,11 @@
 // bandwidth moves to the completed figures), and the last 64 completed
 // sequence numbers of each communicator are remembered so that a late record
 // of one of them (the interposer's untimed record after the plugin's timed
-// one, a re-sent batch) does not open it again. A member is its
+// one, a re-sent batch) does not open it again. The shapes (kind, bytes,
+// size) of the last kShapeHistory completed sequence numbers are kept too
+// (about 6 KB per communicator, allocated at its first completion): the
+// job's per-step pattern of collectives, which hang diagnosis reads at a
+// mismatch. A member is its
 // communicator rank (the signature's comm_rank); records whose comm_rank is
 // outside [0, comm_nranks) cannot be placed and are skipped (counted). A
 // member's first timed record is the one folded; later ones are ignored.
@@ -53,6 +57,14 @@ struct CollectiveEntry {
   std::vector<uint64_t> reported_bits, timed_bits;  // by communicator rank
 };
 
+// What a collective was, in flight or recently completed.
+struct CollectiveShape {
+  uint32_t seq = 0;
+  uint16_t kind = 0;
+  int32_t nranks = 0;
+  uint64_t bytes = 0;
+};
+
 // Completed collectives of one op kind since the last TakeCompleted().
 struct OpBandwidth {
   uint64_t count = 0;
@@ -65,6 +77,7 @@ class CollectiveTable {
  public:
   static constexpr int32_t kMaxCommRanks = 1 << 22;
   static constexpr size_t kMaxOpenTotal = 1 << 16;
+  static constexpr uint32_t kShapeHistory = 256;  // per communicator, a power of two
 
   explicit CollectiveTable(size_t max_open_per_comm = 64) : max_open_per_comm_(max_open_per_comm) {}
 
@@ -72,6 +85,9 @@ class CollectiveTable {
   void Add(const SignatureInfo& sig, int32_t rank, const xpu_record_v1& r);
   // The collective while in flight; nullptr once completed (or never seen).
   const CollectiveEntry* Find(uint64_t comm_id, uint32_t seq) const;
+  // The collective's shape while in flight or among the communicator's last
+  // kShapeHistory completed; false when neither.
+  bool Shape(uint64_t comm_id, uint32_t seq, CollectiveShape* out) const;
   // True when the collective completed among the communicator's last 64.
   bool Completed(uint64_t comm_id, uint32_t seq) const;
   // Per op kind, the collectives that completed since the previous call.
@@ -94,9 +110,10 @@ class CollectiveTable {
     uint32_t high = 0;       // highest completed seq
     uint64_t done_mask = 0;  // bit i: seq high - i completed
     std::vector<uint32_t> open;  // seqs in flight, oldest first (a few)
+    std::vector<CollectiveShape> shapes;  // completed, by seq % kShapeHistory
   };
   void MarkDone(CommTrack& c, uint32_t seq);
-  void Complete(CollectiveEntry& e);
+  void Complete(CollectiveEntry& e, CommTrack& c);
 
   size_t max_open_per_comm_;
   std::unordered_map<Key, CollectiveEntry, KeyHash> open_;

@@ -38,6 +38,30 @@ TEST(CollectiveTableTest, LastArrivalBusBandwidth) {
   EXPECT_TRUE(t.TakeCompleted().empty());
 }
 
+TEST(CollectiveTableTest, ShapesOfRecentlyCompletedCollectivesAreKept) {
+  CollectiveTable t;
+  const uint32_t last = 300;
+  for (uint32_t seq = 1; seq <= last; ++seq) {
+    const uint64_t count = 1024 * (1 + seq % 3);  // a 3-collective step
+    for (int r = 0; r < 2; ++r) t.Add(AllReduce(r, 2, count), r, MakeRecord(1, 0, 100, seq));
+  }
+  t.Add(AllReduce(0, 2, 77), 0, MakeRecord(1, 0, 100, last + 1));  // in flight
+  EXPECT_EQ(t.Find(5, last), nullptr);
+  CollectiveShape s;
+  ASSERT_TRUE(t.Shape(5, last, &s));
+  EXPECT_EQ(s.seq, last);
+  EXPECT_EQ(s.kind, XPU_OP_ALLREDUCE);
+  EXPECT_EQ(s.nranks, 2);
+  EXPECT_EQ(s.bytes, 4u * 1024 * (1 + last % 3));
+  const uint32_t oldest = last - CollectiveTable::kShapeHistory + 1;
+  ASSERT_TRUE(t.Shape(5, oldest, &s));
+  EXPECT_EQ(s.bytes, 4u * 1024 * (1 + oldest % 3));
+  EXPECT_FALSE(t.Shape(5, oldest - 1, &s));  // beyond the history
+  ASSERT_TRUE(t.Shape(5, last + 1, &s));     // in flight
+  EXPECT_EQ(s.bytes, 4u * 77);
+  EXPECT_FALSE(t.Shape(6, last, &s));  // another communicator
+}
+
 TEST(CollectiveTableTest, IncompleteOrUntimedDoNotCount) {
   CollectiveTable t;
   t.Add(AllReduce(0, 2, 1024), 0, MakeRecord(1, 0, 100, 1));

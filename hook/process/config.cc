@@ -113,6 +113,8 @@ Config LoadConfig(const EnvLookup& env, pid_t pid, uid_t uid, const std::string&
   c.daemon_socket = DefaultSocketPath(env, uid);
   c.daemon_bin = StrOr(env, "XPU_DAEMON_BIN", "");
   c.engine = StrOr(env, "XPU_ENGINE", "");
+  c.daemon_idle_exit_s =
+      static_cast<uint32_t>(UintOr(env, "XPU_DAEMON_IDLE_EXIT_S", 600, 0, 7 * 24 * 3600));
   c.job_name = StrOr(env, "XPU_JOB_NAME", "");
   c.host = host;
   c.event_pool = static_cast<uint32_t>(UintOr(env, "XPU_EVENT_POOL", 4096, 16, 1u << 16));

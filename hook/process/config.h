@@ -35,6 +35,7 @@ struct Config {
   std::string daemon_socket;     // XPU_DAEMON_SOCKET or transport.h default
   std::string daemon_bin;        // XPU_DAEMON_BIN ("" = search)
   std::string engine;            // XPU_ENGINE, passed to an auto-started daemon
+  uint32_t daemon_idle_exit_s = 600;  // XPU_DAEMON_IDLE_EXIT_S, an auto-started daemon's --idle-exit-s
   std::string job;               // resolved job identity
   std::string job_name;          // XPU_JOB_NAME
   std::string host;              // gethostname()

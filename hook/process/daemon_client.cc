@@ -54,6 +54,7 @@ void DaemonClient::Init(RingWriter* ring, const Config& config) {
   socket_path_ = config.daemon_socket;
   daemon_bin_ = config.daemon_bin;
   engine_ = config.engine;
+  idle_exit_s_ = std::to_string(config.daemon_idle_exit_s);
   autostart_ = config.daemon;
   log_level_ = config.log_level;
   rank_ = config.rank;
@@ -269,7 +270,11 @@ void DaemonClient::MaybeSpawnDaemon(uint64_t now) {
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
   std::string socket_flag = "--socket";
   std::string engine_flag = "--engine";
-  std::vector<char*> argv = {bin.data(), socket_flag.data(), socket_path_.data()};
+  std::string idle_flag = "--idle-exit-s";
+  // An auto-started daemon belongs to the jobs that started it: it goes
+  // once no traced process has used it for a while and all is delivered.
+  std::vector<char*> argv = {bin.data(), socket_flag.data(), socket_path_.data(),
+                             idle_flag.data(), idle_exit_s_.data()};
   if (!engine_.empty()) {  // else the daemon's own default
     argv.push_back(engine_flag.data());
     argv.push_back(engine_.data());

@@ -68,6 +68,7 @@ class DaemonClient {
   std::string socket_path_;
   std::string daemon_bin_;
   std::string engine_;
+  std::string idle_exit_s_;  // --idle-exit-s of a daemon this process starts
   bool autostart_ = true;
   // Set-up failures are reported on stderr once per process (Note).
   int log_level_ = 1;

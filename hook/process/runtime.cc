@@ -152,7 +152,13 @@ bool EmitHostRecord(uint32_t sig_id, uint64_t start_ns, uint64_t end_ns, uint32_
                     uint16_t flags) {
   if (!HostActive()) return false;
   Runtime* rt = g_runtime.load(std::memory_order_acquire);
-  EnsureStarted();
+  // Host activity alone hands the ring to the daemon only in a process that
+  // its launcher made a rank. A process that neither has a rank nor ever
+  // launches GPU work (torchrun's agent, a data-prep helper) writes into its
+  // ring but never registers, so it is no job and no rank of one; its first
+  // GPU op starts the hand-over, and the daemon then reads the ring from its
+  // start, host records included.
+  if (rt->config.rank >= 0) EnsureStarted();
   if (t_thread_index == 0) {
     uint32_t idx = g_next_thread_index.fetch_add(1, std::memory_order_relaxed);
     t_thread_index = static_cast<uint16_t>(idx > 65535 ? 65535 : idx);

@@ -128,6 +128,13 @@ void HangWatch::OnIssued(const WatchedOp& op, uint64_t now_ns) {
 void HangWatch::OnCompleted(const WatchedOp& op, uint64_t duration_ns, uint64_t now_ns) {
   if (!enabled()) return;
   if (op.sig_id < sig_capacity_) {
+    // An op that outlived its threshold was a stall (a stopped peer, a
+    // debugger attached), not a sample of how long it takes: it raises the
+    // remembered maximum only to the threshold it broke, so that one hang
+    // does not hide the next for the decay period, while an op that is
+    // always that long still earns its threshold in a few occurrences.
+    const uint64_t limit = ThresholdNs(op.sig_id, now_ns);
+    if (duration_ns > limit) duration_ns = limit;
     SigStat& st = stats_[op.sig_id];
     uint64_t current = st.max_ns;
     if (options_.decay_ns > 0 && now_ns > st.max_at_ns &&

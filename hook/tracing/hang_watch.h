@@ -9,7 +9,9 @@
 //     threshold(sig) = max(floor, multiple x recent_max(sig))
 // where recent_max is the largest launch-to-completion time observed for the
 // signature, decayed by half every `decay_ns` so that one slow warm-up
-// occurrence does not raise the threshold forever. The daemon reads the table
+// occurrence does not raise the threshold forever. An op that outlived its
+// threshold (a stall: a stopped peer, a debugger) counts only as long as the
+// threshold it broke, so one hang does not hide the next one. The daemon reads the table
 // and forwards it; the engine decides (see engine/hang/).
 //
 // Defaults: floor 5 s (XPU_HANG_FLOOR_S), multiple 4 (XPU_HANG_MULTIPLE),

@@ -117,6 +117,29 @@ TEST_F(HangWatchTest, ThresholdScalesWithRecentMaximumAndDecays) {
   EXPECT_EQ(w_.ThresholdNs(2, t0 + 105 * kS), 10 * kS);
 }
 
+TEST_F(HangWatchTest, AStallDoesNotHideTheNextOne) {
+  Init(5, 4);
+  const uint64_t t0 = 1000 * kS;
+  // Normally 10 ms: the 5 s floor applies.
+  w_.OnCompleted({1, 1, t0}, kS / 100, t0 + kS);
+  EXPECT_EQ(w_.ThresholdNs(1, t0 + kS), 5 * kS);
+  // A peer was stopped for 30 s: the op completes after the stall. It counts
+  // as long as the threshold it broke (5 s), not 30 s: the next stall is
+  // seen after 20 s, not after 120 s.
+  w_.OnCompleted({1, 2, t0 + 2 * kS}, 30 * kS, t0 + 32 * kS);
+  EXPECT_EQ(w_.ThresholdNs(1, t0 + 32 * kS), 20 * kS);
+  WatchedOp head{1, 3, t0 + 40 * kS};
+  w_.OnIssued(head, t0 + 40 * kS);
+  w_.Check(&head, 1, t0 + 61 * kS);
+  EXPECT_EQ(progress()->suspect_sig_id, 1u);
+  // An op that is always 8 s long earns its threshold in one occurrence
+  // and is then never suspected.
+  w_.OnCompleted({3, 1, t0}, 8 * kS, t0 + 8 * kS);
+  EXPECT_EQ(w_.ThresholdNs(3, t0 + 8 * kS), 20 * kS);
+  w_.OnCompleted({3, 2, t0 + 9 * kS}, 8 * kS, t0 + 17 * kS);
+  EXPECT_EQ(w_.ThresholdNs(3, t0 + 17 * kS), 32 * kS);
+}
+
 TEST_F(HangWatchTest, DisabledWithZeroFloorOrNoTable) {
   Init(0, 4);
   EXPECT_FALSE(w_.enabled());

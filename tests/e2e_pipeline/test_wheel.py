@@ -9,7 +9,8 @@ with nothing else set up but the engine's address: the hook from the wheel
 auto-starts the daemon from the wheel (exactly one, whose binary lies in the
 venv), every rank reaches the engine with the records its hook wrote, the
 launcher (a process that never touches the GPU) is no rank of the job, and
-the wheel's `xpu` CLI talks to the engine.
+the wheel's `xpu` CLI talks to the engine. The launcher runs under a Python
+agent with host activity of its own (as torchrun's agent): it is no job.
 
 usage: test_wheel.py PATHS_JSON
 """
@@ -76,7 +77,17 @@ def body(pipe):
     # finds the daemon next to itself in the wheel.
     env = pipe.job_env(job, ring_dir, calls, "on", {"XPU_ENGINE": engine.addr})
     env.pop("XPU_DAEMON_BIN", None)
-    argv = [py, "-m", "xputimer", "run", "--", pipe.paths.fake_launch, "--nproc", str(NPROC),
+    # The launcher runs under a Python agent, as under torchrun: a Python
+    # process with the hook and its Python side loaded, no RANK, no GPU work,
+    # but host activity (garbage collections) of its own.
+    agent = os.path.join(jdir, "agent.py")
+    with open(agent, "w") as f:
+        f.write("import gc, subprocess, sys\n"
+                "for _ in range(200):\n"
+                "    [object() for _ in range(1000)]\n"
+                "    gc.collect()\n"
+                "sys.exit(subprocess.call(sys.argv[1:]))\n")
+    argv = [py, "-m", "xputimer", "run", "--", py, agent, pipe.paths.fake_launch, "--nproc", str(NPROC),
             "--timeout", "90", "--pid-file", os.path.join(jdir, "pids"), "--",
             pipe.paths.fake_train] + TRAIN
     proc = pipe.spawn("job-" + job, argv, env)
@@ -97,6 +108,12 @@ def check_job(pipe, engine, venv, proc, job, jdir, ring_dir, calls):
     check(j.wait() == 0, "job failed:\n%s" % proc.log_text()[-3000:])
     check(len(venv_daemons(venv)) <= 1, "daemons from the wheel: %s" % venv_daemons(venv))
     rings = j.rings()
+    # The agent wrote host records into a ring of its own (rank -1, same job
+    # id through XPU_JOB) that was never handed to the daemon.
+    agent_ring = rings.pop(-1, None)
+    check(agent_ring is not None and agent_ring.records > 0,
+          "the agent's ring (rank -1) holds no host records: the test shows nothing")
+    log("agent: %d host records in its ring, none handed over" % agent_ring.records)
     check_hook_accounting(j, rings)
     check_engine_matches_rings(pipe, engine.addr, j, rings)
 
@@ -109,6 +126,11 @@ def check_job(pipe, engine, venv, proc, job, jdir, ring_dir, calls):
     check(sorted(x["rank"] for x in ranks) == list(range(NPROC)),
           "ranks of the job (the launcher must not be one): %s" %
           [(x.get("rank"), x.get("pid")) for x in ranks])
+    r = subprocess.run([xpu, "--engine", engine.addr, "jobs", "--all", "--json"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    check(r.returncode == 0, "xpu jobs: %s" % r.stdout.decode(errors="replace"))
+    jobs = sorted(x.get("job", "") for x in json.loads(r.stdout).get("jobs", []))
+    check(jobs == [job], "jobs in the engine (the agent must not be one): %s" % jobs)
     log("wheel: daemon auto-started from %s, %d ranks traced, xpu CLI from the wheel works" %
         (os.path.dirname(daemon_exe), NPROC))
 
