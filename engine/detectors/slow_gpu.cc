@@ -17,6 +17,24 @@ bool TwoRanksApart(const std::vector<double>& slow, const std::vector<double>& f
   return analysis::Quantile(slow, 0.75) < analysis::Quantile(fast, 0.25);
 }
 
+// Time the rank spent in collectives in the window: GPU-timed records where
+// it has them, else the launch-to-completion spans.
+double CollectiveSeconds(const analysis::RankTrace& t) {
+  double timed = 0, untimed = 0;
+  for (const analysis::Op& op : t.ops) {
+    if (!xpu_op_is_collective(op.kind)) continue;
+    (op.timed() ? timed : untimed) += static_cast<double>(op.dur_ns) * 1e-9;
+  }
+  return timed > 0 ? timed : untimed;
+}
+
+// A slow GPU makes its peers wait for it in the collectives; a rank that
+// waits clearly longer there than its peer (kWaitRatio) is held up by that
+// peer (a host stall, synchronizations there), and its slower GEMMs are not
+// its device's doing (on the GPU-less runtime a rank that waited for a
+// synchronizing peer ran its GEMMs 0.08x the peer's).
+constexpr double kWaitRatio = 1.2;
+
 }  // namespace
 
 void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
@@ -26,6 +44,8 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const uint64_t min_count = static_cast<uint64_t>(Param(v, "slow_gpu.min_count"));
   const size_t min_ranks = static_cast<size_t>(Param(v, "slow_gpu.min_ranks"));
 
+  std::map<int32_t, double> comm_s;  // rank -> seconds in collectives
+  for (const analysis::RankTrace& t : v.ranks) comm_s[t.rank] = CollectiveSeconds(t);
   // shape -> (rank, TFLOPS); (shape, rank) -> per-call TFLOPS
   std::map<std::string, std::vector<std::pair<int32_t, double>>> by_shape;
   std::map<std::pair<std::string, int32_t>, std::vector<double>> calls;
@@ -59,7 +79,8 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
       score[slow.first].shapes++;
       score[fast.first].shapes++;
       if (fast.second > 0 && slow.second < (1 - min_drop) * fast.second &&
-          TwoRanksApart(calls[{key, slow.first}], calls[{key, fast.first}])) {
+          TwoRanksApart(calls[{key, slow.first}], calls[{key, fast.first}]) &&
+          comm_s[slow.first] <= kWaitRatio * comm_s[fast.first]) {
         RankScore& s = score[slow.first];
         s.low++;
         s.two_ranks = true;

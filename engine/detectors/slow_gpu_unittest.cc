@@ -141,5 +141,24 @@ TEST_F(SlowGpuTest, TwoRanksWithSpreadCallsAreNotASlowGpu) {
   }
 }
 
+// Of two ranks, the one with slower GEMMs waits 3x longer in the
+// all-reduces: its peer holds the job up (synchronizations there), so it is
+// not a slow GPU; the same GEMMs with the waiting on the other side are.
+TEST_F(SlowGpuTest, TwoRanksTheSlowerOneWaitingForItsPeerIsNotASlowGpu) {
+  auto window = [&](int waits) {
+    for (int r = 0; r < 2; ++r) {
+      Gemms(r, kGemm, 5, r == 0 ? 2 * kMs : kMs);
+      job_.Define(r, CollSig(kAllReduce, XPU_OP_ALLREDUCE, 1 << 20, 77, r, 2));
+      job_.Add(r, Timed(kAllReduce, kSec + 100 * kMs, r == waits ? 30 * kMs : 10 * kMs, 1));
+    }
+    return Window();
+  };
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(window(0).empty()) << "window " << w;
+  window(1);
+  std::vector<Diagnosis> out = window(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(0));
+}
+
 }  // namespace
 }  // namespace xpu::engine
