@@ -1,5 +1,5 @@
 # Thin wrapper over CMake. The two commands the README promises:
-#   make demo   install what is missing, build, run the main job
+#   make demo   install what is missing, build (quietly), run the demo job
 #   make test   install what is missing, build, run every test
 # Deployment (docs/deploy.md):
 #   make install [PREFIX=/usr/local] [DESTDIR=]  binaries, hook, plugin, Python
@@ -55,8 +55,10 @@ build: configure
 test: build
 	tools/run_tests.sh $(BUILD)
 
-demo: build
-	tools/demo.sh $(BUILD)
+# Quietly: one progress line, the build log only on failure.
+demo:
+	@tools/quiet_build.sh $(BUILD) $(MAKE) --no-print-directory build BUILD=$(BUILD) JOBS=$(JOBS)
+	@tools/demo.sh $(BUILD)
 
 bundle: build
 	tools/make_bundle.sh $(BUILD) .bundle

@@ -63,6 +63,9 @@ void CollectiveTable::Add(const SignatureInfo& sig, int32_t rank, const xpu_reco
     const size_t words = (static_cast<size_t>(nranks) + 63) / 64;
     e.reported_bits.assign(words, 0);
     e.timed_bits.assign(words, 0);
+    if (c.shapes.empty()) c.shapes.resize(kShapeHistory);
+    CollectiveShape& shape = c.shapes[r.seq & (kShapeHistory - 1)];
+    if (shape.seq < r.seq) shape = CollectiveShape{r.seq, e.kind, e.nranks, e.bytes};
     c.open.push_back(r.seq);
     if (c.open.size() > max_open_per_comm_) {
       const size_t drop = c.open.size() - max_open_per_comm_;
@@ -85,15 +88,13 @@ void CollectiveTable::Add(const SignatureInfo& sig, int32_t rank, const xpu_reco
   ++e.timed;
   e.fold.Add(rank, r.start_ns, r.start_ns + xpu_record_duration_ns(&r), true);
   if (static_cast<int32_t>(e.timed) < e.nranks) return;
-  Complete(e, c);
+  Complete(e);
   MarkDone(c, r.seq);
   c.open.erase(std::find(c.open.begin(), c.open.end(), r.seq));
   open_.erase(it);
 }
 
-void CollectiveTable::Complete(CollectiveEntry& e, CommTrack& c) {
-  if (c.shapes.empty()) c.shapes.resize(kShapeHistory);
-  c.shapes[e.seq & (kShapeHistory - 1)] = CollectiveShape{e.seq, e.kind, e.nranks, e.bytes};
+void CollectiveTable::Complete(CollectiveEntry& e) {
   const analysis::LastArrival la = e.fold.Result(e.bytes, e.busbw_factor);
   if (!la.valid || e.bytes == 0) return;
   OpBandwidth& bw = completed_[e.kind];
@@ -108,10 +109,6 @@ const CollectiveEntry* CollectiveTable::Find(uint64_t comm_id, uint32_t seq) con
 }
 
 bool CollectiveTable::Shape(uint64_t comm_id, uint32_t seq, CollectiveShape* out) const {
-  if (const CollectiveEntry* e = Find(comm_id, seq)) {
-    *out = CollectiveShape{e->seq, e->kind, e->nranks, e->bytes};
-    return true;
-  }
   auto it = comms_.find(comm_id);
   if (it == comms_.end() || it->second.shapes.empty() || seq == 0) return false;
   const CollectiveShape& s = it->second.shapes[seq & (kShapeHistory - 1)];

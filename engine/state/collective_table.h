@@ -17,10 +17,11 @@
 // sequence numbers of each communicator are remembered so that a late record
 // of one of them (the interposer's untimed record after the plugin's timed
 // one, a re-sent batch) does not open it again. The shapes (kind, bytes,
-// size) of the last kShapeHistory completed sequence numbers are kept too
-// (about 6 KB per communicator, allocated at its first completion): the
-// job's per-step pattern of collectives, which hang diagnosis reads at a
-// mismatch. A member is its
+// size, as its first member reported it) of the last kShapeHistory sequence
+// numbers seen are kept too, whether they completed, are in flight or were
+// dropped before every member timed them (about 12 KB per communicator,
+// allocated at its first collective): the job's per-step pattern of
+// collectives, which hang diagnosis reads at a mismatch. A member is its
 // communicator rank (the signature's comm_rank); records whose comm_rank is
 // outside [0, comm_nranks) cannot be placed and are skipped (counted). A
 // member's first timed record is the one folded; later ones are ignored.
@@ -77,7 +78,7 @@ class CollectiveTable {
  public:
   static constexpr int32_t kMaxCommRanks = 1 << 22;
   static constexpr size_t kMaxOpenTotal = 1 << 16;
-  static constexpr uint32_t kShapeHistory = 256;  // per communicator, a power of two
+  static constexpr uint32_t kShapeHistory = 512;  // per communicator, a power of two
 
   explicit CollectiveTable(size_t max_open_per_comm = 64) : max_open_per_comm_(max_open_per_comm) {}
 
@@ -85,8 +86,8 @@ class CollectiveTable {
   void Add(const SignatureInfo& sig, int32_t rank, const xpu_record_v1& r);
   // The collective while in flight; nullptr once completed (or never seen).
   const CollectiveEntry* Find(uint64_t comm_id, uint32_t seq) const;
-  // The collective's shape while in flight or among the communicator's last
-  // kShapeHistory completed; false when neither.
+  // The collective's shape (as its first member reported it) when its seq is
+  // among the communicator's last kShapeHistory seen; false otherwise.
   bool Shape(uint64_t comm_id, uint32_t seq, CollectiveShape* out) const;
   // True when the collective completed among the communicator's last 64.
   bool Completed(uint64_t comm_id, uint32_t seq) const;
@@ -110,10 +111,10 @@ class CollectiveTable {
     uint32_t high = 0;       // highest completed seq
     uint64_t done_mask = 0;  // bit i: seq high - i completed
     std::vector<uint32_t> open;  // seqs in flight, oldest first (a few)
-    std::vector<CollectiveShape> shapes;  // completed, by seq % kShapeHistory
+    std::vector<CollectiveShape> shapes;  // seen, by seq % kShapeHistory
   };
   void MarkDone(CommTrack& c, uint32_t seq);
-  void Complete(CollectiveEntry& e, CommTrack& c);
+  void Complete(CollectiveEntry& e);
 
   size_t max_open_per_comm_;
   std::unordered_map<Key, CollectiveEntry, KeyHash> open_;

@@ -38,24 +38,31 @@ TEST(CollectiveTableTest, LastArrivalBusBandwidth) {
   EXPECT_TRUE(t.TakeCompleted().empty());
 }
 
-TEST(CollectiveTableTest, ShapesOfRecentlyCompletedCollectivesAreKept) {
+TEST(CollectiveTableTest, ShapesOfRecentCollectivesAreKept) {
   CollectiveTable t;
-  const uint32_t last = 300;
+  const uint32_t last = 700;
   for (uint32_t seq = 1; seq <= last; ++seq) {
     const uint64_t count = 1024 * (1 + seq % 3);  // a 3-collective step
-    for (int r = 0; r < 2; ++r) t.Add(AllReduce(r, 2, count), r, MakeRecord(1, 0, 100, seq));
+    // Every other one is timed on one member only (sampled timing): it stays
+    // in flight until newer ones push it out, and its shape is still kept.
+    t.Add(AllReduce(0, 2, count), 0, MakeRecord(1, 0, 100, seq));
+    t.Add(AllReduce(1, 2, count), 1,
+          MakeRecord(1, 0, 100, seq, seq % 2 ? XPU_REC_TIMED : XPU_REC_NOT_TIMED));
   }
   t.Add(AllReduce(0, 2, 77), 0, MakeRecord(1, 0, 100, last + 1));  // in flight
-  EXPECT_EQ(t.Find(5, last), nullptr);
+  EXPECT_EQ(t.Find(5, last - 1), nullptr);  // completed
   CollectiveShape s;
   ASSERT_TRUE(t.Shape(5, last, &s));
   EXPECT_EQ(s.seq, last);
   EXPECT_EQ(s.kind, XPU_OP_ALLREDUCE);
   EXPECT_EQ(s.nranks, 2);
   EXPECT_EQ(s.bytes, 4u * 1024 * (1 + last % 3));
-  const uint32_t oldest = last - CollectiveTable::kShapeHistory + 1;
+  const uint32_t oldest = (last + 1) - CollectiveTable::kShapeHistory + 1;  // last + 1 is the newest
   ASSERT_TRUE(t.Shape(5, oldest, &s));
   EXPECT_EQ(s.bytes, 4u * 1024 * (1 + oldest % 3));
+  EXPECT_EQ(t.Find(5, 500), nullptr);  // never timed by both, pushed out of the table
+  ASSERT_TRUE(t.Shape(5, 500, &s));
+  EXPECT_EQ(s.bytes, 4u * 1024 * (1 + 500 % 3));
   EXPECT_FALSE(t.Shape(5, oldest - 1, &s));  // beyond the history
   ASSERT_TRUE(t.Shape(5, last + 1, &s));     // in flight
   EXPECT_EQ(s.bytes, 4u * 77);

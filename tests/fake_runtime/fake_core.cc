@@ -68,6 +68,8 @@ Config ReadConfig() {
   for (int s : EnvIntList("XPU_FAKE_SLOW_RANKS")) {
     if (s == c.rank) c.slow_kernel_factor = EnvDouble("XPU_FAKE_SLOW_KERNEL_FACTOR", 2.0);
   }
+  const double after_s = EnvDouble("XPU_FAKE_SLOW_AFTER_S", 0);
+  if (after_s > 0) c.slow_from_ns = NowNs() + static_cast<uint64_t>(after_s * 1e9);
   c.slow_link_ranks = EnvIntList("XPU_FAKE_SLOW_LINK_RANKS");
   c.slow_link_factor = EnvDouble("XPU_FAKE_SLOW_LINK_FACTOR", 2.0);
   return c;
@@ -108,11 +110,19 @@ void SleepUntilNs(uint64_t deadline_ns) {
   }
 }
 
+double SlowGemmFactor(const Config& c) {
+  return c.slow_from_ns == 0 || NowNs() >= c.slow_from_ns ? c.slow_gemm_factor : 1.0;
+}
+
+double SlowKernelFactor(const Config& c) {
+  return c.slow_from_ns == 0 || NowNs() >= c.slow_from_ns ? c.slow_kernel_factor : 1.0;
+}
+
 uint64_t GemmDurationNs(uint64_t m, uint64_t n, uint64_t k, uint64_t batch) {
   const Config& c = GetConfig();
   double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
                  static_cast<double>(batch ? batch : 1);
-  double ns = flops / (c.tflops * 1e12) * 1e9 * c.slow_gemm_factor;
+  double ns = flops / (c.tflops * 1e12) * 1e9 * SlowGemmFactor(c);
   return static_cast<uint64_t>(ns);
 }
 

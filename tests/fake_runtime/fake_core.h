@@ -49,7 +49,12 @@ struct Config {
   int local_rank = -1;               // LOCAL_RANK
   std::string slow_kernel;           // XPU_FAKE_SLOW_KERNEL: kernel name slowed ...
   double slow_kernel_factor = 1.0;   // ... by XPU_FAKE_SLOW_KERNEL_FACTOR if RANK is slow
+  uint64_t slow_from_ns = 0;         // slow factors apply from here (XPU_FAKE_SLOW_AFTER_S)
 };
+// The GEMM and kernel slow-down factors of this rank now (1 before
+// XPU_FAKE_SLOW_AFTER_S seconds since the configuration was first read).
+double SlowGemmFactor(const Config& c);
+double SlowKernelFactor(const Config& c);
 const Config& GetConfig();
 // Re-reads the environment. Only for tests, while no op is in flight.
 void ReloadConfigForTesting();

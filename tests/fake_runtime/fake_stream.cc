@@ -161,7 +161,7 @@ cudaError_t EnqueueKernel(Stream* s, uint64_t duration_ns, const char* name) {
   if (s == nullptr) return cudaErrorInvalidResourceHandle;
   const Config& c = GetConfig();
   if (name != nullptr && !c.slow_kernel.empty() && c.slow_kernel == name) {
-    duration_ns = static_cast<uint64_t>(static_cast<double>(duration_ns) * c.slow_kernel_factor);
+    duration_ns = static_cast<uint64_t>(static_cast<double>(duration_ns) * SlowKernelFactor(c));
   }
   // By value: a captured op may replay (graph launch) after its stream is gone.
   const uint32_t correlation = ++g_correlation_ids;

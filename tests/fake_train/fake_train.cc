@@ -89,6 +89,7 @@ struct Options {
   int gc_stall_ms = 0;
   int extra_collective_at = -1;
   int hang_at = -1;
+  double hang_after_s = -1;
   int exit_at = -1;
   int spin_at = -1;
   int checkpoint_at = -1;
@@ -126,6 +127,10 @@ int Parse(int argc, char** argv, Options* o) {
       ->group(faults);
   app.add_option("--hang-at", o->hang_at, "stop issuing work at the start of step S, forever")
       ->type_name("S")
+      ->group(faults);
+  app.add_option("--hang-after-s", o->hang_after_s,
+                 "stop issuing work at the start of the first step after SEC seconds, forever")
+      ->type_name("SEC")
       ->group(faults);
   app.add_option("--exit-at", o->exit_at, "exit with status 3 at the start of step S")
       ->type_name("S")
@@ -466,6 +471,7 @@ int main(int argc, char** argv) {
   printf("rank %d world %d pid %d ready\n", rt.rank, rt.world, static_cast<int>(getpid()));
 
   const bool faulty = IsFaultRank(o, rt.rank);
+  const auto started = std::chrono::steady_clock::now();
   for (int step = 0; step < o.steps; ++step) {
     if (faulty && step == o.exit_at) {
       printf("rank %d exiting at step %d\n", rt.rank, step);
@@ -485,6 +491,11 @@ int main(int argc, char** argv) {
     if (faulty && step == o.extra_collective_at) {
       printf("rank %d extra all-reduce at step %d\n", rt.rank, step);
       fflush(stdout);
+    }
+    if (faulty && o.hang_after_s >= 0 && o.hang_at < 0 &&
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() >=
+            o.hang_after_s) {
+      o.hang_at = step;
     }
     if (faulty && step == o.hang_at) {
       printf("rank %d hanging at step %d\n", rt.rank, step);
