@@ -257,8 +257,8 @@ TEST_F(DaemonClientTest, AutostartSpawnsOneDetachedDaemonWithoutPreload) {
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
-  EXPECT_NE(text.find("--socket " + socket_path_ + " --engine 10.1.2.3:7441"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("--socket " + socket_path_ + " --idle-exit-s "), std::string::npos) << text;
+  EXPECT_NE(text.find(" --engine 10.1.2.3:7441\n"), std::string::npos) << text;
   EXPECT_NE(text.find("preload=\n"), std::string::npos) << text;
   // Own session: its session id (third line, from ps) is its own pid.
   std::istringstream lines(text);
