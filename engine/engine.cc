@@ -13,8 +13,10 @@
 #include "common/logging/logging.h"
 #include "common/rpc/local_identity.h"
 #include "engine/alerting/http_client.h"
+#include "engine/detectors/cause_first.h"
 #include "engine/detectors/rank_liveness.h"
 #include "engine/detectors/slowdown_detectors.h"
+#include "engine/hang/fold_silence.h"
 #include "engine/hang/hang_detector.h"
 #include "engine/history/history.h"
 #include "engine/profile/differential_localization.h"
@@ -373,6 +375,8 @@ std::vector<Diagnosis> Engine::TickWindow() {
       ApplyMetricsRetention(Summarize(*job), now);
       row = job->CloseWindow(now);
       for (auto& d : detectors_) d->OnWindow(*job, sink);
+      hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
+      RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
       if (recorder_) recorder_->OnWindow(*job, sink.out, now);
       // The window's records were read: give their memory back.
       if (views_) views_->Release(job->job());

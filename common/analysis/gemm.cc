@@ -91,6 +91,7 @@ std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns,
     ++g.count;
     g.total_ns += op.dur_ns;
     g.flops += s->flops;
+    g.call_tflops.push_back(s->flops / (static_cast<double>(op.dur_ns) * 1e-9) / 1e12);
   }
   return out;
 }

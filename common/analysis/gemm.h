@@ -29,6 +29,7 @@ struct GemmStat {
   double flops = 0;
   uint64_t excluded_overlap = 0;  // timed but overlapping a collective
   uint64_t excluded_untimed = 0;  // not GPU-timed
+  std::vector<double> call_tflops;  // per counted call, in order
   double Tflops() const {
     return total_ns ? flops / (static_cast<double>(total_ns) * 1e-9) / 1e12 : 0;
   }

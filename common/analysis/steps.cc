@@ -43,6 +43,27 @@ size_t SequencePeriod(const std::vector<uint64_t>& symbols, double min_match, si
   return 0;
 }
 
+namespace {
+
+// The rank's collectives (with a signature) in the order the host issued
+// them: by launch time where the record has one (a valid issue latency),
+// else by start. Start order is not issue order: a gradient all-reduce whose
+// stream waits for its backward kernel can start after collectives issued
+// later, and one such reordering every few steps breaks the period of the
+// sequence (on the GPU-less runtime, a 6-collective step then read as a
+// period of 48 to 96, and a healthy job as 5x slower).
+std::vector<const Op*> CollectivesInIssueOrder(const RankTrace& t) {
+  std::vector<const Op*> colls;
+  for (const Op& op : t.ops) {
+    if (xpu_op_is_collective(op.kind) && t.Sig(op.sig_id) != nullptr) colls.push_back(&op);
+  }
+  std::stable_sort(colls.begin(), colls.end(),
+                   [](const Op* a, const Op* b) { return a->launch_ns() < b->launch_ns(); });
+  return colls;
+}
+
+}  // namespace
+
 Steps FindSteps(const RankTrace& t) {
   Steps s;
   std::set<uint32_t> seen_ids;
@@ -58,18 +79,15 @@ Steps FindSteps(const RankTrace& t) {
     return s;
   }
   s.boundaries_ns.clear();
-  // Collective sequence: symbol = (comm_id, kind, bytes) of each collective.
-  std::vector<const Op*> colls;
+  // Collective sequence: symbol = (comm_id, kind, bytes) of each collective,
+  // in issue order.
+  std::vector<const Op*> colls = CollectivesInIssueOrder(t);
   std::vector<uint64_t> symbols;
   std::map<std::tuple<uint64_t, uint16_t, uint64_t>, uint64_t> ids;
-  for (const Op& op : t.ops) {
-    if (!xpu_op_is_collective(op.kind)) continue;
-    const OpSig* sig = t.Sig(op.sig_id);
-    if (sig == nullptr) continue;
+  for (const Op* op : colls) {
+    const OpSig* sig = t.Sig(op->sig_id);
     auto key = std::make_tuple(sig->comm_id, sig->kind, sig->bytes);
-    auto it = ids.emplace(key, ids.size()).first;
-    colls.push_back(&op);
-    symbols.push_back(it->second);
+    symbols.push_back(ids.emplace(key, ids.size()).first->second);
   }
   size_t p = SequencePeriod(symbols);
   if (p == 0) return s;
@@ -85,6 +103,9 @@ Steps FindSteps(const RankTrace& t) {
     }
   }
   for (size_t i = phase; i < colls.size(); i += p) s.boundaries_ns.push_back(colls[i]->start_ns);
+  // Issue order is not start order: a boundary collective that started late
+  // must not make a step of negative length.
+  std::sort(s.boundaries_ns.begin(), s.boundaries_ns.end());
   if (s.boundaries_ns.size() >= 2) {
     s.source = StepSource::kCollectivePeriod;
     s.period = p;

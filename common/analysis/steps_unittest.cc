@@ -56,6 +56,42 @@ TEST(StepsTest, StepsFromCollectivePeriodWithoutMarkers) {
   EXPECT_NEAR(d[1], 120e-6, 1e-12);
 }
 
+// A gradient all-reduce that starts after collectives issued later on the
+// same communicator (its stream waited for the backward kernel) every few
+// steps: in start order the 6-collective step no longer repeats; in issue
+// order (launch = start - issue latency) it does.
+TEST(StepsTest, PeriodFollowsIssueOrderNotStartOrder) {
+  RankTrace t;
+  t.sigs[1] = Coll(XPU_OP_ALLREDUCE, 917504, 5, 0, 2);
+  t.sigs[2] = Coll(XPU_OP_ALLGATHER, 262144, 5, 0, 2);
+  t.sigs[3] = Coll(XPU_OP_REDUCESCATTER, 262144, 5, 0, 2);
+  t.sigs[4] = Coll(XPU_OP_SEND, 131072, 5, 0, 2);
+  t.sigs[5] = Coll(XPU_OP_RECV, 131072, 5, 0, 2);
+  uint32_t seq = 1, p2p = 1;
+  const uint64_t step_ns = 35000000;
+  for (int step = 0; step < 60; ++step) {
+    const uint64_t s = 1000000 + step * step_ns;
+    // Every 4th step the second all-reduce starts 20 ms late, after the
+    // allgather, reduce-scatter, send and receive issued after it.
+    const int32_t late = step % 4 == 1 ? 20000000 : 0;
+    auto add = [&](uint32_t sig, uint16_t kind, uint64_t launch, int32_t lat, uint32_t n) {
+      t.ops.push_back(MakeOp(sig, kind, launch + lat, 10, n, 0, 2, lat));
+    };
+    add(1, XPU_OP_ALLREDUCE, s, 1000, seq++);
+    add(1, XPU_OP_ALLREDUCE, s + 10000, 1000 + late, seq++);
+    add(2, XPU_OP_ALLGATHER, s + 12000, 1000, seq++);
+    add(3, XPU_OP_REDUCESCATTER, s + 14000, 1000, seq++);
+    add(4, XPU_OP_SEND, s + 16000, 1000, p2p);
+    add(5, XPU_OP_RECV, s + 16040, 1000, p2p++);
+  }
+  t.Sort();
+  Steps st = FindSteps(t);
+  ASSERT_EQ(st.source, StepSource::kCollectivePeriod);
+  EXPECT_EQ(st.period, 6u);
+  ASSERT_EQ(st.boundaries_ns.size(), 60u);
+  for (double d : st.DurationsS()) EXPECT_NEAR(d, 0.035, 1e-6);
+}
+
 TEST(StepsTest, ThroughputChangeAgainstRecentBest) {
   // N = 3. Steps 1.0 x6 then 1.1 x3: recent mean 1.1, best 1.0 -> +10 %.
   std::vector<double> s = {1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.1, 1.1, 1.1};

@@ -5,7 +5,10 @@
 namespace xpu::engine {
 
 const std::pair<const char*, const char*> kKnownDiagnoses[] = {
+    {"throughput_regression", "triage"},
     {"throughput_regression", "operations"},
+    {"throughput_regression", "infrastructure"},
+    {"throughput_regression", "algorithm"},
     {"slow_gpu", "operations"},
     {"unoptimized_gemm", "infrastructure"},
     {"slow_link", "operations"},

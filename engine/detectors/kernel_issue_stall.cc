@@ -45,6 +45,10 @@ class KernelIssueStallDetector::WindowPass {
 
   void Run(DiagnosisSink& sink) {
     MeasureRanks();
+    TopUpSamples();
+    for (size_t i = 0; i < data_.size(); ++i) {
+      if (data_[i].steps) peer_rates_.push_back(SyncsPerStep(i));
+    }
     PoolSamples();
     FindWaitingRanks();
     JudgeRanks();
@@ -75,6 +79,7 @@ class KernelIssueStallDetector::WindowPass {
     step_fraction_ = Param("issue_stall.step_fraction");
     max_syncs_ = Param("issue_stall.max_syncs_per_step");
     min_gc_ = Param("issue_stall.min_gc_share");
+    gc_alone_ = Param("issue_stall.gc_alone_share");
     min_dataloader_ = Param("dataloader.min_share");
     baseline_windows_ = static_cast<int>(Param("history.baseline_windows"));
     wait_share_ = Param("issue_stall.wait_share");
@@ -108,6 +113,29 @@ class KernelIssueStallDetector::WindowPass {
             op.start_ns < to) {
           d.comm_s += static_cast<double>(op.dur_ns) * 1e-9;
         }
+      }
+    }
+  }
+
+  // A family with fewer than min_samples issue latencies in this window
+  // (long steps: 3 s windows of 85 ms steps held 16 to 18) is judged on the
+  // previous window's and this one's together, so that it is judged in
+  // every window and a stall can persist; the previous window's alone are
+  // never judged twice.
+  void TopUpSamples() {
+    std::map<std::string, std::vector<double>>& prev = d_.previous_[job_.job()];
+    for (size_t i = 0; i < data_.size(); ++i) {
+      for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
+        std::vector<double>& mine = data_[i].lat[f];
+        std::vector<double>& last = prev[absl::StrCat(v_.ranks[i].rank, "/", FamilyName(f))];
+        // At most min_samples kept per rank and family: memory stays
+        // linear in the job's size, whatever a window holds.
+        std::vector<double> now(
+            mine.end() - static_cast<long>(std::min(mine.size(), min_samples_)), mine.end());
+        if (!mine.empty() && mine.size() < min_samples_) {
+          mine.insert(mine.begin(), last.begin(), last.end());
+        }
+        last = std::move(now);
       }
     }
   }
@@ -161,13 +189,36 @@ class KernelIssueStallDetector::WindowPass {
                ? -1.0
                : it->second.per_step_sum / it->second.windows;
   }
-  // Excess synchronization: more than max_syncs per step, and, once the
-  // rank's first windows gave its own rate, more than sync_growth x that
-  // rate (a training script may synchronize a few times per step for its
-  // own timing and logging; what it did from the start is its baseline).
+  // Excess synchronization: more than max_syncs per step or more than its
+  // peers (MoreSyncsThanPeers), and, once the rank's first windows gave its
+  // own rate, more than sync_growth x that rate (a training script may
+  // synchronize a few times per step for its own timing and logging; what
+  // it did from the start is its baseline).
   bool ExcessSyncs(size_t i) const {
     const double rate = SyncsPerStep(i), base = BaseRate(v_.ranks[i].rank);
-    return rate > max_syncs_ && (base < 0 || rate > sync_growth_ * base);
+    if (base < 0) return rate > max_syncs_ || MoreSyncsThanPeers(i);
+    // What the rank did from the start is its own normal (rank 0 reading
+    // out the loss): only growth beyond it counts.
+    return rate > sync_growth_ * base && (rate > max_syncs_ || MoreSyncsThanPeers(i));
+  }
+  // One rank synchronizing where the others do not (a .item() or a
+  // synchronize in its own code path): more than sync_growth x the other
+  // ranks' rate, and at least one more per step. Its peers are the
+  // reference, from the first window on.
+  bool MoreSyncsThanPeers(size_t i) const {
+    const double peers = PeerSyncRate(i);
+    const double rate = SyncsPerStep(i);
+    return peers >= 0 && rate >= peers + 1 && rate > sync_growth_ * peers;
+  }
+  // The other ranks' synchronizations per step: the other rank's of two,
+  // else the median of all ranks (one rank moves it little); -1 without.
+  double PeerSyncRate(size_t i) const {
+    if (peer_rates_.empty()) return -1;
+    if (data_.size() == 2) return data_[1 - i].steps ? SyncsPerStep(1 - i) : -1;
+    return peer_rates_.size() >= 2 ? analysis::Median(peer_rates_) : -1;
+  }
+  double GcShare(size_t i) const {
+    return data_[i].step_s > 0 ? data_[i].gc.seconds / data_[i].step_s : 0;
   }
   std::map<int32_t, SyncBaseline>& sync_base() const { return d_.sync_base_[job_.job()]; }
 
@@ -253,15 +304,18 @@ class KernelIssueStallDetector::WindowPass {
     return true;
   }
 
-  // Steep CDF with excess synchronization, no reference needed: most
-  // latencies under floor_us, or a median that is a small fraction of the
-  // step (the host never gets ahead of the GPU).
+  // Steep CDF with a host-side cause, no reference needed: most latencies
+  // under floor_us, or a median that is a small fraction of the step (the
+  // host never gets ahead of the GPU), while the rank synchronizes in excess
+  // or collects garbage for gc_alone_share of its steps (a job that does so
+  // from its first step has no clean windows of its own to compare with).
   bool SteepCdf(size_t i, KernelFamily f, double my_med) {
     const double below = FractionBelow(data_[i].lat[f], floor_us_);
     const double step_us =
         data_[i].steps ? data_[i].step_s * 1e6 / static_cast<double>(data_[i].steps) : 0;
     const bool compressed = step_us > 0 && my_med < step_fraction_ * step_us;
-    if (!((below >= steep_ || compressed) && ExcessSyncs(i))) return false;
+    const bool cause = ExcessSyncs(i) || GcShare(i) >= gc_alone_;
+    if (!((below >= steep_ || compressed) && cause)) return false;
     stalled_[v_.ranks[i].rank].push_back(absl::StrCat(
         FamilyName(f), " kernels: ", Fmt(below * 100, 0), " % of issue latencies under ",
         Fmt(floor_us_, 0), " us, median ", Fmt(my_med, 1),
@@ -309,6 +363,9 @@ class KernelIssueStallDetector::WindowPass {
           " per step (a healthy step makes <= ", Fmt(max_syncs_, 0),
           base >= 0 ? absl::StrCat("; this rank made ", Fmt(base, 1), " in its first windows")
                     : std::string(),
+          MoreSyncsThanPeers(i)
+              ? absl::StrCat("; the other ranks make ", Fmt(PeerSyncRate(i), 1))
+              : std::string(),
           "), ", Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
       return "sync";
     }
@@ -358,7 +415,7 @@ class KernelIssueStallDetector::WindowPass {
   const WindowView& v_;
   size_t min_samples_ = 0;
   double ks_thr_ = 0, shift_ = 0, floor_us_ = 0, steep_ = 0, step_fraction_ = 0, max_syncs_ = 0,
-         min_gc_ = 0, min_dataloader_ = 0, wait_share_ = 0, sync_growth_ = 0;
+         min_gc_ = 0, gc_alone_ = 0, min_dataloader_ = 0, wait_share_ = 0, sync_growth_ = 0;
   int baseline_windows_ = 0, persist_ = 1, min_runs_ = 0;
   std::vector<RankData> data_;  // by index in v_.ranks
   struct Pool {
@@ -366,6 +423,7 @@ class KernelIssueStallDetector::WindowPass {
   };
   std::map<KernelFamily, Pool> pools_;
   std::vector<bool> waiting_;   // waits for a slower peer: not judged
+  std::vector<double> peer_rates_;  // synchronizations per step of the ranks with steps
   const history::JobHistory* jh_ = nullptr;
   std::map<int32_t, std::vector<std::string>> stalled_;  // rank -> comparisons that flag it
 };

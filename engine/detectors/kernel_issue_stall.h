@@ -68,6 +68,10 @@ class KernelIssueStallDetector : public ViewDetector {
   };
   // job -> rank -> its synchronization rate in its first windows
   std::map<std::string, std::map<int32_t, SyncBaseline>> sync_base_;
+  // job -> "rank/family" -> the previous window's issue latencies, which top
+  // up a window with fewer than issue_stall.min_samples (a job of long
+  // steps: a few kernels with a valid issue latency per step).
+  std::map<std::string, std::map<std::string, std::vector<double>>> previous_;
   class WindowPass;  // one window's judgement, step by step (kernel_issue_stall.cc)
 };
 

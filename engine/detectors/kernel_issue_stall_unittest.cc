@@ -27,6 +27,7 @@ struct Load {
   int syncs = 0;           // stream synchronizations of 50 us
   uint64_t loader_ns = 0;  // DataLoader call at the start of the step
   uint64_t allreduce_ns = 500 * kUs;
+  int kernels = 10, allreduces = 5;  // per step
 };
 // A rank whose host work starves its GPU: the queue runs dry, kernels start
 // 5 us after their launch.
@@ -68,12 +69,12 @@ class KernelIssueStallTest : public ::testing::Test {
       if (s == kStepsPerWindow) break;  // the marker that ends the last step
       if (l.loader_ns) job_.Add(rank, Host(kLoader, t + 10 * kUs, l.loader_ns));
       // Ten kernels, issue latencies 0.55x .. 1.45x the median.
-      for (int i = 0; i < 10; ++i) {
+      for (int i = 0; i < l.kernels; ++i) {
         const double issue = l.issue_us * (0.55 + 0.1 * i) * 1e3;
         job_.Add(rank, Timed(kKernel, t + kMs + i * 400 * kUs, 300 * kUs, i, std::llround(issue)));
       }
       // Five all-reduces, issue latencies 0.8x .. 1.2x the median.
-      for (int i = 0; i < 5; ++i) {
+      for (int i = 0; i < l.allreduces; ++i) {
         const double issue = l.issue_us * (0.8 + 0.1 * i) * 1e3;
         job_.Add(rank, Timed(kAllReduce, t + 5 * kMs + i * kMs, l.allreduce_ns, s * 5 + i,
                              std::llround(issue), 2));
@@ -135,7 +136,8 @@ TEST_F(KernelIssueStallTest, ExcessSynchronizationIsTheCause) {
   EXPECT_THAT(out[0].ranks, ElementsAre(2));
   EXPECT_THAT(out[0].evidence, HasSubstr("(unnecessary synchronization)"));
   EXPECT_THAT(out[0].evidence, HasSubstr("synchronization: 40 sync calls, 8.0 per step (a healthy "
-                                         "step makes <= 3), 2.0 ms blocked"));
+                                         "step makes <= 3; the other ranks make 0.0), 2.0 ms "
+                                         "blocked"));
 }
 
 TEST_F(KernelIssueStallTest, UnattributedStallIsAHostStall) {
@@ -218,6 +220,55 @@ TEST_F(KernelIssueStallTest, SteepCdfWithoutExcessSyncsIsSilent) {
   for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(Ranks(1, {{0, Stalled(0, 2)}})).empty());
 }
 
+// One rank of two synchronizes inside every block from its first step: 3
+// per step, not more than max_syncs_per_step, but 3x its peer's one. The
+// peer is the reference; the healthy rank is not reported.
+TEST_F(KernelIssueStallTest, OneRankSynchronizingMoreThanItsPeerIsTheCause) {
+  const auto loads = std::map<int, Load>{{0, Syncing(1)}, {1, Stalled(0, 3)}};
+  EXPECT_TRUE(Window(loads).empty());  // persist_windows
+  std::vector<Diagnosis> out = Window(loads);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "sync");
+  EXPECT_THAT(out[0].ranks, ElementsAre(1));
+  EXPECT_THAT(out[0].evidence, HasSubstr("3.0 per step (a healthy step makes <= 3; the other "
+                                         "ranks make 1.0)"));
+}
+
+// A one-rank job that collects garbage in every step from its first: no
+// peers, no clean first windows, no history. GC for >= gc_alone_share of the
+// step with a steep CDF names it; a little GC (3 %) does not.
+TEST_F(KernelIssueStallTest, GcFromTheFirstStepOfAOneRankJobIsNamed) {
+  const auto gc = Ranks(1, {{0, Stalled(4)}});
+  EXPECT_TRUE(Window(gc).empty());
+  std::vector<Diagnosis> out = Window(gc);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "gc");
+  EXPECT_THAT(out[0].ranks, ElementsAre(0));
+  EXPECT_THAT(out[0].evidence, HasSubstr("(steep CDF: the host never gets ahead)"));
+  EXPECT_THAT(out[0].evidence, HasSubstr("Python GC: 20 collections"));
+}
+
+// Long steps: 15 kernels and 5 collectives with an issue latency per window,
+// under min_samples (20). Each window is judged on the previous window's
+// samples and its own, so the stall is found and persists.
+TEST_F(KernelIssueStallTest, FewSamplesPerWindowAreToppedUpByThePreviousWindow) {
+  Load gc = Stalled(4);
+  gc.kernels = 3;
+  gc.allreduces = 1;
+  const auto loads = Ranks(1, {{0, gc}});
+  EXPECT_TRUE(Window(loads).empty());  // 15 samples: not judged yet
+  EXPECT_TRUE(Window(loads).empty());  // 30: stalled, persist_windows
+  std::vector<Diagnosis> out = Window(loads);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "gc");
+  EXPECT_THAT(out[0].evidence, HasSubstr("compute kernels: 100 % of issue latencies under 20 us"));
+}
+
+TEST_F(KernelIssueStallTest, LittleGcWithoutAReferenceIsNotNamed) {
+  const auto little = Ranks(1, {{0, Stalled(1)}});
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(little).empty()) << "window " << w;
+}
+
 TEST_F(KernelIssueStallTest, SyncRateIsJudgedAgainstTheRanksOwnStart) {
   // Rank 1 synchronizes 5 times per step from the start (its own timing):
   // that is its baseline, not a stall.
@@ -237,7 +288,8 @@ TEST_F(KernelIssueStallTest, SyncRateIsJudgedAgainstTheRanksOwnStart) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].subject, "sync");
   EXPECT_THAT(out[0].evidence, HasSubstr("10.0 per step (a healthy step makes <= 3; this rank "
-                                         "made 5.0 in its first windows)"));
+                                         "made 5.0 in its first windows; the other ranks make "
+                                         "0.0)"));
 }
 
 TEST_F(KernelIssueStallTest, PreviousRunsCatchAStallFromTheFirstWindow) {

@@ -8,6 +8,34 @@
 #include "common/analysis/stats.h"
 
 namespace xpu::engine {
+namespace {
+
+// A slow device slows its calls as a whole: the slower rank's upper quartile
+// stays under the faster rank's lower quartile. Calls of two healthy ranks
+// whose times spread (kernels delayed by a busy host, a shared core) overlap.
+bool TwoRanksApart(const std::vector<double>& slow, const std::vector<double>& fast) {
+  return analysis::Quantile(slow, 0.75) < analysis::Quantile(fast, 0.25);
+}
+
+// Time the rank spent in collectives in the window: GPU-timed records where
+// it has them, else the launch-to-completion spans.
+double CollectiveSeconds(const analysis::RankTrace& t) {
+  double timed = 0, untimed = 0;
+  for (const analysis::Op& op : t.ops) {
+    if (!xpu_op_is_collective(op.kind)) continue;
+    (op.timed() ? timed : untimed) += static_cast<double>(op.dur_ns) * 1e-9;
+  }
+  return timed > 0 ? timed : untimed;
+}
+
+// A slow GPU makes its peers wait for it in the collectives; a rank that
+// waits clearly longer there than its peer (kWaitRatio) is held up by that
+// peer (a host stall, synchronizations there), and its slower GEMMs are not
+// its device's doing (on the GPU-less runtime a rank that waited for a
+// synchronizing peer ran its GEMMs 0.08x the peer's).
+constexpr double kWaitRatio = 1.2;
+
+}  // namespace
 
 void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const WindowView& v = views_->Get(job);
@@ -16,11 +44,16 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const uint64_t min_count = static_cast<uint64_t>(Param(v, "slow_gpu.min_count"));
   const size_t min_ranks = static_cast<size_t>(Param(v, "slow_gpu.min_ranks"));
 
-  // shape -> (rank, TFLOPS)
+  std::map<int32_t, double> comm_s;  // rank -> seconds in collectives
+  for (const analysis::RankTrace& t : v.ranks) comm_s[t.rank] = CollectiveSeconds(t);
+  // shape -> (rank, TFLOPS); (shape, rank) -> per-call TFLOPS
   std::map<std::string, std::vector<std::pair<int32_t, double>>> by_shape;
+  std::map<std::pair<std::string, int32_t>, std::vector<double>> calls;
   for (const analysis::RankTrace& t : v.ranks) {
-    for (const auto& [key, g] : analysis::GemmTflops(t)) {
-      if (g.count >= min_count) by_shape[key].emplace_back(t.rank, g.Tflops());
+    for (auto& [key, g] : analysis::GemmTflops(t)) {
+      if (g.count < min_count) continue;
+      by_shape[key].emplace_back(t.rank, g.Tflops());
+      calls[{key, t.rank}] = std::move(g.call_tflops);
     }
   }
   struct RankScore {
@@ -34,14 +67,20 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   for (const auto& [key, rows] : by_shape) {
     if (rows.size() == 2 && min_ranks > 2) {
       // Two ranks have no peer majority (the MAD of two values never
-      // singles one out): the slower one is low when it is min_drop below
-      // the other on this shape.
-      const bool first_slower = rows[0].second < rows[1].second;
-      const auto& slow = rows[first_slower ? 0 : 1];
-      const auto& fast = rows[first_slower ? 1 : 0];
+      // singles one out): the slower one is low when its median call is
+      // min_drop below the other's and its calls are slower as a whole
+      // (TwoRanksApart): a few calls that the host or a shared core delayed
+      // move a sum of durations, not a slow device's every call.
+      std::vector<std::pair<int32_t, double>> med = rows;
+      for (auto& r : med) r.second = analysis::Median(calls[{key, r.first}]);
+      const bool first_slower = med[0].second < med[1].second;
+      const auto& slow = med[first_slower ? 0 : 1];
+      const auto& fast = med[first_slower ? 1 : 0];
       score[slow.first].shapes++;
       score[fast.first].shapes++;
-      if (fast.second > 0 && slow.second < (1 - min_drop) * fast.second) {
+      if (fast.second > 0 && slow.second < (1 - min_drop) * fast.second &&
+          TwoRanksApart(calls[{key, slow.first}], calls[{key, fast.first}]) &&
+          comm_s[slow.first] <= kWaitRatio * comm_s[fast.first]) {
         RankScore& s = score[slow.first];
         s.low++;
         s.two_ranks = true;

@@ -125,5 +125,40 @@ TEST_F(SlowGpuTest, TwoRanksNeedTwoConsecutiveWindows) {
   EXPECT_TRUE(window(true).empty());  // the streak starts over
 }
 
+// Two healthy ranks whose GEMM times spread (kernels delayed by a busy
+// host): a few calls 25x longer on one rank make its summed TFLOPS 0.2x the
+// other's, but its median call is as fast: not a slow GPU, however often.
+TEST_F(SlowGpuTest, TwoRanksWithSpreadCallsAreNotASlowGpu) {
+  for (int w = 0; w < 4; ++w) {
+    for (int r = 0; r < 2; ++r) {
+      job_.Define(r, GemmSig(kGemm, 4096, 4096, 4096));
+      for (int i = 0; i < 12; ++i) {
+        const uint64_t dur = r == 1 && i % 4 == 0 ? 25 * kMs : kMs + (i % 3) * kMs / 10;
+        job_.Add(r, Timed(kGemm, kSec + i * 40 * kMs, dur, i));
+      }
+    }
+    EXPECT_TRUE(Window().empty()) << "window " << w;
+  }
+}
+
+// Of two ranks, the one with slower GEMMs waits 3x longer in the
+// all-reduces: its peer holds the job up (synchronizations there), so it is
+// not a slow GPU; the same GEMMs with the waiting on the other side are.
+TEST_F(SlowGpuTest, TwoRanksTheSlowerOneWaitingForItsPeerIsNotASlowGpu) {
+  auto window = [&](int waits) {
+    for (int r = 0; r < 2; ++r) {
+      Gemms(r, kGemm, 5, r == 0 ? 2 * kMs : kMs);
+      job_.Define(r, CollSig(kAllReduce, XPU_OP_ALLREDUCE, 1 << 20, 77, r, 2));
+      job_.Add(r, Timed(kAllReduce, kSec + 100 * kMs, r == waits ? 30 * kMs : 10 * kMs, 1));
+    }
+    return Window();
+  };
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(window(0).empty()) << "window " << w;
+  window(1);
+  std::vector<Diagnosis> out = window(1);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(0));
+}
+
 }  // namespace
 }  // namespace xpu::engine

@@ -154,6 +154,7 @@ Diagnosis DiagnosisFromRow(const std::string& job, const SqlResult& q, size_t i)
   const std::string team = q.Text(i, 2), sev = q.Text(i, 3);
   d.team = team == "infrastructure" ? Team::kInfrastructure
            : team == "algorithm"    ? Team::kAlgorithm
+           : team == "triage"       ? Team::kTriage
                                     : Team::kOperations;
   d.severity = sev == "critical" ? Severity::kCritical
                : sev == "info"   ? Severity::kInfo

@@ -10,7 +10,9 @@
 
 namespace xpu::engine {
 
-enum class Team { kOperations, kInfrastructure, kAlgorithm };
+// kTriage: a symptom without a found cause (an unexplained throughput
+// regression): someone has to look before any team can act.
+enum class Team { kOperations, kInfrastructure, kAlgorithm, kTriage };
 enum class Severity { kInfo, kWarning, kCritical };
 
 inline std::string_view TeamName(Team t) {
@@ -21,6 +23,8 @@ inline std::string_view TeamName(Team t) {
       return "infrastructure";
     case Team::kAlgorithm:
       return "algorithm";
+    case Team::kTriage:
+      return "triage";
   }
   return "unknown";
 }

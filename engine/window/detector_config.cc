@@ -56,8 +56,12 @@ const std::vector<DetectorParam>& DetectorDefaults() {
        "synchronizations per step a healthy training loop may make (loss read-out, logging, its "
        "own timing)"},
       {"issue_stall.sync_growth", 1.5,
-       "and, once a rank's first windows gave its own rate, this many times that rate"},
+       "and, once a rank's first windows gave its own rate, this many times that rate; or this "
+       "many times the other ranks' rate (and one more per step)"},
       {"issue_stall.min_gc_share", 0.02, "GC time share of the step time to blame GC"},
+      {"issue_stall.gc_alone_share", 0.10,
+       "GC time share of the step that names GC with no reference (no peers, no clean first "
+       "windows, no history): a job that collects from its first step"},
       {"issue_stall.wait_share", 0.10,
        "a rank whose collectives take this share of the step more than the least-waiting rank's "
        "waits for a "

@@ -58,6 +58,7 @@ def alertmanager():
         (["alertname=xpu_gc_stall", "team=algorithm", "xpu_job=j"], "algorithm"),
         (["alertname=XPUTimerEngineDown", "team=infrastructure"], "infrastructure"),
         (["alertname=XPUTimerDiagnosisActive", "team=algorithm", "kind=dataloader"], "algorithm"),
+        (["alertname=xpu_throughput_regression", "team=triage", "xpu_job=j"], "triage"),
         (["alertname=xpu_hang", "team=unknown"], "default"),
         (["alertname=Watchdog"], "default"),
     ]

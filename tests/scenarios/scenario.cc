@@ -104,7 +104,7 @@ absl::StatusOr<Scenario> ParseScenario(const std::string& json_text) {
   sc.steps_per_window = static_cast<int>(Num(root, "steps_per_window", 5));
   sc.max_windows = static_cast<int>(Num(root, "max_windows", 4));
   sc.small_job = Bool(root, "small_job", false);
-  if (sc.job.ranks < 2) return absl::InvalidArgumentError("\"ranks\" must be >= 2");
+  if (sc.job.ranks < 1) return absl::InvalidArgumentError("\"ranks\" must be >= 1");
   if (const Value* f = Field(root, "fault"); f && f->kind_case() == Value::kStructValue) {
     if (absl::Status st = ParseFault(f->struct_value(), sc.job.ranks, &sc.job.fault); !st.ok())
       return st;

@@ -58,7 +58,8 @@ JSON: {jobs: [{job, job_name, state, ranks, ranks_alive, records, first_seen_ns,
       {"diagnose", R"(xpu diagnose --job JOB [--all] [--json]
 
 What the engine's detectors found about a job: kind, team (operations /
-infrastructure / algorithm), severity, ranks, hosts, first and last seen,
+infrastructure / algorithm; triage for a throughput regression whose cause
+was not found), severity, ranks, hosts, first and last seen,
 and the evidence (figures and the comparison made). Active diagnoses only;
 with --all also resolved ones. Kinds: docs/diagnosis-catalogue.md.
 JSON: {job, diagnoses: [{kind, subject, team, severity, active, ranks: [int],
@@ -368,7 +369,7 @@ std::string ReportText(const xpu::v1::JobInfo& job, const xpu::v1::RanksReply& r
     absl::StrAppend(&out, "The job has finished; ", active, active == 1 ? " diagnosis was" : " diagnoses were",
                     " active when it ended:\n\n");
   }
-  for (const char* team : {"operations", "infrastructure", "algorithm"}) {
+  for (const char* team : {"operations", "infrastructure", "algorithm", "triage"}) {
     std::string section;
     for (const auto& d : diags.diagnoses()) {
       if (!d.active() || d.team() != team) continue;
