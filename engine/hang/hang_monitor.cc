@@ -281,8 +281,15 @@ void HangMonitor::Publish(const HangReport& r, uint64_t episode) {
     auto ep = episode_start_.find(r.job);
     const bool current = ep != episode_start_.end() && ep->second == episode;
     auto latest = latest_.find(r.job);
-    // A refinement of an older episode does not replace a newer report.
-    if (latest != latest_.end() && latest->second.suspected_ns > r.suspected_ns) return;
+    // A refinement of an older episode does not replace a newer report; one
+    // whose verdict a later quick re-check only repeated (a busy-wait
+    // looked at again every second) does.
+    if (latest != latest_.end() && latest->second.suspected_ns > r.suspected_ns) {
+      const HangReport& l = latest->second;
+      const bool repeated = r.refined_ns != 0 && l.refined_ns == 0 &&
+                            l.verdict.cls == r.verdict.cls && l.verdict.culprits == r.verdict.culprits;
+      if (!repeated) return;
+    }
     latest_[r.job] = r;
     if (!current || r.verdict.cls == HangClass::kNone) return;
     d = ToDiagnosis(r);
