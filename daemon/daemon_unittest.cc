@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -210,6 +211,31 @@ TEST_F(DaemonTest, MetricsEndpointPassesPromtool) {
             std::string::npos);
   EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter"), std::string::npos);
   EXPECT_EQ(HttpGet(daemon.metrics_port(), "/healthz"), "ok\n");
+  // docs/metrics.md's daemon table and the live /metrics name the same
+  // xpu_daemon_* families with the same types.
+  std::map<std::string, std::string> documented, served;
+  {
+    std::ifstream doc(XPU_DOCS_METRICS);
+    for (std::string line; std::getline(doc, line);) {
+      if (line.rfind("| `xpu_daemon_", 0) != 0) continue;
+      const size_t end = line.find('`', 3), bar = line.find('|', end);
+      const size_t bar2 = line.find('|', bar + 1);
+      std::string type = line.substr(bar + 1, bar2 - bar - 1);
+      type.erase(0, type.find_first_not_of(' '));
+      type.erase(type.find_last_not_of(' ') + 1);
+      documented[line.substr(3, end - 3)] = type;
+    }
+    std::istringstream live(text);
+    for (std::string line; std::getline(live, line);) {
+      if (line.rfind("# TYPE xpu_daemon_", 0) != 0) continue;
+      std::istringstream w(line.substr(7));
+      std::string name, type;
+      w >> name >> type;
+      served[name] = type;
+    }
+  }
+  EXPECT_GE(documented.size(), 5u) << "no daemon table in " << XPU_DOCS_METRICS;
+  EXPECT_EQ(documented, served);
   if (access("/usr/bin/promtool", X_OK) == 0) {
     {
       std::ofstream f(dir_ + "/metrics.txt");
