@@ -6,16 +6,13 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
-#include "spdlog/spdlog.h"
+#include "common/logging/logging.h"
 
 namespace xpu::engine::hang {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("hang");
-    return l ? l : spdlog::default_logger()->clone("hang");
-  }();
+  static auto log = logging::GetLogger("hang");
   return log;
 }
 

@@ -9,17 +9,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/hang/cuda_gdb_rings.h"
-#include "spdlog/spdlog.h"
+#include "common/logging/logging.h"
 #include "xpu/record.h"
 
 namespace xpu::engine::hang {
 namespace {
 
 std::shared_ptr<spdlog::logger> Log() {
-  static auto log = [] {
-    auto l = spdlog::get("hang");
-    return l ? l : spdlog::default_logger()->clone("hang");
-  }();
+  static auto log = logging::GetLogger("hang");
   return log;
 }
 
