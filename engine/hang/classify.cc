@@ -565,13 +565,31 @@ bool ClassifyStuckInside(const std::vector<RankEvidence>& ranks,
   return false;
 }
 
+// Whether `r` waits in a collective issued after its overdue kernel that a
+// member of the communicator never issued: then the missing peer explains
+// the wait, and the kernel (whose completion mark may sit behind the
+// collective) is not named stuck.
+bool WaitsForMissingPeer(const RankEvidence& r, const std::map<uint64_t, CommView>& comms) {
+  for (const CommState& c : r.comms) {
+    if (c.pending_seq == 0 || c.pending_since_ns < r.overdue.since_ns) continue;
+    auto it = comms.find(c.comm_id);
+    if (it == comms.end()) continue;
+    for (const auto& [rank, m] : it->second.by_rank) {
+      if (m->last_issued < c.pending_seq) return true;
+    }
+  }
+  return false;
+}
+
 // 3. A GPU kernel (not a collective) that never completes, on ranks whose
-// every other outstanding op is younger: what the rank waits for.
-bool ClassifyStuckKernel(const std::vector<RankEvidence>& ranks, const ClassifyContext& context,
+// every other outstanding op is younger and that do not wait for a peer
+// that never issued their collective: what the rank waits for.
+bool ClassifyStuckKernel(const std::vector<RankEvidence>& ranks,
+                         const std::map<uint64_t, CommView>& comms, const ClassifyContext& context,
                          Verdict* v) {
   std::vector<int32_t> stuck;
   for (const RankEvidence& r : ranks) {
-    if (!Dead(r) && HasStuckKernel(r)) stuck.push_back(r.rank);
+    if (!Dead(r) && HasStuckKernel(r) && !WaitsForMissingPeer(r, comms)) stuck.push_back(r.rank);
   }
   if (stuck.empty()) return false;
   v->cls = HangClass::kNonCommunication;
@@ -669,11 +687,11 @@ bool ClassifyFromStacks(const std::vector<RankEvidence>& ranks, Verdict* v) {
 Verdict Classify(const std::vector<RankEvidence>& ranks, const ClassifyContext& context) {
   Verdict v;
   const RankStates states = StatesOf(ranks);
+  const std::map<uint64_t, CommView> comms = Communicators(ranks);
   if (ClassifyCrash(ranks, states, &v) || ClassifyStopped(ranks, states, &v) ||
-      ClassifyStuckKernel(ranks, context, &v) || ClassifyBusyWait(ranks, states, &v)) {
+      ClassifyStuckKernel(ranks, comms, context, &v) || ClassifyBusyWait(ranks, states, &v)) {
     return v;
   }
-  const std::map<uint64_t, CommView> comms = Communicators(ranks);
   if (ClassifySequences(ranks, comms, context, &v) || ClassifyStuckInside(ranks, comms, &v) ||
       ClassifyOutside(ranks, states, context, &v) || ClassifyFromStacks(ranks, &v)) {
     return v;
