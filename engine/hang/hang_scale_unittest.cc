@@ -4,6 +4,7 @@
 // an injected clock, no real time) gets the same verdict as one of four.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <future>
 #include <string>
 
@@ -25,13 +26,17 @@ class HangScaleTest : public ::testing::TestWithParam<int32_t> {
   HangScaleTest() : registry_([this] { return now_; }, 30 * kS, 16) {}
 
   // `n` ranks in one data-parallel communicator, waiting in seq 7 since 11
-  // s, but `stuck`, which never issued it (stuck in Python before it).
-  void Populate(int32_t n, int32_t stuck) {
+  // s, but `stuck`, which never issued it (stuck in Python before it). The
+  // engine holds the ranks `held` accepts (the others were refused).
+  void Populate(int32_t n, int32_t stuck,
+                const std::function<bool(int32_t)>& held = [](int32_t) { return true; }) {
     n_ = n;
     stuck_ = stuck;
+    held_ = held;
     auto job = registry_.GetOrCreateJob("j", "");
     std::lock_guard<std::mutex> l(job->mu());
     for (int32_t r = 0; r < n; ++r) {
+      if (!held(r)) continue;
       xpu::v1::ProcessIdentity id;
       id.set_job("j");
       id.set_rank(r);
@@ -77,6 +82,7 @@ class HangScaleTest : public ::testing::TestWithParam<int32_t> {
     xpu::v1::EvidenceReply ev;
     ev.set_host("node" + std::to_string(host));
     for (int32_t r = host * kPerHost; r < std::min(n_, (host + 1) * kPerHost); ++r) {
+      if (!held_(r)) continue;  // the engine does not know the process: not asked for
       xpu::v1::ProcessEvidence* p = ev.add_processes();
       p->mutable_identity()->set_rank(r);
       p->mutable_identity()->set_host(Host(r));
@@ -102,6 +108,7 @@ class HangScaleTest : public ::testing::TestWithParam<int32_t> {
   uint64_t now_ = 100000 * kS;
   Registry registry_;
   int32_t n_ = 0, stuck_ = -1;
+  std::function<bool(int32_t)> held_;
 };
 
 // The rank stuck in Python is the culprit at every size (at 100,000 ranks
@@ -124,6 +131,40 @@ TEST_P(HangScaleTest, RankStuckInPythonIsTheCulpritAtAnySize) {
   EXPECT_EQ(r->daemons_answered, static_cast<uint32_t>((n + kPerHost - 1) / kPerHost));
   EXPECT_EQ(r->ranks.size(), static_cast<size_t>(n));
   EXPECT_NE(r->verdict.reason.find("wait_for_shard"), std::string::npos) << r->verdict.reason;
+}
+
+// The engine holds only some members of the communicator (it refused the
+// others, e.g. for its job buffer) and every one it holds waits inside the
+// collective: not a communication hang of the held ranks (what 100k ranks
+// once gave on the 32,768 the engine had admitted), but a hang among the
+// members it does not hold, said with their count; the listed ranks are
+// capped, the count is not.
+TEST_P(HangScaleTest, MembersTheEngineDoesNotHoldAreNotAllInside) {
+  const int32_t n = GetParam();
+  Populate(n, n * 61 / 100, [n](int32_t r) { return r % 3 != 2 && r != n * 61 / 100; });
+  HangMonitorOptions o;
+  o.evidence_deadline_ms = 1000;
+  o.quick_deadline_ms = 1000;
+  HangMonitor m(
+      registry_, [this](const std::string& d, xpu::v1::Command c) { return Answer(d, c); }, o);
+  m.Poll();
+  m.WaitIdle();
+  std::optional<HangReport> r = m.Latest("j");
+  ASSERT_TRUE(r.has_value());
+  int32_t held = 0;
+  for (int32_t i = 0; i < n; ++i) held += i % 3 != 2 && i != n * 61 / 100;
+  EXPECT_EQ(r->verdict.cls, HangClass::kNonCommunication) << r->verdict.reason.substr(0, 500);
+  EXPECT_EQ(r->verdict.team, "operations");
+  EXPECT_TRUE(r->verdict.culprits.empty());
+  EXPECT_NE(r->verdict.reason.find("the " + std::to_string(held) + " rank(s) the engine holds of " +
+                                   std::to_string(n)),
+            std::string::npos)
+      << r->verdict.reason.substr(0, 500);
+  EXPECT_NE(r->verdict.reason.find("its other " + std::to_string(n - held) + " member(s)"),
+            std::string::npos)
+      << r->verdict.reason.substr(0, 500);
+  EXPECT_LT(r->verdict.reason.size(), 2000u);
+  if (n >= 1000) EXPECT_NE(r->verdict.reason.find(" not listed)"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, HangScaleTest, ::testing::Values(16, 1000, 40000, 100000));
