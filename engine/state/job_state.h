@@ -220,6 +220,8 @@ class JobState {
   }
   // Every loss of the job's processes (saturating).
   uint64_t Dropped() const;
+  // Its processes' losses by reason (saturating sums).
+  std::array<uint64_t, kLossReasons> Lost() const;
   // Registers the communicator of a newly defined collective signature.
   void NoteSignature(const ProcessState& p, const SignatureInfo& s);
   // Closes the current window and returns its summary; resets accumulators.
