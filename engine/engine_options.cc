@@ -169,7 +169,9 @@ void AddLimitFlags(CLI::App& app, EngineOptions* o) {
       ->transform(flags::UnsignedAtLeast(1))
       ->group(kLimits);
   app.add_option("--max-job-buffer-mb", o->max_job_buffer_mb,
-                 "recent records held for one job (all its ranks, --ring-records each)")
+                 "memory the recent-record rings of one job may hold: a new process is refused "
+                 "once they hold this much (a ring grows with its window's records up to "
+                 "--ring-records and keeps its newest 512 between windows)")
       ->type_name("MB")
       ->transform(flags::UnsignedAtLeast(1))
       ->group(kLimits);
