@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/clock.h"
 #include "common/base/status_macros.h"
 #include "common/cli/flags.h"
 #include "common/logging/logging.h"
@@ -187,6 +188,7 @@ absl::Status ReadReceivers(const EngineOptions& o, HttpAuth* alertmanager, HttpA
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
   XPU_RETURN_IF_ERROR(ValidateSecurity(o));
+  XPU_RETURN_IF_ERROR(CheckReplicaOptions(o));
   // Slowdown-detector thresholds and notification URLs are checked before
   // anything starts, so that a bad flag is a plain error.
   auto config = std::make_shared<DetectorConfig>();
@@ -246,6 +248,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
     no.ca_file = o.alert_tls_ca;
     no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
     no.links = AlertLinks{o.grafana_url, o.docs_url};
+    if (!o.replica_id.empty()) {
+      // What the webhook delivered, for a replica that takes a job over.
+      no.on_webhook_delivered = [store = e->store_.get()](const std::vector<DeliveredEvent>& ev) {
+        for (const DeliveredEvent& d : ev) {
+          store->EnqueueAlertDelivery(history::AlertDelivery{d.job, d.kind, d.subject,
+                                                             d.first_seen_ns, d.status,
+                                                             RealtimeNs()});
+        }
+      };
+    }
     e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
   }
 
@@ -255,6 +267,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
 
   e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, *e->authorizer_,
                                                e->engine_id_, e->store_.get(), LimitsFrom(o));
+  if (!o.replica_id.empty()) {
+    e->ingest_->SetRouter([p = e.get()](const std::string& job) { return p->Route(job); },
+                          o.replica_id);
+  }
   e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(),
                                              *e->authorizer_, e->engine_id_, flags::Version(),
                                              start_ns);
@@ -281,6 +297,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
         absl::StrCat("cannot listen on ", o.listen, " (address in use or not resolvable)"));
   }
   if (absl::Status st = e->StartIdentity(o); !st.ok()) {
+    e->server_->Shutdown();
+    return st;
+  }
+  if (absl::Status st = e->StartReplica(o); !st.ok()) {
     e->server_->Shutdown();
     return st;
   }
@@ -315,6 +335,9 @@ void Engine::Shutdown() {
     TickWindow();
     store_->Flush().IgnoreError();
   }
+  // A clean stop ends the lease: the jobs move to the next replica their
+  // daemons reach, at once.
+  if (ownership_) ownership_->Stop(/*resign=*/exit_status().ok());
   metrics_.StopServing();
 }
 
@@ -361,6 +384,7 @@ void Engine::ApplyMetricsRetention(const JobSummary& s, uint64_t now) {
 std::vector<Diagnosis> Engine::TickWindow() {
   std::lock_guard<std::mutex> tick(tick_mu_);
   const auto tick_start = std::chrono::steady_clock::now();
+  ApplyReplicaChanges();
   registry_.UpdateLiveness();
   const uint64_t now = registry_.Now();
   std::vector<Diagnosis> all;
@@ -437,6 +461,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
   for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {
     busbw_ops_.erase(job);
     metrics_.ForgetJob(job);
+    ReleaseJob(job);
     Log()->info("job {} finished; kept in history only", job);
   }
   // Diagnosis lifecycle: persisting findings keep their first_seen, absent
