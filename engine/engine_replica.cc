@@ -37,6 +37,10 @@ absl::StatusOr<std::string> AdvertiseAddress(const EngineOptions& o, int port) {
   return absl::StrCat(host, ":", port);
 }
 
+// Windows a diagnosis carried over by a takeover stays active without being
+// reported, beyond --resolve-after-windows.
+constexpr int kTakeoverGraceWindows = 2;
+
 }  // namespace
 
 absl::Status Engine::CheckReplicaOptions(const EngineOptions& o) {
@@ -184,7 +188,9 @@ void Engine::ApplyReplicaChanges() {
   if (!tracker_) return;
   for (const Takeover& t : takeovers) {
     tracker_->Forget(t.job);
-    for (const auto& [d, fired] : t.active) tracker_->Seed(d, fired);
+    // The window of the takeover and the one before it (the previous
+    // owner's last) hold only part of the job's records.
+    for (const auto& [d, fired] : t.active) tracker_->Seed(d, fired, kTakeoverGraceWindows);
     for (const ResolvedDiagnosis& r : t.resolutions) tracker_->SeedResolved(r);
   }
 }

@@ -59,10 +59,10 @@ TrackerUpdate DiagnosisTracker::Update(std::vector<Diagnosis>* reported,
   return u;
 }
 
-void DiagnosisTracker::Seed(const Diagnosis& d, bool firing_delivered) {
+void DiagnosisTracker::Seed(const Diagnosis& d, bool firing_delivered, int grace_windows) {
   const std::string key = Key(d);
   if (active_.count(key)) return;
-  active_.emplace(key, Entry{d, 0});
+  active_.emplace(key, Entry{d, -std::max(0, grace_windows)});
   if (!firing_delivered) seeded_open_.push_back(d);
 }
 

@@ -57,8 +57,10 @@ class DiagnosisTracker {
   size_t active_count() const { return active_.size(); }
 
   // An active diagnosis loaded from the database. Unless its firing was
-  // delivered it is listed in `opened` of the next Update.
-  void Seed(const Diagnosis& d, bool firing_delivered);
+  // delivered it is listed in `opened` of the next Update. It resolves only
+  // after `grace_windows` more windows than usual without a report: the
+  // windows around a takeover hold only part of the job's records.
+  void Seed(const Diagnosis& d, bool firing_delivered, int grace_windows = 0);
   // A resolution loaded from the database whose delivery is not recorded:
   // listed in `resolved` of the next Update.
   void SeedResolved(const ResolvedDiagnosis& r);
