@@ -186,6 +186,30 @@ absl::Status ReadReceivers(const EngineOptions& o, HttpAuth* alertmanager, HttpA
 
 }  // namespace
 
+void Engine::StartNotifier(const EngineOptions& o, const HttpAuth& am_auth,
+                           const HttpAuth& webhook_auth) {
+  if (o.alertmanager_url.empty() && o.webhook_url.empty()) return;
+  AlertNotifierOptions no;
+  no.alertmanager_url = o.alertmanager_url;
+  no.webhook_url = o.webhook_url;
+  no.alertmanager_auth = am_auth;
+  no.webhook_auth = webhook_auth;
+  no.ca_file = o.alert_tls_ca;
+  no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
+  no.links = AlertLinks{o.grafana_url, o.docs_url};
+  if (!o.replica_id.empty()) {
+    // What the webhook delivered, for a replica that takes a job over.
+    no.on_webhook_delivered = [store = store_.get()](const std::vector<DeliveredEvent>& ev) {
+      for (const DeliveredEvent& d : ev) {
+        store->EnqueueAlertDelivery(history::AlertDelivery{d.job, d.kind, d.subject,
+                                                           d.first_seen_ns, d.status,
+                                                           RealtimeNs()});
+      }
+    };
+  }
+  notifier_ = std::make_unique<AlertNotifier>(no, metrics_.registry());
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
   XPU_RETURN_IF_ERROR(ValidateSecurity(o));
   XPU_RETURN_IF_ERROR(CheckReplicaOptions(o));
@@ -239,27 +263,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       e->metrics_.registry(), e->metrics_.series(), [p = e.get()](const std::string& job) {
         return p->metrics_.LabelsOf(job)[kJobNameLabel];
       });
-  if (!o.alertmanager_url.empty() || !o.webhook_url.empty()) {
-    AlertNotifierOptions no;
-    no.alertmanager_url = o.alertmanager_url;
-    no.webhook_url = o.webhook_url;
-    no.alertmanager_auth = am_auth;
-    no.webhook_auth = webhook_auth;
-    no.ca_file = o.alert_tls_ca;
-    no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
-    no.links = AlertLinks{o.grafana_url, o.docs_url};
-    if (!o.replica_id.empty()) {
-      // What the webhook delivered, for a replica that takes a job over.
-      no.on_webhook_delivered = [store = e->store_.get()](const std::vector<DeliveredEvent>& ev) {
-        for (const DeliveredEvent& d : ev) {
-          store->EnqueueAlertDelivery(history::AlertDelivery{d.job, d.kind, d.subject,
-                                                             d.first_seen_ns, d.status,
-                                                             RealtimeNs()});
-        }
-      };
-    }
-    e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
-  }
+  e->StartNotifier(o, am_auth, webhook_auth);
 
   if (o.metrics_addr != "off" && !o.metrics_addr.empty()) {
     XPU_RETURN_IF_ERROR(e->metrics_.Serve(o.metrics_addr));

@@ -101,6 +101,9 @@ class Engine {
   // The history database (modes, page limit, retry buffer), the jobs it
   // holds, and /healthz and the metrics that tell of its writes.
   absl::Status OpenStore(const EngineOptions& o);
+  // Diagnosis delivery (Alertmanager, webhook); none when neither is set.
+  void StartNotifier(const EngineOptions& o, const HttpAuth& am_auth,
+                     const HttpAuth& webhook_auth);
 
   // Engine replicas (engine_replica.cc).
   static absl::Status CheckReplicaOptions(const EngineOptions& o);
