@@ -315,6 +315,13 @@ void IngestService::ApplyAdmitted(Session& s, JobState& job, const xpu::v1::Proc
   checkpoints->push_back(std::move(c));
 }
 
+bool IngestService::JobRunning(const std::string& job) const {
+  std::shared_ptr<JobState> j = registry_.FindJob(job);
+  if (!j) return false;
+  std::lock_guard<std::mutex> l(j->mu());
+  return j->StateName() != "finished";
+}
+
 void IngestService::SetRouter(JobRouter router, std::string replica_id) {
   router_ = std::move(router);
   replica_id_ = std::move(replica_id);
@@ -324,7 +331,7 @@ grpc::Status IngestService::RouteBatch(const std::shared_ptr<Session>& s,
                                        const xpu::v1::Batch& batch,
                                        std::set<std::string>* foreign) {
   std::map<std::string, JobRoute> routes;
-  bool here = !s->served_jobs.empty();
+  bool here = false;
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
     const xpu::v1::ProcessIdentity& id = pb.identity();
     // Processes the credential does not cover are refused below, unrouted:
@@ -340,6 +347,18 @@ grpc::Status IngestService::RouteBatch(const std::shared_ptr<Session>& s,
     }
     if (r.kind == JobRoute::kHere) here = true;
     routes.emplace(job, std::move(r));
+  }
+  // The stream stays with a job it sends here while that job runs; one
+  // that moved away or finished no longer holds it.
+  for (auto it = s->served_jobs.begin(); it != s->served_jobs.end() && !here;) {
+    auto r = routes.find(*it);
+    const bool moved = r != routes.end() ? r->second.kind != JobRoute::kHere
+                                         : router_(*it).kind != JobRoute::kHere;
+    if (moved || !JobRunning(*it)) {
+      it = s->served_jobs.erase(it);
+    } else {
+      here = true;
+    }
   }
   for (auto& [job, r] : routes) {
     if (r.kind == JobRoute::kHere) {

@@ -31,8 +31,9 @@
 // with a router (SetRouter), the jobs of each batch are routed before any
 // of it is applied. A job served by another replica gets the daemon a
 // JobRedirect to that replica and the stream ends, unless the stream
-// already sends jobs this replica serves: then only that job's processes
-// are refused (reason served_elsewhere, counted lost by the daemon). A job
+// sends a running job this replica serves (in this batch or before): then
+// only the foreign job's processes are refused (reason served_elsewhere,
+// counted lost by the daemon), since one stream cannot follow both. A job
 // whose owner cannot be known now (database unreachable) ends the stream
 // with UNAVAILABLE; the daemon sends the batch again later. Nothing of a
 // refused or redirected batch is applied or acknowledged.
@@ -150,6 +151,7 @@ class IngestService final : public xpu::v1::Ingest::Service {
   // sent, or the owner is unknown now).
   grpc::Status RouteBatch(const std::shared_ptr<Session>& s, const xpu::v1::Batch& batch,
                           std::set<std::string>* foreign);
+  bool JobRunning(const std::string& job) const;  // live here and not finished
 
   Registry& registry_;
   Metrics& metrics_;

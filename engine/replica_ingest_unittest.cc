@@ -125,6 +125,33 @@ TEST_F(ReplicaIngestTest, AStreamOfJobsServedHereRefusesOnlyTheForeignJob) {
   d2.Finish().IgnoreError();
 }
 
+TEST_F(ReplicaIngestTest, AFinishedJobNoLongerHoldsTheStream) {
+  auto a = Replica("a");
+  auto b = Replica("b");
+  ASSERT_TRUE(a && b);
+  FakeDaemon d1(a->port(), "d1");
+  ASSERT_TRUE(d1.Hello());
+  ASSERT_TRUE(d1.Send(RankBatch("job1", 0, 10, true, 1)));
+  xpu::v1::BatchAck ack;
+  ASSERT_TRUE(ReadAck(d1, 1, &ack));
+
+  // The node's previous job ran at b and ended; its next job is a's.
+  FakeDaemon d2(b->port(), "d2");
+  ASSERT_TRUE(d2.Hello());
+  xpu::v1::Batch last = RankBatch("job0", 0, 5, true, 1);
+  last.mutable_processes(0)->set_exited(true);
+  ASSERT_TRUE(d2.Send(last));
+  ASSERT_TRUE(ReadAck(d2, 1, &ack));
+  ASSERT_TRUE(d2.Send(RankBatch("job1", 1, 30, true, 2)));
+  xpu::v1::EngineMessage m;
+  while (d2.Read(&m) && !m.has_redirect()) {
+  }
+  EXPECT_TRUE(m.has_redirect()) << "redirected, not refused: " << m.DebugString();
+  EXPECT_EQ(m.redirect().replica_id(), "a");
+  d2.FinishAfterClose().IgnoreError();
+  d1.Finish().IgnoreError();
+}
+
 TEST_F(ReplicaIngestTest, TheNextReplicaResumesAJobFromItsCheckpoints) {
   auto a = Replica("a");
   auto b = Replica("b");
