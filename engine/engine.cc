@@ -278,6 +278,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(),
                                              *e->authorizer_, e->engine_id_, flags::Version(),
                                              start_ns);
+  if (!o.replica_id.empty()) {
+    e->query_->SetReplicas(o.replica_id, [p = e.get()] { return p->ListReplicas(); });
+  }
   e->query_->SetCommandSender(
       [ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
         return ingest->SendCommand(id, std::move(c));

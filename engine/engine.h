@@ -122,6 +122,8 @@ class Engine {
   void ApplyReplicaChanges();
   // A job retired here: its lease row goes once its last rows are written.
   void ReleaseJob(const std::string& job);
+  // Every replica of the database (`xpu status`); empty for a lone engine.
+  std::vector<xpu::v1::ReplicaInfo> ListReplicas();
 
   EngineOptions options_;
   std::string engine_id_;

@@ -167,6 +167,24 @@ void Engine::OnReplaced(const absl::Status& why) {
   cv_.notify_all();
 }
 
+std::vector<xpu::v1::ReplicaInfo> Engine::ListReplicas() {
+  std::vector<xpu::v1::ReplicaInfo> out;
+  replica::Ownership* own = serving_.load();
+  if (own == nullptr) return out;
+  absl::StatusOr<std::vector<history::ReplicaRow>> rows = own->leases().Replicas();
+  if (!rows.ok()) return out;  // the database is away: the store's status says so
+  for (const history::ReplicaRow& r : *rows) {
+    xpu::v1::ReplicaInfo& i = out.emplace_back();
+    i.set_replica_id(r.replica_id);
+    i.set_address(r.address);
+    i.set_alive(r.alive);
+    i.set_jobs(r.jobs);
+    i.set_heartbeat_ns(r.heartbeat_ns);
+    i.set_version(r.version);
+  }
+  return out;
+}
+
 absl::Status Engine::exit_status() {
   std::lock_guard<std::mutex> l(mu_);
   return exit_status_;

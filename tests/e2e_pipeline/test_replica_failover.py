@@ -171,6 +171,17 @@ def body(pipe):
     check(served["diagnosis"] <= 2 * WINDOW_S, "b reported the diagnosis %.2f s after the kill, "
           "later than 2 windows" % served["diagnosis"])
 
+    # `xpu status` at b: b serves the job, a's lease has expired.
+    def listed():
+        st = pipe.cli_json(b.addr, "status")
+        reps = {r["replica_id"]: r for r in st.get("replicas", [])}
+        ok = (st.get("replica_id") == "replica-b" and set(reps) == {"replica-a", "replica-b"}
+              and not reps["replica-a"]["alive"] and reps["replica-b"]["alive"]
+              and reps["replica-b"]["jobs"] >= 1
+              and any(j["job"] == job.job for j in st["jobs"]))
+        return st if ok else None
+
+    wait_for(listed, 20, "`xpu status` at b to list a's expired lease and the job at b", 0.3)
     check(job.wait(timeout=110) == 0, "job failed after the failover")
     check(daemon.alive(), "daemon died in the failover:\n%s" % daemon.log_text())
     rings = job.rings()
