@@ -91,9 +91,10 @@ class WebhookSink:
         self.server.shutdown()
 
 
-def deliveries(db, job, kind, status, subject):
+def deliveries(pipe, db, job, kind, status, subject):
     """Rows of alert_deliveries (the replicas' record of what the webhook got)."""
-    r = subprocess.run(["psql", db, "-Atc",
+    psql = os.path.join(pipe.pg[0], "psql")  # the server's own client
+    r = subprocess.run([psql if os.path.exists(psql) else "psql", db, "-Atc",
                         "SELECT count(*) FROM alert_deliveries WHERE job='%s' AND kind='%s' "
                         "AND status='%s' AND subject='%s'" % (job, kind, status, subject)],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=30)
@@ -138,7 +139,7 @@ def body(pipe):
     check(hook.events(job.job, "slow_gpu", "firing", subject),
           "replica a's first slow_gpu names another rank: %s" % hook.events(
               job.job, "slow_gpu", "firing"))
-    wait_for(lambda: deliveries(db, job.job, "slow_gpu", "firing", subject) == 1, 20,
+    wait_for(lambda: deliveries(pipe, db, job.job, "slow_gpu", "firing", subject) == 1, 20,
              "replica a to record the delivery", 0.2)
     before = engine_ranks(pipe, a.addr, job.job)
 
@@ -213,7 +214,7 @@ def body(pipe):
     time.sleep(WINDOW_S)  # b's last window has been published
     firing = hook.events(job.job, "slow_gpu", "firing", subject)
     hook.log_events(job.job, t_kill)
-    rows = deliveries(db, job.job, "slow_gpu", "firing", subject)
+    rows = deliveries(pipe, db, job.job, "slow_gpu", "firing", subject)
     log("webhook: slow_gpu %s firing events %s (event id: posts); alert_deliveries firing rows %d"
         % (subject, firing, rows))
     check(len(firing) == 1, "slow_gpu %s fired as %d events: %s" % (subject, len(firing), firing))
