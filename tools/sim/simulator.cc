@@ -295,8 +295,12 @@ void Simulation::SendWindow(uint64_t start, uint64_t delta, WindowStats* s) {
               static_cast<double>(NowNs() - t0_) * 1e-9);
     }
   };
+  // Once a rank is stuck its peers' last records are all the daemons
+  // have left to flush: they go at once, as before the stall.
+  const bool burst = model_.hang().active;
   for (size_t i = 0; i < std::max<size_t>(1, slices); ++i) {
-    const uint64_t at = start + delta + i * window_ns_ / std::max<size_t>(1, slices);
+    const uint64_t at =
+        start + delta + (burst ? 0 : i * window_ns_ / std::max<size_t>(1, slices));
     flag_hang(at);
     SleepUntilNs(at);
     const auto t = std::chrono::steady_clock::now();
