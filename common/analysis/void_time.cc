@@ -37,7 +37,63 @@ double Gap(uint64_t last_end, uint64_t first_start) {
   return static_cast<double>(first_start - last_end) * 1e-9;
 }
 
+// Steps longer than this are pauses; 0 when fewer than three steps start
+// in [from_ns, to_ns).
+double PauseThresholdS(const std::vector<uint64_t>& b, uint64_t from_ns, uint64_t to_ns) {
+  std::vector<double> d;
+  for (size_t i = 0; i + 1 < b.size(); ++i) {
+    if (b[i] >= from_ns && b[i] < to_ns) d.push_back(static_cast<double>(b[i + 1] - b[i]) * 1e-9);
+  }
+  if (d.size() < 3) return 0;
+  std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
+  return kPauseFactor * d[d.size() / 2];
+}
+
 }  // namespace
+
+SyncIdle ComputeSyncIdle(const RankTrace& t, const Steps& steps) {
+  SyncIdle out;
+  const auto& b = steps.boundaries_ns;
+  if (b.size() < 2) return out;
+  // GPU ops in start order: start, end, and when the host made them
+  // available (launch, or start when the issue latency is unknown).
+  std::vector<uint64_t> starts, ends, refill;
+  for (const Op& op : t.ops) {
+    if (!IsGpuOp(op.kind)) continue;
+    starts.push_back(op.start_ns);
+    ends.push_back(op.end_ns());
+    refill.push_back(std::min(op.start_ns, op.launch_ns()));
+  }
+  std::vector<uint64_t> max_end(ends.size());
+  uint64_t m = 0;
+  for (size_t i = 0; i < ends.size(); ++i) max_end[i] = m = std::max(m, ends[i]);
+  uint64_t counted_to = 0;  // end of the last gap counted
+  for (const Op& op : t.ops) {
+    if (!IsSyncEvent(op.kind) || (op.flags & XPU_REC_BEGIN)) continue;
+    const uint64_t r = op.end_ns();
+    if (r < b.front() || r >= b.back()) continue;
+    size_t i = static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), r) -
+                                   starts.begin());
+    uint64_t busy_to = i ? max_end[i - 1] : 0;  // the GPU's work started before r ends
+    // Work that starts while the GPU is still busy extends the busy time.
+    for (; i < starts.size() && starts[i] <= std::max(r, busy_to); ++i) {
+      busy_to = std::max(busy_to, ends[i]);
+    }
+    if (i == starts.size()) continue;
+    const uint64_t idle_from = std::max(r, busy_to);
+    const uint64_t idle_to = std::max(idle_from, refill[i]);
+    if (idle_to <= std::max(idle_from, counted_to)) continue;
+    // A GPU-idle gap around a step boundary is inter-step time.
+    const uint64_t gpu_idle_from = busy_to ? std::min(busy_to, idle_from) : idle_from;
+    auto bi = std::lower_bound(b.begin(), b.end(), gpu_idle_from);
+    if (bi != b.end() && *bi <= idle_to) continue;
+    const uint64_t from = std::max(idle_from, counted_to);
+    ++out.gaps;
+    out.idle_s += static_cast<double>(idle_to - from) * 1e-9;
+    counted_to = idle_to;
+  }
+  return out;
+}
 
 VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns, uint64_t to_ns) {
   VoidFigures v;
@@ -60,19 +116,32 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
     if (xpu_op_is_collective(op.kind)) comm_ends.push_back(op.end_ns());
   }
   std::sort(comm_ends.begin(), comm_ends.end());
+  const double pause_s = PauseThresholdS(b, from_ns, to_ns);
+  auto is_pause = [&](size_t i) {
+    return pause_s > 0 && static_cast<double>(b[i + 1] - b[i]) * 1e-9 > pause_s;
+  };
   for (size_t i = 0; i + 1 < b.size(); ++i) {
     const uint64_t s = b[i], e = b[i + 1];
     if (s < from_ns || s >= to_ns) continue;
+    if (is_pause(i)) {
+      ++v.pauses;
+      v.pause_s += static_cast<double>(e - s) * 1e-9;
+      continue;
+    }
+    // After a pause the GPU idle time before this step's start is the
+    // pause's, not this step's inter-step gap.
+    const uint64_t not_before = i > 0 && is_pause(i - 1) ? s : 0;
+    auto last_end = [&](uint64_t x) { return std::max(gpu.LastEndBefore(x), not_before); };
     ++v.steps;
     v.step_s += static_cast<double>(e - s) * 1e-9;
     if (v.inter_from_dataloader) {
       for (const Op* dl : loaders) {
         if (dl->start_ns < s || dl->start_ns >= e) continue;
         v.dataloader_s += static_cast<double>(dl->dur_ns) * 1e-9;
-        v.inter_s += Gap(gpu.LastEndBefore(dl->start_ns), gpu.FirstStartAtOrAfter(dl->end_ns()));
+        v.inter_s += Gap(last_end(dl->start_ns), gpu.FirstStartAtOrAfter(dl->end_ns()));
       }
     } else {
-      v.inter_s += Gap(gpu.LastEndBefore(s), gpu.FirstStartAtOrAfter(s));
+      v.inter_s += Gap(last_end(s), gpu.FirstStartAtOrAfter(s));
     }
     for (const auto& [stream, ops] : streams) {
       auto it = std::lower_bound(ops.begin(), ops.end(), s,

@@ -104,5 +104,69 @@ TEST(VoidTest, NestedSynchronizationsCountOnce) {
   EXPECT_EQ(SyncTime(t, 200).count, 3u);  // by start
 }
 
+
+// GPU idle after sync returns. Step 1 of TwoSteps: the GPU runs the kernel
+// 200..400 us and the GEMM 500..700 us (launched at 350), the kernel
+// 900..1000 us (launched at 880).
+TEST(VoidTest, SyncIdleIsTheGapAfterTheReturnUntilTheNextLaunch) {
+  RankTrace t = TwoSteps();
+  const uint64_t us = 1000;
+  t.sigs[6] = Simple(XPU_OP_SYNC_DEVICE);
+  t.sigs[7] = Simple(XPU_OP_PY_SYNC);
+  // Returns at 720 us (the GPU idle since 700): from the return to the next
+  // launch at 880 us -> 160 us. A second sync returning at 800 waits on the same gap and
+  // adds nothing.
+  t.ops.push_back(MakeOp(6, XPU_OP_SYNC_DEVICE, 600 * us, 120 * us, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(7, XPU_OP_PY_SYNC, 790 * us, 10 * us, 0, XPU_REC_HOST));
+  // Returns at 300 us while the kernel runs to 400 us; the GEMM was queued
+  // at 350, before the GPU went idle: no gap.
+  t.ops.push_back(MakeOp(6, XPU_OP_SYNC_DEVICE, 250 * us, 50 * us, 0, XPU_REC_HOST));
+  t.Sort();
+  SyncIdle s = ComputeSyncIdle(t, FindSteps(t));
+  EXPECT_EQ(s.gaps, 1u);
+  EXPECT_NEAR(s.idle_s, 160e-6, 1e-12);
+}
+
+// A sync at the end of a step (the loop's own timing) followed by the
+// inter-step gap: that gap is V_inter's, not a sync cost.
+TEST(VoidTest, SyncIdleLeavesTheInterStepGapOut) {
+  RankTrace t = TwoSteps();
+  t.sigs[6] = Simple(XPU_OP_SYNC_DEVICE);
+  t.ops.push_back(MakeOp(6, XPU_OP_SYNC_DEVICE, 950000, 60000, 0, XPU_REC_HOST));  // to 1010 us
+  t.Sort();
+  SyncIdle s = ComputeSyncIdle(t, FindSteps(t));
+  EXPECT_EQ(s.gaps, 0u);
+  EXPECT_EQ(s.idle_s, 0);
+}
+
+// A step five times longer than the median (a checkpoint, or a window that
+// holds the end of one burst of steps and the start of the next) is a
+// pause: out of both void figures.
+TEST(VoidTest, PauseStepsAreLeftOutOfTheVoidFigures) {
+  RankTrace t;
+  t.sigs[1] = Simple(XPU_OP_STEP);
+  t.sigs[3] = Simple(XPU_OP_KERNEL);
+  const uint64_t ms = 1000000;
+  // Steps of 10 ms at 0, 10, 20; a 30 s pause after the step at 30 ms; then
+  // steps at 30.04 s, 30.05 s.
+  const std::vector<uint64_t> marks = {0, 10 * ms, 20 * ms, 30 * ms, 30040 * ms, 30050 * ms,
+                                       30060 * ms};
+  for (size_t i = 0; i < marks.size(); ++i) {
+    t.ops.push_back(MakeOp(1, XPU_OP_STEP, marks[i], 0, static_cast<uint32_t>(i + 1), XPU_REC_HOST));
+    if (i + 1 == marks.size()) break;
+    // The GPU idles 1 ms after each boundary (10 % of a normal step).
+    t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, marks[i] + ms, 9 * ms, static_cast<uint32_t>(i + 1),
+                           XPU_REC_TIMED, 1, 10000));
+  }
+  t.Sort();
+  VoidFigures v = ComputeVoid(t, FindSteps(t));
+  EXPECT_EQ(v.steps, 5u);
+  EXPECT_EQ(v.pauses, 1u);
+  EXPECT_NEAR(v.pause_s, 30.01, 1e-9);
+  // 1 ms after each boundary but the first (nothing before it): 4 of 50 ms;
+  // the step after the pause is measured from its own start.
+  EXPECT_NEAR(v.VInter(), 0.08, 1e-9);
+}
+
 }  // namespace
 }  // namespace xpu::analysis
