@@ -37,6 +37,40 @@ double Gap(uint64_t last_end, uint64_t first_start) {
   return static_cast<double>(first_start - last_end) * 1e-9;
 }
 
+// A union of [start, end) intervals: Add them, Merge once, then ask how
+// much of a span they cover.
+class Intervals {
+ public:
+  void Add(uint64_t a, uint64_t b) {
+    if (b > a) v_.emplace_back(a, b);
+  }
+  void Merge() {
+    std::sort(v_.begin(), v_.end());
+    std::vector<std::pair<uint64_t, uint64_t>> m;
+    for (const auto& iv : v_) {
+      if (!m.empty() && iv.first <= m.back().second) {
+        m.back().second = std::max(m.back().second, iv.second);
+      } else {
+        m.push_back(iv);
+      }
+    }
+    v_ = std::move(m);
+  }
+  uint64_t Covered(uint64_t a, uint64_t b) const {
+    uint64_t n = 0;
+    auto it = std::lower_bound(v_.begin(), v_.end(), std::make_pair(a, uint64_t{0}));
+    if (it != v_.begin()) --it;
+    for (; it != v_.end() && it->first < b; ++it) {
+      const uint64_t lo = std::max(a, it->first), hi = std::min(b, it->second);
+      if (hi > lo) n += hi - lo;
+    }
+    return n;
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, uint64_t>> v_;
+};
+
 // Steps longer than this are pauses; 0 when fewer than three steps start
 // in [from_ns, to_ns).
 double PauseThresholdS(const std::vector<uint64_t>& b, uint64_t from_ns, uint64_t to_ns) {
@@ -116,6 +150,19 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
     if (xpu_op_is_collective(op.kind)) comm_ends.push_back(op.end_ns());
   }
   std::sort(comm_ends.begin(), comm_ends.end());
+  // Per stream, the union of the traced compute ops of the other streams:
+  // while they run, a queued op's wait is traced work, not minority time.
+  std::map<uint16_t, Intervals> others;
+  for (const auto& [stream, ops] : streams) {
+    Intervals& u = others[stream];
+    for (const auto& [other, oops] : streams) {
+      if (other == stream) continue;
+      for (const Op* op : oops) {
+        if (IsComputeKernel(op->kind)) u.Add(op->start_ns, op->end_ns());
+      }
+    }
+    u.Merge();
+  }
   const double pause_s = PauseThresholdS(b, from_ns, to_ns);
   auto is_pause = [&](size_t i) {
     return pause_s > 0 && static_cast<double>(b[i + 1] - b[i]) * 1e-9 > pause_s;
@@ -158,7 +205,9 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
         uint64_t gap_start = prev->end_ns();
         auto ce = std::upper_bound(comm_ends.begin(), comm_ends.end(), next->start_ns);
         if (ce != comm_ends.begin() && *(ce - 1) > gap_start) gap_start = *(ce - 1);
-        v.minority_s += static_cast<double>(next->start_ns - gap_start) * 1e-9;
+        const uint64_t traced = others[stream].Covered(gap_start, next->start_ns);
+        v.cross_s += static_cast<double>(traced) * 1e-9;
+        v.minority_s += static_cast<double>(next->start_ns - gap_start - traced) * 1e-9;
       }
     }
   }

@@ -17,8 +17,11 @@
 // starvation from hidden work), nor are gaps next to a collective on the
 // same stream; when a collective on another stream of the rank ends inside
 // the gap, only the part after that end counts (the op may have waited for
-// it through an event). This is an estimate from the traced data only; it
-// never counts host starvation as minority time.
+// it through an event). While traced compute ops of another stream of the
+// rank run inside such a gap (GEMMs on a second stream that occupy the
+// GPU), that part is traced work, not minority time: it goes to cross_s.
+// This is an estimate from the traced data only; it never counts host
+// starvation as minority time.
 //
 // Pauses: a step longer than kPauseFactor x the median step of the span
 // (a checkpoint, an evaluation, a stopped process, or a window that holds
@@ -50,6 +53,7 @@ struct VoidFigures {
   double step_s = 0;        // sum of the step times considered
   double inter_s = 0;       // T_inter
   double minority_s = 0;    // T_minority
+  double cross_s = 0;       // queued waits covered by traced compute ops of other streams
   double dataloader_s = 0;  // DataLoader host time within those steps
   bool inter_from_dataloader = false;
   size_t pauses = 0;   // steps left out as pauses (see above)

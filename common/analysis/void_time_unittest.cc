@@ -105,6 +105,18 @@ TEST(VoidTest, NestedSynchronizationsCountOnce) {
 }
 
 
+// GEMMs on a second stream that run inside a queued gap of the first are
+// traced work: not minority time.
+TEST(VoidTest, TracedWorkOnAnotherStreamIsNotMinorityTime) {
+  RankTrace t = TwoSteps();
+  // A GEMM on stream 3 from 380 to 450 us covers 50 us of the 400..500 gap.
+  t.ops.push_back(MakeOp(4, XPU_OP_GEMM, 380000, 70000, 9, XPU_REC_TIMED, 3, 5000));
+  t.Sort();
+  VoidFigures v = ComputeVoid(t, FindSteps(t));
+  EXPECT_NEAR(v.minority_s, 50e-6, 1e-12);
+  EXPECT_NEAR(v.cross_s, 50e-6, 1e-12);
+}
+
 // GPU idle after sync returns. Step 1 of TwoSteps: the GPU runs the kernel
 // 200..400 us and the GEMM 500..700 us (launched at 350), the kernel
 // 900..1000 us (launched at 880).

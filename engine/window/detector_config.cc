@@ -85,6 +85,10 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"void_minority.threshold", 0.15, "V_minority above this"},
       {"void_minority.history_delta", 0.10, "or this much above the job's baseline V_minority"},
       {"void_minority.persist_windows", 2, "consecutive windows a rank must be over"},
+      {"extra_work.min_share", 0.05,
+       "GPU time per step of the calls a rank makes beyond its peers' (same collectives, same "
+       "program), as a share of its step time, that names extra GPU work on the rank"},
+      {"extra_work.persist_windows", 2, "consecutive windows a rank's extra work must last"},
       {"history.baseline_windows", 2, "windows with data that form a job's baseline"},
       {"history.runs", 5,
        "previous runs of a job name and GPU model kept and combined (median) as its history"},
