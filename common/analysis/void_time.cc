@@ -91,8 +91,9 @@ SyncIdle ComputeSyncIdle(const RankTrace& t, const Steps& steps) {
   if (b.size() < 2) return out;
   // GPU ops in start order: start, end, and when the host made them
   // available (launch, or start when the issue latency is unknown).
-  std::vector<uint64_t> starts, ends, refill;
+  std::vector<uint64_t> starts, ends, refill, loaders;
   for (const Op& op : t.ops) {
+    if (op.kind == XPU_OP_PY_DATALOADER && !(op.flags & XPU_REC_BEGIN)) loaders.push_back(op.start_ns);
     if (!IsGpuOp(op.kind)) continue;
     starts.push_back(op.start_ns);
     ends.push_back(op.end_ns());
@@ -101,7 +102,16 @@ SyncIdle ComputeSyncIdle(const RankTrace& t, const Steps& steps) {
   std::vector<uint64_t> max_end(ends.size());
   uint64_t m = 0;
   for (size_t i = 0; i < ends.size(); ++i) max_end[i] = m = std::max(m, ends[i]);
-  uint64_t counted_to = 0;  // end of the last gap counted
+  auto inside = [](const std::vector<uint64_t>& sorted, uint64_t from, uint64_t to) {
+    auto it = std::lower_bound(sorted.begin(), sorted.end(), from);
+    return it != sorted.end() && *it <= to;
+  };
+  struct Gap {
+    uint64_t from, to;
+    size_t step;
+  };
+  std::vector<Gap> gaps;
+  uint64_t counted_to = 0;  // end of the last gap taken
   for (const Op& op : t.ops) {
     if (!IsSyncEvent(op.kind) || (op.flags & XPU_REC_BEGIN)) continue;
     const uint64_t r = op.end_ns();
@@ -117,14 +127,33 @@ SyncIdle ComputeSyncIdle(const RankTrace& t, const Steps& steps) {
     const uint64_t idle_from = std::max(r, busy_to);
     const uint64_t idle_to = std::max(idle_from, refill[i]);
     if (idle_to <= std::max(idle_from, counted_to)) continue;
-    // A GPU-idle gap around a step boundary is inter-step time.
+    // A GPU-idle gap around a step boundary or a DataLoader call is
+    // inter-step time.
     const uint64_t gpu_idle_from = busy_to ? std::min(busy_to, idle_from) : idle_from;
-    auto bi = std::lower_bound(b.begin(), b.end(), gpu_idle_from);
-    if (bi != b.end() && *bi <= idle_to) continue;
-    const uint64_t from = std::max(idle_from, counted_to);
-    ++out.gaps;
-    out.idle_s += static_cast<double>(idle_to - from) * 1e-9;
+    if (inside(b, gpu_idle_from, idle_to) || inside(loaders, gpu_idle_from, idle_to)) continue;
+    const size_t step = static_cast<size_t>(
+        std::upper_bound(b.begin(), b.end(), idle_from) - b.begin() - 1);
+    gaps.push_back({std::max(idle_from, counted_to), idle_to, step});
     counted_to = idle_to;
+  }
+  // Steps from the collective period have no marker where the loop ends a
+  // step: without DataLoader events either, the longest gap after a sync in
+  // each step is taken for the loop's own end-of-step sync and the host
+  // work between steps (V_inter's), not a sync cost.
+  std::vector<bool> dropped(gaps.size(), false);
+  if (steps.source == StepSource::kCollectivePeriod && loaders.empty()) {
+    std::map<size_t, size_t> longest;  // step -> gap index
+    for (size_t g = 0; g < gaps.size(); ++g) {
+      auto [it, fresh] = longest.emplace(gaps[g].step, g);
+      const Gap& cur = gaps[it->second];
+      if (!fresh && gaps[g].to - gaps[g].from > cur.to - cur.from) it->second = g;
+    }
+    for (const auto& [step, g] : longest) dropped[g] = true;
+  }
+  for (size_t g = 0; g < gaps.size(); ++g) {
+    if (dropped[g]) continue;
+    ++out.gaps;
+    out.idle_s += static_cast<double>(gaps[g].to - gaps[g].from) * 1e-9;
   }
   return out;
 }

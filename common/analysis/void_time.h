@@ -34,8 +34,10 @@
 // end of the GPU work still running (on any stream) until the host's next
 // launch (or the next op's start, if earlier). Those gaps, each counted
 // once however many syncs end before it, are what synchronizations cost the
-// step. A gap that contains a step boundary is inter-step time (V_inter),
-// not a sync cost. Untraced kernels launched after the return shorten the
+// step. A gap that contains a step boundary or a DataLoader call is
+// inter-step time (V_inter), not a sync cost; with steps from the
+// collective period and no DataLoader events (no mark of where the loop
+// ends a step), the longest such gap of each step is taken for it. Untraced kernels launched after the return shorten the
 // real gap; the figure is then an upper bound.
 #ifndef XPU_COMMON_ANALYSIS_VOID_TIME_H_
 #define XPU_COMMON_ANALYSIS_VOID_TIME_H_

@@ -151,6 +151,38 @@ TEST(VoidTest, SyncIdleLeavesTheInterStepGapOut) {
   EXPECT_EQ(s.idle_s, 0);
 }
 
+// Steps from the collective period (no markers, no DataLoader events): the
+// longest gap after a sync in each step is the loop's own end-of-step sync
+// and the host work between steps; the others are sync costs.
+TEST(VoidTest, SyncIdleWithoutMarkersLeavesEachStepsLongestGapOut) {
+  RankTrace t;
+  t.sigs[3] = Simple(XPU_OP_KERNEL);
+  t.sigs[6] = Simple(XPU_OP_SYNC_STREAM);
+  const uint64_t us = 1000;
+  for (uint64_t s = 0; s < 2; ++s) {
+    const uint64_t o = s * 1000 * us;
+    // Kernel 0..100; sync returns at 100, next launch at 130 (30 us);
+    // kernel 130..400; sync returns at 400, the host sleeps until the next
+    // step's first launch at 1000 (600 us).
+    t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, o, 100 * us, 1, XPU_REC_TIMED, 1, 5 * us));
+    t.ops.push_back(MakeOp(6, XPU_OP_SYNC_STREAM, o + 50 * us, 50 * us, 0, XPU_REC_HOST));
+    t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, o + 135 * us, 265 * us, 2, XPU_REC_TIMED, 1, 5 * us));
+    t.ops.push_back(MakeOp(6, XPU_OP_SYNC_STREAM, o + 300 * us, 100 * us, 0, XPU_REC_HOST));
+  }
+  t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, 2000 * us, 100 * us, 3, XPU_REC_TIMED, 1, 5 * us));
+  t.Sort();
+  Steps st;
+  st.source = StepSource::kCollectivePeriod;
+  st.boundaries_ns = {50 * us, 1050 * us, 2050 * us};  // phased on a collective mid-step
+  SyncIdle s = ComputeSyncIdle(t, st);
+  EXPECT_EQ(s.gaps, 2u);
+  EXPECT_NEAR(s.idle_s, 60e-6, 1e-12);
+  // With markers at the same places the containment rule alone applies:
+  // the 600 us gaps contain no boundary and count.
+  st.source = StepSource::kMarkers;
+  EXPECT_EQ(ComputeSyncIdle(t, st).gaps, 4u);
+}
+
 // A step five times longer than the median (a checkpoint, or a window that
 // holds the end of one burst of steps and the start of the next) is a
 // pause: out of both void figures.

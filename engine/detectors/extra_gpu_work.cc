@@ -46,12 +46,23 @@ RankWork Measure(const analysis::RankTrace& t, std::unordered_map<std::string, u
   w.steps = b.size() - 1;
   w.step_s = static_cast<double>(b.back() - b.front()) * 1e-9;
   std::unordered_map<uint32_t, uint32_t> key_of;  // sig id -> key
-  std::vector<std::string> shapes;
   for (const auto& [id, s] : t.sigs) {
-    if (s.collective()) {
-      shapes.push_back(absl::StrCat(s.kind, ":", s.bytes, ":", s.dtype, ":", s.comm_nranks));
-    } else if (analysis::IsComputeKernel(s.kind)) {
+    if (analysis::IsComputeKernel(s.kind)) {
       key_of[id] = keys->emplace(SigKey(s), static_cast<uint32_t>(keys->size())).first->second;
+    }
+  }
+  // The role: the shapes of the collectives the rank ran in the window (not
+  // one-time ones of its start-up).
+  std::vector<uint32_t> coll_ids;
+  for (const analysis::Op& op : t.ops) {
+    if (xpu_op_is_collective(op.kind)) coll_ids.push_back(op.sig_id);
+  }
+  std::sort(coll_ids.begin(), coll_ids.end());
+  coll_ids.erase(std::unique(coll_ids.begin(), coll_ids.end()), coll_ids.end());
+  std::vector<std::string> shapes;
+  for (uint32_t id : coll_ids) {
+    if (const analysis::OpSig* s = t.Sig(id)) {
+      shapes.push_back(absl::StrCat(s->kind, ":", s->bytes, ":", s->dtype, ":", s->comm_nranks));
     }
   }
   std::sort(shapes.begin(), shapes.end());

@@ -2,8 +2,9 @@
 // program, do not (GEMMs on a second stream, a code path of its own): its
 // step carries that work → algorithm.
 //
-// Peers: the ranks whose collectives have the same shapes (kind, bytes,
-// dtype, communicator size; not the communicator ids), i.e. the same role
+// Peers: the ranks whose collectives in the window have the same shapes
+// (kind, bytes, dtype, communicator size; not the communicator ids), i.e.
+// the same role
 // in the job's layout: the replicas of a data-parallel job, the ranks of one
 // pipeline stage. A role held by one rank has no peers and is not judged.
 // Per rank and traced compute signature (kind, name, GEMM shape, dtype):
