@@ -12,6 +12,7 @@
 #ifndef XPU_ENGINE_STATE_REGISTRY_H_
 #define XPU_ENGINE_STATE_REGISTRY_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -53,6 +54,7 @@ struct JobSummary {
   uint64_t records = 0;
   std::string state;      // running / silent / finished
   uint64_t dropped = 0;   // every loss of its processes
+  std::array<uint64_t, kLossReasons> lost{};  // the same by LossReason (live jobs)
   int64_t owner_uid = -1; // uid of its processes; -1 unknown
 };
 
