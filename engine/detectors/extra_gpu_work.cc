@@ -37,10 +37,9 @@ std::string SigKey(const analysis::OpSig& s) {
 
 // What a rank runs per complete step, by signature key (`keys` interns them
 // across the job); its role is the shapes of its collectives.
-RankWork Measure(const analysis::RankTrace& t, std::unordered_map<std::string, uint32_t>* keys,
-                 std::string* role) {
+RankWork Measure(const analysis::RankTrace& t, const analysis::Steps& st,
+                 std::unordered_map<std::string, uint32_t>* keys, std::string* role) {
   RankWork w;
-  const analysis::Steps st = analysis::FindSteps(t);
   const auto& b = st.boundaries_ns;
   if (b.size() < 2) return w;
   w.steps = b.size() - 1;
@@ -134,7 +133,7 @@ void ExtraGpuWorkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   std::unordered_map<std::string, std::vector<size_t>> roles;
   for (size_t r = 0; r < v.ranks.size(); ++r) {
     std::string role;
-    RankWork w = Measure(v.ranks[r], &keys, &role);
+    RankWork w = Measure(v.ranks[r], v.StepsOf(v.ranks[r]), &keys, &role);
     w.index = r;
     if (w.steps == 0 || w.step_s <= 0) continue;
     roles[role].push_back(work.size());

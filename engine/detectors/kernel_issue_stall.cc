@@ -105,7 +105,7 @@ class KernelIssueStallDetector::WindowPass {
       for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
         d.lat[f] = analysis::IssueLatenciesUs(t, f);
       }
-      analysis::Steps st = analysis::FindSteps(t);
+      const analysis::Steps& st = v_.StepsOf(t);
       for (double s : st.DurationsS()) d.step_s += s;
       d.steps = st.boundaries_ns.size() > 1 ? st.boundaries_ns.size() - 1 : 0;
       const uint64_t from = d.steps ? st.boundaries_ns.front() : 0;
