@@ -84,8 +84,7 @@ grpc::Status QueryService::Status(grpc::ServerContext* ctx, const xpu::v1::Statu
     if (!caller.MayOnJob(auth::kRead, s.owner_uid)) continue;
     FillJob(s, reply->add_jobs());
     dropped = SatAdd(dropped, s.dropped);
-    // From the summary, which a job busy in its window analysis (seconds at
-    // 100k ranks) answers from its cache: status never waits for a job.
+    // From the summary: never waits for a job whose window is being analysed.
     for (int r = 0; r < kLossReasons; ++r) lost[r] = SatAdd(lost[r], s.lost[r]);
   }
   reply->set_records_dropped_total(dropped);

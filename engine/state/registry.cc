@@ -145,11 +145,7 @@ JobSummary Summarize(const JobState& job) {
   s.state = std::string(job.StateName());
   s.dropped = job.Dropped();
   s.owner_uid = job.owner_uid();
-  for (const auto& [key, p] : job.processes()) {
-    for (int r = 0; r < kLossReasons; ++r) {
-      s.lost[r] = s.lost[r] + p->lost[r] < s.lost[r] ? UINT64_MAX : s.lost[r] + p->lost[r];
-    }
-  }
+  s.lost = job.Lost();
   return s;
 }
 

@@ -54,8 +54,8 @@ struct JobSummary {
   uint64_t records = 0;
   std::string state;      // running / silent / finished
   uint64_t dropped = 0;   // every loss of its processes
-  std::array<uint64_t, kLossReasons> lost{};  // the same by LossReason (live jobs)
   int64_t owner_uid = -1; // uid of its processes; -1 unknown
+  std::array<uint64_t, kLossReasons> lost{};  // `dropped` by reason (live jobs only)
 };
 
 class Registry {
