@@ -115,14 +115,17 @@ def run(pipe, name, uid, gid):
         (("diagnose", "--job", job.job), "may not read"),
         (("stacks", "--job", job.job, "--deadline-s", "5"), "may not act on"),
         (("profile", "--job", job.job, "--seconds", "1"), "may not act on"),
+        # The dump first reads the job (its suspects, to choose the ranks of a
+        # large job), so the read is what is refused.
         (("timeline", "dump", "--job", job.job, "--out", os.path.join(home, "dump")),
-         "may not act on"),
+         ("may not act on", "may not read")),
         (("calibrate", "--from", report), "may not administer"),
     ]
     for args, want in refusals:
         rc, out = other(*args)
         check(rc != 0, "%s: `xpu %s` succeeded:\n%s" % (name, " ".join(args), out))
-        check(want in out, "%s: `xpu %s` says %r, want %r" % (name, " ".join(args), out, want))
+        wants = want if isinstance(want, tuple) else (want,)
+        check(any(w in out for w in wants), "%s: `xpu %s` says %r, want %r" % (name, " ".join(args), out, want))
     check(not os.path.exists(os.path.join(home, "dump")), "a timeline dump was written")
     cal = pipe.cli_json(engine.addr, "calibrate", "--show")
     check("evil" not in str(cal), "the calibration was stored: %s" % cal)
