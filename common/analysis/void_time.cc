@@ -37,7 +37,126 @@ double Gap(uint64_t last_end, uint64_t first_start) {
   return static_cast<double>(first_start - last_end) * 1e-9;
 }
 
+// A union of [start, end) intervals: Add them, Merge once, then ask how
+// much of a span they cover.
+class Intervals {
+ public:
+  void Add(uint64_t a, uint64_t b) {
+    if (b > a) v_.emplace_back(a, b);
+  }
+  void Merge() {
+    std::sort(v_.begin(), v_.end());
+    std::vector<std::pair<uint64_t, uint64_t>> m;
+    for (const auto& iv : v_) {
+      if (!m.empty() && iv.first <= m.back().second) {
+        m.back().second = std::max(m.back().second, iv.second);
+      } else {
+        m.push_back(iv);
+      }
+    }
+    v_ = std::move(m);
+  }
+  uint64_t Covered(uint64_t a, uint64_t b) const {
+    uint64_t n = 0;
+    auto it = std::lower_bound(v_.begin(), v_.end(), std::make_pair(a, uint64_t{0}));
+    if (it != v_.begin()) --it;
+    for (; it != v_.end() && it->first < b; ++it) {
+      const uint64_t lo = std::max(a, it->first), hi = std::min(b, it->second);
+      if (hi > lo) n += hi - lo;
+    }
+    return n;
+  }
+
+ private:
+  std::vector<std::pair<uint64_t, uint64_t>> v_;
+};
+
+// Steps longer than this are pauses; 0 when fewer than three steps start
+// in [from_ns, to_ns).
+double PauseThresholdS(const std::vector<uint64_t>& b, uint64_t from_ns, uint64_t to_ns) {
+  std::vector<double> d;
+  for (size_t i = 0; i + 1 < b.size(); ++i) {
+    if (b[i] >= from_ns && b[i] < to_ns) d.push_back(static_cast<double>(b[i + 1] - b[i]) * 1e-9);
+  }
+  if (d.size() < 3) return 0;
+  std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
+  return kPauseFactor * d[d.size() / 2];
+}
+
 }  // namespace
+
+SyncIdle ComputeSyncIdle(const RankTrace& t, const Steps& steps) {
+  SyncIdle out;
+  const auto& b = steps.boundaries_ns;
+  if (b.size() < 2) return out;
+  // GPU ops in start order: start, end, and when the host made them
+  // available (launch, or start when the issue latency is unknown).
+  std::vector<uint64_t> starts, ends, refill, loaders;
+  for (const Op& op : t.ops) {
+    if (op.kind == XPU_OP_PY_DATALOADER && !(op.flags & XPU_REC_BEGIN)) loaders.push_back(op.start_ns);
+    if (!IsGpuOp(op.kind)) continue;
+    starts.push_back(op.start_ns);
+    ends.push_back(op.end_ns());
+    refill.push_back(std::min(op.start_ns, op.launch_ns()));
+  }
+  std::vector<uint64_t> max_end(ends.size());
+  uint64_t m = 0;
+  for (size_t i = 0; i < ends.size(); ++i) max_end[i] = m = std::max(m, ends[i]);
+  auto inside = [](const std::vector<uint64_t>& sorted, uint64_t from, uint64_t to) {
+    auto it = std::lower_bound(sorted.begin(), sorted.end(), from);
+    return it != sorted.end() && *it <= to;
+  };
+  struct Gap {
+    uint64_t from, to;
+    size_t step;
+  };
+  std::vector<Gap> gaps;
+  uint64_t counted_to = 0;  // end of the last gap taken
+  for (const Op& op : t.ops) {
+    if (!IsSyncEvent(op.kind) || (op.flags & XPU_REC_BEGIN)) continue;
+    const uint64_t r = op.end_ns();
+    if (r < b.front() || r >= b.back()) continue;
+    size_t i = static_cast<size_t>(std::lower_bound(starts.begin(), starts.end(), r) -
+                                   starts.begin());
+    uint64_t busy_to = i ? max_end[i - 1] : 0;  // the GPU's work started before r ends
+    // Work that starts while the GPU is still busy extends the busy time.
+    for (; i < starts.size() && starts[i] <= std::max(r, busy_to); ++i) {
+      busy_to = std::max(busy_to, ends[i]);
+    }
+    if (i == starts.size()) continue;
+    const uint64_t idle_from = std::max(r, busy_to);
+    const uint64_t idle_to = std::max(idle_from, refill[i]);
+    if (idle_to <= std::max(idle_from, counted_to)) continue;
+    // A GPU-idle gap around a step boundary or a DataLoader call is
+    // inter-step time.
+    const uint64_t gpu_idle_from = busy_to ? std::min(busy_to, idle_from) : idle_from;
+    if (inside(b, gpu_idle_from, idle_to) || inside(loaders, gpu_idle_from, idle_to)) continue;
+    const size_t step = static_cast<size_t>(
+        std::upper_bound(b.begin(), b.end(), idle_from) - b.begin() - 1);
+    gaps.push_back({std::max(idle_from, counted_to), idle_to, step});
+    counted_to = idle_to;
+  }
+  // Steps from the collective period have no marker where the loop ends a
+  // step: without DataLoader events either, the longest gap after a sync in
+  // each step is taken for the loop's own end-of-step sync and the host
+  // work between steps (V_inter's), not a sync cost.
+  std::vector<bool> dropped(gaps.size(), false);
+  if (steps.source == StepSource::kCollectivePeriod && loaders.empty()) {
+    std::map<size_t, size_t> longest;  // step -> gap index
+    for (size_t g = 0; g < gaps.size(); ++g) {
+      auto [it, fresh] = longest.emplace(gaps[g].step, g);
+      const Gap& cur = gaps[it->second];
+      if (!fresh && gaps[g].to - gaps[g].from > cur.to - cur.from) it->second = g;
+    }
+    for (const auto& [step, g] : longest) dropped[g] = true;
+  }
+  for (size_t g = 0; g < gaps.size(); ++g) {
+    if (dropped[g]) continue;
+    ++out.gaps;
+    out.idle_s += static_cast<double>(gaps[g].to - gaps[g].from) * 1e-9;
+  }
+  return out;
+}
 
 VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns, uint64_t to_ns) {
   VoidFigures v;
@@ -60,19 +179,45 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
     if (xpu_op_is_collective(op.kind)) comm_ends.push_back(op.end_ns());
   }
   std::sort(comm_ends.begin(), comm_ends.end());
+  // Per stream, the union of the traced compute ops of the other streams:
+  // while they run, a queued op's wait is traced work, not minority time.
+  std::map<uint16_t, Intervals> others;
+  for (const auto& [stream, ops] : streams) {
+    Intervals& u = others[stream];
+    for (const auto& [other, oops] : streams) {
+      if (other == stream) continue;
+      for (const Op* op : oops) {
+        if (IsComputeKernel(op->kind)) u.Add(op->start_ns, op->end_ns());
+      }
+    }
+    u.Merge();
+  }
+  const double pause_s = PauseThresholdS(b, from_ns, to_ns);
+  auto is_pause = [&](size_t i) {
+    return pause_s > 0 && static_cast<double>(b[i + 1] - b[i]) * 1e-9 > pause_s;
+  };
   for (size_t i = 0; i + 1 < b.size(); ++i) {
     const uint64_t s = b[i], e = b[i + 1];
     if (s < from_ns || s >= to_ns) continue;
+    if (is_pause(i)) {
+      ++v.pauses;
+      v.pause_s += static_cast<double>(e - s) * 1e-9;
+      continue;
+    }
+    // After a pause the GPU idle time before this step's start is the
+    // pause's, not this step's inter-step gap.
+    const uint64_t not_before = i > 0 && is_pause(i - 1) ? s : 0;
+    auto last_end = [&](uint64_t x) { return std::max(gpu.LastEndBefore(x), not_before); };
     ++v.steps;
     v.step_s += static_cast<double>(e - s) * 1e-9;
     if (v.inter_from_dataloader) {
       for (const Op* dl : loaders) {
         if (dl->start_ns < s || dl->start_ns >= e) continue;
         v.dataloader_s += static_cast<double>(dl->dur_ns) * 1e-9;
-        v.inter_s += Gap(gpu.LastEndBefore(dl->start_ns), gpu.FirstStartAtOrAfter(dl->end_ns()));
+        v.inter_s += Gap(last_end(dl->start_ns), gpu.FirstStartAtOrAfter(dl->end_ns()));
       }
     } else {
-      v.inter_s += Gap(gpu.LastEndBefore(s), gpu.FirstStartAtOrAfter(s));
+      v.inter_s += Gap(last_end(s), gpu.FirstStartAtOrAfter(s));
     }
     for (const auto& [stream, ops] : streams) {
       auto it = std::lower_bound(ops.begin(), ops.end(), s,
@@ -89,7 +234,9 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
         uint64_t gap_start = prev->end_ns();
         auto ce = std::upper_bound(comm_ends.begin(), comm_ends.end(), next->start_ns);
         if (ce != comm_ends.begin() && *(ce - 1) > gap_start) gap_start = *(ce - 1);
-        v.minority_s += static_cast<double>(next->start_ns - gap_start) * 1e-9;
+        const uint64_t traced = others[stream].Covered(gap_start, next->start_ns);
+        v.cross_s += static_cast<double>(traced) * 1e-9;
+        v.minority_s += static_cast<double>(next->start_ns - gap_start - traced) * 1e-9;
       }
     }
   }

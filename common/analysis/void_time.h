@@ -17,8 +17,28 @@
 // starvation from hidden work), nor are gaps next to a collective on the
 // same stream; when a collective on another stream of the rank ends inside
 // the gap, only the part after that end counts (the op may have waited for
-// it through an event). This is an estimate from the traced data only; it
-// never counts host starvation as minority time.
+// it through an event). While traced compute ops of another stream of the
+// rank run inside such a gap (GEMMs on a second stream that occupy the
+// GPU), that part is traced work, not minority time: it goes to cross_s.
+// This is an estimate from the traced data only; it never counts host
+// starvation as minority time.
+//
+// Pauses: a step longer than kPauseFactor x the median step of the span
+// (a checkpoint, an evaluation, a stopped process, or a window that holds
+// the end of one burst of steps and the start of the next) is not a
+// training step: it is left out of both void figures and counted in
+// `pauses`. Needs at least three steps in the span.
+//
+// Sync cost (SyncIdle): after a synchronization returns, the host must
+// refill an empty queue; the GPU idles from the later of the return and the
+// end of the GPU work still running (on any stream) until the host's next
+// launch (or the next op's start, if earlier). Those gaps, each counted
+// once however many syncs end before it, are what synchronizations cost the
+// step. A gap that contains a step boundary or a DataLoader call is
+// inter-step time (V_inter), not a sync cost; with steps from the
+// collective period and no DataLoader events (no mark of where the loop
+// ends a step), the longest such gap of each step is taken for it. Untraced kernels launched after the return shorten the
+// real gap; the figure is then an upper bound.
 #ifndef XPU_COMMON_ANALYSIS_VOID_TIME_H_
 #define XPU_COMMON_ANALYSIS_VOID_TIME_H_
 
@@ -35,14 +55,28 @@ struct VoidFigures {
   double step_s = 0;        // sum of the step times considered
   double inter_s = 0;       // T_inter
   double minority_s = 0;    // T_minority
+  double cross_s = 0;       // queued waits covered by traced compute ops of other streams
   double dataloader_s = 0;  // DataLoader host time within those steps
   bool inter_from_dataloader = false;
+  size_t pauses = 0;   // steps left out as pauses (see above)
+  double pause_s = 0;  // their time
   double VInter() const { return step_s > 0 ? inter_s / step_s : 0; }
   double VMinority() const { return step_s - inter_s > 0 ? minority_s / (step_s - inter_s) : 0; }
 };
 // Over the complete steps of `steps` whose start is in [from_ns, to_ns).
 VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns = 0,
                         uint64_t to_ns = UINT64_MAX);
+
+// A step longer than this multiple of the span's median step is a pause.
+inline constexpr double kPauseFactor = 5.0;
+
+// GPU idle time after synchronization returns within the complete steps of
+// `steps` (see "Sync cost" above).
+struct SyncIdle {
+  uint64_t gaps = 0;    // distinct idle gaps that follow a sync return
+  double idle_s = 0;    // their total length
+};
+SyncIdle ComputeSyncIdle(const RankTrace& t, const Steps& steps);
 
 // Host time of events of `kind` (e.g. XPU_OP_PY_DATALOADER, XPU_OP_PY_GC)
 // with start in [from_ns, to_ns), and their number.

@@ -104,5 +104,113 @@ TEST(VoidTest, NestedSynchronizationsCountOnce) {
   EXPECT_EQ(SyncTime(t, 200).count, 3u);  // by start
 }
 
+
+// GEMMs on a second stream that run inside a queued gap of the first are
+// traced work: not minority time.
+TEST(VoidTest, TracedWorkOnAnotherStreamIsNotMinorityTime) {
+  RankTrace t = TwoSteps();
+  // A GEMM on stream 3 from 380 to 450 us covers 50 us of the 400..500 gap.
+  t.ops.push_back(MakeOp(4, XPU_OP_GEMM, 380000, 70000, 9, XPU_REC_TIMED, 3, 5000));
+  t.Sort();
+  VoidFigures v = ComputeVoid(t, FindSteps(t));
+  EXPECT_NEAR(v.minority_s, 50e-6, 1e-12);
+  EXPECT_NEAR(v.cross_s, 50e-6, 1e-12);
+}
+
+// GPU idle after sync returns. Step 1 of TwoSteps: the GPU runs the kernel
+// 200..400 us and the GEMM 500..700 us (launched at 350), the kernel
+// 900..1000 us (launched at 880).
+TEST(VoidTest, SyncIdleIsTheGapAfterTheReturnUntilTheNextLaunch) {
+  RankTrace t = TwoSteps();
+  const uint64_t us = 1000;
+  t.sigs[6] = Simple(XPU_OP_SYNC_DEVICE);
+  t.sigs[7] = Simple(XPU_OP_PY_SYNC);
+  // Returns at 720 us (the GPU idle since 700): from the return to the next
+  // launch at 880 us -> 160 us. A second sync returning at 800 waits on the same gap and
+  // adds nothing.
+  t.ops.push_back(MakeOp(6, XPU_OP_SYNC_DEVICE, 600 * us, 120 * us, 0, XPU_REC_HOST));
+  t.ops.push_back(MakeOp(7, XPU_OP_PY_SYNC, 790 * us, 10 * us, 0, XPU_REC_HOST));
+  // Returns at 300 us while the kernel runs to 400 us; the GEMM was queued
+  // at 350, before the GPU went idle: no gap.
+  t.ops.push_back(MakeOp(6, XPU_OP_SYNC_DEVICE, 250 * us, 50 * us, 0, XPU_REC_HOST));
+  t.Sort();
+  SyncIdle s = ComputeSyncIdle(t, FindSteps(t));
+  EXPECT_EQ(s.gaps, 1u);
+  EXPECT_NEAR(s.idle_s, 160e-6, 1e-12);
+}
+
+// A sync at the end of a step (the loop's own timing) followed by the
+// inter-step gap: that gap is V_inter's, not a sync cost.
+TEST(VoidTest, SyncIdleLeavesTheInterStepGapOut) {
+  RankTrace t = TwoSteps();
+  t.sigs[6] = Simple(XPU_OP_SYNC_DEVICE);
+  t.ops.push_back(MakeOp(6, XPU_OP_SYNC_DEVICE, 950000, 60000, 0, XPU_REC_HOST));  // to 1010 us
+  t.Sort();
+  SyncIdle s = ComputeSyncIdle(t, FindSteps(t));
+  EXPECT_EQ(s.gaps, 0u);
+  EXPECT_EQ(s.idle_s, 0);
+}
+
+// Steps from the collective period (no markers, no DataLoader events): the
+// longest gap after a sync in each step is the loop's own end-of-step sync
+// and the host work between steps; the others are sync costs.
+TEST(VoidTest, SyncIdleWithoutMarkersLeavesEachStepsLongestGapOut) {
+  RankTrace t;
+  t.sigs[3] = Simple(XPU_OP_KERNEL);
+  t.sigs[6] = Simple(XPU_OP_SYNC_STREAM);
+  const uint64_t us = 1000;
+  for (uint64_t s = 0; s < 2; ++s) {
+    const uint64_t o = s * 1000 * us;
+    // Kernel 0..100; sync returns at 100, next launch at 130 (30 us);
+    // kernel 130..400; sync returns at 400, the host sleeps until the next
+    // step's first launch at 1000 (600 us).
+    t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, o, 100 * us, 1, XPU_REC_TIMED, 1, 5 * us));
+    t.ops.push_back(MakeOp(6, XPU_OP_SYNC_STREAM, o + 50 * us, 50 * us, 0, XPU_REC_HOST));
+    t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, o + 135 * us, 265 * us, 2, XPU_REC_TIMED, 1, 5 * us));
+    t.ops.push_back(MakeOp(6, XPU_OP_SYNC_STREAM, o + 300 * us, 100 * us, 0, XPU_REC_HOST));
+  }
+  t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, 2000 * us, 100 * us, 3, XPU_REC_TIMED, 1, 5 * us));
+  t.Sort();
+  Steps st;
+  st.source = StepSource::kCollectivePeriod;
+  st.boundaries_ns = {50 * us, 1050 * us, 2050 * us};  // phased on a collective mid-step
+  SyncIdle s = ComputeSyncIdle(t, st);
+  EXPECT_EQ(s.gaps, 2u);
+  EXPECT_NEAR(s.idle_s, 60e-6, 1e-12);
+  // With markers at the same places the containment rule alone applies:
+  // the 600 us gaps contain no boundary and count.
+  st.source = StepSource::kMarkers;
+  EXPECT_EQ(ComputeSyncIdle(t, st).gaps, 4u);
+}
+
+// A step five times longer than the median (a checkpoint, or a window that
+// holds the end of one burst of steps and the start of the next) is a
+// pause: out of both void figures.
+TEST(VoidTest, PauseStepsAreLeftOutOfTheVoidFigures) {
+  RankTrace t;
+  t.sigs[1] = Simple(XPU_OP_STEP);
+  t.sigs[3] = Simple(XPU_OP_KERNEL);
+  const uint64_t ms = 1000000;
+  // Steps of 10 ms at 0, 10, 20; a 30 s pause after the step at 30 ms; then
+  // steps at 30.04 s, 30.05 s.
+  const std::vector<uint64_t> marks = {0, 10 * ms, 20 * ms, 30 * ms, 30040 * ms, 30050 * ms,
+                                       30060 * ms};
+  for (size_t i = 0; i < marks.size(); ++i) {
+    t.ops.push_back(MakeOp(1, XPU_OP_STEP, marks[i], 0, static_cast<uint32_t>(i + 1), XPU_REC_HOST));
+    if (i + 1 == marks.size()) break;
+    // The GPU idles 1 ms after each boundary (10 % of a normal step).
+    t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, marks[i] + ms, 9 * ms, static_cast<uint32_t>(i + 1),
+                           XPU_REC_TIMED, 1, 10000));
+  }
+  t.Sort();
+  VoidFigures v = ComputeVoid(t, FindSteps(t));
+  EXPECT_EQ(v.steps, 5u);
+  EXPECT_EQ(v.pauses, 1u);
+  EXPECT_NEAR(v.pause_s, 30.01, 1e-9);
+  // 1 ms after each boundary but the first (nothing before it): 4 of 50 ms;
+  // the step after the pause is measured from its own start.
+  EXPECT_NEAR(v.VInter(), 0.08, 1e-9);
+}
+
 }  // namespace
 }  // namespace xpu::analysis

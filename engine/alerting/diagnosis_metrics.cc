@@ -16,6 +16,7 @@ const std::pair<const char*, const char*> kKnownDiagnoses[] = {
     {"slow_dataloader", "algorithm"},
     {"void_inter", "algorithm"},
     {"void_minority", "infrastructure"},
+    {"extra_gpu_work", "algorithm"},
     {"abnormal_function", "operations"},
     {"abnormal_function", "algorithm"},
     {"unexpected_function", "algorithm"},

@@ -94,7 +94,7 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
     auto id = identity.find(t.rank);
     const prometheus::Labels base =
         RankLabels(job_labels, rank, id != identity.end() ? *id->second : none);
-    analysis::Steps st = analysis::FindSteps(t);
+    const analysis::Steps& st = v.StepsOf(t);
     std::vector<double> d = st.DurationsS();
     if (!d.empty()) {
       Set(job.job(), step_, base, analysis::Mean(d));

@@ -47,7 +47,10 @@ class KernelIssueStallDetector::WindowPass {
     MeasureRanks();
     TopUpSamples();
     for (size_t i = 0; i < data_.size(); ++i) {
-      if (data_[i].steps) peer_rates_.push_back(SyncsPerStep(i));
+      if (data_[i].steps) {
+        peer_rates_.push_back(SyncsPerStep(i));
+        peer_costs_.push_back(SyncCostShare(i));
+      }
     }
     PoolSamples();
     FindWaitingRanks();
@@ -67,6 +70,7 @@ class KernelIssueStallDetector::WindowPass {
     double step_s = 0;
     size_t steps = 0;
     analysis::HostTime gc, sync, dataloader;
+    analysis::SyncIdle sync_idle;  // GPU idle after sync returns
     double comm_s = 0;  // timed collective time within the steps
   };
 
@@ -77,7 +81,8 @@ class KernelIssueStallDetector::WindowPass {
     floor_us_ = Param("issue_stall.floor_us");
     steep_ = Param("issue_stall.steep_fraction");
     step_fraction_ = Param("issue_stall.step_fraction");
-    max_syncs_ = Param("issue_stall.max_syncs_per_step");
+    sync_cost_ = Param("issue_stall.sync_cost_share");
+    peer_sync_cost_ = Param("issue_stall.sync_peer_cost_share");
     min_gc_ = Param("issue_stall.min_gc_share");
     gc_alone_ = Param("issue_stall.gc_alone_share");
     min_dataloader_ = Param("dataloader.min_share");
@@ -100,13 +105,14 @@ class KernelIssueStallDetector::WindowPass {
       for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
         d.lat[f] = analysis::IssueLatenciesUs(t, f);
       }
-      analysis::Steps st = analysis::FindSteps(t);
+      const analysis::Steps& st = v_.StepsOf(t);
       for (double s : st.DurationsS()) d.step_s += s;
       d.steps = st.boundaries_ns.size() > 1 ? st.boundaries_ns.size() - 1 : 0;
       const uint64_t from = d.steps ? st.boundaries_ns.front() : 0;
       const uint64_t to = d.steps ? st.boundaries_ns.back() : UINT64_MAX;
       d.gc = analysis::HostEventTime(t, XPU_OP_PY_GC, from, to);
       d.sync = analysis::SyncTime(t, from, to);
+      d.sync_idle = analysis::ComputeSyncIdle(t, st);
       d.dataloader = analysis::HostEventTime(t, XPU_OP_PY_DATALOADER, from, to);
       for (const analysis::Op& op : t.ops) {
         if (op.timed() && xpu_op_is_collective(op.kind) && op.start_ns >= from &&
@@ -189,17 +195,43 @@ class KernelIssueStallDetector::WindowPass {
                ? -1.0
                : it->second.per_step_sum / it->second.windows;
   }
-  // Excess synchronization: more than max_syncs per step or more than its
-  // peers (MoreSyncsThanPeers), and, once the rank's first windows gave its
-  // own rate, more than sync_growth x that rate (a training script may
+  // Synchronizations that cost the step GPU time: the GPU idles after they
+  // return for sync_cost_share of the step (the host refills an empty
+  // queue). A healthy step's few syncs (timing, loss read-out, FSDP's
+  // event waits) cost ~0.1 %, however many there are.
+  bool CostlySyncs(size_t i) const { return SyncCostShare(i) >= sync_cost_; }
+  // Synchronization as the cause of a stall that a comparison found, or of
+  // a steep CDF: costly, or more than the peers (MoreSyncsThanPeers), or,
+  // once the rank's first windows gave its own rate, grown beyond
+  // sync_growth x that rate by at least one per step (a training script may
   // synchronize a few times per step for its own timing and logging; what
   // it did from the start is its baseline).
   bool ExcessSyncs(size_t i) const {
     const double rate = SyncsPerStep(i), base = BaseRate(v_.ranks[i].rank);
-    if (base < 0) return rate > max_syncs_ || MoreSyncsThanPeers(i);
-    // What the rank did from the start is its own normal (rank 0 reading
-    // out the loss): only growth beyond it counts.
-    return rate > sync_growth_ * base && (rate > max_syncs_ || MoreSyncsThanPeers(i));
+    if (base < 0) return CostlySyncs(i) || MoreSyncsThanPeers(i);
+    return rate > sync_growth_ * base && (CostlySyncs(i) || MoreSyncsThanPeers(i) || rate >= base + 1);
+  }
+  // Synchronization that is a finding by itself, without a stall in the
+  // issue latencies (syncs inside a GPU-bound forward leave most of its
+  // latencies long): costly, or more than the peers and costing
+  // sync_peer_cost_share of the step more than theirs; beyond the rank's
+  // own first-window rate once it is known.
+  bool SyncsAlone(size_t i) const {
+    const double rate = SyncsPerStep(i), base = BaseRate(v_.ranks[i].rank);
+    if (base >= 0 && rate <= sync_growth_ * base) return false;
+    if (CostlySyncs(i)) return true;
+    const double peer_cost = PeerSyncCost(i);
+    return MoreSyncsThanPeers(i) && peer_cost >= 0 &&
+           SyncCostShare(i) - peer_cost >= peer_sync_cost_;
+  }
+  double SyncCostShare(size_t i) const {
+    return data_[i].step_s > 0 ? data_[i].sync_idle.idle_s / data_[i].step_s : 0;
+  }
+  // The other ranks' sync cost share, as PeerSyncRate; -1 without.
+  double PeerSyncCost(size_t i) const {
+    if (peer_costs_.empty()) return -1;
+    if (data_.size() == 2) return data_[1 - i].steps ? SyncCostShare(1 - i) : -1;
+    return peer_costs_.size() >= 2 ? analysis::Median(peer_costs_) : -1;
   }
   // One rank synchronizing where the others do not (a .item() or a
   // synchronize in its own code path): more than sync_growth x the other
@@ -242,12 +274,19 @@ class KernelIssueStallDetector::WindowPass {
         if (!flagged && jh_ != nullptr) flagged = VsPreviousRuns(i, f, my_med);
         if (!flagged) flagged = SteepCdf(i, f, my_med);
         if (!flagged && b.windows < baseline_windows_) {
+          // (the sync-alone finding below does not keep a family out of
+          // the baseline: its issue latencies are not the evidence)
           b.samples_us.insert(b.samples_us.end(), mine.begin(), mine.end());
           if (b.samples_us.size() > kMaxBaselineSamples) {
             b.samples_us.erase(b.samples_us.begin(), b.samples_us.end() - kMaxBaselineSamples);
           }
           b.windows++;
         }
+      }
+      if (!stalled_.count(rank) && !waiting_[i] && data_[i].steps && SyncsAlone(i)) {
+        stalled_[rank].push_back(absl::StrCat(
+            "GPU idle after synchronizations ", Fmt(SyncCostShare(i) * 100, 1),
+            " % of the step time"));
       }
     }
   }
@@ -356,21 +395,33 @@ class KernelIssueStallDetector::WindowPass {
                           " ms (", Fmt(gc_share * 100, 1), " % of step time)");
       return "gc";
     }
-    if (ExcessSyncs(i)) {
-      const double base = BaseRate(v_.ranks[i].rank);
-      *why = absl::StrCat(
-          "synchronization: ", d.sync.count, " sync calls, ", Fmt(SyncsPerStep(i), 1),
-          " per step (a healthy step makes <= ", Fmt(max_syncs_, 0),
-          base >= 0 ? absl::StrCat("; this rank made ", Fmt(base, 1), " in its first windows")
-                    : std::string(),
-          MoreSyncsThanPeers(i)
-              ? absl::StrCat("; the other ranks make ", Fmt(PeerSyncRate(i), 1))
-              : std::string(),
-          "), ", Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
+    if (ExcessSyncs(i) || SyncsAlone(i)) {
+      *why = SyncEvidence(i);
       return "sync";
     }
     *why = "no GC or synchronization event coincides: unattributed host-side stall";
     return "host";
+  }
+
+  // The figures of rank i's synchronizations: rate, references, cost.
+  std::string SyncEvidence(size_t i) const {
+    const RankData& d = data_[i];
+    const double base = BaseRate(v_.ranks[i].rank);
+    const double peer_cost = PeerSyncCost(i);
+    std::vector<std::string> refs;
+    if (base >= 0) refs.push_back(absl::StrCat("this rank made ", Fmt(base, 1), " in its first windows"));
+    if (MoreSyncsThanPeers(i)) {
+      refs.push_back(absl::StrCat("the other ranks make ", Fmt(PeerSyncRate(i), 1),
+                                  peer_cost >= 0 ? absl::StrCat(" at ", Fmt(peer_cost * 100, 2),
+                                                                " % of the step")
+                                                 : std::string()));
+    }
+    return absl::StrCat(
+        "synchronization: ", d.sync.count, " sync calls, ", Fmt(SyncsPerStep(i), 1), " per step",
+        refs.empty() ? std::string() : absl::StrCat(" (", absl::StrJoin(refs, "; "), ")"),
+        "; the GPU idled ", Fmt(d.sync_idle.idle_s * 1e3, 1), " ms after they returned = ",
+        Fmt(SyncCostShare(i) * 100, 2), " % of the step time (costly from ",
+        Fmt(sync_cost_ * 100, 1), " %); ", Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
   }
 
   // One diagnosis per cause, with the stalled ranks whose cause lasted
@@ -414,8 +465,9 @@ class KernelIssueStallDetector::WindowPass {
   const JobState& job_;
   const WindowView& v_;
   size_t min_samples_ = 0;
-  double ks_thr_ = 0, shift_ = 0, floor_us_ = 0, steep_ = 0, step_fraction_ = 0, max_syncs_ = 0,
-         min_gc_ = 0, gc_alone_ = 0, min_dataloader_ = 0, wait_share_ = 0, sync_growth_ = 0;
+  double ks_thr_ = 0, shift_ = 0, floor_us_ = 0, steep_ = 0, step_fraction_ = 0, sync_cost_ = 0,
+         peer_sync_cost_ = 0, min_gc_ = 0, gc_alone_ = 0, min_dataloader_ = 0, wait_share_ = 0,
+         sync_growth_ = 0;
   int baseline_windows_ = 0, persist_ = 1, min_runs_ = 0;
   std::vector<RankData> data_;  // by index in v_.ranks
   struct Pool {
@@ -424,6 +476,7 @@ class KernelIssueStallDetector::WindowPass {
   std::map<KernelFamily, Pool> pools_;
   std::vector<bool> waiting_;   // waits for a slower peer: not judged
   std::vector<double> peer_rates_;  // synchronizations per step of the ranks with steps
+  std::vector<double> peer_costs_;  // their sync cost shares (SyncCostShare)
   const history::JobHistory* jh_ = nullptr;
   std::map<int32_t, std::vector<std::string>> stalled_;  // rank -> comparisons that flag it
 };

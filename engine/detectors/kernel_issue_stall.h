@@ -13,8 +13,18 @@
 //    every rank stalls from the first step on);
 //  * steep without history: more than steep_fraction of the samples below
 //    floor_us, or a median below step_fraction of the step time (the host
-//    never gets ahead of the GPU), while the rank synchronizes more than
-//    max_syncs_per_step times per step.
+//    never gets ahead of the GPU), while the rank's synchronizations are
+//    costly (below) or it collects garbage for gc_alone_share of its steps;
+//  * synchronization alone (no stall in the issue latencies needed: syncs
+//    inside a GPU-bound forward leave most latencies long): the rank's
+//    synchronizations are costly, or it makes more than sync_growth x its
+//    peers' rate and they cost it sync_peer_cost_share of the step more
+//    than the peers' cost them.
+// Cost of synchronizations (analysis::ComputeSyncIdle): the GPU idle time
+// after sync returns, while the host refills an empty queue, summed over the
+// steps; costly from issue_stall.sync_cost_share of the step time. How many
+// syncs a step makes is no criterion by itself: a healthy loop's timing,
+// loss read-out and FSDP's event waits cost ~0.1 % of the step.
 // Ranks whose DataLoader takes >= dataloader.min_share of the step are left
 // to slow_dataloader (an inter-step delay, not an intra-step stall). Ranks
 // whose timed collectives take issue_stall.wait_share of the step more than
@@ -25,9 +35,9 @@
 // stall).
 // Attribution to coinciding host events on the rank: Python GC
 // (XPU_OP_PY_GC, time share >= min_gc_share of the steps), synchronization
-// (XPU_OP_SYNC_*, XPU_OP_PY_SYNC, more than max_syncs_per_step per step and,
-// once the rank's first windows gave its own rate, more than sync_growth x
-// that rate), else "unattributed". One diagnosis per cause, subject = the
+// (XPU_OP_SYNC_*, XPU_OP_PY_SYNC: costly, or more than the peers, or, once
+// the rank's first windows gave its own rate, more than sync_growth x that
+// rate), else "unattributed". One diagnosis per cause, subject = the
 // cause.
 #ifndef XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_
 #define XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_

@@ -28,6 +28,8 @@ struct Load {
   uint64_t loader_ns = 0;  // DataLoader call at the start of the step
   uint64_t allreduce_ns = 500 * kUs;
   int kernels = 10, allreduces = 5;  // per step
+  uint64_t kernel_period_ns = 400 * kUs;  // kernels of 300 us start this far apart
+  bool refilled_after_sync = false;       // kernels 3 to 5 start 5 us after their launch
 };
 // A rank whose host work starves its GPU: the queue runs dry, kernels start
 // 5 us after their launch.
@@ -70,8 +72,10 @@ class KernelIssueStallTest : public ::testing::Test {
       if (l.loader_ns) job_.Add(rank, Host(kLoader, t + 10 * kUs, l.loader_ns));
       // Ten kernels, issue latencies 0.55x .. 1.45x the median.
       for (int i = 0; i < l.kernels; ++i) {
-        const double issue = l.issue_us * (0.55 + 0.1 * i) * 1e3;
-        job_.Add(rank, Timed(kKernel, t + kMs + i * 400 * kUs, 300 * kUs, i, std::llround(issue)));
+        const double issue =
+            (l.refilled_after_sync && i >= 3 && i <= 5 ? 5 : l.issue_us) * (0.55 + 0.1 * i) * 1e3;
+        job_.Add(rank, Timed(kKernel, t + kMs + i * l.kernel_period_ns, 300 * kUs, i,
+                             std::llround(issue)));
       }
       // Five all-reduces, issue latencies 0.8x .. 1.2x the median.
       for (int i = 0; i < l.allreduces; ++i) {
@@ -135,9 +139,12 @@ TEST_F(KernelIssueStallTest, ExcessSynchronizationIsTheCause) {
   EXPECT_EQ(out[0].subject, "sync");
   EXPECT_THAT(out[0].ranks, ElementsAre(2));
   EXPECT_THAT(out[0].evidence, HasSubstr("(unnecessary synchronization)"));
-  EXPECT_THAT(out[0].evidence, HasSubstr("synchronization: 40 sync calls, 8.0 per step (a healthy "
-                                         "step makes <= 3; the other ranks make 0.0), 2.0 ms "
-                                         "blocked"));
+  // After the returns the GPU idles until the next launch: 3 gaps of ~95 us
+  // per 10 ms step.
+  EXPECT_THAT(out[0].evidence,
+              HasSubstr("synchronization: 40 sync calls, 8.0 per step (the other ranks make 0.0 at "
+                        "0.00 % of the step); the GPU idled 1.4 ms after they returned = 2.86 % "
+                        "of the step time (costly from 2.0 %); 2.0 ms blocked"));
 }
 
 TEST_F(KernelIssueStallTest, UnattributedStallIsAHostStall) {
@@ -212,6 +219,52 @@ TEST_F(KernelIssueStallTest, SteepCdfWithExcessSyncsNeedsNoReference) {
   EXPECT_THAT(out[0].evidence,
               HasSubstr("compute kernels: 100 % of issue latencies under 20 us, median 5.0 us = "));
   EXPECT_THAT(out[0].evidence, HasSubstr(" % of the 10.0 ms step (steep CDF"));
+  EXPECT_THAT(out[0].evidence, HasSubstr("= 2.86 % of the step time"));
+}
+
+// Healthy launch-bound and FSDP steps on real GPUs: a steep issue-latency
+// CDF (the host never gets ahead) and 4 to 6 synchronizations per step, but
+// the GPU is busy when they return (its queue holds the next kernel within
+// 2 us): they cost the step ~0.1 %. However many there are, they are no
+// stall, on one rank or on all.
+TEST_F(KernelIssueStallTest, ManyCheapSynchronizationsAreSilent) {
+  Load four = Stalled(0, 4), six = Stalled(0, 6);
+  four.kernel_period_ns = six.kernel_period_ns = 302 * kUs;
+  for (int w = 0; w < 4; ++w) {
+    EXPECT_TRUE(Window(Ranks(2, {{0, six}, {1, four}})).empty()) << "window " << w;
+  }
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(Ranks(1, {{0, six}})).empty()) << "window " << w;
+}
+
+// The same steep CDF with syncs after which the GPU idles (the host does
+// its own work before refilling the queue): costly from sync_cost_share.
+TEST_F(KernelIssueStallTest, CostlySynchronizationsOnEveryRankAreNamed) {
+  const auto loads = Ranks(2, {{0, Stalled(0, 8)}, {1, Stalled(0, 8)}});
+  EXPECT_TRUE(Window(loads).empty());
+  std::vector<Diagnosis> out = Window(loads);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "sync");
+  EXPECT_THAT(out[0].ranks, ElementsAre(0, 1));
+}
+
+// One rank of two synchronizes inside every block of a GPU-bound forward:
+// most of its issue latencies stay long (the backward has no syncs), so no
+// comparison of latencies flags it, but it makes 3x its peer's syncs and
+// they cost it ~1.9 % of the step, its peer nothing: named on its own.
+TEST_F(KernelIssueStallTest, ExtraSyncsOfOneRankAreNamedWithoutALatencyStall) {
+  // Only the kernels after the syncs (3 to 5) start 5 us after their launch.
+  Load syncing = Syncing(3);
+  syncing.refilled_after_sync = true;
+  const auto loads = std::map<int, Load>{{0, Syncing(1)}, {1, syncing}};
+  EXPECT_TRUE(Window(loads).empty());
+  std::vector<Diagnosis> out = Window(loads);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "sync");
+  EXPECT_THAT(out[0].ranks, ElementsAre(1));
+  EXPECT_THAT(out[0].evidence, HasSubstr("rank 1: GPU idle after synchronizations 1.9 % of the "
+                                         "step time; synchronization: 15 sync calls"));
+  // Without the extra cost (the GPU still busy at each return) it is silent.
+  EXPECT_TRUE(Window(std::map<int, Load>{{0, Syncing(1)}, {1, Syncing(3)}}).empty());
 }
 
 TEST_F(KernelIssueStallTest, SteepCdfWithoutExcessSyncsIsSilent) {
@@ -221,8 +274,8 @@ TEST_F(KernelIssueStallTest, SteepCdfWithoutExcessSyncsIsSilent) {
 }
 
 // One rank of two synchronizes inside every block from its first step: 3
-// per step, not more than max_syncs_per_step, but 3x its peer's one. The
-// peer is the reference; the healthy rank is not reported.
+// per step, under sync_cost_share, but 3x its peer's one and costlier than
+// its peer's. The peer is the reference; the healthy rank is not reported.
 TEST_F(KernelIssueStallTest, OneRankSynchronizingMoreThanItsPeerIsTheCause) {
   const auto loads = std::map<int, Load>{{0, Syncing(1)}, {1, Stalled(0, 3)}};
   EXPECT_TRUE(Window(loads).empty());  // persist_windows
@@ -230,8 +283,9 @@ TEST_F(KernelIssueStallTest, OneRankSynchronizingMoreThanItsPeerIsTheCause) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].subject, "sync");
   EXPECT_THAT(out[0].ranks, ElementsAre(1));
-  EXPECT_THAT(out[0].evidence, HasSubstr("3.0 per step (a healthy step makes <= 3; the other "
-                                         "ranks make 1.0)"));
+  EXPECT_THAT(out[0].evidence,
+              HasSubstr("3.0 per step (the other ranks make 1.0 at 0.00 % of the step); the GPU "
+                        "idled 1.0 ms after they returned = 1.91 % of the step time"));
 }
 
 // A one-rank job that collects garbage in every step from its first: no
@@ -287,9 +341,8 @@ TEST_F(KernelIssueStallTest, SyncRateIsJudgedAgainstTheRanksOwnStart) {
   out = Window(ten);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].subject, "sync");
-  EXPECT_THAT(out[0].evidence, HasSubstr("10.0 per step (a healthy step makes <= 3; this rank "
-                                         "made 5.0 in its first windows; the other ranks make "
-                                         "0.0)"));
+  EXPECT_THAT(out[0].evidence, HasSubstr("10.0 per step (this rank made 5.0 in its first windows; "
+                                         "the other ranks make 0.0 at 0.00 % of the step)"));
 }
 
 TEST_F(KernelIssueStallTest, PreviousRunsCatchAStallFromTheFirstWindow) {

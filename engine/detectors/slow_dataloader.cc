@@ -18,7 +18,7 @@ void SlowDataloaderDetector::OnWindow(const JobState& job, DiagnosisSink& sink) 
   std::vector<int32_t> ranks;
   std::vector<double> share, dl_ms_per_step;
   for (const analysis::RankTrace& t : v.ranks) {
-    analysis::Steps st = analysis::FindSteps(t);
+    const analysis::Steps& st = v.StepsOf(t);
     analysis::VoidFigures f = analysis::ComputeVoid(t, st);
     if (f.steps == 0 || !f.inter_from_dataloader) continue;
     ranks.push_back(t.rank);

@@ -1,5 +1,6 @@
 #include "engine/detectors/slowdown_detectors.h"
 
+#include "engine/detectors/extra_gpu_work.h"
 #include "engine/detectors/kernel_issue_stall.h"
 #include "engine/detectors/slow_dataloader.h"
 #include "engine/detectors/slow_gpu.h"
@@ -23,6 +24,7 @@ std::shared_ptr<WindowViews> AddSlowdownDetectors(std::shared_ptr<const Detector
   out->push_back(std::make_unique<SlowDataloaderDetector>(views, config));
   out->push_back(std::make_unique<VoidInterDetector>(views, config, history));
   out->push_back(std::make_unique<VoidMinorityDetector>(views, config, history));
+  out->push_back(std::make_unique<ExtraGpuWorkDetector>(views, config));
   return views;
 }
 

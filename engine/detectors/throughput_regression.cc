@@ -18,7 +18,7 @@ void ThroughputRegressionDetector::OnWindow(const JobState& job, DiagnosisSink& 
   const analysis::RankTrace* ref = nullptr;
   analysis::Steps steps;
   for (const analysis::RankTrace& t : v.ranks) {
-    steps = analysis::FindSteps(t);
+    steps = v.StepsOf(t);
     if (steps.boundaries_ns.size() >= 2) {
       ref = &t;
       break;

@@ -7,11 +7,12 @@ namespace xpu::engine {
 
 VoidBaseline::Verdict VoidBaseline::Judge(double value, double threshold, double delta,
                                           int baseline_windows,
-                                          const history::HistoryFigure* prev) {
+                                          const history::HistoryFigure* prev,
+                                          bool threshold_applies) {
   Verdict v;
   v.have_base = windows_ >= baseline_windows;
   v.mean_base = windows_ ? sum_ / windows_ : 0;
-  v.over = value >= threshold || (v.have_base && value > v.mean_base + delta) ||
+  v.over = (threshold_applies && value >= threshold) || (v.have_base && value > v.mean_base + delta) ||
            (prev != nullptr && value > prev->value + delta);
   if (!v.over && !v.have_base) {
     sum_ += value;

@@ -23,8 +23,10 @@ class VoidBaseline {
     double mean_base = 0;
   };
   // `prev`: the figure of previous runs (when enough runs had it), or null.
+  // `threshold_applies` false: the absolute threshold is not a reason (the
+  // caller has a better reference, e.g. the rank's peers).
   Verdict Judge(double value, double threshold, double delta, int baseline_windows,
-                const history::HistoryFigure* prev);
+                const history::HistoryFigure* prev, bool threshold_applies = true);
 
  private:
   double sum_ = 0;

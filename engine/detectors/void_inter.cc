@@ -26,7 +26,7 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   Diagnosis d = NewDiagnosis(job, "void_inter", Team::kAlgorithm);
   std::vector<std::string> lines;
   for (const analysis::RankTrace& t : v.ranks) {
-    analysis::Steps st = analysis::FindSteps(t);
+    const analysis::Steps& st = v.StepsOf(t);
     analysis::VoidFigures f = analysis::ComputeVoid(t, st);
     if (f.steps == 0) continue;
     const double vi = f.VInter();

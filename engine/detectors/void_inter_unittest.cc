@@ -23,6 +23,7 @@ constexpr uint64_t kStepNs = 10 * kMs;
 struct Gap {
   uint64_t idle_ns = 500 * kUs;
   uint64_t loader_ns = 0;
+  uint64_t pause_ns = 0;  // the job pauses this long before the fourth step
 };
 
 class VoidInterTest : public ::testing::Test {
@@ -48,14 +49,14 @@ class VoidInterTest : public ::testing::Test {
       job_.Define(r, HostSig(kLoader, XPU_OP_PY_DATALOADER));
       job_.Add(r, Timed(kKernel, t_ - 5 * kMs, 5 * kMs));
       for (int s = 0; s <= 5; ++s) {
-        const uint64_t t = t_ + s * kStepNs;
+        const uint64_t t = t_ + s * kStepNs + (s >= 3 ? g.pause_ns : 0);
         job_.Add(r, Host(kStep, t, kUs, step_ + s));
         if (s == 5) break;
         if (g.loader_ns) job_.Add(r, Host(kLoader, t + 100 * kUs, g.loader_ns));
         job_.Add(r, Timed(kKernel, t + g.idle_ns, kStepNs - g.idle_ns, s + 1));
       }
     }
-    t_ += kSec;
+    t_ += kSec + 60 * kSec;  // room for pauses
     step_ += 6;
     job_.CloseWindow();
     return Diagnose(*detector_, job_);
@@ -137,6 +138,22 @@ TEST_F(VoidInterTest, DataLoaderGapIsLeftToSlowDataloader) {
   std::vector<Diagnosis> out = Window(4, other);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_THAT(out[0].ranks, ElementsAre(2));
+}
+
+// A window that holds the end of one burst of steps and the start of the
+// next (a checkpoint, an evaluation, or a window that closed late while the
+// records of two bursts arrived): the GPU idles 20 s between them. That is
+// a pause, not inter-step CPU time of the training steps: silent.
+TEST_F(VoidInterTest, APauseBetweenStepsIsNotInterStepTime) {
+  const std::map<int, Gap> paused = {{1, Gap{500 * kUs, 0, 20 * kSec}}};
+  for (int w = 0; w < 4; ++w) EXPECT_TRUE(Window(4, paused).empty()) << "window " << w;
+  // The steps around it still count: 30 % idle after each boundary is.
+  const std::map<int, Gap> both = {{1, Gap{3 * kMs, 0, 20 * kSec}}};
+  Window(4, both);
+  std::vector<Diagnosis> out = Window(4, both);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].evidence, HasSubstr("rank 1 V_inter 30.0 % (T_inter 12.0 ms of 40.0 ms over "
+                                         "4 steps"));
 }
 
 }  // namespace

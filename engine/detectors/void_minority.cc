@@ -1,9 +1,11 @@
 #include "engine/detectors/void_minority.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/analysis/stats.h"
 #include "common/analysis/steps.h"
 #include "common/analysis/void_time.h"
 
@@ -24,20 +26,46 @@ void VoidMinorityDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
           ? &hb->void_minority
           : nullptr;
   Diagnosis d = NewDiagnosis(job, "void_minority", Team::kInfrastructure);
-  std::vector<std::string> lines;
+  struct Figure {
+    int32_t rank;
+    analysis::VoidFigures f;
+  };
+  std::vector<Figure> figs;
+  std::vector<double> all;
   for (const analysis::RankTrace& t : v.ranks) {
-    analysis::Steps st = analysis::FindSteps(t);
-    analysis::VoidFigures f = analysis::ComputeVoid(t, st);
+    analysis::VoidFigures f = analysis::ComputeVoid(t, v.StepsOf(t));
     if (f.steps == 0) continue;
+    figs.push_back({t.rank, f});
+    all.push_back(f.VMinority());
+  }
+  // With peers, ranks that run the same program are each other's
+  // reference: the threshold names the program's untraced kernels when the
+  // job's lower median is over it (every rank alike), or one rank that
+  // stands out from its peers (twice their figure and `delta` above it);
+  // a rank over the threshold whose peers are close below is the program's
+  // own share, estimated unevenly (healthy FSDP's copies on one rank).
+  std::vector<double> sorted = all;
+  std::sort(sorted.begin(), sorted.end());
+  const bool peers = figs.size() >= 2;
+  const double lower_median = peers ? sorted[(sorted.size() - 1) / 2] : 0;
+  const bool program_wide = peers && lower_median >= thr;
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < figs.size(); ++i) {
+    const analysis::VoidFigures& f = figs[i].f;
     const double vi = f.VMinority();
-    const VoidBaseline::Verdict verdict =
-        base[t.rank].Judge(vi, thr, delta, baseline_windows, prev);
-    if (!verdict.over || held.Hold(absl::StrCat(t.rank)) < persist) continue;
-    d.ranks.push_back(t.rank);
-    lines.push_back(absl::StrCat("rank ", t.rank, " V_minority ", Fmt(vi * 100, 1),
-                                 " % (T_minority ", Fmt(f.minority_s * 1e3, 1), " ms of ",
-                                 Fmt((f.step_s - f.inter_s) * 1e3, 1), " ms in-step time over ",
-                                 f.steps, " steps", VoidComparisons(verdict, prev, hb), ")"));
+    double peer = 0;
+    if (peers) peer = figs.size() == 2 ? all[1 - i] : analysis::Median(all);
+    const bool stands_out = peers && vi >= 2 * peer && vi >= peer + delta;
+    const VoidBaseline::Verdict verdict = base[figs[i].rank].Judge(
+        vi, thr, delta, baseline_windows, prev, !peers || program_wide || stands_out);
+    if (!verdict.over || held.Hold(absl::StrCat(figs[i].rank)) < persist) continue;
+    d.ranks.push_back(figs[i].rank);
+    lines.push_back(absl::StrCat(
+        "rank ", figs[i].rank, " V_minority ", Fmt(vi * 100, 1), " % (T_minority ",
+        Fmt(f.minority_s * 1e3, 1), " ms of ", Fmt((f.step_s - f.inter_s) * 1e3, 1),
+        " ms in-step time over ", f.steps, " steps",
+        peers ? absl::StrCat(", peers ", Fmt(peer * 100, 1), " %") : std::string(),
+        VoidComparisons(verdict, prev, hb), ")"));
   }
   if (d.ranks.empty()) return;
   d.hosts = HostsOf(v, d.ranks);

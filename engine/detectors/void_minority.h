@@ -8,7 +8,13 @@
 // void_minority.history_delta the rank's baseline (first windows of the job)
 // or the median V_minority of previous runs of the job name on the same GPU
 // model (engine/history/), once that held void_minority.persist_windows
-// consecutive windows.
+// consecutive windows. With peers (two or more ranks with steps), the
+// threshold counts only program-wide (the job's lower median over it: every
+// rank's untraced kernels) or for a rank that stands out (twice its peers'
+// figure and history_delta above it: the other rank of two, else the
+// median); a rank over it whose peers are close below keeps it as its
+// baseline. Traced work on another stream is not minority time
+// (analysis/void_time.h); extra traced work on one rank is extra_gpu_work's.
 #ifndef XPU_ENGINE_DETECTORS_VOID_MINORITY_H_
 #define XPU_ENGINE_DETECTORS_VOID_MINORITY_H_
 

@@ -52,9 +52,12 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"issue_stall.steep_fraction", 0.6, "fraction under floor_us that makes a CDF steep"},
       {"issue_stall.step_fraction", 0.1,
        "or: median issue latency below this fraction of the step time (queue never fills)"},
-      {"issue_stall.max_syncs_per_step", 3,
-       "synchronizations per step a healthy training loop may make (loss read-out, logging, its "
-       "own timing)"},
+      {"issue_stall.sync_cost_share", 0.02,
+       "synchronizations are costly when the GPU idles after they return (the host refills an "
+       "empty queue) for this share of the step time"},
+      {"issue_stall.sync_peer_cost_share", 0.001,
+       "a rank that synchronizes more than its peers (sync_growth) is named when its syncs cost "
+       "this share of the step more than theirs"},
       {"issue_stall.sync_growth", 1.5,
        "and, once a rank's first windows gave its own rate, this many times that rate; or this "
        "many times the other ranks' rate (and one more per step)"},
@@ -82,6 +85,10 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"void_minority.threshold", 0.15, "V_minority above this"},
       {"void_minority.history_delta", 0.10, "or this much above the job's baseline V_minority"},
       {"void_minority.persist_windows", 2, "consecutive windows a rank must be over"},
+      {"extra_work.min_share", 0.05,
+       "GPU time per step of the calls a rank makes beyond its peers' (same collectives, same "
+       "program), as a share of its step time, that names extra GPU work on the rank"},
+      {"extra_work.persist_windows", 2, "consecutive windows a rank's extra work must last"},
       {"history.baseline_windows", 2, "windows with data that form a job's baseline"},
       {"history.runs", 5,
        "previous runs of a job name and GPU model kept and combined (median) as its history"},

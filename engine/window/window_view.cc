@@ -15,6 +15,17 @@ std::string WindowView::HostOf(int32_t rank) const {
   return it != ranks.end() && it->rank == rank ? it->host : "";
 }
 
+const analysis::Steps& WindowView::StepsOf(const analysis::RankTrace& t) const {
+  if (ranks.empty() || &t < ranks.data() || &t >= ranks.data() + ranks.size()) {
+    scratch_ = analysis::FindSteps(t);
+    return scratch_;
+  }
+  const size_t i = static_cast<size_t>(&t - ranks.data());
+  if (steps_.size() != ranks.size()) steps_.resize(ranks.size());
+  if (!steps_[i]) steps_[i] = std::make_unique<analysis::Steps>(analysis::FindSteps(t));
+  return *steps_[i];
+}
+
 const WindowView& WindowViews::Get(const JobState& job) {
   PerJob& pj = jobs_[job.job()];
   if (pj.built && pj.view.window_id == job.window_start_ns()) return pj.view;

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/analysis/steps.h"
 #include "common/analysis/trace.h"
 #include "engine/state/diagnosis.h"
 #include "engine/state/job_state.h"
@@ -32,6 +33,13 @@ struct WindowView {
   uint64_t first_ns = 0, last_ns = 0;  // host-clock span of the records
   std::string backbone;                // job_name, for per-backbone thresholds
   std::string HostOf(int32_t rank) const;
+  // The steps of `t`, an element of `ranks` (analysis::FindSteps), found
+  // once per window for every detector that asks.
+  const analysis::Steps& StepsOf(const analysis::RankTrace& t) const;
+
+ private:
+  mutable std::vector<std::unique_ptr<analysis::Steps>> steps_;  // by index in ranks
+  mutable analysis::Steps scratch_;  // for a trace that is not one of ranks
 };
 
 class WindowViews {

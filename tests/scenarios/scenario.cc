@@ -68,6 +68,7 @@ absl::Status ParseFault(const Struct& fs, int n, ScenarioFault* out) {
       fault.gc_ms_per_layer = Num(c, "ms_per_layer", 5);
     } else if (name == "sync_every_layer") {
       fault.sync_ranks = RankSet(c, n);
+      fault.sync_host_us = Num(c, "host_us", 0);
     } else if (name == "dataloader") {
       fault.dataloader_ranks = RankSet(c, n);
       fault.dataloader_ms = Num(c, "ms", 20);

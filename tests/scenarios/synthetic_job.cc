@@ -177,7 +177,10 @@ void SyntheticJob::Step() {
              /*traced=*/false);
       Launch(r, kMlpUp, GemmNs(r, Flops(4 * kH, kT, kH), kEfficiency), false);
       Launch(r, kGelu, static_cast<uint64_t>(60000 * Jitter()), false);
-      if (active && f.sync_ranks.count(r)) Sync(r);
+      if (active && f.sync_ranks.count(r)) {
+        Sync(r);
+        ranks_[r].cpu += static_cast<uint64_t>(f.sync_host_us * 1000);  // untraced host work
+      }
     }
   }
   // LM head at the end of the forward.

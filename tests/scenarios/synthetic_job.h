@@ -52,6 +52,7 @@ struct ScenarioFault {
   std::set<int> gc_ranks;
   double gc_ms_per_layer = 0;  // GC pause before every forward and backward layer
   std::set<int> sync_ranks;    // synchronize after every forward layer
+  double sync_host_us = 0;     // then host work before the next launch (using the synced value)
   std::set<int> dataloader_ranks;
   double dataloader_ms = 0;  // instead of the healthy DataLoader time
   std::set<int> minority_ranks;
