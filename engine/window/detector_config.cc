@@ -105,6 +105,23 @@ bool Known(std::string_view key) {
   }
   return false;
 }
+
+// Keys of earlier releases that no longer exist: accepted and ignored with
+// a warning (what replaced them), so that an old config file still loads.
+struct RetiredKey {
+  std::string_view key, replaced_by;
+};
+constexpr RetiredKey kRetired[] = {
+    {"issue_stall.max_syncs_per_step",
+     "synchronizations are judged by what they cost the step: issue_stall.sync_cost_share"},
+};
+
+const RetiredKey* Retired(std::string_view key) {
+  for (const RetiredKey& r : kRetired) {
+    if (key == r.key) return &r;
+  }
+  return nullptr;
+}
 }  // namespace
 
 absl::StatusOr<DetectorConfig> DetectorConfig::Parse(std::string_view text) {
@@ -123,6 +140,12 @@ absl::StatusOr<DetectorConfig> DetectorConfig::Parse(std::string_view text) {
     std::string key(absl::StripAsciiWhitespace(line.substr(0, eq)));
     absl::string_view value = absl::StripAsciiWhitespace(line.substr(eq + 1));
     std::string base = key.substr(0, key.find('@'));
+    if (const RetiredKey* r = Retired(base)) {
+      std::fprintf(stderr, "detector config line %d: '%s' is no longer used (%.*s); ignored\n",
+                   line_no, base.c_str(), static_cast<int>(r->replaced_by.size()),
+                   r->replaced_by.data());
+      continue;
+    }
     if (!Known(base)) {
       return absl::InvalidArgumentError(
           absl::StrCat("detector config line ", line_no, ": unknown key '", base, "'"));

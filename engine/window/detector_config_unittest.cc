@@ -34,6 +34,13 @@ TEST(DetectorConfigTest, RejectsUnknownKeysAndBadNumbers) {
   EXPECT_FALSE(DetectorConfig::Load("/nonexistent/xpu.conf").ok());
 }
 
+TEST(DetectorConfigTest, RetiredKeysAreIgnoredNotRefused) {
+  absl::StatusOr<DetectorConfig> c = DetectorConfig::Parse(
+      "issue_stall.max_syncs_per_step = 3\nslow_gpu.min_drop = 0.3\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->Get("slow_gpu.min_drop"), 0.3);
+}
+
 TEST(DetectorConfigTest, EveryDefaultIsDocumented) {
   for (const DetectorParam& p : DetectorDefaults()) {
     EXPECT_NE(std::string(p.meaning), "") << p.key;
