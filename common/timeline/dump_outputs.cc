@@ -107,6 +107,8 @@ absl::StatusOr<DumpOutputs> WriteDumpOutputs(const std::string& dir,
   }
   Json m = {{"job", ctx.job},
             {"ranks_requested", ctx.ranks_requested},
+            {"selection", ctx.selection},
+            {"ranks_left_out", ctx.ranks_left_out},
             {"last_n", ctx.last_n},
             {"since_ns", ctx.since_ns},
             {"until_ns", ctx.until_ns},

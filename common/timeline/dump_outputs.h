@@ -51,6 +51,10 @@ struct DumpContext {
   // When a daemon's budget left records out: --before this for the next
   // (older) page; 0 when nothing was left out.
   uint64_t next_before_ns = 0;
+  // A large job dumped without a rank list: which ranks were chosen and
+  // how many were left out ("" / 0 otherwise).
+  std::string selection;
+  uint64_t ranks_left_out = 0;
   double fetch_s = 0;
 };
 

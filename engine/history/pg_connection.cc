@@ -1,5 +1,9 @@
 // The PostgreSQL backend of sql.h, over libpq (Debian libpq5). Parameters
 // and results travel as text; statements are prepared once per session.
+// Writes inside a transaction (Run) are pipelined: sent without waiting,
+// their answers read in one go at the next call that needs an answer
+// (Query, Exec: COMMIT at the latest) or every kPipelineDepth statements,
+// so a transaction of N rows costs a few round trips instead of N.
 // A broken session is reset on the next call (its prepared statements go
 // with it); errors of the connection and of the server's resources count
 // as transient, so the store's writer keeps its rows and tries again.
@@ -8,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/history/sql.h"
@@ -41,6 +47,10 @@ std::string ParamText(const SqlValue& v, bool* is_null) {
   return "";
 }
 
+// Statements in flight before their answers are read: bounds what either
+// side buffers (answers of writes are a few dozen bytes each).
+constexpr size_t kPipelineDepth = 512;
+
 class PgConnection final : public SqlConnection {
  public:
   explicit PgConnection(PGconn* conn) : conn_(conn) {
@@ -54,8 +64,9 @@ class PgConnection final : public SqlConnection {
   std::string Describe() const override { return describe_; }
 
   absl::Status Exec(std::string_view sql) override {
-    if (absl::Status st = EnsureConnected(); !st.ok()) return st;
     const std::string text(sql);
+    if (absl::Status st = Drain(); !st.ok() && text != "ROLLBACK;") return st;
+    if (absl::Status st = EnsureConnected(); !st.ok()) return st;
     PGresult* r = PQexec(conn_, text.c_str());
     absl::Status st = Check(r, text);
     PQclear(r);
@@ -64,6 +75,7 @@ class PgConnection final : public SqlConnection {
 
   absl::StatusOr<SqlResult> Query(std::string_view sql,
                                   const std::vector<SqlValue>& params) override {
+    if (absl::Status st = Drain(); !st.ok()) return st;
     // A session that died while idle (server restarted) is re-established
     // and the statement sent once more; inside a transaction the caller
     // must start over, so the error goes back.
@@ -78,20 +90,43 @@ class PgConnection final : public SqlConnection {
     return r;
   }
 
+  // Inside a transaction: sent, answered at the next Drain.
+  absl::Status Run(std::string_view sql, const std::vector<SqlValue>& params) override {
+    if (!pipelined_ && PQtransactionStatus(conn_) != PQTRANS_INTRANS) {
+      absl::StatusOr<SqlResult> r = Query(sql, params);
+      return r.ok() ? absl::OkStatus() : r.status();
+    }
+    const std::string text(sql);
+    if (prepared_.find(text) == prepared_.end()) {
+      // Preparing waits for its answer, which pipeline mode does not allow.
+      if (absl::Status st = Drain(); !st.ok()) return st;
+    }
+    std::string name;
+    if (absl::Status st = Prepare(text, params.size(), &name); !st.ok()) return st;
+    if (!pipelined_) {
+      if (PQenterPipelineMode(conn_) != 1) return Failed("cannot pipeline", text);
+      pipelined_ = true;
+    }
+    Bound b(params);
+    if (PQsendQueryPrepared(conn_, name.c_str(), static_cast<int>(params.size()), b.ptrs.data(),
+                            nullptr, nullptr, 0) != 1) {
+      absl::Status st = Failed("cannot send", text);
+      Drain().IgnoreError();
+      return st;
+    }
+    in_flight_.push_back(text.substr(0, 60));
+    if (in_flight_.size() >= kPipelineDepth) return Drain();
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<SqlResult> QueryOnce(std::string_view sql, const std::vector<SqlValue>& params) {
     if (absl::Status st = EnsureConnected(); !st.ok()) return st;
     const std::string text(sql);
     std::string name;
     if (absl::Status st = Prepare(text, params.size(), &name); !st.ok()) return st;
-    std::vector<std::string> values(params.size());
-    std::vector<const char*> ptrs(params.size());
-    for (size_t i = 0; i < params.size(); ++i) {
-      bool null = false;
-      values[i] = ParamText(params[i], &null);
-      ptrs[i] = null ? nullptr : values[i].c_str();
-    }
+    Bound b(params);
     PGresult* r = PQexecPrepared(conn_, name.c_str(), static_cast<int>(params.size()),
-                                 ptrs.data(), nullptr, nullptr, 0);
+                                 b.ptrs.data(), nullptr, nullptr, 0);
     absl::Status st = Check(r, text);
     if (!st.ok()) {
       PQclear(r);
@@ -123,6 +158,65 @@ class PgConnection final : public SqlConnection {
   std::string ForShare() const override { return " FOR SHARE"; }
 
  private:
+  // Parameters as libpq wants them (text, nullptr for NULL).
+  struct Bound {
+    explicit Bound(const std::vector<SqlValue>& params)
+        : values(params.size()), ptrs(params.size()) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        bool null = false;
+        values[i] = ParamText(params[i], &null);
+        ptrs[i] = null ? nullptr : values[i].c_str();
+      }
+    }
+    std::vector<std::string> values;
+    std::vector<const char*> ptrs;
+  };
+
+  // Reads the answers of the pipelined statements and leaves pipeline
+  // mode; the first statement's error, if any (the later ones were then
+  // skipped by the server, and the transaction is aborted).
+  absl::Status Drain() {
+    if (!pipelined_) return absl::OkStatus();
+    absl::Status first;
+    if (PQpipelineSync(conn_) != 1) first = Failed("cannot sync", in_flight_.front());
+    size_t answered = 0;
+    int nulls = 0;
+    while (first.ok() || PQstatus(conn_) == CONNECTION_OK) {
+      PGresult* r = PQgetResult(conn_);
+      if (r == nullptr) {
+        // One NULL ends each statement's answer; two in a row: nothing more comes.
+        if (++nulls > 1 || PQstatus(conn_) != CONNECTION_OK) break;
+        continue;
+      }
+      nulls = 0;
+      const ExecStatusType s = PQresultStatus(r);
+      if (s == PGRES_PIPELINE_SYNC) {
+        PQclear(r);
+        break;
+      }
+      if (s != PGRES_PIPELINE_ABORTED && first.ok()) {
+        first = Check(r, answered < in_flight_.size() ? in_flight_[answered] : "pipelined write");
+      }
+      answered++;
+      PQclear(r);
+    }
+    if (PQexitPipelineMode(conn_) != 1 && first.ok()) {
+      first = Failed("cannot leave pipeline mode", "pipelined write");
+    }
+    pipelined_ = PQpipelineStatus(conn_) != PQ_PIPELINE_OFF;
+    in_flight_.clear();
+    return first;
+  }
+
+  // An error of libpq itself (no server answer): the connection's.
+  absl::Status Failed(const std::string& what, const std::string& sql) {
+    transient_ = true;
+    std::string msg = PQerrorMessage(conn_);
+    while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+    return absl::UnavailableError(
+        absl::StrCat("postgresql: ", what, ": ", msg, " (in: ", sql.substr(0, 60), "...)"));
+  }
+
   // A session lost since the last call is re-established first; prepared
   // statements do not survive that.
   absl::Status EnsureConnected() {
@@ -173,6 +267,8 @@ class PgConnection final : public SqlConnection {
   std::map<std::string, std::string> prepared_;  // SQL -> statement name
   int next_ = 0;
   bool transient_ = false;
+  bool pipelined_ = false;
+  std::vector<std::string> in_flight_;  // the pipelined statements' text, for errors
 };
 
 }  // namespace

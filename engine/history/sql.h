@@ -109,7 +109,12 @@ class SqlConnection {
   // ends ("" for SQLite, whose write transaction locks the whole file).
   virtual std::string ForShare() const = 0;
 
-  absl::Status Run(std::string_view sql, const std::vector<SqlValue>& params) {
+  // One statement whose rows nobody reads (a write). Inside a transaction
+  // a backend may send it without waiting for its answer (PostgreSQL
+  // pipelines them: one round trip per batch, not per row); its error then
+  // comes back from a later call of the same transaction, at the latest
+  // from COMMIT, and fails the transaction as the statement would have.
+  virtual absl::Status Run(std::string_view sql, const std::vector<SqlValue>& params) {
     absl::StatusOr<SqlResult> r = Query(sql, params);
     return r.ok() ? absl::OkStatus() : r.status();
   }

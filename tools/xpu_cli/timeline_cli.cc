@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -33,7 +34,8 @@ namespace tl = ::xpu::timeline;
 
 const char kTimelineHelp[] = R"(xpu timeline: on-demand timelines from the daemons' history.
 
-xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--before T] [--out DIR]
+xpu timeline dump --job JOB [--ranks 0-7,12|all] [--max-ranks N] [--last N | --since T]
+                  [--before T] [--out DIR]
                   [--format perfetto|json|both|auto] [--deadline-s S]
                   [--no-engine-fallback] [--json]
     Asks every daemon holding one of the ranks for what it kept (exited
@@ -48,6 +50,11 @@ xpu timeline dump --job JOB [--ranks 0-7,12] [--last N | --since T] [--before T]
       dump.json             manifest: ranks answered / missing, clock offsets
     GPU times are aligned across hosts with clock offsets estimated from
     collective completion (reference: the lowest rank).
+    Without --ranks, a job of more than --max-ranks ranks (default 64) is
+    dumped as its suspects (the ranks active diagnoses name), their peers
+    (same host, neighbouring ranks) and ranks spread across the job, so the
+    trace stays one a person can open; dump says what was left out
+    (dump.json: selection, ranks_left_out). --ranks all: every rank.
     --last N: the last N records per rank; --since T: ns since the epoch or
     an age (90s, 5m, 2h); --before T: only records that started before T.
     A daemon shares its reply budget equally among its ranks; when that
@@ -71,7 +78,11 @@ JSON (summary): {job, window_start_ns, window_end_ns, ops, top: [...], ranks: [.
 struct Flags {
   bool no_engine_fallback = false;
   std::string ranks, last, since, before, out, in, format = "auto", deadline_s, top;
+  std::string max_ranks = "64";
 };
+
+// The default selection's size for large jobs (--max-ranks).
+constexpr size_t kMaxRanksLimit = 1 << 20;
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -218,10 +229,10 @@ bool BuildRequest(const Flags& f, const std::string& job, xpu::v1::TimelineDumpR
                   std::string* error) {
   req->set_job(job);
   req->set_no_engine_fallback(f.no_engine_fallback);
-  if (!f.ranks.empty()) {
+  if (!f.ranks.empty() && f.ranks != "all") {
     std::vector<int32_t> ranks;
     if (!ParseRankList(f.ranks, &ranks)) {
-      *error = "bad --ranks '" + f.ranks + "' (expected e.g. 0-7,12)";
+      *error = "bad --ranks '" + f.ranks + "' (expected e.g. 0-7,12, or all)";
       return false;
     }
     for (int32_t r : ranks) req->add_ranks(r);
@@ -290,6 +301,70 @@ tl::DumpContext Context(const xpu::v1::TimelineDumpRequest& req, const Fetched& 
   return ctx;
 }
 
+// The job's ranks and active diagnoses, for the default selection.
+int FetchJobView(const Invocation& in, xpu::v1::RanksReply* ranks,
+                 xpu::v1::DiagnosesReply* diagnoses) {
+  EngineConnection conn;
+  if (!ResolveConnection(in.common.connection, in.env_engine, &conn, in.err)) return kExitUsage;
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(512 << 20);  // 100k ranks' rows
+  auto stub =
+      xpu::v1::Query::NewStub(grpc::CreateCustomChannel(conn.address, conn.credentials, args));
+  auto call = [&](auto rpc, const auto& req, auto* reply) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    if (!conn.token.empty()) ctx.AddMetadata(kTokenMetadataKey, conn.token);
+    return (stub.get()->*rpc)(&ctx, req, reply);
+  };
+  xpu::v1::RanksRequest rreq;
+  rreq.set_job(in.common.job);
+  grpc::Status st = call(&xpu::v1::Query::Stub::Ranks, rreq, ranks);
+  if (st.ok()) {
+    xpu::v1::DiagnosesRequest dreq;
+    dreq.set_job(in.common.job);
+    st = call(&xpu::v1::Query::Stub::Diagnoses, dreq, diagnoses);
+  }
+  if (st.ok()) return kExitOk;
+  if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    in.err << "cannot reach engine at " << conn.address << ": " << st.error_message() << "\n";
+    return kExitUnreachable;
+  }
+  in.err << "xpu timeline: engine at " << conn.address << " answered: " << st.error_message()
+         << "\n";
+  return kExitEngineError;
+}
+
+// Without --ranks, a job of more than --max-ranks ranks is dumped as its
+// suspects, their peers and ranks spread across it; says what was left out.
+int ApplyDefaultSelection(const Flags& f, const Invocation& in,
+                          xpu::v1::TimelineDumpRequest* req, tl::DumpContext* ctx) {
+  if (!f.ranks.empty()) return kExitOk;
+  size_t max = 0;
+  if (!absl::SimpleAtoi(f.max_ranks, &max) || max == 0 || max > kMaxRanksLimit) {
+    in.err << "xpu timeline: bad --max-ranks '" << f.max_ranks << "' (1 to " << kMaxRanksLimit
+           << ")\n";
+    return kExitUsage;
+  }
+  xpu::v1::RanksReply ranks;
+  xpu::v1::DiagnosesReply diagnoses;
+  if (int rc = FetchJobView(in, &ranks, &diagnoses); rc != kExitOk) return rc;
+  const RankSelection sel = SelectDefaultRanks(ranks, diagnoses, max);
+  if (sel.ranks.empty()) return kExitOk;
+  for (int32_t r : sel.ranks) req->add_ranks(r);
+  const size_t left = sel.total - sel.ranks.size();
+  ctx->selection = absl::StrFormat(
+      "%d of %d ranks (--max-ranks %d): %d suspect(s)%s, %d peer(s), %d spread across the job",
+      sel.ranks.size(), sel.total, max, sel.suspects,
+      sel.suspect_text.empty() ? "" : " " + sel.suspect_text, sel.peers, sel.spread);
+  ctx->ranks_left_out = left;
+  in.err << "xpu timeline: job " << in.common.job << " has " << sel.total << " ranks; dumping "
+         << ctx->selection << ". " << left
+         << " ranks left out: --ranks all for every rank (a trace of the whole job), --ranks LIST "
+            "for others, or a larger --max-ranks\n";
+  return kExitOk;
+}
+
 int Dump(const Flags& f, const Invocation& in) {
   std::ostream& out = in.out;
   std::ostream& err = in.err;
@@ -309,6 +384,8 @@ int Dump(const Flags& f, const Invocation& in) {
     err << "xpu timeline dump: " << error << "\n";
     return kExitUsage;
   }
+  tl::DumpContext selection;
+  if (int rc = ApplyDefaultSelection(f, in, &req, &selection); rc != kExitOk) return rc;
   const std::string dir = !f.out.empty() ? f.out : DefaultOutDir(job);
   Fetched got;
   if (int rc = Fetch(in, req, dir, &got); rc != kExitOk) return rc;
@@ -316,8 +393,10 @@ int Dump(const Flags& f, const Invocation& in) {
     err << "xpu timeline dump: no rank answered; nothing written\n";
     return kExitEngineError;
   }
-  absl::StatusOr<tl::DumpOutputs> o =
-      tl::WriteDumpOutputs(dir, got.ranks, format, Context(req, got));
+  tl::DumpContext ctx = Context(req, got);
+  ctx.selection = selection.selection;
+  ctx.ranks_left_out = selection.ranks_left_out;
+  absl::StatusOr<tl::DumpOutputs> o = tl::WriteDumpOutputs(dir, got.ranks, format, ctx);
   if (!o.ok()) {
     err << "xpu timeline dump: " << o.status().message() << "\n";
     return kExitEngineError;
@@ -382,6 +461,8 @@ int Summary(const Flags& f, const Invocation& in) {
       err << "xpu timeline summary: " << error << "\n";
       return kExitUsage;
     }
+    tl::DumpContext selection;
+    if (int rc = ApplyDefaultSelection(f, in, &req, &selection); rc != kExitOk) return rc;
     Fetched got;
     if (int rc = Fetch(in, req, f.out, &got); rc != kExitOk) return rc;
     if (got.ranks.empty()) {
@@ -396,6 +477,64 @@ int Summary(const Flags& f, const Invocation& in) {
 }
 
 }  // namespace
+
+RankSelection SelectDefaultRanks(const xpu::v1::RanksReply& ranks,
+                                 const xpu::v1::DiagnosesReply& diagnoses, size_t max) {
+  RankSelection sel;
+  std::map<int32_t, std::string> host_of;
+  for (const xpu::v1::RankInfo& r : ranks.ranks()) {
+    if (r.rank() >= 0) host_of.emplace(r.rank(), r.host());
+  }
+  sel.total = host_of.size();
+  if (sel.total <= max) return sel;
+  std::vector<int32_t> all;
+  std::map<std::string, std::vector<int32_t>> by_host;
+  for (const auto& [rank, host] : host_of) {
+    all.push_back(rank);
+    by_host[host].push_back(rank);
+  }
+  std::set<int32_t> chosen;
+  // Suspects: ranks of active diagnoses that single out a few ranks (a
+  // job-wide diagnosis names them all and singles out none).
+  std::vector<int32_t> suspects;
+  std::vector<std::string> text;
+  for (const xpu::v1::DiagnosisInfo& d : diagnoses.diagnoses()) {
+    if (!d.active() || d.ranks_size() == 0 || static_cast<size_t>(d.ranks_size()) > max / 4)
+      continue;
+    for (int32_t r : d.ranks()) {
+      if (suspects.size() >= max / 2 || !host_of.count(r) || !chosen.insert(r).second) continue;
+      suspects.push_back(r);
+      text.push_back(absl::StrCat(r, " (", d.kind(), ")"));
+    }
+  }
+  sel.suspects = suspects.size();
+  sel.suspect_text = absl::StrJoin(text, ", ");
+  // Peers: the other ranks of a suspect's host, then its neighbouring ranks.
+  const size_t peer_limit = std::max(chosen.size(), max * 3 / 4);
+  auto add_peer = [&](int32_t r) {
+    if (chosen.size() < peer_limit && host_of.count(r) && chosen.insert(r).second) sel.peers++;
+  };
+  for (int32_t s : suspects) {
+    for (int32_t r : by_host[host_of[s]]) add_peer(r);
+  }
+  for (int32_t s : suspects) {
+    add_peer(s - 1);
+    add_peer(s + 1);
+  }
+  // Spread: evenly over the job, the lowest rank (the clock reference) first.
+  const size_t room = max - std::min(max, chosen.size());
+  for (size_t i = 0; i < room; ++i) {
+    const size_t at = i * all.size() / room;
+    for (size_t j = at; j < all.size(); ++j) {
+      if (chosen.insert(all[j]).second) {
+        sel.spread++;
+        break;
+      }
+    }
+  }
+  sel.ranks.assign(chosen.begin(), chosen.end());
+  return sel;
+}
 
 bool ParseRankList(const std::string& s, std::vector<int32_t>* out) {
   out->clear();
@@ -447,8 +586,15 @@ void AddTimelineCommands(CLI::App& xpu, CommonFlags* common, CommandTable* table
   timeline->footer(kTimelineHelp);
   auto window = [&](CLI::App* cmd) {
     AddCommonOptions(cmd, common, /*with_job=*/true);
-    cmd->add_option("--ranks", tf->ranks, "ranks to fetch, e.g. 0-7,12 (default: all)")
+    cmd->add_option("--ranks", tf->ranks,
+                    "ranks to fetch, e.g. 0-7,12, or all (default: all ranks of a job of at "
+                    "most --max-ranks; of a larger job its suspects, their peers and ranks "
+                    "spread across it)")
         ->type_name("LIST");
+    cmd->add_option("--max-ranks", tf->max_ranks,
+                    "ranks dumped by default from a large job (without --ranks)")
+        ->type_name("N")
+        ->default_str("64");
     cmd->add_option("--last", tf->last, "the last N records per rank")->type_name("N");
     cmd->add_option("--since", tf->since,
                     "records since T: ns since the Unix epoch, or an age (90s, 5m, 2h)")

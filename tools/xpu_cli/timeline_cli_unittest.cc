@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "tools/xpu_cli/cli.h"
@@ -34,6 +35,63 @@ TEST(TimelineCliTest, Since) {
   ASSERT_TRUE(ParseSince("1700000000000000000", now, &s));
   EXPECT_EQ(s, 1700000000000000000ull);
   EXPECT_FALSE(ParseSince("yesterday", now, &s));
+}
+
+xpu::v1::RanksReply JobOf(int ranks, int per_host) {
+  xpu::v1::RanksReply r;
+  for (int i = 0; i < ranks; ++i) {
+    xpu::v1::RankInfo* info = r.add_ranks();
+    info->set_rank(i);
+    info->set_host("node" + std::to_string(i / per_host));
+  }
+  return r;
+}
+
+void AddDiagnosis(xpu::v1::DiagnosesReply* d, const std::string& kind, std::vector<int32_t> ranks,
+                  bool active = true) {
+  xpu::v1::DiagnosisInfo* g = d->add_diagnoses();
+  g->set_kind(kind);
+  g->set_active(active);
+  for (int32_t r : ranks) g->add_ranks(r);
+}
+
+TEST(TimelineCliTest, SmallJobsAreDumpedWhole) {
+  const RankSelection s = SelectDefaultRanks(JobOf(64, 8), xpu::v1::DiagnosesReply(), 64);
+  EXPECT_TRUE(s.ranks.empty());
+  EXPECT_EQ(s.total, 64u);
+}
+
+TEST(TimelineCliTest, LargeJobsGetSuspectsPeersAndASpread) {
+  xpu::v1::DiagnosesReply d;
+  AddDiagnosis(&d, "slow_gpu", {3700});
+  std::vector<int32_t> everyone;
+  for (int i = 0; i < 10000; ++i) everyone.push_back(i);
+  AddDiagnosis(&d, "throughput_regression", everyone);  // job-wide: singles out nobody
+  AddDiagnosis(&d, "slow_link", {12}, /*active=*/false);  // resolved: not a suspect
+  const RankSelection s = SelectDefaultRanks(JobOf(10000, 8), d, 64);
+  ASSERT_EQ(s.ranks.size(), 64u);
+  EXPECT_EQ(s.total, 10000u);
+  EXPECT_EQ(s.suspects, 1u);
+  EXPECT_EQ(s.suspect_text, "3700 (slow_gpu)");
+  // Its host (3696-3703) and its neighbours (already on the host).
+  for (int32_t r = 3696; r <= 3703; ++r) {
+    EXPECT_TRUE(std::binary_search(s.ranks.begin(), s.ranks.end(), r)) << r;
+  }
+  EXPECT_EQ(s.peers, 7u);
+  EXPECT_EQ(s.spread, 56u);
+  EXPECT_EQ(s.ranks.front(), 0);  // the clock reference
+  EXPECT_GT(s.ranks.back(), 9000);  // spread over the whole job
+  EXPECT_TRUE(std::is_sorted(s.ranks.begin(), s.ranks.end()));
+}
+
+TEST(TimelineCliTest, ManySuspectsKeepRoomForPeersAndSpread) {
+  xpu::v1::DiagnosesReply d;
+  for (int i = 0; i < 16; ++i) AddDiagnosis(&d, "hang_non_communication", {i * 100 + 5});
+  const RankSelection s = SelectDefaultRanks(JobOf(2000, 4), d, 16);
+  ASSERT_EQ(s.ranks.size(), 16u);
+  EXPECT_EQ(s.suspects, 8u);  // at most half of the selection
+  EXPECT_EQ(s.peers, 4u);     // up to three quarters
+  EXPECT_EQ(s.spread, 4u);    // the rest spread across the job
 }
 
 TEST(TimelineCliTest, Dispatch) {
