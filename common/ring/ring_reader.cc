@@ -572,6 +572,11 @@ void RingReader::OnFault() {
     Lose(XPU_LOSS_TRUNCATED, cursor_, last_write_index_ - cursor_);
     cursor_ = last_write_index_;
   }
+  // From now on the live state is the last one read, raised to what this
+  // reader saw written: the positions it read or counted lost.
+  uint64_t& written = last_live_.counters[XPU_CNT_RECORDS_WRITTEN];
+  written = std::max(written, cursor_ - bias_);
+  last_live_.write_index = std::max(last_live_.write_index, cursor_);
 }
 
 void RingReader::CountTruncated() {

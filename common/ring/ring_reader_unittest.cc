@@ -628,6 +628,9 @@ TEST(RingReaderTest, HeaderPageLostCountsWhatWasSeenWrittenAndNotRead) {
   EXPECT_FALSE(reader->truncated());
   EXPECT_EQ(reader->counters().records_truncated, 6u);
   EXPECT_TRUE(reader->Drained());
+  // Never read, the live state says what the reader saw written.
+  EXPECT_EQ(reader->ReadLiveState().counters[XPU_CNT_RECORDS_WRITTEN], 10u);
+  EXPECT_EQ(reader->ReadLiveState().write_index, 10u);
 }
 
 TEST(RingReaderTest, SigbusOutsideTheGuardStillKills) {

@@ -24,7 +24,9 @@
 // faults first: one that chains by giving the signal back and raising it
 // again (Python's faulthandler, after printing its report) reaches ours
 // without a fault address, and ours then answers every truncated ring
-// before the store is re-executed. One that does not chain loses the guard.
+// before the store is re-executed. One that does not chain loses the guard,
+// and so does a thread that blocks SIGBUS (the kernel kills the process for
+// a blocked synchronous fault): the hook's own thread leaves it unblocked.
 //
 // Thread-safety: GuardRingMapping() and UnguardRingMapping() may race with
 // the handler; the handler itself is async-signal-safe (no allocation, no
