@@ -321,9 +321,11 @@ class SlowLinkDetector::WindowPass {
     }
     const Reference r = ReferenceOf(c, jh, b, building);
     if (r.ref <= 0 || bw >= (1 - r.drop) * r.ref) return std::nullopt;
-    bool any_new = false;
-    for (int32_t rank : c.ranks) any_new |= !reported.count(rank);
-    if (!any_new) return std::nullopt;  // already localized above
+    // A member singled out above (a slow link or member) slows every
+    // communicator it is in: that one finding explains them.
+    for (int32_t rank : c.ranks) {
+      if (reported.count(rank)) return std::nullopt;
+    }
     Diagnosis d = NewDiagnosis(job_, "slow_link", Team::kOperations);
     d.ranks.assign(c.ranks.begin(), c.ranks.end());
     d.hosts.assign(c.hosts.begin(), c.hosts.end());

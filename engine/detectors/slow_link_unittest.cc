@@ -175,6 +175,23 @@ TEST_F(SlowLinkTest, SlowRingMemberExplainsItsSlowCommunicators) {
   EXPECT_THAT(out[0].evidence, HasSubstr("one slow ring member"));
 }
 
+TEST_F(SlowLinkTest, SlowMemberExplainsALargerCommunicatorItSlows) {
+  // Rank 2's links are slow; the 8-rank all-reduce it is in falls below the
+  // expected busbw too. The communicator holds ranks nobody singled out,
+  // but the slow member explains it: one diagnosis, the member's.
+  UseDetector(Config({{"slow_link.expected_busbw_gbps", 20}}));
+  for (int w = 0; w < 2; ++w) {
+    Ring(8, 2);
+    AllReduces(9, {0, 1, 2, 3, 4, 5, 6, 7}, 5 * kMs);
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
+  }
+  std::vector<Diagnosis> out = Window();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "rank:2");
+}
+
 TEST_F(SlowLinkTest, CommunicatorBelowTheExpectedBusBw) {
   UseDetector(Config({{"slow_link.expected_busbw_gbps", 20}}));
   for (int w = 0; w < 2; ++w) {

@@ -1,214 +1,130 @@
 #include "engine/history/schema.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "common/base/status_macros.h"
 
 namespace xpu::engine::history {
 namespace {
 
-// SQLite steps 1-4, as shipped.
-const char* const kSqliteSteps[] = {
+// The migration steps, one text for both backends: {int} is a 64-bit
+// integer and {real} a double (SQLite: INTEGER and REAL, as shipped;
+// PostgreSQL: BIGINT and DOUBLE PRECISION, since its INTEGER is 32-bit and
+// its REAL single precision).
+const char* const kSteps[] = {
     R"sql(
 CREATE TABLE jobs (
-  job TEXT PRIMARY KEY, job_name TEXT NOT NULL, first_seen_ns INTEGER NOT NULL,
-  last_seen_ns INTEGER NOT NULL, ranks INTEGER NOT NULL, records INTEGER NOT NULL,
+  job TEXT PRIMARY KEY, job_name TEXT NOT NULL, first_seen_ns {int} NOT NULL,
+  last_seen_ns {int} NOT NULL, ranks {int} NOT NULL, records {int} NOT NULL,
   state TEXT NOT NULL);
 CREATE TABLE ranks (
-  job TEXT NOT NULL, key TEXT NOT NULL, rank INTEGER NOT NULL, host TEXT NOT NULL,
-  pid INTEGER NOT NULL, local_rank INTEGER NOT NULL, liveness TEXT NOT NULL,
-  records INTEGER NOT NULL, dropped INTEGER NOT NULL, last_record_ns INTEGER NOT NULL,
-  last_seen_ns INTEGER NOT NULL, PRIMARY KEY (job, key));
+  job TEXT NOT NULL, key TEXT NOT NULL, rank {int} NOT NULL, host TEXT NOT NULL,
+  pid {int} NOT NULL, local_rank {int} NOT NULL, liveness TEXT NOT NULL,
+  records {int} NOT NULL, dropped {int} NOT NULL, last_record_ns {int} NOT NULL,
+  last_seen_ns {int} NOT NULL, PRIMARY KEY (job, key));
 CREATE TABLE daemons (
   daemon_id TEXT PRIMARY KEY, host TEXT NOT NULL, version TEXT NOT NULL,
-  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL, batches INTEGER NOT NULL,
-  records INTEGER NOT NULL, records_dropped INTEGER NOT NULL);
+  first_seen_ns {int} NOT NULL, last_seen_ns {int} NOT NULL, batches {int} NOT NULL,
+  records {int} NOT NULL, records_dropped {int} NOT NULL);
 CREATE TABLE window_summaries (
-  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, window_end_ns INTEGER NOT NULL,
-  records INTEGER NOT NULL, kernels INTEGER NOT NULL, gemms INTEGER NOT NULL,
-  collectives INTEGER NOT NULL, memcpys INTEGER NOT NULL, syncs INTEGER NOT NULL,
-  host_events INTEGER NOT NULL, other INTEGER NOT NULL, PRIMARY KEY (job, window_start_ns));
+  job TEXT NOT NULL, window_start_ns {int} NOT NULL, window_end_ns {int} NOT NULL,
+  records {int} NOT NULL, kernels {int} NOT NULL, gemms {int} NOT NULL,
+  collectives {int} NOT NULL, memcpys {int} NOT NULL, syncs {int} NOT NULL,
+  host_events {int} NOT NULL, other {int} NOT NULL, PRIMARY KEY (job, window_start_ns));
 CREATE TABLE window_gemm (
-  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, signature TEXT NOT NULL,
-  count INTEGER NOT NULL, total_ns INTEGER NOT NULL, flops REAL NOT NULL, tflops REAL NOT NULL,
+  job TEXT NOT NULL, window_start_ns {int} NOT NULL, signature TEXT NOT NULL,
+  count {int} NOT NULL, total_ns {int} NOT NULL, flops {real} NOT NULL, tflops {real} NOT NULL,
   PRIMARY KEY (job, window_start_ns, signature));
 CREATE TABLE window_collective (
-  job TEXT NOT NULL, window_start_ns INTEGER NOT NULL, op TEXT NOT NULL,
-  count INTEGER NOT NULL, bus_bytes REAL NOT NULL, seconds REAL NOT NULL,
-  busbw_bytes_per_second REAL NOT NULL, PRIMARY KEY (job, window_start_ns, op));
+  job TEXT NOT NULL, window_start_ns {int} NOT NULL, op TEXT NOT NULL,
+  count {int} NOT NULL, bus_bytes {real} NOT NULL, seconds {real} NOT NULL,
+  busbw_bytes_per_second {real} NOT NULL, PRIMARY KEY (job, window_start_ns, op));
 CREATE TABLE diagnoses (
   job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, team TEXT NOT NULL,
   severity TEXT NOT NULL, ranks TEXT NOT NULL, hosts TEXT NOT NULL, evidence TEXT NOT NULL,
-  first_seen_ns INTEGER NOT NULL, last_seen_ns INTEGER NOT NULL,
+  first_seen_ns {int} NOT NULL, last_seen_ns {int} NOT NULL,
   PRIMARY KEY (job, kind, subject));
 )sql",
     // 2: diagnoses that stopped being reported (resolved), for the active
     // flag of Query.Diagnoses and `xpu diagnose`.
     R"sql(
 CREATE TABLE diagnosis_resolutions (
-  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, resolved_ns INTEGER NOT NULL,
+  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, resolved_ns {int} NOT NULL,
   PRIMARY KEY (job, kind, subject));
 )sql",
     // 3: history baselines per (job name, GPU model) and `xpu calibrate`
     // results per GPU model (engine/history/baseline_sql.h).
     R"sql(
 CREATE TABLE baseline_runs (
-  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, updated_ns INTEGER NOT NULL,
-  windows INTEGER NOT NULL, steps INTEGER NOT NULL, step_median_s REAL NOT NULL,
-  step_best_s REAL NOT NULL, void_inter REAL NOT NULL, void_minority REAL NOT NULL,
+  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, updated_ns {int} NOT NULL,
+  windows {int} NOT NULL, steps {int} NOT NULL, step_median_s {real} NOT NULL,
+  step_best_s {real} NOT NULL, void_inter {real} NOT NULL, void_minority {real} NOT NULL,
   PRIMARY KEY (job_name, gpu_model, job));
 CREATE INDEX baseline_runs_by_time ON baseline_runs (job_name, gpu_model, updated_ns);
 CREATE TABLE baseline_gemm (
   job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, signature TEXT NOT NULL,
-  dtype TEXT NOT NULL, tflops REAL NOT NULL, count INTEGER NOT NULL,
+  dtype TEXT NOT NULL, tflops {real} NOT NULL, count {int} NOT NULL,
   PRIMARY KEY (job_name, gpu_model, job, signature));
 CREATE TABLE baseline_collective (
   job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, op TEXT NOT NULL,
-  bytes INTEGER NOT NULL, nranks INTEGER NOT NULL, nodes INTEGER NOT NULL,
-  busbw_bytes_per_second REAL NOT NULL, count INTEGER NOT NULL,
+  bytes {int} NOT NULL, nranks {int} NOT NULL, nodes {int} NOT NULL,
+  busbw_bytes_per_second {real} NOT NULL, count {int} NOT NULL,
   PRIMARY KEY (job_name, gpu_model, job, op, bytes, nranks, nodes));
 CREATE TABLE baseline_issue_latency (
   job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, family TEXT NOT NULL,
-  bucket INTEGER NOT NULL, count INTEGER NOT NULL,
+  bucket {int} NOT NULL, count {int} NOT NULL,
   PRIMARY KEY (job_name, gpu_model, job, family, bucket));
 CREATE TABLE calibration_gemm (
-  gpu_model TEXT NOT NULL, host TEXT NOT NULL, dtype TEXT NOT NULL, tflops REAL NOT NULL,
-  tflops_min REAL NOT NULL, m INTEGER NOT NULL, n INTEGER NOT NULL, k INTEGER NOT NULL,
-  devices INTEGER NOT NULL, measured_ns INTEGER NOT NULL,
+  gpu_model TEXT NOT NULL, host TEXT NOT NULL, dtype TEXT NOT NULL, tflops {real} NOT NULL,
+  tflops_min {real} NOT NULL, m {int} NOT NULL, n {int} NOT NULL, k {int} NOT NULL,
+  devices {int} NOT NULL, measured_ns {int} NOT NULL,
   PRIMARY KEY (gpu_model, host, dtype));
 CREATE TABLE calibration_collective (
-  gpu_model TEXT NOT NULL, host TEXT NOT NULL, op TEXT NOT NULL, bytes INTEGER NOT NULL,
-  nranks INTEGER NOT NULL, nodes INTEGER NOT NULL, time_us REAL NOT NULL,
-  algbw_bytes_per_second REAL NOT NULL, busbw_bytes_per_second REAL NOT NULL,
-  measured_ns INTEGER NOT NULL,
+  gpu_model TEXT NOT NULL, host TEXT NOT NULL, op TEXT NOT NULL, bytes {int} NOT NULL,
+  nranks {int} NOT NULL, nodes {int} NOT NULL, time_us {real} NOT NULL,
+  algbw_bytes_per_second {real} NOT NULL, busbw_bytes_per_second {real} NOT NULL,
+  measured_ns {int} NOT NULL,
   PRIMARY KEY (gpu_model, host, op, bytes, nranks, nodes));
 )sql",
     // 4: what a restarted engine needs to count every record once (rank
     // checkpoints: position, process start time), who owns a job, and the
     // losses of a job.
     R"sql(
-ALTER TABLE ranks ADD COLUMN next_position INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE ranks ADD COLUMN start_ticks INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE ranks ADD COLUMN uid INTEGER NOT NULL DEFAULT -1;
-ALTER TABLE ranks ADD COLUMN undefined_signature INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN uid INTEGER NOT NULL DEFAULT -1;
-ALTER TABLE jobs ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN next_position {int} NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN start_ticks {int} NOT NULL DEFAULT 0;
+ALTER TABLE ranks ADD COLUMN uid {int} NOT NULL DEFAULT -1;
+ALTER TABLE ranks ADD COLUMN undefined_signature {int} NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN uid {int} NOT NULL DEFAULT -1;
+ALTER TABLE jobs ADD COLUMN dropped {int} NOT NULL DEFAULT 0;
 )sql",
-};
-
-// PostgreSQL steps 1-4: the same tables with 64-bit integers and doubles
-// (PostgreSQL's INTEGER is 32-bit and its REAL single precision).
-const char* const kPostgresSteps[] = {
-    R"sql(
-CREATE TABLE jobs (
-  job TEXT PRIMARY KEY, job_name TEXT NOT NULL, first_seen_ns BIGINT NOT NULL,
-  last_seen_ns BIGINT NOT NULL, ranks BIGINT NOT NULL, records BIGINT NOT NULL,
-  state TEXT NOT NULL);
-CREATE TABLE ranks (
-  job TEXT NOT NULL, key TEXT NOT NULL, rank BIGINT NOT NULL, host TEXT NOT NULL,
-  pid BIGINT NOT NULL, local_rank BIGINT NOT NULL, liveness TEXT NOT NULL,
-  records BIGINT NOT NULL, dropped BIGINT NOT NULL, last_record_ns BIGINT NOT NULL,
-  last_seen_ns BIGINT NOT NULL, PRIMARY KEY (job, key));
-CREATE TABLE daemons (
-  daemon_id TEXT PRIMARY KEY, host TEXT NOT NULL, version TEXT NOT NULL,
-  first_seen_ns BIGINT NOT NULL, last_seen_ns BIGINT NOT NULL, batches BIGINT NOT NULL,
-  records BIGINT NOT NULL, records_dropped BIGINT NOT NULL);
-CREATE TABLE window_summaries (
-  job TEXT NOT NULL, window_start_ns BIGINT NOT NULL, window_end_ns BIGINT NOT NULL,
-  records BIGINT NOT NULL, kernels BIGINT NOT NULL, gemms BIGINT NOT NULL,
-  collectives BIGINT NOT NULL, memcpys BIGINT NOT NULL, syncs BIGINT NOT NULL,
-  host_events BIGINT NOT NULL, other BIGINT NOT NULL, PRIMARY KEY (job, window_start_ns));
-CREATE TABLE window_gemm (
-  job TEXT NOT NULL, window_start_ns BIGINT NOT NULL, signature TEXT NOT NULL,
-  count BIGINT NOT NULL, total_ns BIGINT NOT NULL, flops DOUBLE PRECISION NOT NULL,
-  tflops DOUBLE PRECISION NOT NULL, PRIMARY KEY (job, window_start_ns, signature));
-CREATE TABLE window_collective (
-  job TEXT NOT NULL, window_start_ns BIGINT NOT NULL, op TEXT NOT NULL,
-  count BIGINT NOT NULL, bus_bytes DOUBLE PRECISION NOT NULL, seconds DOUBLE PRECISION NOT NULL,
-  busbw_bytes_per_second DOUBLE PRECISION NOT NULL, PRIMARY KEY (job, window_start_ns, op));
-CREATE TABLE diagnoses (
-  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, team TEXT NOT NULL,
-  severity TEXT NOT NULL, ranks TEXT NOT NULL, hosts TEXT NOT NULL, evidence TEXT NOT NULL,
-  first_seen_ns BIGINT NOT NULL, last_seen_ns BIGINT NOT NULL,
-  PRIMARY KEY (job, kind, subject));
-)sql",
-    R"sql(
-CREATE TABLE diagnosis_resolutions (
-  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, resolved_ns BIGINT NOT NULL,
-  PRIMARY KEY (job, kind, subject));
-)sql",
-    R"sql(
-CREATE TABLE baseline_runs (
-  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, updated_ns BIGINT NOT NULL,
-  windows BIGINT NOT NULL, steps BIGINT NOT NULL, step_median_s DOUBLE PRECISION NOT NULL,
-  step_best_s DOUBLE PRECISION NOT NULL, void_inter DOUBLE PRECISION NOT NULL,
-  void_minority DOUBLE PRECISION NOT NULL, PRIMARY KEY (job_name, gpu_model, job));
-CREATE INDEX baseline_runs_by_time ON baseline_runs (job_name, gpu_model, updated_ns);
-CREATE TABLE baseline_gemm (
-  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, signature TEXT NOT NULL,
-  dtype TEXT NOT NULL, tflops DOUBLE PRECISION NOT NULL, count BIGINT NOT NULL,
-  PRIMARY KEY (job_name, gpu_model, job, signature));
-CREATE TABLE baseline_collective (
-  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, op TEXT NOT NULL,
-  bytes BIGINT NOT NULL, nranks BIGINT NOT NULL, nodes BIGINT NOT NULL,
-  busbw_bytes_per_second DOUBLE PRECISION NOT NULL, count BIGINT NOT NULL,
-  PRIMARY KEY (job_name, gpu_model, job, op, bytes, nranks, nodes));
-CREATE TABLE baseline_issue_latency (
-  job_name TEXT NOT NULL, gpu_model TEXT NOT NULL, job TEXT NOT NULL, family TEXT NOT NULL,
-  bucket BIGINT NOT NULL, count BIGINT NOT NULL,
-  PRIMARY KEY (job_name, gpu_model, job, family, bucket));
-CREATE TABLE calibration_gemm (
-  gpu_model TEXT NOT NULL, host TEXT NOT NULL, dtype TEXT NOT NULL,
-  tflops DOUBLE PRECISION NOT NULL, tflops_min DOUBLE PRECISION NOT NULL, m BIGINT NOT NULL,
-  n BIGINT NOT NULL, k BIGINT NOT NULL, devices BIGINT NOT NULL, measured_ns BIGINT NOT NULL,
-  PRIMARY KEY (gpu_model, host, dtype));
-CREATE TABLE calibration_collective (
-  gpu_model TEXT NOT NULL, host TEXT NOT NULL, op TEXT NOT NULL, bytes BIGINT NOT NULL,
-  nranks BIGINT NOT NULL, nodes BIGINT NOT NULL, time_us DOUBLE PRECISION NOT NULL,
-  algbw_bytes_per_second DOUBLE PRECISION NOT NULL,
-  busbw_bytes_per_second DOUBLE PRECISION NOT NULL, measured_ns BIGINT NOT NULL,
-  PRIMARY KEY (gpu_model, host, op, bytes, nranks, nodes));
-)sql",
-    R"sql(
-ALTER TABLE ranks ADD COLUMN next_position BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE ranks ADD COLUMN start_ticks BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE ranks ADD COLUMN uid BIGINT NOT NULL DEFAULT -1;
-ALTER TABLE ranks ADD COLUMN undefined_signature BIGINT NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN uid BIGINT NOT NULL DEFAULT -1;
-ALTER TABLE jobs ADD COLUMN dropped BIGINT NOT NULL DEFAULT 0;
-)sql",
-};
-
-// Steps from 5 on: one text for both backends.
-const char* const kSharedSteps[] = {
     // 5: engine replicas and the jobs they own (leases.h), and the webhook
     // events already delivered (at most once per episode).
     R"sql(
 CREATE TABLE engine_replicas (
   replica_id TEXT PRIMARY KEY, instance TEXT NOT NULL, address TEXT NOT NULL,
-  version TEXT NOT NULL, started_ns BIGINT NOT NULL, heartbeat_ns BIGINT NOT NULL,
-  expires_ns BIGINT NOT NULL);
+  version TEXT NOT NULL, started_ns {int} NOT NULL, heartbeat_ns {int} NOT NULL,
+  expires_ns {int} NOT NULL);
 CREATE TABLE job_owners (
-  job TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch BIGINT NOT NULL,
-  acquired_ns BIGINT NOT NULL);
+  job TEXT PRIMARY KEY, owner TEXT NOT NULL, epoch {int} NOT NULL,
+  acquired_ns {int} NOT NULL);
 CREATE INDEX job_owners_by_owner ON job_owners (owner);
 CREATE TABLE alert_deliveries (
-  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, first_seen_ns BIGINT NOT NULL,
-  status TEXT NOT NULL, delivered_ns BIGINT NOT NULL,
+  job TEXT NOT NULL, kind TEXT NOT NULL, subject TEXT NOT NULL, first_seen_ns {int} NOT NULL,
+  status TEXT NOT NULL, delivered_ns {int} NOT NULL,
   PRIMARY KEY (job, kind, subject, first_seen_ns, status));
 )sql",
 };
 
-static_assert(sizeof(kSqliteSteps) == sizeof(kPostgresSteps), "one twin per early step");
-static_assert((sizeof(kSqliteSteps) + sizeof(kSharedSteps)) / sizeof(const char*) ==
-                  kSchemaVersion,
+static_assert(sizeof(kSteps) / sizeof(kSteps[0]) == kSchemaVersion,
               "kSchemaVersion must equal the number of migration steps");
 
-const char* Step(SqlDialect d, int i) {
-  constexpr int kEarly = sizeof(kSqliteSteps) / sizeof(kSqliteSteps[0]);
-  if (i < kEarly) return d == SqlDialect::kSqlite ? kSqliteSteps[i] : kPostgresSteps[i];
-  return kSharedSteps[i - kEarly];
+std::string Step(SqlDialect d, int i) {
+  const bool pg = d == SqlDialect::kPostgres;
+  return absl::StrReplaceAll(kSteps[i], {{"{int}", pg ? "BIGINT" : "INTEGER"},
+                                         {"{real}", pg ? "DOUBLE PRECISION" : "REAL"}});
 }
 
 absl::Status MigrateLocked(SqlConnection& db) {

@@ -146,6 +146,14 @@ uint64_t JobState::Dropped() const {
   return total;
 }
 
+std::array<uint64_t, kLossReasons> JobState::Lost() const {
+  std::array<uint64_t, kLossReasons> total{};
+  for (const auto& [k, p] : processes_) {
+    for (int r = 0; r < kLossReasons; ++r) total[r] = std::max(total[r], total[r] + p->lost[r]);
+  }
+  return total;
+}
+
 ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
                                            const std::string& daemon_id, uint64_t now_ns) {
   const std::string key = ProcessKey(id);

@@ -212,6 +212,8 @@ class JobState {
   uint64_t ring_bytes_per_process() const { return ring_capacity_ * sizeof(xpu_record_v1); }
   // Every loss of the job's processes (saturating).
   uint64_t Dropped() const;
+  // Its processes' losses by reason (saturating sums).
+  std::array<uint64_t, kLossReasons> Lost() const;
   // Registers the communicator of a newly defined collective signature.
   void NoteSignature(const ProcessState& p, const SignatureInfo& s);
   // Closes the current window and returns its summary; resets accumulators.

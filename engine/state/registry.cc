@@ -145,6 +145,7 @@ JobSummary Summarize(const JobState& job) {
   s.state = std::string(job.StateName());
   s.dropped = job.Dropped();
   s.owner_uid = job.owner_uid();
+  s.lost = job.Lost();
   return s;
 }
 

@@ -12,6 +12,7 @@
 #ifndef XPU_ENGINE_STATE_REGISTRY_H_
 #define XPU_ENGINE_STATE_REGISTRY_H_
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -54,6 +55,7 @@ struct JobSummary {
   std::string state;      // running / silent / finished
   uint64_t dropped = 0;   // every loss of its processes
   int64_t owner_uid = -1; // uid of its processes; -1 unknown
+  std::array<uint64_t, kLossReasons> lost{};  // `dropped` by reason (live jobs only)
 };
 
 class Registry {

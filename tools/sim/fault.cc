@@ -35,7 +35,7 @@ const KindInfo kKinds[] = {
      "(hang_non_communication, algorithm)"},
     {FaultKind::kHang, "hang",
      "a collective hangs inside the kernel: the ring link from the rank to the next stalls "
-     "(hang_communication, infrastructure; both ends named)"},
+     "(hang_communication, operations: the located link; both ends named)"},
     {FaultKind::kMismatch, "mismatch",
      "the rank issues the collective with another size than its peers (hang_mismatch, "
      "algorithm)"},
@@ -176,7 +176,7 @@ Expectation ExpectationFor(const FaultSpec& f, const std::function<int32_t(int32
       break;
     case FaultKind::kHang: {
       e.kinds = {"hang_communication"};
-      e.team = "infrastructure";
+      e.team = "operations";  // the located link (docs/hang-diagnosis.md)
       std::set<int32_t> ends(f.ranks.begin(), f.ranks.end());
       for (int32_t r : f.ranks) ends.insert(ring_next(r));
       e.ranks.assign(ends.begin(), ends.end());

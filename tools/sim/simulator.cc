@@ -106,11 +106,18 @@ class Simulation {
   absl::Status StartEngine();
   absl::Status Connect();
   void Disconnect();
-  // Builds and queues every host's batches: one per step with records, or
-  // one with counters only. Returns (records, bytes) queued.
-  std::pair<uint64_t, uint64_t> SendAll(bool with_records);
-  void SendHost(int32_t host, bool with_records, uint64_t now, uint64_t* records,
+  // Builds and queues every host's batch of one step (`step` < Slices()),
+  // or one with counters only. Returns (records, bytes) queued.
+  std::pair<uint64_t, uint64_t> SendAll(bool with_records, size_t step = 0);
+  void SendHost(int32_t host, bool with_records, size_t step, uint64_t now, uint64_t* records,
                 uint64_t* bytes);
+  // Steps with records in this window (the most of any rank).
+  size_t Slices() const;
+  // Sends the window's steps spread over the window, one step's batches at
+  // a time, as daemons flush while a job runs (a job whose progress came
+  // once per window would look stalled between); the hook's hang-watch
+  // flags go out on time in between. Fills s's records, bytes and send_s.
+  void SendWindow(uint64_t start, uint64_t delta, WindowStats* s);
   void FillProcess(int32_t r, uint64_t now, size_t from, size_t to, xpu::v1::ProcessBatch* pb);
   bool WaitIdle(uint64_t deadline_ns);
   void PollDiagnoses();
@@ -240,34 +247,71 @@ void Simulation::FillProcess(int32_t r, uint64_t now, size_t from, size_t to,
   model_.FillProgress(r, now, floor_ns_, c->mutable_progress());
 }
 
-void Simulation::SendHost(int32_t host, bool with_records, uint64_t now, uint64_t* records,
-                          uint64_t* bytes) {
+void Simulation::SendHost(int32_t host, bool with_records, size_t step, uint64_t now,
+                          uint64_t* records, uint64_t* bytes) {
   const int32_t first = host * o_.model.ranks_per_host;
   const int32_t last = std::min(model_.ranks(), first + o_.model.ranks_per_host);
-  const size_t steps = with_records ? model_.StepEnds(first).size() : 0;
-  for (size_t i = 0; i < std::max<size_t>(1, steps); ++i) {
-    xpu::v1::DaemonMessage m;
-    xpu::v1::Batch* b = m.mutable_batch();
-    b->set_batch_seq(++batch_seq_[static_cast<size_t>(host)]);
-    b->set_sent_ns(now);
-    uint64_t n = 0;
-    for (int32_t r = first; r < last; ++r) {
-      size_t from = 0, to = 0;
-      if (steps > 0) {
-        const std::vector<uint32_t>& ends = model_.StepEnds(r);
-        from = i == 0 ? 0 : ends[i - 1];
-        to = ends[i];
-      }
-      n += to - from;
-      FillProcess(r, now, from, to, b->add_processes());
+  xpu::v1::DaemonMessage m;
+  xpu::v1::Batch* b = m.mutable_batch();
+  b->set_batch_seq(++batch_seq_[static_cast<size_t>(host)]);
+  b->set_sent_ns(now);
+  uint64_t n = 0;
+  for (int32_t r = first; r < last; ++r) {
+    size_t from = 0, to = 0;
+    const std::vector<uint32_t>& ends = model_.StepEnds(r);
+    if (with_records && !ends.empty()) {
+      const size_t i = std::min(step, ends.size());
+      from = i == 0 ? 0 : ends[i - 1];
+      to = i < ends.size() ? ends[i] : from;
     }
-    *records += n;
-    if (n > 0) *bytes += m.ByteSizeLong();
-    streams_[static_cast<size_t>(host)]->Enqueue(std::move(m), n);
+    n += to - from;
+    FillProcess(r, now, from, to, b->add_processes());
   }
+  *records += n;
+  if (n > 0) *bytes += m.ByteSizeLong();
+  streams_[static_cast<size_t>(host)]->Enqueue(std::move(m), n);
 }
 
-std::pair<uint64_t, uint64_t> Simulation::SendAll(bool with_records) {
+size_t Simulation::Slices() const {
+  size_t n = 0;
+  for (int32_t r = 0; r < model_.ranks(); ++r) n = std::max(n, model_.StepEnds(r).size());
+  return n;
+}
+
+void Simulation::SendWindow(uint64_t start, uint64_t delta, WindowStats* s) {
+  const size_t slices = Slices();
+  bool flagged = false;
+  // The hook's hang watch raises its flag floor_ns after the stuck
+  // collective was issued: the daemons forward it on their next flush.
+  auto flag_hang = [&](uint64_t until) {
+    const HangState& h = model_.hang();
+    const uint64_t at = h.since_ns + floor_ns_ + 100000000ull;
+    if (flagged || !h.active || at <= NowNs() || at > until) return;
+    flagged = true;
+    SleepUntilNs(at);
+    SendAll(false);
+    if (o_.progress) {
+      fprintf(stderr, "xpu-sim: +%.2f s: hang watch flags raised on the stuck collective\n",
+              static_cast<double>(NowNs() - t0_) * 1e-9);
+    }
+  };
+  for (size_t i = 0; i < std::max<size_t>(1, slices); ++i) {
+    const uint64_t at = start + delta + i * window_ns_ / std::max<size_t>(1, slices);
+    flag_hang(at);
+    SleepUntilNs(at);
+    const auto t = std::chrono::steady_clock::now();
+    const auto [recs, bytes] = SendAll(slices > 0, i);
+    s->send_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    s->records += recs;
+    s->bytes += bytes;
+  }
+  const auto t = std::chrono::steady_clock::now();
+  s->late = !WaitIdle(start + window_ns_ * 19 / 20);
+  s->send_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  flag_hang(start + window_ns_);
+}
+
+std::pair<uint64_t, uint64_t> Simulation::SendAll(bool with_records, size_t step) {
   std::shared_lock<std::shared_mutex> l(model_mu_);
   const int32_t hosts = model_.hosts();
   int threads = o_.threads > 0 ? o_.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -278,7 +322,8 @@ std::pair<uint64_t, uint64_t> Simulation::SendAll(bool with_records) {
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
       for (int32_t h = t; h < hosts; h += threads) {
-        SendHost(h, with_records, now, &recs[static_cast<size_t>(t)], &bytes[static_cast<size_t>(t)]);
+        SendHost(h, with_records, step, now, &recs[static_cast<size_t>(t)],
+                 &bytes[static_cast<size_t>(t)]);
       }
     });
   }
@@ -370,27 +415,11 @@ absl::StatusOr<SimReport> Simulation::Run() {
       std::unique_lock<std::shared_mutex> l(model_mu_);
       model_.RunWindow(w, start + delta);
     }
-    const bool records = !model_.StepEnds(0).empty();
-    const auto [recs, bytes] = SendAll(records);
-    s.records = recs;
-    s.bytes = bytes;
-    if (recs > 0) {
-      record_bytes_ += bytes;
-      steps_with_records_ += model_.StepEnds(0).size();
-    }
     s.build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
-    s.late = !WaitIdle(start + window_ns_ * 9 / 10);
-    s.send_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
-    // The hook's hang watch raises its flag floor_ns after the stuck
-    // collective was issued: the daemons forward it on their next flush.
-    const HangState& h = model_.hang();
-    if (h.active && h.since_ns + floor_ns_ > NowNs() && h.since_ns + floor_ns_ < start + window_ns_) {
-      SleepUntilNs(h.since_ns + floor_ns_ + 100000000ull);
-      SendAll(false);
-      if (o_.progress) {
-        fprintf(stderr, "xpu-sim: +%.2f s: hang watch flags raised on the stuck collective\n",
-                static_cast<double>(NowNs() - t0_) * 1e-9);
-      }
+    SendWindow(start, delta, &s);
+    if (s.records > 0) {
+      record_bytes_ += s.bytes;
+      steps_with_records_ += model_.StepEnds(0).size();
     }
     SleepUntilNs(start + window_ns_ / 2);
     PollDiagnoses();

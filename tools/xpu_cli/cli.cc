@@ -226,6 +226,9 @@ std::string RanksJson(const xpu::v1::RanksReply& r) {
   return json::Dump(json::Json{{"job", r.job()}, {"ranks", std::move(ranks)}}) + "\n";
 }
 
+// `xpu status` lists every daemon up to this many, then sums them up.
+constexpr int kStatusDaemonRows = 50;
+
 std::string StatusTable(const xpu::v1::StatusReply& r) {
   uint64_t now = NowNs();
   std::string out = absl::StrCat("engine   ", r.engine_id(), " (version ", r.version(), ", up ",
@@ -244,13 +247,28 @@ std::string StatusTable(const xpu::v1::StatusReply& r) {
   absl::StrAppend(&out, "caller   ", r.caller(), "\n\n");
   std::vector<std::vector<std::string>> rows = {
       {"DAEMON", "HOST", "CONNECTED", "BATCHES", "RECORDS", "DROPPED", "LAST SEEN"}};
+  // A cluster's worth of daemons is summed up; the table keeps the
+  // disconnected ones and those that lost records (--json lists them all).
+  const bool many = r.daemons_size() > kStatusDaemonRows;
+  int connected = 0, listed = 0;
   for (const auto& d : r.daemons()) {
+    connected += d.connected();
+    if (many && ((d.connected() && d.records_dropped() == 0) || listed >= kStatusDaemonRows))
+      continue;
+    listed++;
     rows.push_back({d.daemon_id(), d.host(), d.connected() ? "yes" : "no",
                     std::to_string(d.batches()), std::to_string(d.records()),
                     std::to_string(d.records_dropped()),
                     FormatAge(d.last_seen_ns(), now) + " ago"});
   }
-  out += r.daemons().empty() ? "no daemons\n" : Table(rows);
+  if (many) {
+    absl::StrAppend(&out, r.daemons_size(), " daemons: ", connected, " connected, ",
+                    r.daemons_size() - connected, " not",
+                    listed ? absl::StrCat("; the first ", listed,
+                                          " disconnected or with lost records:\n")
+                           : " (none lost records; --json lists every daemon)\n");
+  }
+  out += r.daemons().empty() ? "no daemons\n" : (rows.size() > 1 ? Table(rows) : "");
   out += "\n";
   out += r.jobs().empty() ? "no running jobs\n" : Table(JobRows(r.jobs()));
   return out;

@@ -154,6 +154,33 @@ TEST(CliTest, UnreachableEngineExitsWith2) {
   EXPECT_NE(r.err.find(addr), std::string::npos) << r.err;
 }
 
+TEST(CliTest, StatusSumsUpAClusterOfDaemons) {
+  xpu::v1::StatusReply r;
+  for (int i = 0; i < 120; ++i) {
+    xpu::v1::DaemonInfo* d = r.add_daemons();
+    d->set_daemon_id("d" + std::to_string(i));
+    d->set_host("node" + std::to_string(i));
+    d->set_connected(i != 7 && i != 90);
+    d->set_records(1000);
+    if (i == 33) d->set_records_dropped(5);
+  }
+  const std::string t = StatusTable(r);
+  EXPECT_NE(t.find("120 daemons: 118 connected, 2 not; the first 3 disconnected or with lost "
+                   "records:"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("node7 "), std::string::npos) << t;
+  EXPECT_NE(t.find("node33 "), std::string::npos) << t;
+  EXPECT_NE(t.find("node90 "), std::string::npos) << t;
+  EXPECT_EQ(t.find("node8 "), std::string::npos) << t;  // connected, nothing lost
+  // A few daemons: every one listed, no sum.
+  xpu::v1::StatusReply few;
+  *few.add_daemons() = r.daemons(8);
+  const std::string f = StatusTable(few);
+  EXPECT_NE(f.find("node8 "), std::string::npos) << f;
+  EXPECT_EQ(f.find("daemons:"), std::string::npos) << f;
+}
+
 TEST(CliTest, JsonRendering) {
   xpu::v1::RanksReply rr;
   rr.set_job("j\"1");
