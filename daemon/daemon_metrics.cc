@@ -78,6 +78,11 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
                          "Failed attempts to connect to the engine", MetricType::Counter)
                       .Add(D(e.connect_failures))
                       .f);
+    out.push_back(Family("xpu_daemon_engine_redirects_total",
+                         "Streams moved to the engine replica that serves a job",
+                         MetricType::Counter)
+                      .Add(D(e.redirects))
+                      .f);
     out.push_back(Family("xpu_daemon_engine_batches_total", "Batches to the engine, by result",
                          MetricType::Counter)
                       .Add(D(e.batches_sent), {{"result", "sent"}})

@@ -10,6 +10,9 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
 #include "common/rpc/address.h"
@@ -72,9 +75,22 @@ bool HasPayload(const xpu::v1::Batch& b) {
 // address, and a plaintext stream to it would carry the token and records.
 bool IsLoopbackTarget(const std::string& target) { return rpc::IsLoopback(target); }
 
+std::vector<std::string> SplitEngineTargets(const std::string& target) {
+  if (absl::StartsWith(target, "ipv4:") || absl::StartsWith(target, "ipv6:")) return {target};
+  std::vector<std::string> out;
+  for (absl::string_view part : absl::StrSplit(target, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (!part.empty()) out.emplace_back(part);
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(
     const EngineClientOptions& options, CommandHandler* handler, StateProvider* state) {
+  const std::vector<std::string> targets = SplitEngineTargets(options.target);
+  if (targets.empty()) return absl::InvalidArgumentError("--engine names no engine");
   std::shared_ptr<grpc::ChannelCredentials> creds;
+  bool plaintext = false;
   if (!options.tls_ca_file.empty() || !options.tls_cert_file.empty() ||
       !options.tls_key_file.empty()) {
     if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
@@ -95,20 +111,30 @@ absl::StatusOr<std::unique_ptr<EngineClient>> EngineClient::Create(
       ssl.pem_private_key = *key;
     }
     creds = grpc::SslCredentials(ssl);
-  } else if (IsLoopbackTarget(options.target) || options.insecure) {
-    creds = grpc::InsecureChannelCredentials();
   } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("refusing plaintext to non-loopback engine ", options.target,
-                     ": give --tls-ca (and --tls-cert/--tls-key) or --insecure"));
+    for (const std::string& t : targets) {
+      if (!IsLoopbackTarget(t) && !options.insecure) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("refusing plaintext to non-loopback engine ", t,
+                         ": give --tls-ca (and --tls-cert/--tls-key) or --insecure"));
+      }
+    }
+    creds = grpc::InsecureChannelCredentials();
+    plaintext = true;
   }
-  return std::unique_ptr<EngineClient>(new EngineClient(options, std::move(creds), handler, state));
+  return std::unique_ptr<EngineClient>(
+      new EngineClient(options, std::move(creds), plaintext, handler, state));
 }
 
 EngineClient::EngineClient(const EngineClientOptions& options,
-                           std::shared_ptr<grpc::ChannelCredentials> creds, CommandHandler* handler,
-                           StateProvider* state)
-    : options_(options), creds_(std::move(creds)), handler_(handler), state_(state) {}
+                           std::shared_ptr<grpc::ChannelCredentials> creds, bool plaintext,
+                           CommandHandler* handler, StateProvider* state)
+    : options_(options),
+      targets_(SplitEngineTargets(options.target)),
+      plaintext_(plaintext),
+      creds_(std::move(creds)),
+      handler_(handler),
+      state_(state) {}
 
 EngineClient::~EngineClient() { Stop(); }
 
@@ -202,6 +228,22 @@ void EngineClient::HandleAck(const xpu::v1::BatchAck& ack) {
   cv_.notify_all();
 }
 
+void EngineClient::HandleRedirect(const xpu::v1::JobRedirect& r) {
+  // The engine ends the stream after this; the next connection goes there.
+  if (r.address().empty()) return;
+  if (plaintext_ && !options_.insecure && !IsLoopbackTarget(r.address())) {
+    Log()->error("engine redirects job {} to {} without TLS, which is not loopback; not "
+                 "followed (give --tls-ca or --insecure)",
+                 r.job(), r.address());
+    return;
+  }
+  Log()->info("job {} is served by engine replica {} at {}: moving there", r.job(),
+              r.replica_id(), r.address());
+  std::lock_guard<std::mutex> lock(mu_);
+  redirect_ = r.address();
+  ++stats_.redirects;
+}
+
 void EngineClient::EnforceBudgetLocked(std::vector<Loss>* losses) {
   // Written but unacknowledged batches first: the engine has them; keeping
   // them only guards against its crash.
@@ -246,28 +288,63 @@ void EngineClient::PrepareForSend(xpu::v1::Batch* batch) {
   batch->set_records_dropped(stats_.records_dropped);
 }
 
+std::string EngineClient::NextTarget(bool* from_redirect) {
+  *from_redirect = !redirect_.empty();
+  if (*from_redirect) {
+    std::string t = std::move(redirect_);
+    redirect_.clear();
+    return t;
+  }
+  return targets_[next_target_ % targets_.size()];
+}
+
 void EngineClient::Run() {
   uint64_t backoff_ms = options_.backoff_initial_ms;
+  size_t failed_in_round = 0;   // failed attempts at the list's engines since a handshake
+  int redirect_streak = 0;      // redirects since a stream that was not redirected
   for (;;) {
+    std::string target;
+    bool from_redirect = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!running_) return;
+      target = NextTarget(&from_redirect);
     }
-    const bool handshook = RunConnection();
+    const bool handshook = RunConnection(target);
     std::unique_lock<std::mutex> lock(mu_);
     stats_.connected = false;
     if (!running_) return;
+    const bool redirected = !redirect_.empty();
+    uint64_t wait_ms = backoff_ms;
     if (handshook) {
       backoff_ms = options_.backoff_initial_ms;
+      failed_in_round = 0;
+      wait_ms = backoff_ms;
+      if (!redirected) redirect_streak = 0;
     } else {
       ++stats_.connect_failures;
+      if (!from_redirect) {
+        ++failed_in_round;
+        next_target_ = (next_target_ + 1) % targets_.size();
+      }
     }
-    cv_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return !running_; });
-    if (!handshook) backoff_ms = std::min(backoff_ms * 2, options_.backoff_max_ms);
+    if (redirected || from_redirect || (!handshook && failed_in_round < targets_.size())) {
+      // Toward the replica that serves the job, or to an engine of the list
+      // not tried since the last handshake: soon, slower while redirects go
+      // round (an owner that is gone keeps its lease a little longer).
+      wait_ms = std::min<uint64_t>({100ull << std::min(redirect_streak, 5),
+                                    options_.backoff_max_ms, 2000});
+      if (redirected) ++redirect_streak;
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return !running_; });
+    if (!handshook && failed_in_round >= targets_.size()) {
+      backoff_ms = std::min(backoff_ms * 2, options_.backoff_max_ms);
+      failed_in_round = 0;
+    }
   }
 }
 
-bool EngineClient::RunConnection() {
+bool EngineClient::RunConnection(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(-1);
   args.SetMaxReceiveMessageSize(64 << 20);
@@ -275,13 +352,14 @@ bool EngineClient::RunConnection() {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   // A fresh channel per attempt: our backoff, not the channel's, paces retries.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(options_.target, creds_, args);
+  auto channel = grpc::CreateCustomChannel(target, creds_, args);
   auto stub = xpu::v1::Ingest::NewStub(channel);
   grpc::ClientContext ctx;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!running_) return false;
     current_ctx_ = &ctx;
+    stats_.target = target;
     acked_ = accepted_ = broken_ = false;
     // Whatever the previous engine did not acknowledge goes again, first.
     stats_.batches_resent += unacked_.size();
@@ -301,14 +379,14 @@ bool EngineClient::RunConnection() {
     std::lock_guard<std::mutex> lock(mu_);
     current_ctx_ = nullptr;
     if (!st.ok() && running_) {
-      Log()->warn("engine stream to {} ended: {} {}", options_.target,
+      Log()->warn("engine stream to {} ended: {} {}", target,
                   static_cast<int>(st.error_code()), st.error_message());
     }
     return handshook;
   };
-  if (!Handshake(stream.get())) return finish();
+  if (!Handshake(stream.get(), target)) return finish();
   handshook = true;
-  Log()->info("connected to engine {}", options_.target);
+  Log()->info("connected to engine {}", target);
   if (!Resync(stream.get())) return finish();
   SendUntilBroken(stream.get());
   return finish();
@@ -332,6 +410,8 @@ void EngineClient::ReadStream(Stream* stream) {
     } else if (msg.has_batch_ack()) {
       HandleAck(msg.batch_ack());
       continue;
+    } else if (msg.has_redirect()) {
+      HandleRedirect(msg.redirect());
     } else if (msg.has_command()) {
       // Long commands answer later (the reply joins the queue then); the
       // reader goes straight back to the stream.
@@ -357,7 +437,7 @@ void EngineClient::ReadStream(Stream* stream) {
   cv_.notify_all();
 }
 
-bool EngineClient::Handshake(Stream* stream) {
+bool EngineClient::Handshake(Stream* stream, const std::string& target) {
   xpu::v1::DaemonMessage hello_msg;
   auto* hello = hello_msg.mutable_hello();
   hello->set_protocol_version(1);
@@ -368,8 +448,7 @@ bool EngineClient::Handshake(Stream* stream) {
   if (!options_.token.empty()) {
     hello->set_token(options_.token);
   } else if (absl::StatusOr<std::string> local = rpc::FetchLocalIdentity(
-                 options_.target,
-                 static_cast<int>(std::min<uint64_t>(options_.ack_timeout_ms, 2000)));
+                 target, static_cast<int>(std::min<uint64_t>(options_.ack_timeout_ms, 2000)));
              local.ok()) {
     // An engine on this host names our uid itself (its identity socket); a
     // new token for every connection, since a restarted engine knows none.

@@ -26,6 +26,16 @@
 // merged into the next batch. Reconnects back off exponentially
 // (0.5 s → 10 s).
 //
+// Engine replicas (docs/deploy.md): `target` may list several engines,
+// comma-separated ("a:7441,b:7441"). The client holds one stream at a time:
+// to the first that answers, then, when it fails, to the next in the list
+// (a full round of failures backs off). An engine replica that does not
+// serve this daemon's job answers with a JobRedirect to the one that does;
+// the client connects there next, and the unacknowledged batches go there
+// like after any reconnect, so the loss accounting above is unchanged. A
+// redirect to a plaintext non-loopback address is refused like such a
+// --engine would be.
+//
 // Threads: a writer thread (connects, writes) and, per connection, a reader
 // thread. Enqueue/stats/Stop are thread-safe.
 #ifndef XPU_DAEMON_ENGINE_CLIENT_H_
@@ -51,6 +61,8 @@
 namespace xpu::daemon {
 
 struct EngineClientOptions {
+  // One engine, or several replicas comma-separated; gRPC's own address
+  // lists ("ipv4:a,b", "ipv6:...") are one target.
   std::string target = "127.0.0.1:7441";
   std::string daemon_id;
   std::string host;
@@ -74,6 +86,8 @@ struct EngineClientStats {
   bool connected = false;
   uint64_t connects = 0;  // successful handshakes
   uint64_t connect_failures = 0;
+  uint64_t redirects = 0;  // JobRedirects followed
+  std::string target;      // the engine of the current (or last) stream
   uint64_t batches_sent = 0;
   uint64_t batches_dropped = 0;
   uint64_t records_dropped = 0;
@@ -90,6 +104,9 @@ struct EngineClientStats {
 // True for targets that stay on this host: unix: sockets, and hosts whose
 // every resolved address is loopback (common/rpc/address.h).
 bool IsLoopbackTarget(const std::string& target);
+// The engines of --engine: comma-separated, blanks trimmed, empty parts
+// dropped; a gRPC address list (ipv4:/ipv6: scheme) stays one target.
+std::vector<std::string> SplitEngineTargets(const std::string& target);
 
 class EngineClient {
  public:
@@ -109,17 +126,19 @@ class EngineClient {
 
  private:
   EngineClient(const EngineClientOptions& options, std::shared_ptr<grpc::ChannelCredentials> creds,
-               CommandHandler* handler, StateProvider* state);
+               bool plaintext, CommandHandler* handler, StateProvider* state);
   void Run();
   using Stream = grpc::ClientReaderWriter<xpu::v1::DaemonMessage, xpu::v1::EngineMessage>;
   // One connection's lifetime; returns true if the handshake succeeded.
-  bool RunConnection();
+  bool RunConnection(const std::string& target);
+  // The engine to try next: a redirect's, else the list's current one.
+  std::string NextTarget(bool* from_redirect);  // needs mu_
   // Steps of a connection. ReadStream runs on its own thread until the
   // stream breaks: acks, and commands whose replies it queues.
   void ReadStream(Stream* stream);
   void QueueReply(xpu::v1::CommandReply reply);  // takes mu_, wakes the sender
   // Hello, then waits for the engine's ack; true when accepted.
-  bool Handshake(Stream* stream);
+  bool Handshake(Stream* stream, const std::string& target);
   // Identity and full signature tables (the engine may have restarted);
   // false when the write failed.
   bool Resync(Stream* stream);
@@ -137,11 +156,15 @@ class EngineClient {
   void PrepareForSend(xpu::v1::Batch* batch);  // needs mu_
   // BatchAck: forgets what it covers and settles it in the rings.
   void HandleAck(const xpu::v1::BatchAck& ack);
+  // JobRedirect: the next connection goes to that replica.
+  void HandleRedirect(const xpu::v1::JobRedirect& r);
   void ReportLosses(const std::vector<Loss>& losses);
   // Remembers the identity and signatures of the processes in `batch`.
   void NoteDefinitionsLocked(const xpu::v1::Batch& batch);
 
   const EngineClientOptions options_;
+  const std::vector<std::string> targets_;  // SplitEngineTargets(options_.target)
+  const bool plaintext_;                    // no TLS: only loopback unless insecure
   const std::shared_ptr<grpc::ChannelCredentials> creds_;
   CommandHandler* const handler_;
   StateProvider* const state_;
@@ -158,6 +181,8 @@ class EngineClient {
   // here (what a restarted engine must be told before those records).
   std::map<uint64_t, xpu::v1::ProcessBatch> definitions_;
   grpc::ClientContext* current_ctx_ = nullptr;
+  size_t next_target_ = 0;  // index into targets_
+  std::string redirect_;    // address of the last JobRedirect, until used
   // Handshake state of the current connection.
   bool acked_ = false;
   bool accepted_ = false;

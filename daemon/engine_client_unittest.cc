@@ -91,6 +91,67 @@ TEST(EngineClientTest, LoopbackRule) {
   EXPECT_FALSE(EngineClient::Create(o, nullptr, nullptr).ok());
 }
 
+TEST(EngineClientTest, SeveralEnginesAreOneCommaSeparatedList) {
+  EXPECT_EQ(SplitEngineTargets("a:1"), std::vector<std::string>{"a:1"});
+  EXPECT_EQ(SplitEngineTargets(" a:1 , b:2,,"), (std::vector<std::string>{"a:1", "b:2"}));
+  EXPECT_EQ(SplitEngineTargets("ipv4:127.0.0.1:1,127.0.0.1:2"),
+            std::vector<std::string>{"ipv4:127.0.0.1:1,127.0.0.1:2"})
+      << "gRPC's own address list stays one target";
+  EXPECT_TRUE(SplitEngineTargets(" , ").empty());
+  EngineClientOptions o = ClientOptions(1);
+  o.target = ",";
+  EXPECT_FALSE(EngineClient::Create(o, nullptr, nullptr).ok());
+  o.target = "127.0.0.1:1,10.0.0.1:7441";
+  auto c = EngineClient::Create(o, nullptr, nullptr);
+  ASSERT_FALSE(c.ok()) << "plaintext to any non-loopback engine of the list is refused";
+  EXPECT_NE(c.status().message().find("10.0.0.1"), std::string::npos) << c.status();
+}
+
+// Engine replicas: the first engine of the list is gone, the next answers;
+// a replica that does not serve the job redirects the daemon to the one that
+// does, and everything unacknowledged goes there.
+TEST(EngineClientTest, NextEngineOfTheListAndRedirectsCarryTheUnacknowledged) {
+  FakeEngine owner;
+  FakeEngine other;
+  other.service.With([&](FakeIngest& s) {
+    s.redirect_to_ = "127.0.0.1:" + std::to_string(owner.port());
+    return 0;
+  });
+  int dead_port = 0;
+  {
+    FakeEngine gone;
+    dead_port = gone.port();
+  }
+  Node node;
+  EngineClientOptions o = ClientOptions(dead_port);
+  o.target = "127.0.0.1:" + std::to_string(dead_port) + ",127.0.0.1:" + std::to_string(other.port());
+  auto client =
+      std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
+  size_t produced = 0;
+  for (int i = 0; i < 3; ++i) {
+    for (auto& b : node.Produce(100, node.sig_a)) {
+      produced += RecordsOf(b);
+      client->Enqueue(std::move(b));
+    }
+  }
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] {
+    return owner.service.With([&](FakeIngest& s) {
+      size_t n = 0;
+      for (const auto& b : s.batches_) n += RecordsOf(b);
+      return n == produced;
+    });
+  })) << "every record reaches the replica that serves the job";
+  const EngineClientStats st = client->stats();
+  EXPECT_GE(st.redirects, 1u);
+  EXPECT_GE(st.connect_failures, 1u) << "the dead engine was tried";
+  EXPECT_EQ(st.target, "127.0.0.1:" + std::to_string(owner.port()));
+  EXPECT_TRUE(st.connected);
+  EXPECT_GE(other.service.With([](FakeIngest& s) { return s.redirected_; }), 1);
+  EXPECT_TRUE(other.service.With([](FakeIngest& s) { return s.batches_.empty(); }));
+  client->Stop();
+}
+
 TEST(EngineClientTest, HelloResyncAndBatchesArriveWithTheRightCounts) {
   FakeEngine engine;
   Node node;

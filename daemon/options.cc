@@ -19,8 +19,11 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
                  "$XDG_RUNTIME_DIR/xpu/daemon.sock, else /run/xpu/daemon.sock (root), else "
                  "/tmp/xpu-<uid>/daemon.sock.")
       ->type_name("PATH");
-  app.add_option("--engine", o->engine, "Engine address (gRPC Ingest service).")
-      ->type_name("HOST:PORT");
+  app.add_option("--engine", o->engine,
+                 "Engine address (gRPC Ingest service). Engine replicas sharing PostgreSQL: "
+                 "their addresses, comma-separated; the daemon uses the first that answers and "
+                 "follows its redirects (docs/deploy.md).")
+      ->type_name("HOST:PORT[,...]");
   app.add_flag("--no-engine", o->no_engine,
                "Do not connect to an engine: only drain rings and keep history.");
   app.add_option("--token-file", o->token_file, "File holding the engine token (else $XPU_TOKEN).")

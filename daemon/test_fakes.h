@@ -119,6 +119,19 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
     stream->Write(ack);
     while (stream->Read(&m)) {
       std::lock_guard<std::mutex> lock(mu_);
+      if (m.has_batch() && !redirect_to_.empty()) {
+        // Another engine replica serves the job: tell the daemon, end.
+        xpu::v1::EngineMessage r;
+        r.mutable_redirect()->set_job(m.batch().processes_size() > 0
+                                          ? m.batch().processes(0).identity().job()
+                                          : "");
+        r.mutable_redirect()->set_replica_id("other");
+        r.mutable_redirect()->set_address(redirect_to_);
+        stream->Write(r);
+        ++redirected_;
+        stream_ = nullptr;
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "served by another replica");
+      }
       if (m.has_batch()) batches_.push_back(m.batch());
       if (m.has_reply()) replies_.push_back(m.reply());
       if (m.has_heartbeat()) ++heartbeats_;
@@ -140,6 +153,8 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
     return f(*this);
   }
   std::string expected_token_ = "secret";
+  std::string redirect_to_;  // non-empty: every batch gets a JobRedirect there
+  int redirected_ = 0;
   std::vector<xpu::v1::DaemonHello> hellos_;
   std::vector<xpu::v1::Batch> batches_;
   std::vector<xpu::v1::CommandReply> replies_;

@@ -8,6 +8,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/base/clock.h"
 #include "common/base/status_macros.h"
 #include "common/cli/flags.h"
 #include "common/logging/logging.h"
@@ -185,8 +186,33 @@ absl::Status ReadReceivers(const EngineOptions& o, HttpAuth* alertmanager, HttpA
 
 }  // namespace
 
+void Engine::StartNotifier(const EngineOptions& o, const HttpAuth& am_auth,
+                           const HttpAuth& webhook_auth) {
+  if (o.alertmanager_url.empty() && o.webhook_url.empty()) return;
+  AlertNotifierOptions no;
+  no.alertmanager_url = o.alertmanager_url;
+  no.webhook_url = o.webhook_url;
+  no.alertmanager_auth = am_auth;
+  no.webhook_auth = webhook_auth;
+  no.ca_file = o.alert_tls_ca;
+  no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
+  no.links = AlertLinks{o.grafana_url, o.docs_url};
+  if (!o.replica_id.empty()) {
+    // What the webhook delivered, for a replica that takes a job over.
+    no.on_webhook_delivered = [store = store_.get()](const std::vector<DeliveredEvent>& ev) {
+      for (const DeliveredEvent& d : ev) {
+        store->EnqueueAlertDelivery(history::AlertDelivery{d.job, d.kind, d.subject,
+                                                           d.first_seen_ns, d.status,
+                                                           RealtimeNs()});
+      }
+    };
+  }
+  notifier_ = std::make_unique<AlertNotifier>(no, metrics_.registry());
+}
+
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Clock clock) {
   XPU_RETURN_IF_ERROR(ValidateSecurity(o));
+  XPU_RETURN_IF_ERROR(CheckReplicaOptions(o));
   // Slowdown-detector thresholds and notification URLs are checked before
   // anything starts, so that a bad flag is a plain error.
   auto config = std::make_shared<DetectorConfig>();
@@ -237,17 +263,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       e->metrics_.registry(), e->metrics_.series(), [p = e.get()](const std::string& job) {
         return p->metrics_.LabelsOf(job)[kJobNameLabel];
       });
-  if (!o.alertmanager_url.empty() || !o.webhook_url.empty()) {
-    AlertNotifierOptions no;
-    no.alertmanager_url = o.alertmanager_url;
-    no.webhook_url = o.webhook_url;
-    no.alertmanager_auth = am_auth;
-    no.webhook_auth = webhook_auth;
-    no.ca_file = o.alert_tls_ca;
-    no.alert_ttl_s = std::max(300.0, 5 * o.window_s);
-    no.links = AlertLinks{o.grafana_url, o.docs_url};
-    e->notifier_ = std::make_unique<AlertNotifier>(no, e->metrics_.registry());
-  }
+  e->StartNotifier(o, am_auth, webhook_auth);
 
   if (o.metrics_addr != "off" && !o.metrics_addr.empty()) {
     XPU_RETURN_IF_ERROR(e->metrics_.Serve(o.metrics_addr));
@@ -255,9 +271,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
 
   e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, *e->authorizer_,
                                                e->engine_id_, e->store_.get(), LimitsFrom(o));
+  if (!o.replica_id.empty()) {
+    e->ingest_->SetRouter([p = e.get()](const std::string& job) { return p->Route(job); },
+                          o.replica_id);
+  }
   e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(),
                                              *e->authorizer_, e->engine_id_, flags::Version(),
                                              start_ns);
+  if (!o.replica_id.empty()) {
+    e->query_->SetReplicas(o.replica_id, [p = e.get()] { return p->ListReplicas(); });
+  }
   e->query_->SetCommandSender(
       [ingest = e->ingest_.get()](const std::string& id, xpu::v1::Command c) {
         return ingest->SendCommand(id, std::move(c));
@@ -281,6 +304,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
         absl::StrCat("cannot listen on ", o.listen, " (address in use or not resolvable)"));
   }
   if (absl::Status st = e->StartIdentity(o); !st.ok()) {
+    e->server_->Shutdown();
+    return st;
+  }
+  if (absl::Status st = e->StartReplica(o); !st.ok()) {
     e->server_->Shutdown();
     return st;
   }
@@ -315,6 +342,9 @@ void Engine::Shutdown() {
     TickWindow();
     store_->Flush().IgnoreError();
   }
+  // A clean stop ends the lease: the jobs move to the next replica their
+  // daemons reach, at once.
+  if (ownership_) ownership_->Stop(/*resign=*/exit_status().ok());
   metrics_.StopServing();
 }
 
@@ -361,6 +391,7 @@ void Engine::ApplyMetricsRetention(const JobSummary& s, uint64_t now) {
 std::vector<Diagnosis> Engine::TickWindow() {
   std::lock_guard<std::mutex> tick(tick_mu_);
   const auto tick_start = std::chrono::steady_clock::now();
+  ApplyReplicaChanges();
   registry_.UpdateLiveness();
   const uint64_t now = registry_.Now();
   std::vector<Diagnosis> all;
@@ -437,6 +468,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
   for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {
     busbw_ops_.erase(job);
     metrics_.ForgetJob(job);
+    ReleaseJob(job);
     Log()->info("job {} finished; kept in history only", job);
   }
   // Diagnosis lifecycle: persisting findings keep their first_seen, absent

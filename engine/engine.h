@@ -5,11 +5,20 @@
 // window, runs the detectors, refreshes the gauges and queues the rows for
 // the store. TickWindow() runs the same step on demand (tests).
 //
+// Engine replicas (--replica-id, engine_replica.cc): with a PostgreSQL
+// --db, several engines serve one cluster. Each job is served by the
+// replica that holds its lease (replica/ownership.h); ingest routes every
+// batch through it (a daemon that reaches another replica is redirected).
+// A replica that takes a job over loads the job's rank checkpoints (the
+// registry's seeder) and its active diagnoses with what the webhook already
+// delivered (the tracker), so that nothing is counted or announced twice.
+//
 // Thread-safety: Start/Shutdown from one thread; everything else is safe to
 // call from any thread.
 #ifndef XPU_ENGINE_ENGINE_H_
 #define XPU_ENGINE_ENGINE_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -38,6 +47,7 @@
 #include "engine/profile/profile_monitor.h"
 #include "engine/profile/profile_service.h"
 #include "engine/query_service.h"
+#include "engine/replica/ownership.h"
 #include "engine/state/registry.h"
 #include "engine/window/detector.h"
 #include "engine/window/window_view.h"
@@ -76,6 +86,9 @@ class Engine {
   // watcher).
   void Wait();
   void Shutdown();
+  // Why the engine stopped by itself (another instance took its replica id
+  // over); OK otherwise.
+  absl::Status exit_status();
 
  private:
   Engine(const EngineOptions& o, Clock clock);
@@ -88,6 +101,29 @@ class Engine {
   // The history database (modes, page limit, retry buffer), the jobs it
   // holds, and /healthz and the metrics that tell of its writes.
   absl::Status OpenStore(const EngineOptions& o);
+  // Diagnosis delivery (Alertmanager, webhook); none when neither is set.
+  void StartNotifier(const EngineOptions& o, const HttpAuth& am_auth,
+                     const HttpAuth& webhook_auth);
+
+  // Engine replicas (engine_replica.cc).
+  static absl::Status CheckReplicaOptions(const EngineOptions& o);
+  // Registers the replica's lease and starts serving jobs (after the
+  // server is listening: the advertised address needs its port).
+  absl::Status StartReplica(const EngineOptions& o);
+  // Ingest's router: which replica serves `job` (claims it when free).
+  JobRoute Route(const std::string& job);
+  // Ownership callbacks: a job claimed (load what the tracker continues),
+  // jobs lost to other replicas, this replica id taken over elsewhere.
+  absl::Status TakeOver(const std::string& job);
+  void OnJobsLost(const std::vector<std::string>& jobs);
+  void OnReplaced(const absl::Status& why);
+  // On the window thread, before the tracker runs: applies takeovers and
+  // losses queued by the callbacks above.
+  void ApplyReplicaChanges();
+  // A job retired here: its lease row goes once its last rows are written.
+  void ReleaseJob(const std::string& job);
+  // Every replica of the database (`xpu status`); empty for a lone engine.
+  std::vector<xpu::v1::ReplicaInfo> ListReplicas();
 
   EngineOptions options_;
   std::string engine_id_;
@@ -116,6 +152,17 @@ class Engine {
   int port_ = 0;
   int64_t admin_gid_ = -1;
 
+  std::unique_ptr<replica::Ownership> ownership_;
+  std::atomic<replica::Ownership*> serving_{nullptr};  // null: not (or no longer) serving
+  struct Takeover {
+    std::string job;
+    std::vector<std::pair<Diagnosis, bool>> active;  // with: firing delivered
+    std::vector<ResolvedDiagnosis> resolutions;      // firing delivered, resolution not
+  };
+  std::mutex replica_mu_;
+  std::vector<Takeover> takeovers_;  // guarded by replica_mu_
+  std::set<std::string> lost_;       // guarded by replica_mu_
+
   std::mutex tick_mu_;                                      // one window step at a time
   std::map<std::string, std::set<std::string>> busbw_ops_;  // job -> ops with a series
 
@@ -123,6 +170,7 @@ class Engine {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool stopped_ = false;
+  absl::Status exit_status_;  // guarded by mu_
   std::thread window_thread_;
 };
 

@@ -110,6 +110,27 @@ void AddEngineFlags(CLI::App& app, EngineOptions* o) {
                  "(default: the path docs/ of the sources)")
       ->type_name("URL")
       ->group(kAlerting);
+
+  const std::string kReplicas = "Engine replicas sharing PostgreSQL (docs/deploy.md)";
+  app.add_option("--replica-id", o->replica_id,
+                 "run as one of several engine replicas on the PostgreSQL --db: this replica's "
+                 "name, stable across its restarts. Each job is served by one replica under a "
+                 "lease; daemons that reach another replica are redirected to it, and the jobs "
+                 "of a replica that stops move to the others (default: off, one engine)")
+      ->type_name("ID")
+      ->group(kReplicas);
+  app.add_option("--advertise-addr", o->advertise_addr,
+                 "HOST:PORT where daemons reach this replica when redirected to it (default: "
+                 "--listen; required when --listen is a wildcard address)")
+      ->type_name("ADDR")
+      ->group(kReplicas);
+  app.add_option("--lease-ttl-s", o->lease_ttl_s,
+                 "a replica's jobs may move to another replica this long after it last renewed "
+                 "its lease (renewed every quarter of it; default: half of --window-s, at least "
+                 "1 s)")
+      ->type_name("S")
+      ->check(CLI::NonNegativeNumber)
+      ->group(kReplicas);
 }
 
 void AddSecurityFlags(CLI::App& app, EngineOptions* o) {
@@ -169,7 +190,9 @@ void AddLimitFlags(CLI::App& app, EngineOptions* o) {
       ->transform(flags::UnsignedAtLeast(1))
       ->group(kLimits);
   app.add_option("--max-job-buffer-mb", o->max_job_buffer_mb,
-                 "recent records held for one job (all its ranks, --ring-records each)")
+                 "memory the recent-record rings of one job may hold: a new process is refused "
+                 "once they hold this much (a ring grows with its window's records up to "
+                 "--ring-records and keeps its newest 512 between windows)")
       ->type_name("MB")
       ->transform(flags::UnsignedAtLeast(1))
       ->group(kLimits);

@@ -66,6 +66,12 @@ struct EngineOptions {
   // base of the docs' runbook anchors ("" = the docs/ path of the sources).
   std::string grafana_url;
   std::string docs_url;
+  // Engine replicas sharing one PostgreSQL --db (docs/deploy.md): each job
+  // is served by one replica under a lease in the database. Off while
+  // replica_id is empty.
+  std::string replica_id;
+  std::string advertise_addr;  // where daemons reach this replica; "" = from --listen
+  double lease_ttl_s = 0;      // 0 = half of window_s, at least 1 s
   bool help = false;                 // --help was given (EngineUsage() is the text)
   bool version = false;              // --version was given
 };

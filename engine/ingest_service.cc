@@ -36,7 +36,13 @@ bool StreamWasCancelled(grpc::ServerContext* ctx) {
 logging::RateLimiter g_unknown_sig_log(1, 1000000000ull);
 logging::RateLimiter g_reject_log(1, 1000000000ull);
 
+logging::RateLimiter g_redirect_log(1, 1000000000ull);
+
 }  // namespace
+
+std::string JobIdOf(const xpu::v1::ProcessIdentity& id) {
+  return !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
+}
 
 struct IngestService::Session {
   std::string daemon_id;
@@ -44,6 +50,9 @@ struct IngestService::Session {
   auth::Caller caller;
   // Processes this stream has sent (its cap); only the stream's thread.
   std::set<std::pair<std::string, std::string>> processes;
+  // Jobs this replica serves that the stream has sent (engine replicas);
+  // only the stream's thread.
+  std::set<std::string> served_jobs;
   std::vector<xpu::v1::RejectedProcess> rejected;  // for the next ack; guarded by pending_mu
   Stream_t* stream = nullptr;
   std::mutex write_mu;  // serializes writes on `stream`
@@ -112,6 +121,7 @@ grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream
   xpu::v1::EngineMessage ack;
   ack.mutable_ack()->set_accepted(true);
   ack.mutable_ack()->set_engine_id(engine_id_);
+  ack.mutable_ack()->set_replica_id(replica_id_);
   if (!stream->Write(ack))
     return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed during hello");
   return grpc::Status::OK;
@@ -218,11 +228,15 @@ grpc::Status IngestService::HandleBatch(const std::shared_ptr<Session>& s,
                           absl::StrCat("batch ", batch.batch_seq(), " rejected: ", st.message()));
     }
   }
+  std::set<std::string> foreign;
+  if (router_) {
+    if (grpc::Status st = RouteBatch(s, batch, &foreign); !st.ok()) return st;
+  }
   std::vector<history::RankCheckpoint> checkpoints;
   uint64_t total = 0;
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
     total += pb.records().size() / sizeof(xpu_record_v1);
-    ApplyProcessBatch(*s, pb, &checkpoints);
+    ApplyProcessBatch(*s, pb, foreign, &checkpoints);
   }
   metrics_.AddBatch();
   registry_.DaemonSeen(daemon_id, 1, total, batch.records_dropped());
@@ -301,14 +315,88 @@ void IngestService::ApplyAdmitted(Session& s, JobState& job, const xpu::v1::Proc
   checkpoints->push_back(std::move(c));
 }
 
+bool IngestService::JobRunning(const std::string& job) const {
+  std::shared_ptr<JobState> j = registry_.FindJob(job);
+  if (!j) return false;
+  std::lock_guard<std::mutex> l(j->mu());
+  return j->StateName() != "finished";
+}
+
+void IngestService::SetRouter(JobRouter router, std::string replica_id) {
+  router_ = std::move(router);
+  replica_id_ = std::move(replica_id);
+}
+
+grpc::Status IngestService::RouteBatch(const std::shared_ptr<Session>& s,
+                                       const xpu::v1::Batch& batch,
+                                       std::set<std::string>* foreign) {
+  std::map<std::string, JobRoute> routes;
+  bool here = false;
+  for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
+    const xpu::v1::ProcessIdentity& id = pb.identity();
+    // Processes the credential does not cover are refused below, unrouted:
+    // routing claims the job.
+    if (!s->caller.all_jobs && static_cast<int64_t>(id.uid()) != s->caller.uid) continue;
+    const std::string job = JobIdOf(id);
+    if (routes.count(job)) continue;  // every batch: a job may have moved meanwhile
+    JobRoute r = router_(job);
+    if (r.kind == JobRoute::kUnavailable) {
+      if (g_redirect_log.Allow())
+        Log()->warn("daemon {}: batch {} not taken: {}", s->daemon_id, batch.batch_seq(), r.error);
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, r.error);
+    }
+    if (r.kind == JobRoute::kHere) here = true;
+    routes.emplace(job, std::move(r));
+  }
+  // The stream stays with a job it sends here while that job runs; one
+  // that moved away or finished no longer holds it.
+  for (auto it = s->served_jobs.begin(); it != s->served_jobs.end() && !here;) {
+    auto r = routes.find(*it);
+    const bool moved = r != routes.end() ? r->second.kind != JobRoute::kHere
+                                         : router_(*it).kind != JobRoute::kHere;
+    if (moved || !JobRunning(*it)) {
+      it = s->served_jobs.erase(it);
+    } else {
+      here = true;
+    }
+  }
+  for (auto& [job, r] : routes) {
+    if (r.kind == JobRoute::kHere) {
+      s->served_jobs.insert(job);
+    } else if (here) {
+      foreign->insert(job);  // this stream stays with the jobs served here
+    } else {
+      xpu::v1::EngineMessage m;
+      m.mutable_redirect()->set_job(job);
+      m.mutable_redirect()->set_replica_id(r.replica_id);
+      m.mutable_redirect()->set_address(r.address);
+      metrics_.AddRedirect();
+      if (g_redirect_log.Allow()) {
+        Log()->info("daemon {}: job {} is served by replica {} at {}: redirected", s->daemon_id,
+                    job, r.replica_id, r.address);
+      }
+      std::lock_guard<std::mutex> l(s->write_mu);
+      if (s->stream != nullptr) s->stream->Write(m);
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("job ", job, " is served by engine replica ", r.replica_id,
+                                       " at ", r.address));
+    }
+  }
+  return grpc::Status::OK;
+}
+
 void IngestService::ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& pb,
+                                      const std::set<std::string>& foreign,
                                       std::vector<history::RankCheckpoint>* checkpoints) {
   const uint64_t now = registry_.Now();
   const xpu::v1::ProcessIdentity& id = pb.identity();
-  const std::string job_id =
-      !id.job().empty() ? id.job() : absl::StrCat("pid-", id.pid(), "@", id.host());
+  const std::string job_id = JobIdOf(id);
   if (!s.caller.all_jobs && static_cast<int64_t>(id.uid()) != s.caller.uid) {
     Reject(s, pb, job_id, "uid_not_covered");  // a user's daemon sends its user's processes
+    return;
+  }
+  if (foreign.count(job_id)) {
+    Reject(s, pb, job_id, "served_elsewhere");  // another replica serves the job
     return;
   }
   std::shared_ptr<JobState> job = registry_.GetOrCreateJob(job_id, id.job_name(), limits_.max_jobs);

@@ -27,6 +27,17 @@
 // engine resumes each rank from its checkpoint, so records never
 // acknowledged are sent again and none is counted twice.
 //
+// Engine replicas (docs/deploy.md, "Engine replicas sharing PostgreSQL"):
+// with a router (SetRouter), the jobs of each batch are routed before any
+// of it is applied. A job served by another replica gets the daemon a
+// JobRedirect to that replica and the stream ends, unless the stream
+// sends a running job this replica serves (in this batch or before): then
+// only the foreign job's processes are refused (reason served_elsewhere,
+// counted lost by the daemon), since one stream cannot follow both. A job
+// whose owner cannot be known now (database unreachable) ends the stream
+// with UNAVAILABLE; the daemon sends the batch again later. Nothing of a
+// refused or redirected batch is applied or acknowledged.
+//
 // Hot path: per ProcessBatch one registry lookup and one job lock; records
 // are memcpy'd out of the blob into a per-thread buffer and applied in bulk.
 // No per-record protobuf objects, no per-record logging.
@@ -41,10 +52,12 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,6 +72,20 @@
 #include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::engine {
+
+// Which engine replica serves a job (engine replicas sharing a database).
+struct JobRoute {
+  enum Kind { kHere, kElsewhere, kUnavailable };
+  Kind kind = kHere;
+  std::string replica_id;  // kElsewhere: the owner
+  std::string address;     // kElsewhere: where daemons reach it
+  std::string error;       // kUnavailable: why
+};
+using JobRouter = std::function<JobRoute(const std::string& job)>;
+
+// The job id of a process: its job, or "pid-PID@HOST" for a process started
+// outside a job.
+std::string JobIdOf(const xpu::v1::ProcessIdentity& id);
 
 // Caps on what one stream or job may make the engine hold.
 struct IngestLimits {
@@ -83,6 +110,10 @@ class IngestService final : public xpu::v1::Ingest::Service {
   // ends first. command_id is assigned when 0.
   CommandFuture SendCommand(const std::string& daemon_id, xpu::v1::Command cmd);
 
+  // Engine replicas: routes every job before its records are applied.
+  // Call before the server starts.
+  void SetRouter(JobRouter router, std::string replica_id);
+
   // Ends every pending command (shutdown).
   void FailAllPending(const absl::Status& why);
   // Fails commands whose deadline passed (Command.deadline_ms, default
@@ -101,6 +132,7 @@ class IngestService final : public xpu::v1::Ingest::Service {
   // holds job->mu().
   std::string Admit(Session& s, const JobState& job, const xpu::v1::ProcessIdentity& id) const;
   void ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& pb,
+                         const std::set<std::string>& foreign,
                          std::vector<history::RankCheckpoint>* checkpoints);
   // The records, signatures and counters of an admitted process; its
   // checkpoint. Caller holds job.mu().
@@ -114,6 +146,12 @@ class IngestService final : public xpu::v1::Ingest::Service {
   void Acknowledge(const std::shared_ptr<Session>& s, uint64_t batch_seq,
                    std::vector<history::RankCheckpoint> checkpoints);
   void HandleReply(Session& s, const xpu::v1::CommandReply& reply);
+  // Routes the batch's jobs (SetRouter): OK with the jobs this stream must
+  // refuse in `foreign`, or the status that ends the stream (a redirect was
+  // sent, or the owner is unknown now).
+  grpc::Status RouteBatch(const std::shared_ptr<Session>& s, const xpu::v1::Batch& batch,
+                          std::set<std::string>* foreign);
+  bool JobRunning(const std::string& job) const;  // live here and not finished
 
   Registry& registry_;
   Metrics& metrics_;
@@ -121,6 +159,8 @@ class IngestService final : public xpu::v1::Ingest::Service {
   const std::string engine_id_;
   history::Store* const store_;
   const IngestLimits limits_;
+  JobRouter router_;  // null: every job is served here
+  std::string replica_id_;
   std::atomic<uint64_t> next_command_id_{1};
   std::mutex sessions_mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;

@@ -371,6 +371,28 @@ TEST_F(IngestTest, CapsRefuseAndCountTheExcess) {
   EXPECT_EQ(RankRecords("jobB", "rank:2"), 0u);
 }
 
+// The job buffer counts what the rings hold, not their capacity: with room
+// for less than one full ring (2 MiB at 65,536 records), ranks holding a few
+// records each are admitted (a job of 100k ranks once stopped at 32,768 of
+// 64 GiB); once the rings really hold the budget, new processes are refused.
+TEST_F(IngestTest, JobBufferCountsWhatTheRingsHold) {
+  EngineOptions o = TestOptions();
+  o.ring_records = 65536;
+  o.max_job_buffer_mb = 1;
+  StartEngine(o);
+  FakeDaemon d(engine_->port(), "d");
+  ASSERT_TRUE(d.Hello());
+  for (int r = 0; r < 8; ++r) ASSERT_TRUE(d.Send(RankBatch("jb", r, 10, true, r + 1)));
+  ASSERT_TRUE(d.Send(RankBatch("jb", 8, 40000, true, 9)));   // 1.28 MB of ring
+  ASSERT_TRUE(d.Send(RankBatch("jb", 9, 10, true, 10)));     // over the budget
+  ASSERT_TRUE(d.Finish().ok());
+  ASSERT_TRUE(WaitFor([&] { return engine_->metrics().RejectedTotal() >= 1; }));
+  EXPECT_EQ(engine_->metrics().Rejected("job_buffer"), 1);
+  EXPECT_EQ(RankRecords("jb", "rank:7"), 10u);
+  EXPECT_EQ(RankRecords("jb", "rank:8"), 40000u);
+  EXPECT_EQ(RankRecords("jb", "rank:9"), 0u);
+}
+
 TEST_F(IngestTest, RefusesNonLoopbackWithoutProtection) {
   EngineOptions o = TestOptions();
   o.listen = "0.0.0.0:0";

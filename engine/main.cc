@@ -1,5 +1,6 @@
 // xpu-engine: parses flags, starts the Engine, waits for SIGINT/SIGTERM.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <thread>
@@ -46,6 +47,12 @@ int main(int argc, char** argv) {
     (*engine)->Shutdown();
   });
   (*engine)->Wait();
+  const absl::Status exit = (*engine)->exit_status();
+  if (!exit.ok()) kill(getpid(), SIGTERM);  // stopped by itself: wake the watcher
   watcher.join();
+  if (!exit.ok()) {
+    std::fprintf(stderr, "xpu-engine: %s\n", std::string(exit.message()).c_str());
+    return 1;
+  }
   return 0;
 }

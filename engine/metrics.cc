@@ -56,6 +56,8 @@ Metrics::Metrics()
       rejected_records_(Build(prometheus::BuildCounter(), *registry_,
                               "xpu_ingest_rejected_records_total",
                               "Records of processes ingest refused (caps, ownership), by reason")),
+      redirects_(Build(prometheus::BuildCounter(), *registry_, "xpu_ingest_redirects_total",
+                       "Daemon streams sent to the engine replica that serves their job")),
       db_failures_(Build(prometheus::BuildCounter(), *registry_, "xpu_db_write_failures_total",
                          "History database transactions that failed (rows kept, retried)")),
       db_dropped_(Build(prometheus::BuildCounter(), *registry_, "xpu_db_rows_dropped_total",
@@ -76,6 +78,7 @@ Metrics::Metrics()
   batches_.Add({});
   daemons_.Add({});
   for (const char* reason : kRejectReasons) rejected_.Add({{"reason", reason}});
+  redirects_.Add({});
   window_step_all_ = &window_step_.Add({}, StepBuckets());
 }
 
@@ -127,6 +130,7 @@ void Metrics::AddBatch() { batches_.Add({}).Increment(); }
 void Metrics::AddRejected(std::string_view reason) {
   rejected_.Add({{"reason", std::string(reason)}}).Increment();
 }
+void Metrics::AddRedirect() { redirects_.Add({}).Increment(); }
 void Metrics::AddSkippedRecords(const std::string& job, std::string_view reason, uint64_t n) {
   prometheus::Labels l = LabelsOf(job);
   l["reason"] = std::string(reason);

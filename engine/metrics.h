@@ -67,6 +67,8 @@ class Metrics {
   void AddIngestedRecords(const std::string& job, uint64_t n);
   void AddBatch();
   void AddRejected(std::string_view reason);
+  // A daemon stream sent to the engine replica that serves its job.
+  void AddRedirect();
   void AddSkippedRecords(const std::string& job, std::string_view reason, uint64_t n);
   // Records lost before reaching analysis, by LossReason name.
   void AddDropped(const std::string& job, std::string_view reason, uint64_t n);
@@ -121,6 +123,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& window_step_;
   prometheus::Histogram* window_step_all_ = nullptr;
   prometheus::Family<prometheus::Counter>& rejected_records_;
+  prometheus::Family<prometheus::Counter>& redirects_;
   prometheus::Family<prometheus::Counter>& db_failures_;
   prometheus::Family<prometheus::Counter>& db_dropped_;
   prometheus::Family<prometheus::Gauge>& db_pending_;

@@ -91,6 +91,10 @@ grpc::Status QueryService::Status(grpc::ServerContext* ctx, const xpu::v1::Statu
   FillLost(lost, reply->mutable_lost());
   reply->set_records_total(records);
   reply->set_rejected_total(static_cast<uint64_t>(metrics_.RejectedTotal()));
+  reply->set_replica_id(replica_id_);
+  if (list_replicas_) {
+    for (xpu::v1::ReplicaInfo& r : list_replicas_()) *reply->add_replicas() = std::move(r);
+  }
   return grpc::Status::OK;
 }
 

@@ -42,6 +42,13 @@ class QueryService final : public xpu::v1::Query::Service {
                             grpc::ServerWriter<xpu::v1::TimelineDumpMessage>* writer) override;
   // How TimelineDump reaches the daemons; set once by the engine before serving.
   void SetCommandSender(CommandSender send) { send_ = std::move(send); }
+  // Engine replicas: this replica's id and the replicas of its database
+  // (StatusReply.replica_id, .replicas); set once before serving.
+  using ReplicaLister = std::function<std::vector<xpu::v1::ReplicaInfo>()>;
+  void SetReplicas(std::string replica_id, ReplicaLister list) {
+    replica_id_ = std::move(replica_id);
+    list_replicas_ = std::move(list);
+  }
 
  private:
   Registry& registry_;
@@ -52,6 +59,8 @@ class QueryService final : public xpu::v1::Query::Service {
   const std::string engine_id_;
   const std::string version_;
   const uint64_t start_ns_;
+  std::string replica_id_;
+  ReplicaLister list_replicas_;  // empty: a lone engine
 };
 
 }  // namespace xpu::engine

@@ -5,6 +5,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/json/json.h"
@@ -66,7 +67,8 @@ json::Json Alert(const Diagnosis& d, uint64_t starts_ns, uint64_t ends_ns, const
 
 json::Json Event(const char* status, const Diagnosis& d, uint64_t resolved_ns,
                  const AlertLinks& l) {
-  json::Json e = {{"status", status},
+  json::Json e = {{"id", WebhookEventId(d, status)},
+          {"status", status},
           {"job", d.job},
           {"kind", d.kind},
           {"subject", d.subject},
@@ -122,6 +124,32 @@ std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double 
   return json::Dump(alerts);
 }
 
+std::string WebhookEventId(const Diagnosis& d, std::string_view status) {
+  // FNV-1a over the fields that name the event, separated by 0x1f.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::string_view s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0x1f) * 1099511628211ull;
+  };
+  mix(d.job);
+  mix(d.kind);
+  mix(d.subject);
+  mix(std::to_string(d.first_seen_ns));
+  mix(status);
+  return absl::StrFormat("%016x", h);
+}
+
+std::vector<DeliveredEvent> WebhookEvents(const TrackerUpdate& u) {
+  std::vector<DeliveredEvent> out;
+  auto add = [&](const Diagnosis& d, const char* status) {
+    out.push_back(DeliveredEvent{d.job, d.kind, d.subject, d.first_seen_ns, status});
+  };
+  for (const Diagnosis& d : u.opened) add(d, "firing");
+  for (const ResolvedDiagnosis& r : u.resolved) add(r.diagnosis, "resolved");
+  for (const ResolvedDiagnosis& r : u.ended) add(r.diagnosis, "ended_with_job");
+  return out;
+}
+
 std::string WebhookPayload(const TrackerUpdate& u, const AlertLinks& links) {
   json::Json events = json::Json::array();
   for (const Diagnosis& d : u.opened) events.push_back(Event("firing", d, 0, links));
@@ -165,7 +193,8 @@ void AlertNotifier::Publish(const TrackerUpdate& u, uint64_t now_ns) {
                          &o_.alertmanager_auth});
   }
   if (!o_.webhook_url.empty() && (!u.opened.empty() || ends)) {
-    posts.push_back(Post{"webhook", o_.webhook_url, WebhookPayload(u, o_.links), &o_.webhook_auth});
+    posts.push_back(Post{"webhook", o_.webhook_url, WebhookPayload(u, o_.links), &o_.webhook_auth,
+                         WebhookEvents(u)});
   }
   if (posts.empty()) return;
   {
@@ -204,6 +233,7 @@ void AlertNotifier::Loop() {
     const bool ok = r.ok() && r->status >= 200 && r->status < 300;
     posts_.Add({{"target", p.target}, {"result", ok ? "ok" : "error"}}).Increment();
     (ok ? ok_ : failed_)++;
+    if (ok && !p.events.empty() && o_.on_webhook_delivered) o_.on_webhook_delivered(p.events);
     if (!ok && std::chrono::steady_clock::now() - last_log > std::chrono::seconds(60)) {
       last_log = std::chrono::steady_clock::now();
       Log()->warn("posting diagnoses to {} ({}) failed: {}", p.target, p.url,

@@ -10,6 +10,11 @@
 //    that time, which Alertmanager treats as resolved.
 //  * a generic JSON webhook: one POST per window with changes,
 //    {"source":"xpu-engine","events":[{"status":"firing"|"resolved", ...}]}.
+//    Each event has an "id", the same for every delivery of one event (an
+//    episode's firing, resolution or end: job, kind, subject, first_seen_ns,
+//    status), so that a receiver can drop a repeat. With engine replicas a
+//    repeat happens only when a replica stops between delivering an event
+//    and recording the delivery (on_webhook_delivered): at least once.
 //
 // Delivery runs on the notifier's own thread so the window thread never
 // blocks on the network; the queue is bounded (oldest payload dropped and
@@ -24,9 +29,12 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "engine/alerting/diagnosis_tracker.h"
 #include "engine/alerting/http_client.h"
@@ -42,6 +50,15 @@ struct AlertLinks {
   std::string docs_url;     // base of docs/; "" = the relative path "docs"
 };
 
+// A webhook event that reached its receiver (HTTP 2xx).
+struct DeliveredEvent {
+  std::string job;
+  std::string kind;
+  std::string subject;
+  uint64_t first_seen_ns = 0;
+  std::string status;  // "firing", "resolved", "ended_with_job"
+};
+
 struct AlertNotifierOptions {
   std::string alertmanager_url;  // base, e.g. http://127.0.0.1:9093 ("" = off)
   std::string webhook_url;       // full URL ("" = off)
@@ -52,6 +69,9 @@ struct AlertNotifierOptions {
   int timeout_ms = 5000;
   size_t max_queue = 64;
   AlertLinks links;
+  // Called on the notifier's thread after each webhook POST that succeeded,
+  // with its events (the engine records them for its replicas).
+  std::function<void(const std::vector<DeliveredEvent>&)> on_webhook_delivered;
 };
 
 // Payload builders, exposed for tests.
@@ -61,6 +81,10 @@ std::string Rfc3339(uint64_t ns);
 std::string AlertmanagerPayload(const TrackerUpdate& u, uint64_t now_ns, double ttl_s,
                                 const AlertLinks& links = {});
 std::string WebhookPayload(const TrackerUpdate& u, const AlertLinks& links = {});
+// The events of WebhookPayload(u), in its order.
+std::vector<DeliveredEvent> WebhookEvents(const TrackerUpdate& u);
+// The webhook event id of `d`'s firing, resolution or end (16 hex digits).
+std::string WebhookEventId(const Diagnosis& d, std::string_view status);
 // The links of a diagnosis.
 std::string ReportCommand(const Diagnosis& d);
 std::string RunbookUrl(const std::string& kind, const AlertLinks& l);
@@ -83,6 +107,7 @@ class AlertNotifier {
     std::string url;
     std::string body;
     const HttpAuth* auth;  // points into o_
+    std::vector<DeliveredEvent> events;  // webhook: what it delivers
   };
   void Loop();
 

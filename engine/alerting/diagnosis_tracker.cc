@@ -15,6 +15,8 @@ TrackerUpdate DiagnosisTracker::Update(std::vector<Diagnosis>* reported,
                                        const std::set<std::string>& jobs_alive, uint64_t now_ns,
                                        const std::set<std::string>& jobs_finished) {
   TrackerUpdate u;
+  u.opened.swap(seeded_open_);
+  u.resolved.swap(seeded_resolved_);
   std::set<std::string> seen;
   // Several reports of one key in a window (should not happen) collapse to
   // the last one.
@@ -55,6 +57,30 @@ TrackerUpdate DiagnosisTracker::Update(std::vector<Diagnosis>* reported,
     }
   }
   return u;
+}
+
+void DiagnosisTracker::Seed(const Diagnosis& d, bool firing_delivered, int grace_windows) {
+  const std::string key = Key(d);
+  if (active_.count(key)) return;
+  active_.emplace(key, Entry{d, -std::max(0, grace_windows)});
+  if (!firing_delivered) seeded_open_.push_back(d);
+}
+
+void DiagnosisTracker::SeedResolved(const ResolvedDiagnosis& r) {
+  seeded_resolved_.push_back(r);
+}
+
+void DiagnosisTracker::Forget(const std::string& job) {
+  for (auto it = active_.begin(); it != active_.end();) {
+    it = it->second.d.job == job ? active_.erase(it) : std::next(it);
+  }
+  auto gone = [&](const Diagnosis& d) { return d.job == job; };
+  seeded_open_.erase(std::remove_if(seeded_open_.begin(), seeded_open_.end(), gone),
+                     seeded_open_.end());
+  seeded_resolved_.erase(
+      std::remove_if(seeded_resolved_.begin(), seeded_resolved_.end(),
+                     [&](const ResolvedDiagnosis& r) { return gone(r.diagnosis); }),
+      seeded_resolved_.end());
 }
 
 }  // namespace xpu::engine

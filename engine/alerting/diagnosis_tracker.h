@@ -6,6 +6,13 @@
 // resolved: it ends with the job (TrackerUpdate::ended), so that history
 // keeps it as the state the job ended in (`xpu report` on a finished job).
 //
+// Engine replicas: a replica that takes a job over seeds the job's active
+// diagnoses from the database (Seed), so that their episodes go on with
+// their first_seen_ns and are not opened again; one whose firing was never
+// delivered, and a resolution never delivered, are announced by the next
+// Update. A job that moved to another replica is forgotten (Forget)
+// without resolving anything.
+//
 // Thread-safety: none; owned by the engine and used on the window thread.
 #ifndef XPU_ENGINE_ALERTING_DIAGNOSIS_TRACKER_H_
 #define XPU_ENGINE_ALERTING_DIAGNOSIS_TRACKER_H_
@@ -49,6 +56,17 @@ class DiagnosisTracker {
                        const std::set<std::string>& jobs_finished = {});
   size_t active_count() const { return active_.size(); }
 
+  // An active diagnosis loaded from the database. Unless its firing was
+  // delivered it is listed in `opened` of the next Update. It resolves only
+  // after `grace_windows` more windows than usual without a report: the
+  // windows around a takeover hold only part of the job's records.
+  void Seed(const Diagnosis& d, bool firing_delivered, int grace_windows = 0);
+  // A resolution loaded from the database whose delivery is not recorded:
+  // listed in `resolved` of the next Update.
+  void SeedResolved(const ResolvedDiagnosis& r);
+  // Drops the job's diagnoses silently (the job moved to another replica).
+  void Forget(const std::string& job);
+
  private:
   struct Entry {
     Diagnosis d;
@@ -57,6 +75,8 @@ class DiagnosisTracker {
   static std::string Key(const Diagnosis& d);
   int resolve_after_;
   std::map<std::string, Entry> active_;
+  std::vector<Diagnosis> seeded_open_;              // announced by the next Update
+  std::vector<ResolvedDiagnosis> seeded_resolved_;  // likewise
 };
 
 }  // namespace xpu::engine

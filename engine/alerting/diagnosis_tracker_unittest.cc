@@ -83,6 +83,62 @@ TEST(DiagnosisTrackerTest, ResolveAfterSeveralWindowsAndRetiredJobs) {
   EXPECT_EQ(u.resolved.size(), 1u);
 }
 
+// Engine replicas: a job taken over goes on with the diagnoses the previous
+// owner had, announcing only what the webhook had not got.
+TEST(DiagnosisTrackerTest, SeededDiagnosesContinueTheirEpisode) {
+  DiagnosisTracker t(1);
+  const Diagnosis fired = D("j", "slow_gpu", "rank:3", 100);
+  const Diagnosis undelivered = D("j", "slow_link", "comm:1", 200);
+  t.Seed(fired, /*firing_delivered=*/true);
+  t.Seed(undelivered, /*firing_delivered=*/false);
+  std::vector<Diagnosis> r = {D("j", "slow_gpu", "rank:3", 900), D("j", "slow_link", "comm:1", 900)};
+  TrackerUpdate u = t.Update(&r, {"j"}, {"j"}, 1000);
+  ASSERT_EQ(u.opened.size(), 1u) << "only the firing never delivered is announced";
+  EXPECT_EQ(u.opened[0].kind, "slow_link");
+  EXPECT_EQ(r[0].first_seen_ns, 100u) << "the episode keeps its first_seen";
+  EXPECT_EQ(r[1].first_seen_ns, 200u);
+  EXPECT_EQ(u.active.size(), 2u);
+  r = {D("j", "slow_gpu", "rank:3", 1900), D("j", "slow_link", "comm:1", 1900)};
+  EXPECT_TRUE(t.Update(&r, {"j"}, {"j"}, 2000).opened.empty());
+}
+
+TEST(DiagnosisTrackerTest, SeededDiagnosesGetGraceWindowsAndForgetIsSilent) {
+  DiagnosisTracker t(1);
+  t.Seed(D("j", "slow_gpu", "rank:3", 100), true, /*grace_windows=*/2);
+  t.SeedResolved(ResolvedDiagnosis{D("j", "gc", "rank:1", 50), 90});
+  std::vector<Diagnosis> none;
+  TrackerUpdate u = t.Update(&none, {"j"}, {"j"}, 1000);
+  ASSERT_EQ(u.resolved.size(), 1u) << "an undelivered resolution is announced";
+  EXPECT_EQ(u.resolved[0].diagnosis.kind, "gc");
+  EXPECT_EQ(u.active.size(), 1u) << "grace window 1";
+  EXPECT_TRUE(t.Update(&none, {"j"}, {"j"}, 2000).resolved.empty()) << "grace window 2";
+  EXPECT_EQ(t.Update(&none, {"j"}, {"j"}, 3000).resolved.size(), 1u);
+
+  t.Seed(D("k", "slow_gpu", "rank:0", 100), false);
+  t.Forget("k");  // moved to another replica: no resolution, no announcement
+  u = t.Update(&none, {}, {}, 4000);
+  EXPECT_TRUE(u.opened.empty());
+  EXPECT_TRUE(u.resolved.empty());
+  EXPECT_EQ(t.active_count(), 0u);
+}
+
+TEST(AlertPayloadTest, WebhookEventsCarryAStableId) {
+  TrackerUpdate u;
+  u.opened.push_back(D("j", "slow_gpu", "rank:3", 100));
+  u.resolved.push_back(ResolvedDiagnosis{D("j", "slow_link", "comm:1", 200), 300});
+  const std::vector<DeliveredEvent> ev = WebhookEvents(u);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].status, "firing");
+  EXPECT_EQ(ev[0].first_seen_ns, 100u);
+  EXPECT_EQ(ev[1].status, "resolved");
+  const std::string id = WebhookEventId(u.opened[0], "firing");
+  EXPECT_EQ(id.size(), 16u);
+  EXPECT_EQ(id, WebhookEventId(D("j", "slow_gpu", "rank:3", 100), "firing")) << "stable";
+  EXPECT_NE(id, WebhookEventId(D("j", "slow_gpu", "rank:3", 101), "firing")) << "per episode";
+  EXPECT_NE(id, WebhookEventId(u.opened[0], "resolved"));
+  EXPECT_TRUE(absl::StrContains(WebhookPayload(u), absl::StrCat(R"("id":")", id, R"(")")));
+}
+
 TEST(AlertPayloadTest, AlertmanagerAndWebhookBodies) {
   TrackerUpdate u;
   u.active.push_back(D("j", "slow_gpu", "rank:3", 1700000000000000000ull));

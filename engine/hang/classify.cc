@@ -49,18 +49,49 @@ std::string WhereIs(const RankEvidence& r) {
   return t != nullptr ? Innermost(*t, 4) : "no stacks";
 }
 
+// Rank sets are sorted vectors (Sorted), looked up by binary search: a
+// verdict over 100k ranks stays linear-logarithmic.
+std::vector<int32_t> Sorted(std::vector<int32_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+bool Contains(const std::vector<int32_t>& sorted_set, int32_t rank) {
+  return std::binary_search(sorted_set.begin(), sorted_set.end(), rank);
+}
+
 void SetCulprits(const std::vector<RankEvidence>& all, const std::vector<int32_t>& culprits,
                  Verdict* v) {
-  v->culprits = culprits;
-  std::sort(v->culprits.begin(), v->culprits.end());
+  v->culprits = Sorted(culprits);
   std::set<std::string> hosts;
   for (const RankEvidence& r : all) {
-    if (std::find(culprits.begin(), culprits.end(), r.rank) != culprits.end()) hosts.insert(r.host);
+    if (Contains(v->culprits, r.rank)) hosts.insert(r.host);
   }
   v->hosts.assign(hosts.begin(), hosts.end());
 }
 
-std::string Ranks(const std::vector<int32_t>& r) { return CompressRanks(r); }
+// Rank lists in reasons and detail lines: the first kListedRuns runs
+// ("0-3068,3072-7304,..."), then how many ranks were left out; the
+// verdict's culprits stay complete.
+constexpr size_t kListedRuns = 64;
+
+std::string Ranks(const std::vector<int32_t>& r) {
+  const std::string all = CompressRanks(r);
+  size_t cut = 0;
+  for (size_t runs = 0; runs < kListedRuns; ++runs) {
+    cut = all.find(',', cut + (runs > 0 ? 1 : 0));
+    if (cut == std::string::npos) return all;
+  }
+  std::vector<int32_t> s = Sorted(r);
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+  const std::string listed = all.substr(0, cut);
+  // Ranks within the listed runs: up to the last listed one.
+  const size_t dash = listed.find_last_of(",-");
+  const int32_t last = std::stoi(listed.substr(dash == std::string::npos ? 0 : dash + 1));
+  const size_t left = static_cast<size_t>(s.end() - std::upper_bound(s.begin(), s.end(), last));
+  return listed + ",... (" + std::to_string(s.size()) + " ranks; " + std::to_string(left) +
+         " not listed)";
+}
 
 // The collective a communicator is stuck on: the smallest outstanding seq.
 struct CommView {
@@ -309,20 +340,26 @@ RankStates StatesOf(const std::vector<RankEvidence>& ranks) {
       s.idle.push_back(r.rank);
     }
   }
+  for (auto* v : {&s.waiting, &s.dead, &s.stopped, &s.dstate, &s.idle}) *v = Sorted(std::move(*v));
   return s;
 }
 
-bool Contains(const std::vector<int32_t>& set, int32_t rank) {
-  return std::find(set.begin(), set.end(), rank) != set.end();
-}
+// One detail line per rank of `set` (sorted), the first kDescribed of them:
+// host, pid, process state and where it is.
+constexpr size_t kDescribed = 32;
 
-// One detail line per rank of `set`: host, pid, process state and where it is.
 void DescribeRanks(const std::vector<RankEvidence>& ranks, const std::vector<int32_t>& set,
                    Verdict* v) {
+  size_t n = 0;
   for (const RankEvidence& r : ranks) {
     if (!Contains(set, r.rank)) continue;
+    if (++n > kDescribed) continue;
     v->details.push_back("rank " + std::to_string(r.rank) + " (" + r.host + " pid " +
                          std::to_string(r.pid) + "): " + r.proc_state + ", at " + WhereIs(r));
+  }
+  if (n > kDescribed) {
+    v->details.push_back("(" + std::to_string(n - kDescribed) + " more rank(s) not described: " +
+                         std::to_string(kDescribed) + " are)");
   }
 }
 
@@ -347,6 +384,7 @@ bool ClassifyStopped(const std::vector<RankEvidence>& ranks, const RankStates& s
   if (s.stopped.empty() && s.dstate.empty()) return false;
   std::vector<int32_t> bad = s.stopped;
   bad.insert(bad.end(), s.dstate.begin(), s.dstate.end());
+  bad = Sorted(std::move(bad));
   v->cls = HangClass::kNonCommunication;
   v->team = "operations";
   SetCulprits(ranks, bad, v);
@@ -521,6 +559,45 @@ bool ClassifySequences(const std::vector<RankEvidence>& ranks,
   return false;
 }
 
+// Every member the engine holds waits inside the stuck collective, but the
+// communicator has more members than that (processes the engine refused,
+// e.g. for its job buffer, or never heard from): the hang is among those,
+// and "all inside" would be wrong. Named by communicator rank (which job
+// ranks they are is not known without them); non-communication as far as
+// the engine can tell, for operations (the missing processes, their
+// daemons, the engine's limits).
+bool AbsentMembers(const std::vector<RankEvidence>& ranks, uint64_t comm_id,
+                   const CommView& view, Verdict* v) {
+  int32_t nranks = 0;
+  std::vector<int32_t> held;
+  for (const auto& [rank, c] : view.by_rank) {
+    nranks = std::max(nranks, c->comm_nranks);
+    if (c->comm_rank >= 0) held.push_back(c->comm_rank);
+  }
+  held = Sorted(std::move(held));
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  if (nranks <= static_cast<int32_t>(view.by_rank.size())) return false;
+  std::vector<int32_t> absent;
+  for (int32_t i = 0; i < nranks; ++i) {
+    if (!Contains(held, i)) absent.push_back(i);
+  }
+  v->cls = HangClass::kNonCommunication;
+  v->team = "operations";
+  v->comm_id = comm_id;
+  v->stuck_seq = view.stuck_seq;
+  SetCulprits(ranks, {}, v);
+  const CommState* any = view.by_rank.begin()->second;
+  v->reason = "the " + std::to_string(view.by_rank.size()) + " rank(s) the engine holds of " +
+              std::to_string(nranks) + " in communicator " + std::to_string(comm_id) +
+              " wait inside " + OpName(any->pending_kind) + " seq " +
+              std::to_string(view.stuck_seq) + "; its other " +
+              std::to_string(nranks - static_cast<int32_t>(view.by_rank.size())) +
+              " member(s) (communicator ranks " + Ranks(absent) +
+              ") are not held by the engine (refused, see xpu_ingest_rejected_total, or never "
+              "reported): the hang is among them";
+  return true;
+}
+
 // 6. Communication: every member is inside the same collective; the ranks'
 // intra-kernel ring progress locates the link where it stops, if it can.
 bool ClassifyStuckInside(const std::vector<RankEvidence>& ranks,
@@ -530,6 +607,7 @@ bool ClassifyStuckInside(const std::vector<RankEvidence>& ranks,
     bool all_in = !view.by_rank.empty();
     for (const auto& [rank, c] : view.by_rank) all_in = all_in && c->pending_seq == view.stuck_seq;
     if (!all_in) continue;
+    if (AbsentMembers(ranks, comm_id, view, v)) return true;
     v->cls = HangClass::kCommunication;
     v->team = "infrastructure";  // operations once the ring progress locates the link
     v->comm_id = comm_id;
@@ -565,15 +643,34 @@ bool ClassifyStuckInside(const std::vector<RankEvidence>& ranks,
   return false;
 }
 
+// Whether `r` waits in a collective issued after its overdue kernel that a
+// member of the communicator never issued: then the missing peer explains
+// the wait, and the kernel (whose completion mark may sit behind the
+// collective) is not named stuck.
+bool WaitsForMissingPeer(const RankEvidence& r, const std::map<uint64_t, CommView>& comms) {
+  for (const CommState& c : r.comms) {
+    if (c.pending_seq == 0 || c.pending_since_ns < r.overdue.since_ns) continue;
+    auto it = comms.find(c.comm_id);
+    if (it == comms.end()) continue;
+    for (const auto& [rank, m] : it->second.by_rank) {
+      if (m->last_issued < c.pending_seq) return true;
+    }
+  }
+  return false;
+}
+
 // 3. A GPU kernel (not a collective) that never completes, on ranks whose
-// every other outstanding op is younger: what the rank waits for.
-bool ClassifyStuckKernel(const std::vector<RankEvidence>& ranks, const ClassifyContext& context,
+// every other outstanding op is younger and that do not wait for a peer
+// that never issued their collective: what the rank waits for.
+bool ClassifyStuckKernel(const std::vector<RankEvidence>& ranks,
+                         const std::map<uint64_t, CommView>& comms, const ClassifyContext& context,
                          Verdict* v) {
   std::vector<int32_t> stuck;
   for (const RankEvidence& r : ranks) {
-    if (!Dead(r) && HasStuckKernel(r)) stuck.push_back(r.rank);
+    if (!Dead(r) && HasStuckKernel(r) && !WaitsForMissingPeer(r, comms)) stuck.push_back(r.rank);
   }
   if (stuck.empty()) return false;
+  stuck = Sorted(std::move(stuck));
   v->cls = HangClass::kNonCommunication;
   v->team = "operations";
   SetCulprits(ranks, stuck, v);
@@ -608,6 +705,7 @@ bool ClassifyOutside(const std::vector<RankEvidence>& ranks, const RankStates& s
     data_loading = data_loading || site.kind == StallSite::Kind::kDataLoading;
     by_site[site.summary].push_back(r.rank);
   }
+  stalled = Sorted(std::move(stalled));
   if (stalled.empty() && !busy.empty()) {
     // Nobody is stuck: a rank inside a long host interval (a checkpoint
     // save) is the only reason for the pause.
@@ -629,9 +727,12 @@ bool ClassifyOutside(const std::vector<RankEvidence>& ranks, const RankStates& s
   v->team = "algorithm";
   SetCulprits(ranks, stalled, v);
   std::string where;
+  size_t places = 0;
   for (const auto& [summary, rs] : by_site) {
+    if (++places > 8) continue;
     where += (where.empty() ? "" : "; ") + ("rank(s) " + Ranks(rs) + " " + summary);
   }
+  if (places > 8) where += "; and " + std::to_string(places - 8) + " more place(s)";
   v->reason = "no rank waits in a collective and rank(s) " + Ranks(stalled) +
               " make no progress" + (data_loading ? " (data loading)" : "") + ": " + where;
   DescribeRanks(ranks, stalled, v);
@@ -643,6 +744,8 @@ bool ClassifyOutside(const std::vector<RankEvidence>& ranks, const RankStates& s
 bool ClassifyFromStacks(const std::vector<RankEvidence>& ranks, Verdict* v) {
   std::vector<int32_t> in_comm, not_comm;
   for (const RankEvidence& r : ranks) (InCommunication(r) ? in_comm : not_comm).push_back(r.rank);
+  in_comm = Sorted(std::move(in_comm));
+  not_comm = Sorted(std::move(not_comm));
   if (!in_comm.empty() && !not_comm.empty()) {
     v->cls = HangClass::kNonCommunication;
     v->team = "algorithm";
@@ -669,11 +772,11 @@ bool ClassifyFromStacks(const std::vector<RankEvidence>& ranks, Verdict* v) {
 Verdict Classify(const std::vector<RankEvidence>& ranks, const ClassifyContext& context) {
   Verdict v;
   const RankStates states = StatesOf(ranks);
+  const std::map<uint64_t, CommView> comms = Communicators(ranks);
   if (ClassifyCrash(ranks, states, &v) || ClassifyStopped(ranks, states, &v) ||
-      ClassifyStuckKernel(ranks, context, &v) || ClassifyBusyWait(ranks, states, &v)) {
+      ClassifyStuckKernel(ranks, comms, context, &v) || ClassifyBusyWait(ranks, states, &v)) {
     return v;
   }
-  const std::map<uint64_t, CommView> comms = Communicators(ranks);
   if (ClassifySequences(ranks, comms, context, &v) || ClassifyStuckInside(ranks, comms, &v) ||
       ClassifyOutside(ranks, states, context, &v) || ClassifyFromStacks(ranks, &v)) {
     return v;

@@ -12,7 +12,11 @@
 //                    collective) far beyond its usual duration: the kernel
 //                    never completes (a faulty GPU or driver, or a kernel
 //                    that does not terminate), named with its stream:
-//                    non-communication, operations;
+//                    non-communication, operations. Not a kernel whose
+//                    rank is inside a collective issued after it, or waits
+//                    in one that a peer never issued: its completion mark
+//                    may be queued behind the collective, and the hang is
+//                    about the collective (rules 5 to 7);
 //  4. busy-wait      the ranks not in the collective are inside an open
 //                    host interval such as a checkpoint save, or still make
 //                    progress (evaluation on one rank), while the others

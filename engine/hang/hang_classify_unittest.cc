@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/hang/classify.h"
+#include "engine/hang/stall_site.h"
 #include "xpu/record.h"
 
 namespace xpu::engine::hang {
@@ -254,6 +255,75 @@ TEST(ClassifyTest, AKernelThatNeverCompletesIsNamedWithItsStream) {
   ranks[0].overdue.kind = XPU_OP_ALLREDUCE;
   ranks[0].overdue.comm_id = kComm;
   EXPECT_NE(Classify(ranks, ctx).team, "operations");
+}
+
+// The catalogue's python2 on the GPU-less runtime: rank 1 sits in Python
+// before collective seq 31; rank 0 issued its GEMMs, then seq 31, and waits
+// in it. The hook cannot mark the last GEMMs complete (their completion mark
+// is queued behind the collective), so rank 0's overdue op is a GEMM issued
+// before the collective. Not a stuck kernel: the hang is rank 1's.
+std::vector<RankEvidence> GemmMarkBehindCollective() {
+  auto ranks = Waiting(2);
+  for (RankEvidence& e : ranks) {
+    e.comms[0].last_completed = 30;
+    e.comms[0].last_issued = 31;
+    e.comms[0].pending_seq = 31;
+    e.comms[0].pending_since_ns = 100500000000;
+  }
+  ranks[0].overdue.set = true;
+  ranks[0].overdue.kind = XPU_OP_GEMM;
+  ranks[0].overdue.seq = 152;
+  ranks[0].overdue.stream = 0;
+  ranks[0].overdue.name = "cublasSgemm_v2";
+  ranks[0].overdue.since_ns = 100000000000;  // before the collective
+  ranks[0].python.push_back(Stack({"<module> (py_model.py)", "main (py_model.py)",
+                                   "train_step (py_model.py)"}));
+  Idle(ranks[1], "clock_nanosleep");
+  ranks[1].comms[0].last_issued = 30;
+  ranks[1].python.push_back(Stack({"<module> (py_model.py)", "main (py_model.py)",
+                                   "load_next_batch (py_model.py)"}));
+  return ranks;
+}
+
+TEST(ClassifyTest, AKernelWhoseCompletionMarkIsQueuedBehindACollectiveIsNotStuck) {
+  ClassifyContext ctx;
+  ctx.now_ns = 109000000000;
+  // Rank 1 never issued the collective rank 0 waits in.
+  auto ranks = GemmMarkBehindCollective();
+  Verdict v = Classify(ranks, ctx);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication) << v.reason;
+  EXPECT_EQ(v.team, "algorithm") << v.reason;
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({1})) << v.reason;
+  EXPECT_NE(v.reason.find("rank 1 stuck in Python at"), std::string::npos) << v.reason;
+  EXPECT_EQ(v.reason.find("never completes"), std::string::npos) << v.reason;
+
+  // Rank 0 is inside the collective's kernel (ring counters: arrived 31):
+  // the GPU ran past the GEMM, whoever the peers are.
+  ranks = GemmMarkBehindCollective();
+  KernelProgress k;
+  k.channel = "fake-nccl-shm:0";
+  k.seq = 31;
+  k.completed_seq = 30;
+  ranks[0].kernel.push_back(k);
+  EXPECT_FALSE(HasStuckKernel(ranks[0]));
+}
+
+TEST(ClassifyTest, AKernelThatHoldsBackACollectiveEveryPeerIssuedIsStuck) {
+  // Rank 0's GEMM never completes and its collective (issued after it, on
+  // the same stream) cannot start: every peer issued it and waits in it.
+  ClassifyContext ctx;
+  ctx.now_ns = 109000000000;
+  auto ranks = GemmMarkBehindCollective();
+  ranks[1] = Waiting(2)[1];
+  ranks[1].comms[0] = ranks[0].comms[0];
+  ranks[1].comms[0].comm_rank = 1;
+  Verdict v = Classify(ranks, ctx);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication) << v.reason;
+  EXPECT_EQ(v.team, "operations") << v.reason;
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({0})) << v.reason;
+  EXPECT_NE(v.reason.find("GPU kernel cublasSgemm_v2 (#152 on stream 0) never completes"),
+            std::string::npos)
+      << v.reason;
 }
 
 TEST(ClassifyTest, BusyRanksAreNotFaults) {

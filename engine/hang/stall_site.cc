@@ -74,15 +74,36 @@ std::string MainThreadState(const RankEvidence& r) {
   return r.threads.substr(0, end);
 }
 
+namespace {
+
+bool IsOverdueKernel(const RankEvidence& r) {
+  return r.overdue.set && r.overdue.comm_id == 0 && r.overdue.kind != XPU_OP_NONE &&
+         !xpu_op_is_collective(static_cast<uint16_t>(r.overdue.kind)) &&
+         r.overdue.kind <= XPU_OP_MEMCPY;
+}
+
+bool EnteredLaterCollective(const RankEvidence& r) {
+  for (const CommState& c : r.comms) {
+    if (c.pending_seq == 0 || c.pending_since_ns < r.overdue.since_ns) continue;
+    for (const KernelProgress& k : r.kernel) {
+      if (k.seq == c.pending_seq && k.completed_seq < k.seq) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 bool HasStuckKernel(const RankEvidence& r) {
-  if (!r.overdue.set || r.overdue.comm_id != 0 || r.overdue.kind == XPU_OP_NONE ||
-      xpu_op_is_collective(static_cast<uint16_t>(r.overdue.kind)) || r.overdue.kind > XPU_OP_MEMCPY)
-    return false;
+  if (!IsOverdueKernel(r)) return false;
   for (const CommState& c : r.comms) {
     if (c.pending_seq != 0 && c.pending_since_ns != 0 && c.pending_since_ns < r.overdue.since_ns)
       return false;  // an older collective holds the rank: not the kernel's doing
   }
-  return true;
+  // Inside the kernel of a collective issued after it: the GPU ran past the
+  // kernel (the collective's stream waited for the work before it); only
+  // the completion mark that would say so is queued behind the collective.
+  return !EnteredLaterCollective(r);
 }
 
 StallSite WhereStalled(const RankEvidence& r, uint64_t now_ns) {

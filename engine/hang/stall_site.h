@@ -28,9 +28,15 @@ const char* StallKindName(StallSite::Kind k);
 // `now_ns` (host clock) ages the overdue op; 0 leaves the age out.
 StallSite WhereStalled(const RankEvidence& r, uint64_t now_ns);
 
-// A GPU kernel that is overdue on the rank and is not a collective, with no
-// collective outstanding for longer (the kernel is what everything else on
-// the rank waits for).
+// A GPU kernel that is overdue on the rank and is the one running on its
+// stream: not a collective, no collective outstanding for longer (an op
+// queued behind an incomplete collective waits for it), and the rank is not
+// inside the kernel of a collective issued after it (the GPU ran past the
+// kernel: the hook's mark of its completion is what waits, behind the
+// collective). Classify also drops a kernel issued before a collective that
+// a peer never issued (classify.cc: the missing peer explains the wait, and
+// from the rank's own evidence the kernel cannot be told from one whose
+// completion mark waits behind the collective).
 bool HasStuckKernel(const RankEvidence& r);
 
 // Frames of loading data: torch's DataLoader and its workers' queues,

@@ -210,7 +210,9 @@ void JobState::NoteSignature(const ProcessState& p, const SignatureInfo& s) {
 
 void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, uint64_t now_ns) {
   if (n == 0) return;
+  const size_t slots = p.ring.allocated();
   p.ring.Append(r, n);
+  ring_allocated_bytes_ += (p.ring.allocated() - slots) * sizeof(xpu_record_v1);  // grows only
   p.records += n;
   p.window_records += n;
   records_ += n;
@@ -326,7 +328,11 @@ void JobState::UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns) {
 }
 
 void JobState::TrimRings(size_t keep) {
-  for (auto& [key, p] : processes_) p->ring.Trim(keep);
+  ring_allocated_bytes_ = 0;
+  for (auto& [key, p] : processes_) {
+    p->ring.Trim(keep);
+    ring_allocated_bytes_ += p->ring.allocated() * sizeof(xpu_record_v1);
+  }
 }
 
 size_t JobState::Alive() const {

@@ -10,6 +10,7 @@
 #ifndef XPU_ENGINE_STATE_JOB_STATE_H_
 #define XPU_ENGINE_STATE_JOB_STATE_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -206,11 +207,19 @@ class JobState {
   void SetSeed(JobSeed seed);
   // uid of the job's processes (the first one seen); -1 until known.
   int64_t owner_uid() const { return owner_uid_; }
-  // Bytes of recent-record rings held by the job's processes.
+  // Bytes the job's recent-record rings hold: what they took for the
+  // records that came (a ring grows with its window's records, up to
+  // --ring-records, and keeps its newest kRingTailRecords between windows),
+  // at least the tails of all its processes. Not the rings' capacity: a
+  // job of 100k ranks holds a small fraction of 100k full rings.
   uint64_t ring_bytes() const {
-    return static_cast<uint64_t>(processes_.size()) * ring_capacity_ * sizeof(xpu_record_v1);
+    return std::max(ring_allocated_bytes_,
+                    static_cast<uint64_t>(processes_.size()) * ring_bytes_per_process());
   }
-  uint64_t ring_bytes_per_process() const { return ring_capacity_ * sizeof(xpu_record_v1); }
+  // What one more process holds at least: its ring's tail between windows.
+  uint64_t ring_bytes_per_process() const {
+    return std::min(ring_capacity_, kRingTailRecords) * sizeof(xpu_record_v1);
+  }
   // Every loss of the job's processes (saturating).
   uint64_t Dropped() const;
   // Its processes' losses by reason (saturating sums).
@@ -245,6 +254,7 @@ class JobState {
   std::string job_;
   std::string job_name_;
   size_t ring_capacity_;
+  uint64_t ring_allocated_bytes_ = 0;  // sum of the rings' buffers
   uint64_t first_seen_ns_;
   uint64_t last_seen_ns_;
   uint64_t window_start_ns_;

@@ -41,6 +41,12 @@ std::shared_ptr<JobState> Registry::GetOrCreateJob(const std::string& job,
   return created;
 }
 
+bool Registry::DropJob(const std::string& job) {
+  std::lock_guard<std::mutex> l(mu_);
+  summaries_.erase(job);
+  return jobs_.erase(job) > 0;
+}
+
 void Registry::SetJobSeeder(std::function<JobSeed(const std::string& job)> seeder) {
   std::lock_guard<std::mutex> l(mu_);
   seeder_ = std::move(seeder);

@@ -76,6 +76,9 @@ class Registry {
   std::optional<int64_t> JobOwner(const std::string& job) const;
   size_t JobCount() const;
   std::shared_ptr<JobState> FindJob(const std::string& job) const;
+  // Forgets a live job that another engine replica serves now (neither kept
+  // in memory nor listed as finished); true if it was here.
+  bool DropJob(const std::string& job);
   std::vector<std::shared_ptr<JobState>> Jobs() const;
 
   void DaemonConnected(const std::string& id, const std::string& host, const std::string& version);

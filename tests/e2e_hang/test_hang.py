@@ -6,7 +6,10 @@ counters) -> xpu-engine (suspicion, classification) -> `xpu hang --json`.
 usage: test_hang.py PATHS_JSON SCENARIO
 
 Scenarios (the faulty rank is FAULT; every check names what it expects):
-  sigstop       FAULT gets SIGSTOP mid-run             non-communication, operations
+  sigstop       FAULT gets SIGSTOP mid-run             non-communication, operations;
+                then every rank goes silent (--silent-after-s 6): `xpu diagnose`
+                shows the hang, with the silence folded into its evidence,
+                and no rank_silent while the hang verdict stands
   sleep         FAULT sleeps forever in native code (--hang-at: pause(); the
                 Python variant is not exercised here)  non-communication, algorithm
   spin          FAULT spins in native code (--spin-at) non-communication, algorithm
@@ -64,6 +67,9 @@ SCENARIOS = {
     "checkpoint": (["--checkpoint-at", str(FAULT_STEP), "--fault-rank", "0", "--checkpoint-ms", str(CKPT_MS)],
                    {"XPU_HANG_FLOOR_S": CKPT_FLOOR_S}, "busy-wait", "", [0]),
 }
+# The sigstop scenario's engine marks ranks silent after this long (the
+# harness's default is 30 s): the hung ranks go silent within the test.
+SILENT_AFTER_S = 6
 # Lines xpu-fake-train prints when the fault starts.
 FAULT_LINE = {
     "sleep": "rank %d hanging at step" % FAULT,
@@ -110,7 +116,8 @@ def body(pipe, scenario):
     # 8 debuggers at once on a loaded 2-core machine (one core taken by the
     # spinning rank) can need more than the default 20 s.
     os.environ["XPU_HANG_EVIDENCE_DEADLINE_MS"] = "40000"
-    engine = pipe.start_engine()
+    engine = pipe.start_engine(
+        extra=["--silent-after-s=%d" % SILENT_AFTER_S] if scenario == "sigstop" else [])
     pipe.start_daemon(engine.addr)
     # Peers of a crashed rank hang when no agent stops them: --keep-going.
     job = start_job(pipe, "e2eh-%s-%d" % (scenario, os.getpid()), BASE + train, env,
@@ -199,6 +206,7 @@ def body(pipe, scenario):
         states = {r["rank"]: r["state"] for r in rep["ranks"]}
         if scenario == "sigstop":
             check(states[FAULT] == "stopped", "rank %d state %r" % (FAULT, states[FAULT]))
+            check_silence_folded(pipe, engine, job, stall)
         if scenario == "exit":
             check(states[FAULT] == "gone", "rank %d state %r" % (FAULT, states[FAULT]))
         if scenario == "spin":
@@ -240,6 +248,32 @@ def body(pipe, scenario):
                 os.kill(p, signal.SIGCONT)
             except ProcessLookupError:
                 pass
+
+
+def check_silence_folded(pipe, engine, job, stall):
+    """The hung ranks write no records and go silent: the liveness detector's
+    rank_silent is part of the hang (engine/hang/fold_silence.h). Waits until
+    the stored hang diagnosis carries the silence, then checks that
+    `xpu diagnose` shows the hang and no separate rank_silent."""
+    def folded():
+        diags = pipe.cli_json(engine.addr, "diagnose", "--job", job.job, "--all")["diagnoses"]
+        hang = [d for d in diags if d["kind"] == "hang_non_communication"]
+        return diags if hang and "silent (same hang, not reported apart)" in hang[0]["evidence"] else None
+    diags = wait_for(folded, SILENT_AFTER_S + 30, "the ranks' silence folded into the hang diagnosis", 0.5)
+    log("silence folded into the hang %.1f s after the stall" % (time.time() - stall))
+    hang = [d for d in diags if d["kind"] == "hang_non_communication"][0]
+    log("hang evidence, silence lines: %s" % [l for l in hang["evidence"].splitlines() if "silent" in l][:3])
+    check(hang["active"], "the hang diagnosis is not active: %s" % hang)
+    check(hang["ranks"] == [FAULT], "hang ranks %s, want [%d]" % (hang["ranks"], FAULT))
+    # Two more windows (1 s each) with the ranks silent and the hang standing.
+    time.sleep(2.5)
+    active = pipe.cli_json(engine.addr, "diagnose", "--job", job.job)["diagnoses"]
+    kinds = sorted(set(d["kind"] for d in active))
+    log("active diagnoses while the hang stands: %s" % kinds)
+    check("hang_non_communication" in kinds, "the hang is not shown: %s" % kinds)
+    everything = pipe.cli_json(engine.addr, "diagnose", "--job", job.job, "--all")["diagnoses"]
+    silent = [d for d in everything if d["kind"] == "rank_silent"]
+    check(not silent, "rank_silent reported apart from the hang: %s" % [(d["subject"], d["ranks"]) for d in silent])
 
 
 def pipe_status(pipe, job):

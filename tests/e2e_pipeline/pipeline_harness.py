@@ -194,7 +194,7 @@ class Pipeline:
         self.procs.append(p)
         return p
 
-    def start_engine(self, name="engine", port=0, db=None, extra=(), wrap=()):
+    def start_engine(self, name="engine", port=0, db=None, extra=(), wrap=(), window_s=1):
         """wrap: a command that execs the engine (argv appended), e.g. to put
         it in a namespace; the engine keeps the spawned process's pid."""
         db = db or os.path.join(self.dir, "engine.db")
@@ -202,8 +202,9 @@ class Pipeline:
         # (tests/e2e_profile): their kernel records would upset exact counts.
         env = {"XPU_PROFILE_AUTO": os.environ.get("XPU_PROFILE_AUTO", "0")}
         proc = self.spawn(name, list(wrap) + [self.paths.engine, "--listen=127.0.0.1:%d" % port,
-                                 "--metrics-addr=127.0.0.1:0", "--db=%s" % db, "--window-s=1",
-                                 "--silent-after-s=30"] + list(extra), env)
+                                 "--metrics-addr=127.0.0.1:0", "--db=%s" % db,
+                                 "--window-s=%g" % window_s, "--silent-after-s=30"]
+                          + list(extra), env)
         pat = re.compile(r"listening on \S+ \(port (\d+)\), metrics on port (\d+)")
 
         def ready():

@@ -249,10 +249,10 @@ def run(pipe, name, uid, gid):
         (("diagnose", "--job", job.job), "may not read"),
         (("stacks", "--job", job.job, "--deadline-s", "5"), "may not act on"),
         (("profile", "--job", job.job, "--seconds", "1"), "may not act on"),
-        # The CLI first lists the job's ranks (read) to choose what to dump:
-        # refused there already, or at the dump itself (act).
+        # The dump first reads the job (its suspects, to choose the ranks of a
+        # large job), so the read is what is refused.
         (("timeline", "dump", "--job", job.job, "--out", os.path.join(home, "dump")),
-         ("may not read", "may not act on")),
+         ("may not act on", "may not read")),
         (("calibrate", "--from", report), "may not administer"),
     ]
     for args, want in refusals:

@@ -43,7 +43,7 @@ TEST(FaultTest, HangNamesBothEndsOfTheLink) {
   f.ranks = {7};
   Expectation e = ExpectationFor(f, [](int32_t r) { return (r + 1) % 8; });
   EXPECT_EQ(e.ranks, (std::vector<int32_t>{0, 7}));
-  EXPECT_EQ(e.team, "infrastructure");
+  EXPECT_EQ(e.team, "operations");  // the located link (docs/hang-diagnosis.md)
   f.kind = FaultKind::kPython;
   e = ExpectationFor(f, [](int32_t r) { return r + 1; });
   EXPECT_EQ(e.ranks, (std::vector<int32_t>{7}));

@@ -44,10 +44,14 @@ const std::map<std::string, std::string>& CommandHelp() {
   static const auto* help = new std::map<std::string, std::string>{
       {"status", R"(xpu status [--json]
 
-Engine identity and uptime, connected daemons, running jobs.
+Engine identity and uptime, connected daemons, running jobs. Engine
+replicas sharing PostgreSQL: this replica, every replica of the database
+with its lease and job count, and the jobs this replica serves.
 JSON: {engine_id, version, uptime_s, records_total, rejected_total,
        daemons: [{daemon_id, host, connected, last_seen_ns, batches, records, records_dropped}],
-       jobs: [{job, job_name, state, ranks, ranks_alive, records, first_seen_ns, last_seen_ns}]}
+       jobs: [{job, job_name, state, ranks, ranks_alive, records, first_seen_ns, last_seen_ns}],
+       replica_id, replicas: [{replica_id, address, alive, jobs, heartbeat_ns, version}]
+       (the last two with replicas only)}
 )"},
       {"jobs", R"(xpu jobs [--all] [--json]
 
@@ -178,24 +182,37 @@ std::string StatusJson(const xpu::v1::StatusReply& r) {
                        {"records", d.records()},
                        {"records_dropped", d.records_dropped()}});
   }
-  const json::Json o = {{"engine_id", r.engine_id()},
-                        {"version", r.version()},
-                        {"uptime_s", r.uptime_s()},
-                        {"records_total", r.records_total()},
-                        {"rejected_total", r.rejected_total()},
-                        {"records_dropped_total", r.records_dropped_total()},
-                        {"lost", LossJson(r.lost())},
-                        {"caller", r.caller()},
-                        {"store",
-                         {{"degraded", r.store().degraded()},
-                          {"error", r.store().error()},
-                          {"degraded_since_ns", r.store().degraded_since_ns()},
-                          {"write_failures", r.store().write_failures()},
-                          {"rows_pending", r.store().rows_pending()},
-                          {"rows_dropped", r.store().rows_dropped()}}},
-                        {"daemons", std::move(daemons)},
-                        {"jobs", JobList(r.jobs())}};
-  return json::Dump(o) + "\n";
+  json::Json out = {{"engine_id", r.engine_id()},
+                    {"version", r.version()},
+                    {"uptime_s", r.uptime_s()},
+                    {"records_total", r.records_total()},
+                    {"rejected_total", r.rejected_total()},
+                    {"records_dropped_total", r.records_dropped_total()},
+                    {"lost", LossJson(r.lost())},
+                    {"caller", r.caller()},
+                    {"store",
+                     {{"degraded", r.store().degraded()},
+                      {"error", r.store().error()},
+                      {"degraded_since_ns", r.store().degraded_since_ns()},
+                      {"write_failures", r.store().write_failures()},
+                      {"rows_pending", r.store().rows_pending()},
+                      {"rows_dropped", r.store().rows_dropped()}}},
+                    {"daemons", std::move(daemons)},
+                    {"jobs", JobList(r.jobs())}};
+  if (!r.replica_id().empty()) {
+    json::Json replicas = json::Json::array();
+    for (const auto& x : r.replicas()) {
+      replicas.push_back({{"replica_id", x.replica_id()},
+                          {"address", x.address()},
+                          {"alive", x.alive()},
+                          {"jobs", x.jobs()},
+                          {"heartbeat_ns", x.heartbeat_ns()},
+                          {"version", x.version()}});
+    }
+    out["replica_id"] = r.replica_id();
+    out["replicas"] = std::move(replicas);
+  }
+  return json::Dump(out) + "\n";
 }
 
 std::string JobsJson(const xpu::v1::JobsReply& r) {
@@ -244,7 +261,19 @@ std::string StatusTable(const xpu::v1::StatusReply& r) {
     absl::StrAppend(&out, "history  ok (", r.store().write_failures(), " failed writes so far, ",
                     r.store().rows_dropped(), " rows dropped)\n");
   }
-  absl::StrAppend(&out, "caller   ", r.caller(), "\n\n");
+  absl::StrAppend(&out, "caller   ", r.caller(), "\n");
+  if (!r.replica_id().empty()) {
+    // Engine replicas: the jobs below are the ones this replica serves.
+    absl::StrAppend(&out, "replica  ", r.replica_id(), " of ", r.replicas_size(), ":");
+    for (const auto& x : r.replicas()) {
+      absl::StrAppend(&out, "\n  ", x.replica_id(), " at ", x.address(), ", ",
+                      x.alive() ? "lease valid" : "lease expired", ", ", x.jobs(),
+                      x.jobs() == 1 ? " job" : " jobs", ", renewed ",
+                      FormatAge(x.heartbeat_ns(), now), " ago");
+    }
+    out += "\n";
+  }
+  out += "\n";
   std::vector<std::vector<std::string>> rows = {
       {"DAEMON", "HOST", "CONNECTED", "BATCHES", "RECORDS", "DROPPED", "LAST SEEN"}};
   // A cluster's worth of daemons is summed up; the table keeps the

@@ -202,6 +202,33 @@ TEST(CliTest, JsonRendering) {
   EXPECT_NE(JobsTable(jr).find("JOB"), std::string::npos);
 }
 
+TEST(CliTest, StatusShowsEngineReplicas) {
+  xpu::v1::StatusReply r;
+  r.set_engine_id("e1");
+  EXPECT_EQ(StatusTable(r).find("replica"), std::string::npos) << "a lone engine";
+  EXPECT_EQ(StatusJson(r).find("replica"), std::string::npos);
+  r.set_replica_id("b");
+  auto* a = r.add_replicas();
+  a->set_replica_id("a");
+  a->set_address("10.0.0.1:7441");
+  a->set_alive(false);
+  auto* b = r.add_replicas();
+  b->set_replica_id("b");
+  b->set_address("10.0.0.2:7441");
+  b->set_alive(true);
+  b->set_jobs(1);
+  const std::string table = StatusTable(r);
+  EXPECT_NE(table.find("replica  b of 2:"), std::string::npos) << table;
+  EXPECT_NE(table.find("a at 10.0.0.1:7441, lease expired, 0 jobs"), std::string::npos) << table;
+  EXPECT_NE(table.find("b at 10.0.0.2:7441, lease valid, 1 job,"), std::string::npos) << table;
+  const std::string js = StatusJson(r);
+  EXPECT_NE(js.find("\"replica_id\":\"b\""), std::string::npos) << js;
+  EXPECT_NE(js.find("{\"replica_id\":\"a\",\"address\":\"10.0.0.1:7441\",\"alive\":false,"
+                    "\"jobs\":0"),
+            std::string::npos)
+      << js;
+}
+
 TEST(JsonWriterTest, EscapesControlCharacters) {
   EXPECT_EQ(json::Quote(std::string("a\x01\n\\", 4)), "\"a\\u0001\\n\\\\\"");
 }
