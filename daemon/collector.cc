@@ -140,8 +140,17 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
     // Nobody downstream: what was read is settled.
     reader.Acknowledge(reader.cursor());
   }
+  if (reader.truncated() && !s.truncation_logged) {
+    // The ring file was truncated under its header: the hook goes on (its
+    // lost pages are private now) and every record it writes is counted.
+    s.truncation_logged = true;
+    Log()->warn("process key={} job={} rank={}: ring file truncated; its records are counted "
+                "as ring_truncated from now on",
+                s.key, s.identity.job, s.identity.rank);
+  }
   if (reader.faulted() && !s.disconnected) {
-    // The producer shrank its ring: nothing more can be read from it.
+    // The producer shrank its ring, header page included: nothing more can
+    // be read or counted from it.
     s.disconnected = true;
     s.disconnected_at_ns = now_ns;
     Log()->warn("process key={} job={} rank={}: ring lost its pages (file shrunk); closing it",

@@ -167,6 +167,7 @@ void FillCounters(const ProcessState& s, xpu::v1::ProcessCounters* out) {
   out->set_records_restart(c.records_restart);
   out->set_records_dropped_daemon(c.records_buffer);
   out->set_records_rejected(c.records_rejected);
+  out->set_records_truncated(c.records_truncated);
   out->set_resyncs(c.resyncs);
   out->set_records_replayed(c.records_replayed);
   out->set_heartbeat_ns(live.heartbeat_ns);

@@ -79,6 +79,7 @@ struct ProcessState {
   // Lifecycle (monotonic clock).
   bool disconnected = false;  // socket EOF or pid gone: drain, then exit
   uint64_t disconnected_at_ns = 0;
+  bool truncation_logged = false;  // the ring file lost its record pages
   bool exited = false;
   uint64_t exited_at_ns = 0;
   bool exit_reported = false;

@@ -14,8 +14,11 @@
 # --podman-args / --podman-run-args (e.g. "--runtime runc" where crun cannot
 # run containers).
 #
-# The engine's token is created on first use in docker/.secrets/xpu-token
-# (a random 32-byte hex string; the directory is 0700). Images: as in
+# The engine's tokens, one per role (read, act, admin, ingest; each a random
+# 32-byte hex string), are created on first use in docker/.secrets/<role>,
+# mode 0600 in a 0700 directory, and handed to the engine image's user
+# (uid 7441) so the containers can read them; the demo job's daemon gets
+# only the ingest token. Images: as in
 # compose.yaml; images built on this host by `make images --standins`
 # (docker/.local-bases/images.env) replace unreachable upstream ones.
 set -euo pipefail
@@ -49,13 +52,44 @@ if [ "${compose[0]}" = podman-compose ]; then
 fi
 compose+=(-p "$PROJECT")
 
-token() {
-  if [ ! -s .secrets/xpu-token ]; then
-    mkdir -p .secrets && chmod 0700 .secrets
-    # Readable inside the engine container (user xpu); the directory keeps
-    # other users of this host out.
-    (umask 022 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >.secrets/xpu-token)
-    echo "stack: engine token created in docker/.secrets/xpu-token"
+# The engine image's user (docker/Dockerfile), which reads the token files.
+XPU_UID=7441
+ROLES=(read act admin ingest)
+
+# Gives a token file to the containers' user. Secrets are bind mounts that
+# keep the host's owner and mode: as root, chown; with rootless podman,
+# chown inside podman's user namespace; otherwise (docker as a member of
+# the docker group) the file stays ours and is made readable, the 0700
+# directory keeping the other users of this host out.
+hand_over() {
+  local f=$1
+  if [ "$(id -u)" = 0 ]; then
+    chown "$XPU_UID:$XPU_UID" "$f"
+  elif [ "${compose[0]}" = podman-compose ] && podman unshare chown "$XPU_UID:$XPU_UID" "$f" 2>/dev/null; then
+    :
+  else
+    chmod 0644 "$f"
+    echo "stack: $f made readable (0644, in the 0700 directory) for the container user $XPU_UID" >&2
+  fi
+}
+
+tokens() {
+  local r made=()
+  mkdir -p .secrets && chmod 0700 .secrets
+  for r in "${ROLES[@]}"; do
+    [ -s ".secrets/$r" ] && continue
+    (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >".secrets/$r.tmp")
+    mv ".secrets/$r.tmp" ".secrets/$r"
+    hand_over ".secrets/$r"
+    made+=("$r")
+  done
+  if [ ${#made[@]} -gt 0 ]; then
+    echo "stack: engine tokens created in docker/.secrets/: ${made[*]} (read: dashboards," \
+         "act: operators, admin: calibrations, ingest: daemons)"
+  fi
+  if [ -e .secrets/xpu-token ]; then
+    echo "stack: docker/.secrets/xpu-token (the shared token of earlier versions) is no longer used;" \
+         "remove it" >&2
   fi
 }
 
@@ -92,7 +126,7 @@ shift || true
 case $cmd in
   up)
     need_images
-    token
+    tokens
     "${compose[@]}" -f compose.yaml up -d "$@"
     echo "stack: Grafana http://${XPU_BIND:-127.0.0.1}:${XPU_GRAFANA_PORT:-3000} (folder XPUTimer)," \
          "Prometheus :${XPU_PROMETHEUS_PORT:-9090}, Alertmanager :${XPU_ALERTMANAGER_PORT:-9093}," \
@@ -100,17 +134,18 @@ case $cmd in
     ;;
   demo)
     need_images "${XPU_DEMO_IMAGE:-localhost/xputimer-demo:0.1.0}"
-    token
+    tokens
     "${compose[@]}" -f compose.yaml -f compose.demo.yaml up -d "$@"
     echo "stack: demo job started; its slow_gpu diagnosis appears in 'docker/stack.sh xpu diagnose --job xpu-demo'" \
          "and in Alertmanager (receiver operations) after about a minute"
     ;;
   status)
     "${compose[@]}" -f compose.yaml ps
-    runtime exec "$(engine_container)" xpu --token-file /run/secrets/xpu-token status
+    runtime exec "$(engine_container)" xpu --token-file /run/secrets/xpu-read status
     ;;
   xpu)
-    runtime exec "$(engine_container)" xpu --token-file /run/secrets/xpu-token "$@"
+    # The operator's CLI: the admin token (act and read included).
+    runtime exec "$(engine_container)" xpu --token-file /run/secrets/xpu-admin "$@"
     ;;
   logs)
     "${compose[@]}" -f compose.yaml -f compose.demo.yaml logs "$@"
@@ -127,7 +162,7 @@ case $cmd in
     fi
     ;;
   *)
-    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
     ;;
 esac

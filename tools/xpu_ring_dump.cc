@@ -40,7 +40,8 @@ const char* kCounterNames[] = {
     "pending_full",        "cuda_error",        "symbol_missing",  "reentrant",
     "capture_skipped",     "launches_untraced", "records_written", "sampled",
     "daemon_connect_fail", "plugin_events",     "py_events",       "internal",
-    "ring_not_sealed",     "ring_file_refused",   "hold_timeout",    "uncovered"};
+    "ring_not_sealed",     "ring_file_refused",   "hold_timeout",    "uncovered",
+    "ring_truncated"};
 
 // Names are sanitised to printable ASCII by the reader; quoted for CSV.
 using xpu::json::Json;

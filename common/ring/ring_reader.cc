@@ -185,7 +185,7 @@ RingReader::RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layou
 uint64_t RingReaderCounters::LostTotal() const {
   uint64_t total = 0;
   for (uint64_t v : {records_corrupt, records_lapped, records_abandoned, records_resync,
-                     records_restart, records_buffer, records_rejected}) {
+                     records_restart, records_buffer, records_rejected, records_truncated}) {
     total = total + v < total ? UINT64_MAX : total + v;  // saturating: never wraps
   }
   return total;
@@ -211,6 +211,7 @@ void RingReader::RestoreConsumerState(uint64_t read_index, uint64_t write_index)
     counters_.records_restart = c.lost[XPU_LOSS_RESTART];
     counters_.records_buffer = c.lost[XPU_LOSS_BUFFER];
     counters_.records_rejected = c.lost[XPU_LOSS_REJECTED];
+    counters_.records_truncated = c.lost[XPU_LOSS_TRUNCATED];
     counters_.resyncs = c.resyncs;
     bias_ = c.position_bias;
     acked_ = c.acked_index;
@@ -229,7 +230,8 @@ void RingReader::PersistConsumerState() {
   const uint64_t lost[XPU_LOSS_MAX] = {counters_.records_corrupt, counters_.records_lapped,
                                        counters_.records_abandoned, counters_.records_resync,
                                        counters_.records_restart, counters_.records_buffer,
-                                       counters_.records_rejected, 0};
+                                       counters_.records_rejected,
+                                       counters_.records_truncated};
   bool ok = ShmStoreRelaxed32(&c->resyncs, static_cast<uint32_t>(counters_.resyncs)) &&
             ShmStoreRelaxed64(&c->acked_index, acked_) &&
             ShmStoreRelaxed64(&c->position_bias, bias_) &&
@@ -269,6 +271,9 @@ void RingReader::Lose(xpu_consumer_loss reason, uint64_t position, uint64_t n) {
       break;
     case XPU_LOSS_BUFFER:
       counter = &counters_.records_buffer;
+      break;
+    case XPU_LOSS_TRUNCATED:
+      counter = &counters_.records_truncated;
       break;
     default:
       counter = &counters_.records_rejected;
@@ -410,6 +415,9 @@ RingLiveState RingReader::ReadLiveState() const {
   s.producer_state = Load32(&header_->producer_state, false);
   s.timing_policy = Load32(&header_->timing_policy, false);
   for (int i = 0; i < XPU_CNT_MAX; ++i) s.counters[i] = Load64(&header_->counters[i], false);
+  // A ring that lost its header page answers zeros: keep what it said last.
+  if (faulted_) return last_live_;
+  last_live_ = s;
   return s;
 }
 
@@ -427,10 +435,18 @@ bool RingReader::ValidateRecord(const xpu_record_v1& rec) {
 }
 
 size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRecord>* out) {
+  if (truncated_) {
+    CountTruncated();
+    return 0;
+  }
   const uint64_t cap = layout_.ring_capacity;
   const uint64_t w = LoadWriteIndex();
   size_t appended = 0;
-  if (faulted_) return 0;
+  if (faulted_) {
+    OnFault();
+    if (truncated_) CountTruncated();
+    return 0;
+  }
   if (w < cursor_) {
     // write_index only grows; one that moved back was corrupted (or the
     // producer is broken). An owning reader resynchronizes so that the
@@ -476,7 +492,9 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
         Lose(XPU_LOSS_LAPPED, cursor_, 1);  // rewritten while we copied
       } else {
         copy.commit = 0;
-        if (ValidateRecord(copy)) {
+        const bool valid = ValidateRecord(copy);
+        if (faulted_) break;  // its signature's page is gone: counted below
+        if (valid) {
           out->push_back(RingRecord{cursor_, copy, cursor_ - bias_});
           ++appended;
           ++counters_.records_read;
@@ -522,11 +540,70 @@ size_t RingReader::Poll(uint64_t now_ns, size_t max_records, std::vector<RingRec
     }
     break;
   }
+  last_write_index_ = std::max(last_write_index_, w);
+  if (faulted_) {
+    OnFault();
+    if (truncated_) CountTruncated();
+    return appended;
+  }
   if (replay_end_ != 0 && cursor_ >= replay_end_) FinishReplay();
   if (!options_.read_only && !faulted_ && !ShmStoreRelease64(&header_->read_index, cursor_))
     faulted_ = true;
   if (!options_.read_only) PersistConsumerState();
   return appended;
+}
+
+void RingReader::OnFault() {
+  if (options_.read_only || truncated_) return;
+  uint64_t probe = 0;
+  uint32_t magic = 0;
+  // Probed past faulted_: the fault may have been in a slot, a signature or
+  // a name, the header page may still be there.
+  if (ShmLoadAcquire64(&header_->write_index, &probe) &&
+      ShmLoadRelaxed32(&consumer()->magic, &magic)) {
+    faulted_ = false;
+    truncated_ = true;
+    return;
+  }
+  // The header page is gone: the hook's counters with it. What this reader
+  // saw written and had not read is lost.
+  if (last_write_index_ > cursor_ &&
+      last_write_index_ - cursor_ <= uint64_t{layout_.ring_capacity} + options_.max_in_flight) {
+    Lose(XPU_LOSS_TRUNCATED, cursor_, last_write_index_ - cursor_);
+    cursor_ = last_write_index_;
+  }
+  // From now on the live state is the last one read, raised to what this
+  // reader saw written: the positions it read or counted lost.
+  uint64_t& written = last_live_.counters[XPU_CNT_RECORDS_WRITTEN];
+  written = std::max(written, cursor_ - bias_);
+  last_live_.write_index = std::max(last_live_.write_index, cursor_);
+}
+
+void RingReader::CountTruncated() {
+  const uint64_t w = LoadWriteIndex();
+  if (faulted_) {
+    truncated_ = false;  // the header page went too
+    OnFault();
+    return;
+  }
+  if (w > cursor_) {
+    // Positions stand for records unless the index was corrupted: never
+    // more than the hook counts as written and nobody accounted for.
+    const uint64_t written = Load64(&header_->counters[XPU_CNT_RECORDS_WRITTEN], false);
+    const uint64_t accounted = cursor_ - bias_;
+    const uint64_t unread = written > accounted ? written - accounted : 0;
+    uint64_t lost = w - cursor_;
+    if (lost > unread + options_.max_in_flight) {
+      bias_ += lost - unread;
+      lost = unread;
+    }
+    Lose(XPU_LOSS_TRUNCATED, cursor_, lost);
+    cursor_ = w;
+  }
+  last_write_index_ = std::max(last_write_index_, w);
+  if (replay_end_ != 0 && cursor_ >= replay_end_) FinishReplay();
+  if (!faulted_ && !ShmStoreRelease64(&header_->read_index, cursor_)) faulted_ = true;
+  PersistConsumerState();
 }
 
 bool RingReader::TryReadSignature(uint32_t id) {
@@ -571,7 +648,8 @@ bool RingReader::TryReadSignature(uint32_t id) {
 }
 
 void RingReader::PollSignatures(std::vector<SignatureInfo>* out) {
-  const uint64_t hint = Load64(&header_->sig_count, false);
+  // A truncated ring's table may be gone; no record needs it any more.
+  const uint64_t hint = truncated_ ? 0 : Load64(&header_->sig_count, false);
   const uint32_t end = static_cast<uint32_t>(std::min<uint64_t>(hint, layout_.sig_capacity));
   uint32_t scanned = 0;
   bool contiguous = true;

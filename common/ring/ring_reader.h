@@ -12,8 +12,15 @@
 // A producer that shrinks the file after it was mapped would make the lost
 // pages raise SIGBUS. The reader adds F_SEAL_SHRINK when the memfd allows
 // sealing (`shrink_sealed()`), and every access to the mapping goes through
-// shm_guard.h, so a fault only marks the reader `faulted()`: it then reads
-// nothing more and counts as drained.
+// shm_guard.h, so a fault never kills the daemon. A ring file cannot be
+// sealed: when its owner or root truncates it but the header page survives,
+// the reader becomes `truncated()`: it reads no more records (their slots
+// may be gone, and the hook writes them into private pages,
+// hook/ring/ring_fault_guard.h) and counts every position the hook's
+// write_index passes as lost (XPU_LOSS_TRUNCATED), so the accounting stays
+// exact. When the header page is gone too the reader is `faulted()`: it
+// counts the positions it had seen written and not read, then reads nothing
+// more and counts as drained; the live state keeps its last good values.
 //
 // Ownership: the reader owns `header.read_index` (it is the only writer of
 // it, release-stored after each Poll) and the consumer block
@@ -113,6 +120,7 @@ struct RingReaderCounters {
   uint64_t records_restart = 0;    // a dead daemon's undelivered records, overwritten since
   uint64_t records_buffer = 0;     // shed by the daemon while the engine was away (AddLoss)
   uint64_t records_rejected = 0;   // refused by the engine (AddLoss)
+  uint64_t records_truncated = 0;  // written after the ring file lost its pages
   uint64_t resyncs = 0;            // resynchronizations
   uint64_t records_replayed = 0;   // read again after a daemon restart
   uint64_t signatures_read = 0;
@@ -212,8 +220,12 @@ class RingReader {
   const RingReaderCounters& counters() const { return counters_; }
   uint64_t cursor() const { return cursor_; }
   bool shrink_sealed() const { return shrink_sealed_; }
-  // True once an access to the mapping faulted (the file lost pages).
+  // True once the header page itself faulted (the file lost it): nothing
+  // more can be read or counted.
   bool faulted() const { return faulted_; }
+  // True once record pages faulted while the header page is still there:
+  // records are counted as lost, no longer read.
+  bool truncated() const { return truncated_; }
 
  private:
   RingReader(uint8_t* base, uint64_t map_size, const RingLayout& layout,
@@ -236,6 +248,12 @@ class RingReader {
   // Ends the replay range: what failed there beyond the previous reader's
   // own unsettled losses was lost to the restart.
   void FinishReplay();
+  // After a fault: truncated_ when the header page is still readable (the
+  // fault was in records, signatures or names), else counts the positions
+  // seen written and not read and stays faulted.
+  void OnFault();
+  // Poll() of a truncated ring: every new position is lost.
+  void CountTruncated();
   void RestoreConsumerState(uint64_t read_index, uint64_t write_index);
   void PersistConsumerState();
   xpu_ring_consumer_v1* consumer() const;
@@ -273,6 +291,9 @@ class RingReader {
   uint64_t replay_known_lost_ = 0;  // the previous reader's unsettled losses
   bool shrink_sealed_ = false;
   mutable bool faulted_ = false;
+  bool truncated_ = false;
+  uint64_t last_write_index_ = 0;     // write_index at the last Poll
+  mutable RingLiveState last_live_;  // the last ReadLiveState() that did not fault
 };
 
 // Replaces every byte outside printable ASCII with '?', so that names from

@@ -560,7 +560,7 @@ TEST(RingReaderTest, RandomBytesInLiveSectionsNeverCrash) {
 
 TEST(RingReaderTest, FileShrunkAfterMappingFaultsCleanly) {
   TestRingConfig cfg;
-  cfg.sealable = false;  // as a hook memfd without MFD_ALLOW_SEALING
+  cfg.sealable = false;  // as a ring file on disk, or a memfd without MFD_ALLOW_SEALING
   auto w = TestRingWriter::Create(cfg);
   const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, std::string(100, 'x'));
   for (int i = 0; i < 10; ++i) w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0));
@@ -568,21 +568,69 @@ TEST(RingReaderTest, FileShrunkAfterMappingFaultsCleanly) {
   EXPECT_FALSE(reader->shrink_sealed());
   std::vector<RingRecord> recs;
   EXPECT_EQ(reader->Poll(0, 3, &recs), 3u);
-  // The producer shrinks the file to its header page: slots, signatures and
-  // names are gone. Any touch would be SIGBUS without the guard.
+  // The file shrinks to its header page: slots, signatures and names are
+  // gone. Any touch would be SIGBUS without the guard.
   ASSERT_EQ(ftruncate(w->fd(), XPU_RING_HEADER_SIZE), 0);
   EXPECT_EQ(reader->Poll(0, 100, &recs), 0u);
-  EXPECT_TRUE(reader->faulted());
+  EXPECT_FALSE(reader->faulted());
+  EXPECT_TRUE(reader->truncated());
+  // What was written and not read is counted, nothing more read.
+  EXPECT_EQ(reader->counters().records_truncated, 7u);
   EXPECT_TRUE(reader->Drained());
   std::vector<SignatureInfo> sigs;
   reader->PollSignatures(&sigs);
-  (void)reader->ReadLiveState();
+  // The hook goes on in private pages (hook/ring/ring_fault_guard.h); its
+  // indices and counters are still the file's.
+  w->header()->write_index += 5;
+  w->header()->counters[XPU_CNT_RECORDS_WRITTEN] += 5;
+  EXPECT_FALSE(reader->Drained());
+  EXPECT_EQ(reader->Poll(0, 100, &recs), 0u);
+  EXPECT_EQ(reader->counters().records_truncated, 12u);
+  EXPECT_EQ(reader->counters().records_read + reader->counters().LostTotal(),
+            w->header()->counters[XPU_CNT_RECORDS_WRITTEN]);
+  EXPECT_EQ(w->header()->read_index, 15u);  // the hook's ring never looks full
+  // The loss is in the consumer block; a new reader refuses the short file.
+  const auto* block =
+      reinterpret_cast<const xpu_ring_consumer_v1*>(w->base() + XPU_RING_CONSUMER_OFFSET);
+  EXPECT_EQ(block->lost[XPU_LOSS_TRUNCATED], 12u);
+  EXPECT_FALSE(RingReader::FromFd(w->fd(), Opts()).ok());
+  // A corrupted write_index counts no more than the hook wrote.
+  w->header()->write_index += 1000000;
+  w->header()->counters[XPU_CNT_RECORDS_WRITTEN] += 2;
+  reader->Poll(0, 100, &recs);
+  EXPECT_EQ(reader->counters().records_truncated, 14u);
+  const RingLiveState before = reader->ReadLiveState();
   // And to nothing at all: even the header is gone.
   ASSERT_EQ(ftruncate(w->fd(), 0), 0);
   auto reader2 = RingReader::FromFd(w->fd(), Opts());
   EXPECT_FALSE(reader2.ok());
-  (void)reader->ReadLiveState();
+  EXPECT_EQ(reader->Poll(0, 100, &recs), 0u);
+  EXPECT_TRUE(reader->faulted());
+  EXPECT_TRUE(reader->Drained());
+  // The live state keeps its last good values instead of zeros.
+  EXPECT_EQ(reader->ReadLiveState().counters[XPU_CNT_RECORDS_WRITTEN],
+            before.counters[XPU_CNT_RECORDS_WRITTEN]);
   EXPECT_EQ(recs.size(), 3u);
+}
+
+TEST(RingReaderTest, HeaderPageLostCountsWhatWasSeenWrittenAndNotRead) {
+  TestRingConfig cfg;
+  cfg.sealable = false;
+  auto w = TestRingWriter::Create(cfg);
+  const uint32_t sig = w->AddSignature(XPU_OP_KERNEL, "k");
+  for (int i = 0; i < 10; ++i) w->Write(TestRingWriter::MakeRecord(sig, i, 1, 0));
+  auto reader = std::move(RingReader::FromFd(w->fd(), Opts()).value());
+  std::vector<RingRecord> recs;
+  EXPECT_EQ(reader->Poll(0, 4, &recs), 4u);  // saw write_index 10, read 4
+  ASSERT_EQ(ftruncate(w->fd(), 0), 0);
+  EXPECT_EQ(reader->Poll(0, 100, &recs), 0u);
+  EXPECT_TRUE(reader->faulted());
+  EXPECT_FALSE(reader->truncated());
+  EXPECT_EQ(reader->counters().records_truncated, 6u);
+  EXPECT_TRUE(reader->Drained());
+  // Never read, the live state says what the reader saw written.
+  EXPECT_EQ(reader->ReadLiveState().counters[XPU_CNT_RECORDS_WRITTEN], 10u);
+  EXPECT_EQ(reader->ReadLiveState().write_index, 10u);
 }
 
 TEST(RingReaderTest, SigbusOutsideTheGuardStillKills) {

@@ -126,7 +126,7 @@ std::string_view LossReasonName(int reason) {
   static constexpr std::string_view kNames[kLossReasons] = {
       "ring_full",      "ring_corrupt",  "ring_lapped",     "ring_abandoned",
       "ring_resync",    "daemon_restart", "daemon_buffer", "engine_rejected",
-      "undefined_signature"};
+      "undefined_signature", "ring_truncated"};
   return reason >= 0 && reason < kLossReasons ? kNames[reason] : "unknown";
 }
 
@@ -266,6 +266,7 @@ void JobState::ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, u
     p.lost[kLossDaemonRestart] = c.records_restart();
     p.lost[kLossDaemonBuffer] = c.records_dropped_daemon();
     p.lost[kLossEngineRejected] = c.records_rejected();
+    p.lost[kLossRingTruncated] = c.records_truncated();
   }
   p.lost[kLossUndefinedSignature] = p.unknown_sig;
   // Counts from other processes: a sum that could wrap saturates instead.

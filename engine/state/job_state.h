@@ -80,8 +80,9 @@ struct KindCounts {
 // Why a record a rank's hook wrote never reached the engine's analysis
 // (RankInfo.lost, xpu_records_dropped_total{reason}; docs/reliability.md):
 // in the hook (ring full), in the ring (corrupt, lapped, abandoned, skipped
-// by a resync), in the daemon (lost to its restart, shed from its buffer),
-// in the engine (refused, naming a signature never defined).
+// by a resync, written after the ring file was truncated), in the daemon
+// (lost to its restart, shed from its buffer), in the engine (refused,
+// naming a signature never defined).
 enum LossReason {
   kLossRingFull = 0,
   kLossRingCorrupt,
@@ -92,6 +93,7 @@ enum LossReason {
   kLossDaemonBuffer,
   kLossEngineRejected,
   kLossUndefinedSignature,
+  kLossRingTruncated,
   kLossReasons
 };
 std::string_view LossReasonName(int reason);

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "hook/ring/ring_fault_guard.h"
+
 namespace xpu::hook {
 namespace {
 
@@ -24,10 +26,11 @@ void CopyField(char* dst, size_t cap, const std::string& s) {
 }
 
 // A ring file is only as safe as its directory: another user who can write
-// there could replace or (with write access to the file) truncate it, and a
-// shrunk file makes the hook's next store raise SIGBUS. Regular files cannot
-// be sealed, so the directory must be ours, a real directory (no symlink),
-// and writable by nobody else.
+// there could replace or (with write access to the file) truncate it.
+// Regular files cannot be sealed, so the directory must be ours, a real
+// directory (no symlink), and writable by nobody else. What its owner or
+// root may still do, truncate it, costs records but not the process
+// (ring_fault_guard.h).
 bool PrivateDirectory(const std::string& dir, std::string* why) {
   struct stat st;
   if (lstat(dir.c_str(), &st) != 0) {
@@ -81,6 +84,7 @@ RingLayout ComputeLayout(uint32_t ring_capacity, uint32_t sig_capacity, uint64_t
 }
 
 RingWriter::~RingWriter() {
+  if (guarded_) UnguardRingMapping(base_);
   if (owned_ && base_ != nullptr) munmap(base_, layout_.file_size);
   if (fd_ >= 0) close(fd_);
 }
@@ -144,6 +148,12 @@ bool RingWriter::Create(const RingLayout& layout, const RingIdentity& id, const 
   owned_ = true;
   sealed_ = sealed;
   Adopt(p, layout, id);
+  // A ring file cannot be sealed: its owner or root may still truncate it.
+  // The guard answers the SIGBUS that would follow (ring_fault_guard.h).
+  if (!memfd) {
+    guarded_ = GuardRingMapping(p, layout.file_size, fd);
+    if (!guarded_) Count(XPU_CNT_INTERNAL);
+  }
   if (memfd && !sealed) Count(XPU_CNT_RING_NOT_SEALED);
   if (!file_refused_.empty()) Count(XPU_CNT_RING_FILE_REFUSED);
   return true;

@@ -64,6 +64,8 @@ class RingWriter {
   // exits). A file cannot be sealed, so `dir` must be a directory of this
   // user that nobody else can write; otherwise the ring is a sealed memfd
   // after all (file_refused() says why; counted as XPU_CNT_RING_FILE_REFUSED).
+  // A ring file that its owner or root truncates anyway costs records, not
+  // the process: its mapping is guarded (ring_fault_guard.h).
   // Returns false with *error set.
   bool Create(const RingLayout& layout, const RingIdentity& id, const std::string& dir,
               std::string* error);
@@ -76,6 +78,9 @@ class RingWriter {
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
   bool sealed() const { return sealed_; }
+  // A ring file's mapping is registered with the SIGBUS guard
+  // (ring_fault_guard.h): a truncation costs records, never the process.
+  bool guarded() const { return guarded_; }
   const std::string& file_refused() const { return file_refused_; }
   uint64_t file_size() const { return layout_.file_size; }
   const RingLayout& layout() const { return layout_; }
@@ -130,6 +135,7 @@ class RingWriter {
   uint64_t mask_ = 0;
   int replaced_ = 0;
   bool sealed_ = false;
+  bool guarded_ = false;
   std::string file_refused_;  // why XPU_RING_DIR was not used ("" = it was, or unset)
 };
 

@@ -63,9 +63,13 @@ uint32_t CompletionWorker::pending_count() const { return rt_->tracker.pending()
 
 bool CompletionWorker::Start() {
   // The thread must not take the application's signals (e.g. SIGINT for
-  // Python's KeyboardInterrupt or a profiler's SIGPROF).
+  // Python's KeyboardInterrupt or a profiler's SIGPROF). Faults it raises
+  // itself stay deliverable: a blocked synchronous SIGBUS kills the process
+  // outright, and this thread writes the ring, whose file may be truncated
+  // under it (hook/ring/ring_fault_guard.h answers that SIGBUS).
   sigset_t all, old;
   sigfillset(&all);
+  for (int sig : {SIGBUS, SIGSEGV, SIGFPE, SIGILL}) sigdelset(&all, sig);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   running_.store(true, std::memory_order_release);
   int rc = pthread_create(&thread_, nullptr, &CompletionWorker::ThreadMain, this);

@@ -92,6 +92,7 @@ enum xpu_counter {
   XPU_CNT_RING_FILE_REFUSED = 17, /* XPU_RING_DIR not private: a sealed memfd was used */
   XPU_CNT_HOLD_TIMEOUT = 18,  /* stream holds released by the timeout (docs/timing-policy.md) */
   XPU_CNT_UNCOVERED = 19,     /* ops retired without observed completion (XPU_REC_UNTRACKED) */
+  XPU_CNT_RING_TRUNCATED = 20, /* SIGBUS from a truncated ring file answered with anonymous pages */
   XPU_CNT_MAX = 32
 };
 
@@ -267,6 +268,7 @@ enum xpu_consumer_loss {
                              them, overwritten before the next one read them */
   XPU_LOSS_BUFFER = 5,    /* shed from the daemon's buffer (engine away) */
   XPU_LOSS_REJECTED = 6,  /* refused by the engine (caps, ownership) */
+  XPU_LOSS_TRUNCATED = 7, /* written after the ring file lost its pages (truncated) */
   XPU_LOSS_MAX = 8
 };
 

@@ -6,8 +6,12 @@ usage: compose_check_test.py BUILD_DIR
   - docker-compose config (Debian's docker-compose carries the Compose
     specification's schema; no container engine needed) accepts
     compose.yaml alone and with compose.demo.yaml;
-  - every bind-mounted file exists, the secret is the file docker/stack.sh
-    creates, every port is published on ${XPU_BIND:-127.0.0.1};
+  - every bind-mounted file exists, every port is published on
+    ${XPU_BIND:-127.0.0.1};
+  - credentials: one secret per role (read, act, admin, ingest), each the
+    file docker/stack.sh creates (0600, 0700 directory); the engine takes
+    each with its role's flag (--read-token-file, ...; no shared
+    --token-file); the demo job's daemon gets only the ingest token;
   - images: ours are the tags docker/build-images.sh gives (version from
     CMakeLists.txt), the others the defaults of base-images.env;
   - the engine's flags are flags of the built xpu-engine (--help), its
@@ -48,6 +52,40 @@ def env_file(path):
     return out
 
 
+ROLES = ("read", "act", "admin", "ingest")
+
+
+def check_credentials(c, demo):
+    """A secret per role, made by stack.sh; the daemon (demo job) gets ingest only."""
+    want = {"xpu-" + r: "./.secrets/" + r for r in ROLES}
+    got = {k: v.get("file") for k, v in c["secrets"].items()}
+    check(got == want, "secrets %s, want %s" % (got, want))
+    engine = c["services"]["xpu-engine"]
+    check(sorted(engine.get("secrets", [])) == sorted(want), "engine secrets %s" % engine.get("secrets"))
+    job = demo["services"]["demo-job"]
+    check(job.get("secrets") == ["xpu-ingest"], "demo job (a daemon) gets %s, want only xpu-ingest" %
+          job.get("secrets"))
+    check(job["environment"].get("XPU_TOKEN_FILE") == "/run/secrets/xpu-ingest",
+          "demo job's XPU_TOKEN_FILE %s" % job["environment"].get("XPU_TOKEN_FILE"))
+    check(not demo.get("secrets"), "compose.demo.yaml declares secrets of its own: %s" % demo.get("secrets"))
+    # stack.sh makes exactly these files, private, and runs the CLI with a
+    # role's token, never a shared one.
+    stack = open(os.path.join(DOCKER, "stack.sh")).read()
+    check("ROLES=(read act admin ingest)" in stack and '".secrets/$r"' in stack,
+          "stack.sh does not create a token file per role")
+    check("umask 077" in stack and "chmod 0700 .secrets" in stack, "stack.sh's token files are not private")
+    check("/run/secrets/xpu-token" not in stack, "stack.sh still uses the shared token")
+    used = set(re.findall(r"--token-file /run/secrets/(xpu-\w+)", stack))
+    check(used and used <= set(want), "stack.sh's CLI uses %s" % used)
+    uid = re.search(r"^XPU_UID=(\d+)$", stack, re.M)
+    dockerfile = open(os.path.join(DOCKER, "Dockerfile")).read()
+    check(uid and ("--uid %s " % uid.group(1)) in dockerfile,
+          "stack.sh hands the tokens to uid %s, not the engine image's user" % (uid and uid.group(1)))
+    check(job.get("user") == "%s:%s" % (uid.group(1), uid.group(1)),
+          "demo job runs as %s, not the token files' owner %s" % (job.get("user"), uid.group(1)))
+    log("credentials: %s; the demo job's daemon gets xpu-ingest only" % ", ".join(sorted(want)))
+
+
 def body():
     dc = need("docker-compose", "Debian package docker-compose validates against the Compose schema")
     for files in (["compose.yaml"], ["compose.yaml", "compose.demo.yaml"]):
@@ -70,8 +108,7 @@ def body():
                 check(src in c["volumes"], "%s mounts undeclared volume %s" % (name, src))
         for p in s.get("ports", []):
             check(p.startswith("${XPU_BIND:-127.0.0.1}:"), "%s publishes %s beyond XPU_BIND" % (name, p))
-    check(c["secrets"]["xpu-token"]["file"] == "./.secrets/xpu-token", "secret file %s" % c["secrets"])
-    check(".secrets/xpu-token" in open(os.path.join(DOCKER, "stack.sh")).read(), "stack.sh does not create the token")
+    check_credentials(c, demo)
 
     # Images.
     version = re.search(r"project\(xputimer VERSION ([0-9.]+)", open(os.path.join(REPO, "CMakeLists.txt")).read()).group(1)
@@ -98,7 +135,11 @@ def body():
         k, _, v = interpolate(a, {}).partition("=")
         check(k[2:] in known, "engine flag %s unknown to xpu-engine --help" % k)
         flags[k] = v
-    check(flags["--token-file"] == "/run/secrets/xpu-token", "token path %s" % flags["--token-file"])
+    check("--token-file" not in flags, "the engine takes a shared --token-file: %s" % flags)
+    for role in ROLES:
+        want = "/run/secrets/xpu-" + role
+        check(flags.get("--%s-token-file" % role) == want, "--%s-token-file is %s, want %s" % (
+            role, flags.get("--%s-token-file" % role), want))
     m = re.fullmatch(r"http://([\w-]+):(\d+)", flags["--alertmanager-url"])
     check(m and m.group(1) in svcs, "alertmanager URL %s names no service" % flags["--alertmanager-url"])
     am_listen = [a for a in svcs["alertmanager"]["command"] if a.startswith("--web.listen-address=")][0]

@@ -119,10 +119,13 @@ def host_mode():
             run(["make", "-C", REPO, "--no-print-directory", t, "BUILD=" + BUILD, "PREFIX=/opt/xputimer",
                  "DESTDIR=" + root])
         tree = root + "/opt/xputimer"
-        token = os.path.join(procs.dir, "xpu-token")
-        with open(token, "w") as f:
-            f.write(os.urandom(16).hex())
-        os.chmod(token, 0o600)
+        # A token per role, as docker/stack.sh makes them.
+        tokens = {}
+        for role in ("read", "act", "admin", "ingest"):
+            tokens[role] = os.path.join(procs.dir, "token-" + role)
+            with open(tokens[role], "w") as f:
+                f.write(os.urandom(16).hex())
+            os.chmod(tokens[role], 0o600)
 
         am_port = free_port()
         am_args = []
@@ -140,8 +143,10 @@ def host_mode():
         for a in compose["services"]["xpu-engine"]["command"]:
             k, _, v = a.partition("=")
             v = {"--listen": "127.0.0.1:0", "--metrics-addr": "127.0.0.1:0",
-                 "--db": os.path.join(procs.dir, "engine.db"), "--token-file": token,
+                 "--db": os.path.join(procs.dir, "engine.db"),
                  "--alertmanager-url": am_url}.get(k, v)
+            if k.endswith("-token-file"):
+                v = tokens[k[2:-len("-token-file")]]
             eng_args.append("%s=%s" % (k, v.replace("${XPU_WINDOW_S:-10}", WINDOW_S)))
         engine = procs.spawn("engine", [os.path.join(tree, "bin", "xpu-engine")] + eng_args)
         port, mport = engine_ports(procs, engine)
@@ -171,13 +176,13 @@ def host_mode():
 
         job = "stack-demo-%d" % os.getpid()
         env = {k: v for k, v in os.environ.items() if not k.startswith("XPU_") and k != "LD_PRELOAD"}
-        env.update(XPU_ENGINE="127.0.0.1:%d" % port, XPU_TOKEN_FILE=token, XPU_DEMO_SECONDS="300",
+        env.update(XPU_ENGINE="127.0.0.1:%d" % port, XPU_TOKEN_FILE=tokens["ingest"], XPU_DEMO_SECONDS="300",
                    XPU_DEMO_JOB=job, XPU_DEMO_SLOW_RANK=str(SLOW_RANK))
         procs.spawn("demo-job", [os.path.join(tree, "share/xputimer/demo/xpu-demo-job")], env=env)
         cli = os.path.join(tree, "bin", "xpu")
 
         def diagnose():
-            r = run([cli, "--engine", "127.0.0.1:%d" % port, "--token-file", token, "diagnose", "--job", job,
+            r = run([cli, "--engine", "127.0.0.1:%d" % port, "--token-file", tokens["read"], "diagnose", "--job", job,
                      "--json"], check_rc=False)
             ds = [d for d in json.loads(r.stdout)["diagnoses"] if d["kind"] == "slow_gpu"] if r.returncode == 0 else []
             return ds[0] if ds else None

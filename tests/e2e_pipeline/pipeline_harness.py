@@ -403,6 +403,7 @@ class Job:
         self.ring_dir = ring_dir
         self.calls_prefix = calls
         self.train_args = train_args
+        self.started = time.monotonic()
 
     def wait(self, timeout=100):
         try:

@@ -51,7 +51,9 @@ def body(pipe):
     ranks = wait_for(reattached, 45, "every hook to hand its ring to daemon2", 0.05)
     took = time.monotonic() - ready_at
     log("daemon2 registered the rings of ranks %s again within %.2f s" % (sorted(ranks), took))
-    check(took <= 3.0, "reattaching every rank took %.2f s" % took)
+    # Issue bound: every rank back within 2 s (the hook retries at least once
+    # a second); the figure includes this test's own polling of the logs.
+    check(took <= 2.0, "reattaching every rank took %.2f s" % took)
 
     def growing():
         now = engine_ranks(pipe, engine.addr, job.job)

@@ -13,11 +13,26 @@ the impostor's processes are refused and counted, and root's job keeps
 exactly its own ranks. Root's job finishes (exit 0) with every record
 accounted. Root's own calls keep working.
 
+The Python-stack trick: the user plants the faulthandler file of one of
+root's ranks where root's daemon looks for it (/tmp/xpu-0/pystacks/
+xpu-pystack-<pid>.txt, the daemon's default), with the first line the
+Python side writes ("xputimer-pystacks pid P start T", both from the
+world-readable /proc), then asks for stacks, and root asks too. Where the
+user can create the directory, root's daemon does not trust the file (a
+directory of another user): `xpu stacks` says so for that rank and the rank
+is not signalled. Where /tmp/xpu-0 is root's already, the plant there fails
+with EACCES, which is asserted, and the daemon is given a directory of the
+same shape that does not exist yet (as on a fresh machine) for the planted
+file to reach it. Either way the victim keeps running and the job finishes
+with exit 0.
+
 Needs root (to create the user and switch to it); otherwise it is skipped
 (exit 77) with the reason.
 
 usage: test_other_user.py PATHS_JSON
 """
+import errno
+import json
 import os
 import pwd
 import shutil
@@ -76,6 +91,116 @@ def calibration_report(path):
     os.chmod(path, 0o644)
 
 
+# Run as the other user: plants PATH with FIRST_LINE, creating its
+# directories (0700) where it can. Prints one JSON line.
+PLANT = r"""
+import errno, json, os, sys
+path, first = sys.argv[1], sys.argv[2]
+made = []
+try:
+    d = os.path.dirname(path)
+    for p in (os.path.dirname(d), d):
+        if not os.path.isdir(p):
+            os.mkdir(p, 0o700)
+            made.append(p)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    os.write(fd, (first + "\n").encode())
+    os.close(fd)
+    print(json.dumps({"planted": True, "made": made}))
+except OSError as e:
+    print(json.dumps({"planted": False, "made": made, "errno": e.errno, "at": e.filename,
+                      "error": str(e)}))
+"""
+
+
+def proc_start_ticks(pid):
+    """/proc/<pid>/stat field 22, as anyone can read it."""
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[19]
+
+
+def daemon_pystack_dir():
+    """(the daemon's default pystack directory, the one it is given here).
+    Where the default's parent (/tmp/xpu-0) exists already, as root's, the
+    plant there can only be refused; the daemon is then given a directory
+    of the same shape that does not exist yet (a fresh machine's /tmp/xpu-0),
+    so that the planted file itself reaches it."""
+    default = "/tmp/xpu-%d/pystacks" % os.geteuid()
+    if os.environ.get("XPU_PYSTACK_DIR"):
+        return default, os.environ["XPU_PYSTACK_DIR"]
+    if os.path.lexists(os.path.dirname(default)):
+        return default, "/tmp/xpu-e2ep-%d-%d/pystacks" % (os.geteuid(), os.getpid())
+    return default, default
+
+
+def plant(path, first, uid, gid, env, name):
+    # A system interpreter: the test's own may live in root's home.
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    r = subprocess.run([python, "-c", PLANT, path, first], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=30, env=env, cwd=env["HOME"],
+                       preexec_fn=as_user(uid, gid))
+    out = r.stdout.decode(errors="replace")
+    check(r.returncode == 0, "the planting script failed: %s" % out)
+    res = json.loads(out.strip().splitlines()[-1])
+    log("%s plants %s (%r): %s" % (name, path, first, res))
+    return res
+
+
+def unplant(path, res, uid):
+    """Removes only what the user made (theirs by owner)."""
+    if os.path.lexists(path) and os.lstat(path).st_uid == uid:
+        os.unlink(path)
+    for d in reversed(res.get("made", [])):
+        if os.path.isdir(d) and os.lstat(d).st_uid == uid:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def pystack_trick(pipe, engine, job, other, name, uid, gid, env, dirs):
+    """The planted faulthandler file: never trusted, the victim never signalled."""
+    default, given = dirs
+    with open(os.path.join(job.dir, "pids")) as f:
+        pids = {int(line.split()[0]): int(line.split()[1]) for line in f if line.strip()}
+    victim_rank = sorted(pids)[0]
+    victim = pids[victim_rank]
+    first = "xputimer-pystacks pid %d start %s" % (victim, proc_start_ticks(victim))
+    planted = {}
+    try:
+        for d in sorted({default, given}):
+            path = os.path.join(d, "xpu-pystack-%d.txt" % victim)
+            check(not os.path.lexists(path), "%s exists before the test planted it" % path)
+            res = planted[path] = plant(path, first, uid, gid, env, name)
+            if not res["planted"]:
+                # Root's directory is there already: the user cannot write in it.
+                check(res["errno"] == errno.EACCES, "planting failed with %s, want EACCES" % res)
+                refusing = os.path.dirname(res["at"])  # where mkdir or open was refused
+                st = os.lstat(refusing)
+                check(st.st_uid == 0 and not (st.st_mode & 0o022),
+                      "%s is not root's and private (uid %d mode %o)" % (refusing, st.st_uid,
+                                                                          st.st_mode))
+                log("the trick cannot be attempted at %s: refused (%s)" % (path, res["error"]))
+        given_path = os.path.join(given, "xpu-pystack-%d.txt" % victim)
+        check(planted[given_path]["planted"] or given == default,
+              "the user could not plant in a directory that did not exist: %s" % planted[given_path])
+        # The user asks (refused outright), then root asks: the daemon reads
+        # the file only if it trusts its directory.
+        rc, text = other("stacks", "--job", job.job, "--deadline-s", "5")
+        check(rc != 0 and "may not act on" in text, "%s's `xpu stacks`: %s" % (name, text))
+        r = pipe.cli(engine.addr, "stacks", "--job", job.job, "--deadline-s", "8", "--json")
+        rep = json.loads(r.stdout.decode())
+        check(rep.get("found"), "root's `xpu stacks` found nothing: %s" % rep)
+        errors = {x.get("rank"): x.get("python_error", "") for x in rep.get("ranks", [])}
+        log("python stacks of rank %d: %s" % (victim_rank, errors.get(victim_rank)))
+        if planted[given_path]["planted"]:
+            err = errors.get(victim_rank, "")
+            check("not trusted" in err and "not signalled" in err,
+                  "rank %d: the planted file was not refused: %r" % (victim_rank, err))
+        os.kill(victim, 0)  # still there: not signalled
+        check(job.proc.alive(), "root's job ended after the trick")
+    finally:
+        for path, res in planted.items():
+            unplant(path, res, uid)
+
+
 def body(pipe):
     if os.geteuid() != 0:
         print("SKIPPED: needs root to create a second local user and switch to it")
@@ -90,7 +215,16 @@ def body(pipe):
 
 def run(pipe, name, uid, gid):
     engine = pipe.start_engine()
-    pipe.start_daemon(engine.addr)
+    dirs = daemon_pystack_dir()
+    saved = os.environ.get("XPU_PYSTACK_DIR")
+    os.environ["XPU_PYSTACK_DIR"] = dirs[1]  # the daemon's (its default, where possible)
+    try:
+        pipe.start_daemon(engine.addr)
+    finally:
+        if saved is None:
+            del os.environ["XPU_PYSTACK_DIR"]
+        else:
+            os.environ["XPU_PYSTACK_DIR"] = saved
     job = pipe.start_job("e2ep-other-user-%d" % os.getpid(), NPROC, TRAIN)
     wait_ranks_alive(pipe, engine.addr, job.job, NPROC, job_proc=job.proc)
 
@@ -125,10 +259,12 @@ def run(pipe, name, uid, gid):
         rc, out = other(*args)
         check(rc != 0, "%s: `xpu %s` succeeded:\n%s" % (name, " ".join(args), out))
         wants = want if isinstance(want, tuple) else (want,)
-        check(any(w in out for w in wants), "%s: `xpu %s` says %r, want %r" % (name, " ".join(args), out, want))
+        check(any(w in out for w in wants), "%s: `xpu %s` says %r, want %r" % (
+            name, " ".join(args), out, want))
     check(not os.path.exists(os.path.join(home, "dump")), "a timeline dump was written")
     cal = pipe.cli_json(engine.addr, "calibrate", "--show")
     check("evil" not in str(cal), "the calibration was stored: %s" % cal)
+    pystack_trick(pipe, engine, job, other, name, uid, gid, env, dirs)
 
     # Status answers, but lists none of root's jobs.
     rc, out = other("status", "--json")
