@@ -11,7 +11,8 @@ jobs; and runs its own daemon and a job that claims root's job id (the
 with a reason naming the permission; the status lists none of root's jobs;
 the impostor's processes are refused and counted, and root's job keeps
 exactly its own ranks. Root's job finishes (exit 0) with every record
-accounted. Root's own calls keep working.
+accounted. Root's own calls keep working. The engine's database files are
+0600: the user cannot read them even through a directory it may traverse.
 
 The Python-stack trick: the user plants the faulthandler file of one of
 root's ranks where root's daemon looks for it (/tmp/xpu-0/pystacks/
@@ -271,6 +272,26 @@ def run(pipe, name, uid, gid):
     check(rc == 0, "status as %s failed: %s" % (name, out))
     check(job.job not in out, "status shows root's job to %s:\n%s" % (name, out))
     check(("uid %d" % uid) in out, "status does not name the caller uid %d:\n%s" % (uid, out))
+
+    # The engine's database: private files (0600), so the other user cannot
+    # read them even through a directory they may traverse.
+    db = os.path.join(pipe.dir, "engine.db")
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(db + suffix):
+            mode = os.stat(db + suffix).st_mode & 0o777
+            check(mode & 0o077 == 0, "%s%s is mode %o" % (db, suffix, mode))
+    saved_mode = os.stat(pipe.dir).st_mode & 0o777
+    os.chmod(pipe.dir, 0o711)
+    try:
+        r = subprocess.run(["/usr/bin/head", "-c", "16", db], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, timeout=30, env=env, cwd=home,
+                           preexec_fn=as_user(uid, gid))
+    finally:
+        os.chmod(pipe.dir, saved_mode)
+    log("%s: read the engine's database -> exit %d: %s" % (
+        name, r.returncode, r.stderr.decode(errors="replace").strip()))
+    check(r.returncode != 0 and b"Permission denied" in r.stderr,
+          "%s read the engine's database: %r" % (name, r.stdout))
 
     # Ingest: the user's own daemon, and a job claiming root's job id.
     sock_dir = os.path.join(home, "run")
