@@ -27,6 +27,10 @@ class VoidBaseline {
   // caller has a better reference, e.g. the rank's peers).
   Verdict Judge(double value, double threshold, double delta, int baseline_windows,
                 const history::HistoryFigure* prev, bool threshold_applies = true);
+  // True while the baseline is not complete, or when `value` is above it.
+  bool Above(double value, int baseline_windows) const {
+    return windows_ == 0 || windows_ < baseline_windows || value > sum_ / windows_;
+  }
 
  private:
   double sum_ = 0;

@@ -43,7 +43,8 @@ void VoidMinorityDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   // job's lower median is over it (every rank alike), or one rank that
   // stands out from its peers (twice their figure and `delta` above it);
   // a rank over the threshold whose peers are close below is the program's
-  // own share, estimated unevenly (healthy FSDP's copies on one rank).
+  // own share, estimated unevenly (healthy FSDP's copies on one rank), and
+  // so is one that stands out only because its peers fell below it.
   std::vector<double> sorted = all;
   std::sort(sorted.begin(), sorted.end());
   const bool peers = figs.size() >= 2;
@@ -55,7 +56,11 @@ void VoidMinorityDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     const double vi = f.VMinority();
     double peer = 0;
     if (peers) peer = figs.size() == 2 ? all[1 - i] : analysis::Median(all);
-    const bool stands_out = peers && vi >= 2 * peer && vi >= peer + delta;
+    // Standing out counts only for a rank that rose: one whose peers fell
+    // below a figure it has had from its first windows (healthy FSDP's
+    // ranks differ by nature) is measured against that baseline instead.
+    const bool stands_out = peers && vi >= 2 * peer && vi >= peer + delta &&
+                            base[figs[i].rank].Above(vi, baseline_windows);
     const VoidBaseline::Verdict verdict = base[figs[i].rank].Judge(
         vi, thr, delta, baseline_windows, prev, !peers || program_wide || stands_out);
     if (!verdict.over || held.Hold(absl::StrCat(figs[i].rank)) < persist) continue;

@@ -101,6 +101,22 @@ TEST_F(VoidMinorityTest, OneRankOverTheThresholdWithClosePeersIsTheProgramsShare
                                          "in-step time over 5 steps, peers 14.2 %, baseline 20.4 %)"));
 }
 
+// Healthy FSDP on 2 H200s, later in the run: rank 1 at 17.8 % (21.6 % in
+// its first windows) while rank 0 fell to 4.7 %. Rank 1 now stands out from
+// its peer, but not from itself: silent. A rise above its own baseline is
+// still caught.
+TEST_F(VoidMinorityTest, APeerThatFellDoesNotMakeARankStandOut) {
+  const std::map<int, uint64_t> start = {{0, 140 * kUs}};  // 14 % and 20 %
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(2, {0, 1}, 200 * kUs, start).empty()) << w;
+  const std::map<int, uint64_t> later = {{0, 40 * kUs}, {1, 180 * kUs}};  // 4 % and 18 %
+  for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(2, {0, 1}, 200 * kUs, later).empty()) << w;
+  const std::map<int, uint64_t> risen = {{0, 40 * kUs}, {1, 320 * kUs}};  // 33 %
+  EXPECT_TRUE(Window(2, {0, 1}, 200 * kUs, risen).empty());
+  std::vector<Diagnosis> out = Window(2, {0, 1}, 200 * kUs, risen);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(1));
+}
+
 TEST_F(VoidMinorityTest, EveryRankAboveItsBaseline) {
   Window(4, {0, 1, 2, 3}, 50 * kUs);  // 5 %: the baseline of every rank
   Window(4, {0, 1, 2, 3}, 50 * kUs);
