@@ -1,0 +1,72 @@
+// record_codec — the compact, lossless encoding of a run of xpu_record_v1
+// (include/xpu/record.h) on the daemon -> engine stream
+// (ProcessBatch.compact_records, proto/xpu/v1/common.proto).
+//
+// A record is 32 bytes, but within one process's batch most of it is
+// predictable from the record before it: the commit word (stream position
+// + 1) grows by one, sig_id, stream and flags repeat, a collective's seq is
+// the previous seq of the same signature plus one, issue latency and
+// duration are often zero, and start_ns moves by a few microseconds. The
+// encoding writes one header byte per record saying which fields are as
+// predicted, then only the fields that are not, as LEB128 varints (zigzag
+// for signed differences). Typical records take 5 to 9 bytes.
+//
+// Blob layout (all integers LEB128, at most 10 bytes, canonical form):
+//
+//   version (1 byte, kCompactVersion) | record count n | n records
+//
+//   record:  header byte, then in this order the fields its bits call for
+//     bit 0 kCommitNext  clear: zigzag(int32(commit - (prev.commit + 1)))
+//     bit 1 kSigSame     clear: sig_id
+//     bit 2 kFlagsSame   clear: flags (< 2^16)
+//     bit 3 kStreamSame  clear: stream (< 2^16)
+//     bit 4 kSeqNext     clear: zigzag(int32(seq - (last_seq[slot] + 1)))
+//     bit 5 kLatZero     clear: zigzag(issue_latency_ns)
+//     bit 6 kDurZero     clear: duration
+//     (always)           zigzag(int64(start_ns - prev.start_ns))
+//     bit 7 must be 0.
+//   "prev" is the previous record of the blob (all zero before the first);
+//   last_seq[slot] is the seq of the last record whose sig_id had the same
+//   low kSeqSlotBits bits (0 before any), a table both sides keep alike,
+//   so collisions cost bytes, never correctness.
+//
+// Decoding treats the blob as hostile: it never reads past the end, never
+// accepts a count above kMaxCompactRecords or above half the blob's bytes
+// (a record takes at least two: header and start delta), and
+// fails with a reason on any malformed field, non-canonical varint, bad
+// version or trailing bytes. Output then holds nothing new.
+//
+// Thread-safety: pure functions.
+#ifndef XPU_COMMON_WIRE_RECORD_CODEC_H_
+#define XPU_COMMON_WIRE_RECORD_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "xpu/record.h"
+
+namespace xpu::wire {
+
+inline constexpr uint8_t kCompactVersion = 1;
+// Largest record count a blob may declare (a daemon sends at most a few
+// hundred thousand records per process per batch).
+inline constexpr uint64_t kMaxCompactRecords = 1u << 24;
+
+// Appends the compact form of records[0, n) to *out.
+void EncodeCompactRecords(const xpu_record_v1* records, size_t n, std::string* out);
+
+// The record count the blob declares (0 when its header is unreadable):
+// what a refused blob is counted as. Bounded like the decoder bounds it.
+uint64_t CompactRecordCount(std::string_view blob);
+
+// Appends the records of `blob` to *out. On error *out is left as it was and
+// the status (INVALID_ARGUMENT / DATA_LOSS) says what was wrong and where.
+absl::Status DecodeCompactRecords(std::string_view blob, std::vector<xpu_record_v1>* out);
+
+}  // namespace xpu::wire
+
+#endif  // XPU_COMMON_WIRE_RECORD_CODEC_H_
