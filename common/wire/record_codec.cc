@@ -24,6 +24,10 @@ constexpr uint32_t kSeqSlots = 1u << kSeqSlotBits;
 
 inline uint32_t SeqSlot(uint32_t sig_id) { return sig_id & (kSeqSlots - 1); }
 
+// Positioned records (Ingest) count up by one; records without a position
+// (commit 0: timeline dumps, tools) stay at 0.
+inline uint32_t NextCommit(uint32_t prev) { return prev == 0 ? 0 : prev + 1u; }
+
 inline uint64_t ZigZag64(int64_t v) {
   return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
 }
@@ -85,10 +89,11 @@ void EncodeCompactRecords(const xpu_record_v1* records, size_t n, std::string* o
     const xpu_record_v1& r = records[i];
     char* head = p++;
     uint8_t h = 0;
-    if (r.commit == prev.commit + 1u) {
+    const uint32_t commit = NextCommit(prev.commit);
+    if (r.commit == commit) {
       h |= kCommitNext;
     } else {
-      p = PutVarint(p, ZigZag32(static_cast<int32_t>(r.commit - (prev.commit + 1u))));
+      p = PutVarint(p, ZigZag32(static_cast<int32_t>(r.commit - commit)));
     }
     if (r.sig_id == prev.sig_id) {
       h |= kSigSame;
@@ -127,6 +132,21 @@ void EncodeCompactRecords(const xpu_record_v1* records, size_t n, std::string* o
     prev = r;
   }
   out->resize(static_cast<size_t>(p - out->data()));
+}
+
+bool CompactProcessBatchRecords(xpu::v1::ProcessBatch* pb) {
+  const std::string& raw = pb->records();
+  if (raw.empty() || raw.size() % sizeof(xpu_record_v1) != 0) return false;
+  // The blob has no alignment guarantee: copy the records out first.
+  thread_local std::vector<xpu_record_v1> records;
+  records.resize(raw.size() / sizeof(xpu_record_v1));
+  std::memcpy(records.data(), raw.data(), raw.size());
+  std::string compact;
+  EncodeCompactRecords(records.data(), records.size(), &compact);
+  if (compact.size() >= raw.size()) return false;
+  pb->set_compact_records(std::move(compact));
+  pb->clear_records();
+  return true;
 }
 
 uint64_t CompactRecordCount(std::string_view blob) {
@@ -173,11 +193,10 @@ absl::Status DecodeCompactRecords(std::string_view blob, std::vector<xpu_record_
     const uint8_t h = *p++;
     if (h & kReservedBits) return fail("header");
     xpu_record_v1 r;
-    if (h & kCommitNext) {
-      r.commit = prev.commit + 1u;
-    } else {
+    r.commit = NextCommit(prev.commit);
+    if (!(h & kCommitNext)) {
       if (!GetVarint(p, end, 32, &v)) return fail("commit");
-      r.commit = prev.commit + 1u + static_cast<uint32_t>(UnZigZag32(static_cast<uint32_t>(v)));
+      r.commit += static_cast<uint32_t>(UnZigZag32(static_cast<uint32_t>(v)));
     }
     if (h & kSigSame) {
       r.sig_id = prev.sig_id;

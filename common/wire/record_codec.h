@@ -9,14 +9,17 @@
 // duration are often zero, and start_ns moves by a few microseconds. The
 // encoding writes one header byte per record saying which fields are as
 // predicted, then only the fields that are not, as LEB128 varints (zigzag
-// for signed differences). Typical records take 5 to 9 bytes.
+// for signed differences). Typical records take 5 to 9 bytes; the worst
+// case (every field unpredictable) is 42.
 //
 // Blob layout (all integers LEB128, at most 10 bytes, canonical form):
 //
 //   version (1 byte, kCompactVersion) | record count n | n records
 //
 //   record:  header byte, then in this order the fields its bits call for
-//     bit 0 kCommitNext  clear: zigzag(int32(commit - (prev.commit + 1)))
+//     bit 0 kCommitNext  clear: zigzag(int32(commit - next)), next = prev.commit
+//                        + 1, or 0 when prev.commit is 0 (records without a
+//                        ring position stay at 0)
 //     bit 1 kSigSame     clear: sig_id
 //     bit 2 kFlagsSame   clear: flags (< 2^16)
 //     bit 3 kStreamSame  clear: stream (< 2^16)
@@ -48,6 +51,7 @@
 
 #include "absl/status/status.h"
 #include "xpu/record.h"
+#include "xpu/v1/common.pb.h"
 
 namespace xpu::wire {
 
@@ -66,6 +70,11 @@ uint64_t CompactRecordCount(std::string_view blob);
 // Appends the records of `blob` to *out. On error *out is left as it was and
 // the status (INVALID_ARGUMENT / DATA_LOSS) says what was wrong and where.
 absl::Status DecodeCompactRecords(std::string_view blob, std::vector<xpu_record_v1>* out);
+
+// Moves pb->records (packed xpu_record_v1) into pb->compact_records when the
+// compact form is smaller (it nearly always is; random bytes are not).
+// Returns whether it did. A blob that is not a multiple of 32 bytes stays.
+bool CompactProcessBatchRecords(xpu::v1::ProcessBatch* pb);
 
 }  // namespace xpu::wire
 

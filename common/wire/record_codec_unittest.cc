@@ -127,7 +127,9 @@ TEST(RecordCodec, WrapsCommitAndSeq) {
 absl::Status Decode(std::string_view blob, std::vector<xpu_record_v1>* out) {
   const size_t before = out->size();
   absl::Status st = DecodeCompactRecords(blob, out);
-  if (!st.ok()) EXPECT_EQ(out->size(), before) << "nothing appended on error";
+  if (!st.ok()) {
+    EXPECT_EQ(out->size(), before) << "nothing appended on error";
+  }
   return st;
 }
 
