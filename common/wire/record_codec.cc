@@ -10,19 +10,36 @@ namespace {
 
 enum HeaderBit : uint8_t {
   kCommitNext = 1u << 0,
-  kSigSame = 1u << 1,
+  kSigPredicted = 1u << 1,
   kFlagsSame = 1u << 2,
-  kStreamSame = 1u << 3,
+  kStreamPredicted = 1u << 3,
   kSeqNext = 1u << 4,
   kLatZero = 1u << 5,
   kDurZero = 1u << 6,
-  kReservedBits = 1u << 7,
+  kStartFromEnd = 1u << 7,
 };
 
-constexpr int kSeqSlotBits = 8;
-constexpr uint32_t kSeqSlots = 1u << kSeqSlotBits;
+constexpr int kSlotBits = 8;
+constexpr uint32_t kSlots = 1u << kSlotBits;
 
-inline uint32_t SeqSlot(uint32_t sig_id) { return sig_id & (kSeqSlots - 1); }
+inline uint32_t Slot(uint32_t sig_id) { return sig_id & (kSlots - 1); }
+
+// What both sides predict from: the previous record and, per slot of sig_id,
+// the sig_id that followed it, its stream and its seq.
+struct Context {
+  xpu_record_v1 prev{};
+  uint32_t next_sig[kSlots] = {};
+  uint16_t stream_of[kSlots] = {};
+  uint32_t last_seq[kSlots] = {};
+
+  void Remember(const xpu_record_v1& r) {
+    next_sig[Slot(prev.sig_id)] = r.sig_id;
+    const uint32_t s = Slot(r.sig_id);
+    stream_of[s] = r.stream;
+    last_seq[s] = r.seq;
+    prev = r;
+  }
+};
 
 // Positioned records (Ingest) count up by one; records without a position
 // (commit 0: timeline dumps, tools) stay at 0.
@@ -83,8 +100,8 @@ void EncodeCompactRecords(const xpu_record_v1* records, size_t n, std::string* o
   char* p = out->data() + base;
   *p++ = static_cast<char>(kCompactVersion);
   p = PutVarint(p, n);
-  uint32_t last_seq[kSeqSlots] = {};
-  xpu_record_v1 prev{};
+  Context ctx;
+  const xpu_record_v1& prev = ctx.prev;
   for (size_t i = 0; i < n; ++i) {
     const xpu_record_v1& r = records[i];
     char* head = p++;
@@ -95,8 +112,8 @@ void EncodeCompactRecords(const xpu_record_v1* records, size_t n, std::string* o
     } else {
       p = PutVarint(p, ZigZag32(static_cast<int32_t>(r.commit - commit)));
     }
-    if (r.sig_id == prev.sig_id) {
-      h |= kSigSame;
+    if (r.sig_id == ctx.next_sig[Slot(prev.sig_id)]) {
+      h |= kSigPredicted;
     } else {
       p = PutVarint(p, r.sig_id);
     }
@@ -105,18 +122,17 @@ void EncodeCompactRecords(const xpu_record_v1* records, size_t n, std::string* o
     } else {
       p = PutVarint(p, r.flags);
     }
-    if (r.stream == prev.stream) {
-      h |= kStreamSame;
+    const uint32_t slot = Slot(r.sig_id);
+    if (r.stream == ctx.stream_of[slot]) {
+      h |= kStreamPredicted;
     } else {
       p = PutVarint(p, r.stream);
     }
-    uint32_t& slot = last_seq[SeqSlot(r.sig_id)];
-    if (r.seq == slot + 1u) {
+    if (r.seq == ctx.last_seq[slot] + 1u) {
       h |= kSeqNext;
     } else {
-      p = PutVarint(p, ZigZag32(static_cast<int32_t>(r.seq - (slot + 1u))));
+      p = PutVarint(p, ZigZag32(static_cast<int32_t>(r.seq - (ctx.last_seq[slot] + 1u))));
     }
-    slot = r.seq;
     if (r.issue_latency_ns == 0) {
       h |= kLatZero;
     } else {
@@ -127,9 +143,18 @@ void EncodeCompactRecords(const xpu_record_v1* records, size_t n, std::string* o
     } else {
       p = PutVarint(p, r.duration);
     }
-    p = PutVarint(p, ZigZag64(static_cast<int64_t>(r.start_ns - prev.start_ns)));
+    // The smaller of the two deltas; ties go to the start.
+    const uint64_t from_start = ZigZag64(static_cast<int64_t>(r.start_ns - prev.start_ns));
+    const uint64_t from_end =
+        ZigZag64(static_cast<int64_t>(r.start_ns - (prev.start_ns + prev.duration)));
+    if (from_end < from_start) {
+      h |= kStartFromEnd;
+      p = PutVarint(p, from_end);
+    } else {
+      p = PutVarint(p, from_start);
+    }
     *head = static_cast<char>(h);
-    prev = r;
+    ctx.Remember(r);
   }
   out->resize(static_cast<size_t>(p - out->data()));
 }
@@ -179,8 +204,8 @@ absl::Status DecodeCompactRecords(std::string_view blob, std::vector<xpu_record_
   const size_t base = out->size();
   out->resize(base + n);
   xpu_record_v1* w = out->data() + base;
-  uint32_t last_seq[kSeqSlots] = {};
-  xpu_record_v1 prev{};
+  Context ctx;
+  const xpu_record_v1& prev = ctx.prev;
   uint64_t v = 0;
   size_t i = 0;
   auto fail = [&](const char* what) {
@@ -191,15 +216,14 @@ absl::Status DecodeCompactRecords(std::string_view blob, std::vector<xpu_record_
   for (; i < n; ++i) {
     if (p == end) return fail("header");
     const uint8_t h = *p++;
-    if (h & kReservedBits) return fail("header");
     xpu_record_v1 r;
     r.commit = NextCommit(prev.commit);
     if (!(h & kCommitNext)) {
       if (!GetVarint(p, end, 32, &v)) return fail("commit");
       r.commit += static_cast<uint32_t>(UnZigZag32(static_cast<uint32_t>(v)));
     }
-    if (h & kSigSame) {
-      r.sig_id = prev.sig_id;
+    if (h & kSigPredicted) {
+      r.sig_id = ctx.next_sig[Slot(prev.sig_id)];
     } else {
       if (!GetVarint(p, end, 32, &v)) return fail("sig_id");
       r.sig_id = static_cast<uint32_t>(v);
@@ -210,20 +234,18 @@ absl::Status DecodeCompactRecords(std::string_view blob, std::vector<xpu_record_
       if (!GetVarint(p, end, 16, &v)) return fail("flags");
       r.flags = static_cast<uint16_t>(v);
     }
-    if (h & kStreamSame) {
-      r.stream = prev.stream;
+    const uint32_t slot = Slot(r.sig_id);
+    if (h & kStreamPredicted) {
+      r.stream = ctx.stream_of[slot];
     } else {
       if (!GetVarint(p, end, 16, &v)) return fail("stream");
       r.stream = static_cast<uint16_t>(v);
     }
-    uint32_t& slot = last_seq[SeqSlot(r.sig_id)];
-    if (h & kSeqNext) {
-      r.seq = slot + 1u;
-    } else {
+    r.seq = ctx.last_seq[slot] + 1u;
+    if (!(h & kSeqNext)) {
       if (!GetVarint(p, end, 32, &v)) return fail("seq");
-      r.seq = slot + 1u + static_cast<uint32_t>(UnZigZag32(static_cast<uint32_t>(v)));
+      r.seq += static_cast<uint32_t>(UnZigZag32(static_cast<uint32_t>(v)));
     }
-    slot = r.seq;
     if (h & kLatZero) {
       r.issue_latency_ns = 0;
     } else {
@@ -237,9 +259,11 @@ absl::Status DecodeCompactRecords(std::string_view blob, std::vector<xpu_record_
       r.duration = static_cast<uint32_t>(v);
     }
     if (!GetVarint(p, end, 64, &v)) return fail("start_ns");
-    r.start_ns = prev.start_ns + static_cast<uint64_t>(UnZigZag64(v));
+    const uint64_t start_base =
+        (h & kStartFromEnd) ? prev.start_ns + prev.duration : prev.start_ns;
+    r.start_ns = start_base + static_cast<uint64_t>(UnZigZag64(v));
     w[i] = r;
-    prev = r;
+    ctx.Remember(r);
   }
   if (p != end) {
     out->resize(base);

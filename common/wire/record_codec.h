@@ -3,35 +3,40 @@
 // (ProcessBatch.compact_records, proto/xpu/v1/common.proto).
 //
 // A record is 32 bytes, but within one process's batch most of it is
-// predictable from the record before it: the commit word (stream position
-// + 1) grows by one, sig_id, stream and flags repeat, a collective's seq is
-// the previous seq of the same signature plus one, issue latency and
-// duration are often zero, and start_ns moves by a few microseconds. The
-// encoding writes one header byte per record saying which fields are as
+// predictable from what came before: the commit word (stream position + 1)
+// grows by one, a training loop issues its ops in the same order every step
+// (the signature that followed this one last time follows it again, on the
+// stream it used last time), a collective's seq is the previous seq of the
+// same signature plus one, flags repeat, issue latency and duration are often
+// zero, and an op starts shortly after the previous one started or ended.
+// The encoding writes one header byte per record saying which fields are as
 // predicted, then only the fields that are not, as LEB128 varints (zigzag
-// for signed differences). Typical records take 5 to 9 bytes; the worst
-// case (every field unpredictable) is 42.
+// for signed differences). Records of simulated training jobs take 11 to 13
+// bytes (bench/wire/record_codec_bench: the timestamps are most of it); the
+// worst case (every field unpredictable) is 42.
 //
 // Blob layout (all integers LEB128, at most 10 bytes, canonical form):
 //
 //   version (1 byte, kCompactVersion) | record count n | n records
 //
 //   record:  header byte, then in this order the fields its bits call for
-//     bit 0 kCommitNext  clear: zigzag(int32(commit - next)), next = prev.commit
-//                        + 1, or 0 when prev.commit is 0 (records without a
-//                        ring position stay at 0)
-//     bit 1 kSigSame     clear: sig_id
-//     bit 2 kFlagsSame   clear: flags (< 2^16)
-//     bit 3 kStreamSame  clear: stream (< 2^16)
-//     bit 4 kSeqNext     clear: zigzag(int32(seq - (last_seq[slot] + 1)))
-//     bit 5 kLatZero     clear: zigzag(issue_latency_ns)
-//     bit 6 kDurZero     clear: duration
-//     (always)           zigzag(int64(start_ns - prev.start_ns))
-//     bit 7 must be 0.
-//   "prev" is the previous record of the blob (all zero before the first);
-//   last_seq[slot] is the seq of the last record whose sig_id had the same
-//   low kSeqSlotBits bits (0 before any), a table both sides keep alike,
-//   so collisions cost bytes, never correctness.
+//     bit 0 kCommitNext     clear: zigzag(int32(commit - next)), next =
+//                           prev.commit + 1, or 0 when prev.commit is 0
+//                           (records without a ring position stay at 0)
+//     bit 1 kSigPredicted   clear: sig_id; set: next_sig[slot(prev.sig_id)]
+//     bit 2 kFlagsSame      clear: flags (< 2^16); set: prev.flags
+//     bit 3 kStreamPredicted clear: stream (< 2^16); set: stream_of[slot(sig_id)]
+//     bit 4 kSeqNext        clear: zigzag(int32(seq - (last_seq[slot(sig_id)] + 1)))
+//     bit 5 kLatZero        clear: zigzag(issue_latency_ns)
+//     bit 6 kDurZero        clear: duration
+//     (always)              zigzag(int64(start_ns - base)), base =
+//     bit 7 kStartFromEnd     prev.start_ns + prev.duration when set,
+//                             prev.start_ns when clear
+//   "prev" is the previous record of the blob (all zero before the first).
+//   slot(id) is the low kSlotBits bits of a sig_id; next_sig[], stream_of[]
+//   and last_seq[] hold, per slot, the sig_id that followed, the stream and
+//   the seq of the last record seen there (0 before any). Both sides keep
+//   them alike, so collisions cost bytes, never correctness.
 //
 // Decoding treats the blob as hostile: it never reads past the end, never
 // accepts a count above kMaxCompactRecords or above half the blob's bytes

@@ -141,7 +141,7 @@ TEST(RecordCodec, RefusesMalformedBlobs) {
   // A count that the bytes cannot hold: refused before any allocation.
   EXPECT_FALSE(Decode(std::string("\x01\xff\xff\xff\xff\x0f\x00\x00", 8), &out).ok());
   EXPECT_EQ(CompactRecordCount(std::string("\x01\xff\xff\xff\xff\x0f\x00\x00", 8)), 1u);
-  EXPECT_FALSE(Decode(std::string("\x01\x01\x80\x00", 4), &out).ok());  // reserved header bit
+  EXPECT_FALSE(Decode(std::string("\x01\x01\x80\x00", 4), &out).ok());  // fields missing
   // Overlong (non-canonical) start delta.
   EXPECT_FALSE(Decode(std::string("\x01\x01\x7f\x80\x00", 5), &out).ok());
   // An 11-byte varint.
