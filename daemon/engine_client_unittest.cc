@@ -210,8 +210,9 @@ TEST(EngineClientTest, HelloResyncAndBatchesArriveWithTheRightCounts) {
 TEST(EngineClientTest, CompactRecordsOnlyToAnEngineThatReadsThem) {
   for (const bool engine_reads : {true, false}) {
     for (const bool daemon_compact : {true, false}) {
-      SCOPED_TRACE(::testing::Message() << "engine reads compact " << engine_reads
-                                        << ", daemon --wire " << (daemon_compact ? "compact" : "raw"));
+      SCOPED_TRACE(::testing::Message()
+                   << "engine reads compact " << engine_reads << ", daemon --wire "
+                   << (daemon_compact ? "compact" : "raw"));
       FakeEngine engine;
       engine.service.With([&](FakeIngest& s) { return s.compact_records_ = engine_reads; });
       Node node;

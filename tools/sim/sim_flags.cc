@@ -56,7 +56,7 @@ void AddFlags(CLI::App& app, SimOptions* o, RawFlags* raw) {
   app.add_option("--wire", raw->wire,
                  "record encoding, as a daemon's --wire: compact (when the engine reads it) or "
                  "raw; bytes_per_rank_step reports what was sent")
-      ->type_name("compact|raw")
+      ->type_name("ENCODING")
       ->check(CLI::IsMember({"compact", "raw"}));
   app.add_option("--fault", raw->faults,
                  "KIND:RANKS[:AT_WINDOW] (repeatable; ranks like 3 or 0,8-11; AT_WINDOW counts "
