@@ -224,6 +224,30 @@ def flag_map(command):
     return out
 
 
+def podman_compose_merged(files):
+    """The services as podman-compose merges FILES (its own functions), or
+    None where its module is not installed."""
+    try:
+        import podman_compose
+    except ImportError:
+        return None
+    compose = {}
+    for f in files:
+        content = podman_compose.normalize(yaml.safe_load(open(os.path.join(DOCKER, f))))
+        content = podman_compose.rec_subs(content, dict(os.environ))
+        podman_compose.rec_merge(compose, content)
+    return compose["services"]
+
+
+def effective(command):
+    """Flags as xpu-engine reads them: the last value of a flag given twice wins."""
+    out = {}
+    for a in command:
+        k, _, v = a.partition("=")
+        out[k] = v
+    return out
+
+
 def check_replicas(engine_flags_known):
     """The multi-replica layout: compose.yaml + compose.replicas.yaml."""
     files = ["compose.yaml", "compose.replicas.yaml"]
@@ -320,7 +344,7 @@ def check_replicas(engine_flags_known):
     prom = svcs["prometheus"]
     cfg = [a.split("=", 1)[1] for a in prom["command"] if a.startswith("--config.file=")][0]
     src = [mount(v)[0] for v in prom["volumes"] if mount(v)[1] == cfg]
-    check(src, "Prometheus reads %s, which is not mounted" % cfg)
+    check(len(src) == 1, "Prometheus reads %s, mounted from %s" % (cfg, src))
     pcfg = yaml.safe_load(open(src[0]))
     scrape = sorted(t for sc in pcfg["scrape_configs"] if sc["job_name"] == "xpu-engine"
                     for st in sc["static_configs"] for t in st["targets"])
@@ -332,6 +356,28 @@ def check_replicas(engine_flags_known):
     check(pcfg["rule_files"] == ["rules/*.yml"] and rules and os.path.dirname(cfg) == "/etc/prometheus",
           "rules not loaded (%s, %s)" % (pcfg["rule_files"], rules))
     log("Prometheus (%s): scrapes %s, alerts %s" % (os.path.basename(src[0]), ", ".join(scrape), am[0]))
+
+    # podman-compose 1.0 appends an overlay's command to the base's instead
+    # of replacing it, and keeps one mount per target: what each service
+    # then runs must be what docker compose runs.
+    pc = podman_compose_merged(files)
+    if pc is None:
+        log("podman-compose's merge: module podman_compose not installed, not compared")
+    else:
+        for name in engines:
+            check(effective(pc[name]["command"]) == effective(svcs[name]["command"]),
+                  "%s under podman-compose runs %s" % (name, pc[name]["command"]))
+        for name in svcs:
+            got = sorted(str(v).rsplit(":", 1)[0] if str(v).count(":") > 1 else str(v)
+                         for v in pc[name].get("volumes", []))
+            targets = [g.split(":")[1] for g in got if ":" in g]
+            check(len(targets) == len(set(targets)), "%s under podman-compose mounts %s" % (name, got))
+        pm = [v for v in pc["prometheus"]["volumes"] if ":%s" % cfg in v]
+        check(len(pm) == 1 and pm[0].startswith("./prometheus/" + os.path.basename(src[0])),
+              "Prometheus under podman-compose reads %s" % pm)
+        check(pc["prometheus"]["command"] == svcs["prometheus"]["command"], "Prometheus's command differs")
+        log("podman-compose's merge (command lists appended): every replica's flags, last value winning, and "
+            "every mount as docker compose has them")
 
     # The demo job's daemon, as stack.sh --replicas starts it.
     m = re.search(r"export XPU_DEMO_ENGINE=\$\{XPU_DEMO_ENGINE:-(.*)\}$", stack, re.M)

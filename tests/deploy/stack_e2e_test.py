@@ -34,7 +34,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from deploy_util import (REPO, Failure, Procs, check, engine_ports, free_port, http_json, log,  # noqa: E402
-                         main, need, run, skip, wait_for)
+                         main, need, podman_settings, run, skip, wait_for)
 
 import yaml  # noqa: E402
 
@@ -191,35 +191,6 @@ def host_mode():
         failed = False
     finally:
         procs.close(failed)
-
-
-def podman_settings(image):
-    """Global and run arguments podman needs on this host, found by running
-    the engine image once; each fallback is printed with the error it fixes."""
-    gargs, rargs = [], []
-    for _ in range(3):
-        r = subprocess.run(["podman"] + gargs + ["run", "--rm"] + rargs + ["--entrypoint", "/bin/true", image],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
-        if r.returncode == 0:
-            return gargs, rargs
-        err = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "rc %d" % r.returncode
-        if "cgroups in hybrid mode not supported" in err and shutil.which("runc") and "--runtime" not in gargs:
-            log("podman: crun says '%s': using --runtime runc" % err)
-            gargs += ["--runtime", "runc"]
-        elif "setrlimit" in err and not rargs:
-            # This host forbids raising limits (no CAP_SYS_RESOURCE); podman
-            # lowers its own, so ask for exactly those.
-            lim = {}
-            for line in open("/proc/self/limits"):
-                if line.startswith("Max open files"):
-                    lim["nofile"] = line.split()[4]
-            lim["nproc"] = "32768"
-            log("podman: '%s': passing --ulimit nofile=%s --ulimit nproc=%s" % (err, lim["nofile"], lim["nproc"]))
-            rargs += ["--ulimit", "nofile=%s:%s" % (lim["nofile"], lim["nofile"]),
-                      "--ulimit", "nproc=%s:%s" % (lim["nproc"], lim["nproc"])]
-        else:
-            skip("podman cannot run a container here: %s" % err)
-    skip("podman cannot run a container here even with %s %s" % (gargs, rargs))
 
 
 def containers_mode():

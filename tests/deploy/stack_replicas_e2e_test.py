@@ -175,15 +175,27 @@ def body():
         wait_for(lambda: http_json(am_url + "/api/v2/status"), 30, "Alertmanager to answer")
 
         # The replicas, one after the other (the first creates the schema).
+        # The one that compose.yaml already has runs with the command that
+        # podman-compose 1.0 gives it (compose.yaml's, then the overlay's:
+        # the last value of each flag must win); the others with docker
+        # compose's merge.
         grpc = {n: free_port() for n in engines}
         addr_of = {"%s:7441" % n: "127.0.0.1:%d" % grpc[n] for n in engines}
         running = {}
+        raw = [yaml.safe_load(open(os.path.join(DOCKER, f)))["services"]
+               for f in ("compose.yaml", "compose.replicas.yaml")]
         for n in engines:
+            command = svcs[n]["command"]
+            if n in raw[0]:
+                command = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", a)
+                           for a in raw[0][n]["command"] + raw[1][n]["command"]]
             args = []
-            for a in svcs[n]["command"]:
+            for a in command:
                 k, _, v = a.partition("=")
+                if k == "--db":
+                    v = ("postgresql://%s@127.0.0.1:%d/%s" % (user, port, db) if v.startswith("postgresql://")
+                         else os.path.join(procs.dir, "%s.db" % n))
                 v = {"--listen": "127.0.0.1:%d" % grpc[n], "--metrics-addr": "127.0.0.1:0",
-                     "--db": "postgresql://%s@127.0.0.1:%d/%s" % (user, port, db),
                      "--advertise-addr": addr_of.get(v, v), "--alertmanager-url": am_url,
                      "--window-s": WINDOW_S}.get(k, v)
                 if k.endswith("-token-file"):
@@ -195,12 +207,16 @@ def body():
             p = procs.spawn(n, [os.path.join(tree, "bin", "xpu-engine")] + args, env=env)
             gport, mport = engine_ports(procs, p)
             running[n] = (p, gport, mport)
-            log("%s: %s" % (n, " ".join(a for a in args if a.startswith(("--replica-id", "--advertise", "--db")))))
+            log("%s: %s%s" % (n, " ".join(a for a in args if a.startswith(("--replica-id", "--advertise", "--db"))),
+                               " (podman-compose's appended command)" if n in raw[0] else ""))
 
         prom_dir = os.path.join(procs.dir, "prometheus")
         shutil.copytree(os.path.join(DOCKER, "prometheus"), prom_dir)
         cfg_name = [a.split("=", 1)[1] for a in svcs["prometheus"]["command"] if a.startswith("--config.file=")][0]
-        cfg_path = os.path.join(prom_dir, os.path.basename(cfg_name))
+        # The file mounted there (compose.replicas.yaml's, over compose.yaml's).
+        src = [v.split(":")[0] for v in svcs["prometheus"]["volumes"] if v.split(":")[1] == cfg_name]
+        check(len(src) == 1, "Prometheus's %s mounted from %s" % (cfg_name, src))
+        cfg_path = os.path.join(prom_dir, os.path.basename(src[0]))
         cfg = open(cfg_path).read()
         targets = {}
         for n in engines:
@@ -211,6 +227,7 @@ def body():
             "evaluation_interval: 10s", "evaluation_interval: 2s")
         with open(cfg_path, "w") as f:
             f.write(cfg)
+        log("Prometheus with %s" % os.path.relpath(src[0], REPO))
         prom_port = free_port()
         prom_args = []
         for a in svcs["prometheus"]["command"]:
