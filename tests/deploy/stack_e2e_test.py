@@ -82,14 +82,17 @@ def check_alerts(am_url, prom_url, job, diagnose):
     # (after group_wait).
     seen = {}
 
+    # The engine's alerts of the job: one per subject (on 2 busy cores a
+    # healthy rank is now and then found slow for a window too); the copy is
+    # inhibited by one of them.
     def inhibited():
-        src = copy = None
+        src, copy = {}, None
         for a in http_json(am_url + "/api/v2/alerts?inhibited=true"):
             l = a["labels"]
             if l.get("xpu_job") == job and l.get("kind") == "slow_gpu":
                 seen[l["alertname"]] = a["status"]
                 if l["alertname"] == "xpu_slow_gpu":
-                    src = a
+                    src[a["fingerprint"]] = a
                 elif (l["alertname"] == "XPUTimerDiagnosisActive" and a["status"]["state"] == "suppressed" and
                       a["status"]["inhibitedBy"]):
                     copy = a
@@ -98,8 +101,8 @@ def check_alerts(am_url, prom_url, job, diagnose):
         ia, src = wait_for(inhibited, 90, "XPUTimerDiagnosisActive to be inhibited in Alertmanager", 1)
     except Failure:
         raise Failure("Prometheus's copy not inhibited: %s" % (seen or "never received"))
-    check(src and src["fingerprint"] in ia["status"]["inhibitedBy"], "inhibited by %s, not by xpu_slow_gpu %s" % (
-        ia["status"]["inhibitedBy"], src and src["fingerprint"]))
+    check(set(ia["status"]["inhibitedBy"]) & set(src), "inhibited by %s, not by an xpu_slow_gpu alert %s" % (
+        ia["status"]["inhibitedBy"], sorted(src)))
     log("Alertmanager: XPUTimerDiagnosisActive %s, inhibited by the engine's alert" % ia["status"]["state"])
 
     d = wait_for(diagnose, 30, "slow_gpu in xpu diagnose", 1)
@@ -184,7 +187,8 @@ def host_mode():
         def diagnose():
             r = run([cli, "--engine", "127.0.0.1:%d" % port, "--token-file", tokens["read"], "diagnose", "--job", job,
                      "--json"], check_rc=False)
-            ds = [d for d in json.loads(r.stdout)["diagnoses"] if d["kind"] == "slow_gpu"] if r.returncode == 0 else []
+            ds = [d for d in json.loads(r.stdout)["diagnoses"] if d["kind"] == "slow_gpu" and
+                  d["ranks"] == [SLOW_RANK]] if r.returncode == 0 else []
             return ds[0] if ds else None
         check_alerts(am_url, prom_url, job, diagnose)
         log("Grafana: not run here (not packaged by Debian); its provisioning is checked by deploy_grafana_check")
@@ -245,7 +249,8 @@ def containers_mode():
 
         def diagnose():
             r = run([stack, "xpu", "diagnose", "--job", project, "--json"], env=env, check_rc=False)
-            ds = [d for d in json.loads(r.stdout)["diagnoses"] if d["kind"] == "slow_gpu"] if r.returncode == 0 else []
+            ds = [d for d in json.loads(r.stdout)["diagnoses"] if d["kind"] == "slow_gpu" and
+                  d["ranks"] == [SLOW_RANK]] if r.returncode == 0 else []
             return ds[0] if ds else None
         check_alerts(am_url, prom_url, project, diagnose)
         r = run([stack, "status"], env=env, check_rc=False)

@@ -264,10 +264,15 @@ def body():
         check(len(have) == 1, "the job's records reach %s, not one replica" % have)
         serving = have[0]
 
-        def engine_alerts():
+        # The slow rank's alert (on 2 busy cores a healthy rank is now and
+        # then found slow for a window or two: other subjects are only shown).
+        subject = "rank:%d" % SLOW_RANK
+
+        def engine_alerts(all_subjects=False):
             return [a for a in http_json(am_url + "/api/v2/alerts?active=true")
-                    if a["labels"].get("alertname") == "xpu_slow_gpu" and a["labels"].get("xpu_job") == job]
-        alerts = wait_for(engine_alerts, 150, "xpu_slow_gpu of job %s in Alertmanager" % job, 1)
+                    if a["labels"].get("alertname") == "xpu_slow_gpu" and a["labels"].get("xpu_job") == job and
+                    (all_subjects or a["labels"].get("subject") == subject)]
+        alerts = wait_for(engine_alerts, 150, "xpu_slow_gpu of job %s, %s, in Alertmanager" % (job, subject), 1)
         check(alerts[0]["labels"]["team"] == "operations", "team %s" % alerts[0]["labels"])
         others = [n for n in engines if n != serving]
         check(all(records(n) == 0 for n in others), "another replica ingested records of the job")
@@ -302,15 +307,19 @@ def body():
         def diagnose():
             r = run([cli, "--engine", "127.0.0.1:%d" % running[new][1], "--token-file", tokens["read"], "diagnose",
                      "--job", job, "--json"], check_rc=False)
-            ds = [d for d in json.loads(r.stdout)["diagnoses"] if d["kind"] == "slow_gpu"] if r.returncode == 0 else []
+            ds = [d for d in json.loads(r.stdout)["diagnoses"] if d["kind"] == "slow_gpu" and
+                  d["ranks"] == [SLOW_RANK]] if r.returncode == 0 else []
             return ds[0] if ds else None
         d = wait_for(diagnose, 30, "slow_gpu in xpu diagnose at %s" % new, 1)
         check(d["ranks"] == [SLOW_RANK] and d["team"] == "operations", "xpu diagnose at %s: %s" % (new, d))
         after = engine_alerts()
-        check(len(after) == 1 and after[0]["labels"]["team"] == "operations",
-              "Alertmanager holds %d xpu_slow_gpu alerts of the job after the failover" % len(after))
-        log("xpu diagnose at %s: slow_gpu ranks %s team %s; Alertmanager: one xpu_slow_gpu alert of the job" % (
-            new, d["ranks"], d["team"]))
+        check(len(after) == 1 and after[0]["fingerprint"] == alerts[0]["fingerprint"],
+              "Alertmanager holds %s for %s after the failover, before %s" % (
+                  [a["labels"] for a in after], subject, alerts[0]["labels"]))
+        extra = [a["labels"].get("subject") for a in engine_alerts(True) if a["labels"].get("subject") != subject]
+        log("xpu diagnose at %s: slow_gpu ranks %s team %s; Alertmanager: the %s alert of the job still active, "
+            "the same one%s" % (new, d["ranks"], d["team"], subject,
+                                "; also slow_gpu on %s (busy cores)" % extra if extra else ""))
 
         def scraped():
             res = http_json(prom_url + "/api/v1/query?query=up%7Bjob%3D%22xpu-engine%22%7D")["data"]["result"]
