@@ -200,5 +200,18 @@ TEST_F(UnoptimizedGemmTest, ShapeThatReachedTheReferenceEarlierIsNotAKernelChoic
   }
 }
 
+
+// A one-rank job: the misaligned shape against the job's best shape.
+TEST_F(UnoptimizedGemmTest, MisalignedShapeInAOneRankJob) {
+  for (int w = 0; w < 2; ++w) {
+    Gemms({0}, kBig, 868);
+    Gemms({0}, kMisaligned, 250);
+    if (w == 0) EXPECT_TRUE(Window().empty());
+  }
+  std::vector<Diagnosis> out = Window();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].ranks, ElementsAre(0));
+}
+
 }  // namespace
 }  // namespace xpu::engine
