@@ -81,20 +81,28 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   RefreshPeriod(job, now_ns, &pace);
   // Gaps between progress arrivals, per process; the job's gap figure is
   // the largest of the processes' 90th percentiles.
-  uint64_t gap90 = 0;
+  uint64_t gap90 = 0, job_gap90 = 0;
   bool any_exited = false, any_live = false;
   for (const auto& [key, p] : job.processes()) {
     ProcessPace& pp = pace.procs[key];
     if (p->last_progress_rx_ns != pp.last_progress_ns) {
       if (pp.in_stall) {
         pp.in_stall = false;  // the gap that ends a stall is no sample
-      } else if (pp.last_progress_ns != 0 && p->last_progress_rx_ns > pp.last_progress_ns) {
-        pp.gaps.push_back(p->last_progress_rx_ns - pp.last_progress_ns);
-        if (pp.gaps.size() > kMaxGaps) pp.gaps.pop_front();
+      } else {
+        if (pp.last_progress_ns != 0 && p->last_progress_rx_ns > pp.last_progress_ns) {
+          pp.gaps.push_back(p->last_progress_rx_ns - pp.last_progress_ns);
+          if (pp.gaps.size() > kMaxGaps) pp.gaps.pop_front();
+        }
+        if (p->progress_gap_unread_ns != 0) {
+          pp.job_gaps.push_back(p->progress_gap_unread_ns);
+          if (pp.job_gaps.size() > kMaxGaps) pp.job_gaps.pop_front();
+        }
       }
+      p->progress_gap_unread_ns = 0;
       pp.last_progress_ns = p->last_progress_rx_ns;
     }
     gap90 = std::max(gap90, Percentile90(pp.gaps));
+    job_gap90 = std::max(job_gap90, Percentile90(pp.job_gaps));
     if (p->liveness == Liveness::kExited) {
       any_exited = true;
     } else {
@@ -103,12 +111,12 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   }
   uint64_t period = pace.step_period_ns;
   std::string source = pace.step_source;
-  if (gap90 > period) {
-    period = gap90;
+  if (job_gap90 > period) {
+    period = job_gap90;
     source = "progress gaps";
   }
   const uint64_t threshold =
-      std::max(options_.floor_ns, static_cast<uint64_t>(options_.multiple * period));
+      std::max(options_.floor_ns, static_cast<uint64_t>(options_.multiple * period)) + gap90;
   pace.threshold_ns = threshold;
   if (!any_live) return std::nullopt;  // finished
   const uint64_t allowed = threshold + (any_exited ? options_.end_grace_ns : 0);
@@ -126,7 +134,8 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   s.trigger = "rank(s) " + CompressRanks(s.ranks) + " made no progress for " +
               Secs(now_ns - s.since_ns) + " (threshold " + Secs(threshold) + " = max(floor " +
               Secs(options_.floor_ns) + ", " + std::to_string(static_cast<int>(options_.multiple)) +
-              " x the job's period " + Secs(period) + " from " + s.period_source + "))";
+              " x the job's period " + Secs(period) + " from " + s.period_source + ") + " +
+              Secs(gap90) + " between its progress's arrivals)";
   return s;
 }
 

@@ -2,14 +2,21 @@
 // progress, whatever its ranks are doing: a process whose records show no
 // progress (no op completed, no step marker, no host API done:
 // job_state.h IsProgressRecord) for longer than
-//     threshold = max(floor, multiple x the job's period)
+//     threshold (below)
 // is stalled. The period is the job's step time (step markers, else the
 // period of its collective sequence, from its lowest rank's recent
 // records), or, when longer, the 90th percentile of the gaps between its
-// processes' progress: a job whose steps hold long quiet phases is judged
-// against them. The floor keeps short pauses (a slow batch) from raising a
-// suspicion; checkpoints and evaluations are told apart by the verdict
-// (classify.h: busy-wait), not by the threshold.
+// processes' progress on their own clock (consecutive progress records): a
+// job whose steps hold long quiet phases is judged against them. To that
+// comes the 90th percentile of the gaps between the arrivals of its
+// progress, how late progress can reach the engine (a daemon's flushes, a
+// busy host):
+//     threshold = max(floor, multiple x period) + arrival gap
+// (judged against the arrival gaps alone, a GPU-bound one-rank job was
+// suspected only after 4 x 3 to 5 s of batches, 12 to 20 s). The floor
+// keeps short pauses (a slow batch) from raising a suspicion; checkpoints
+// and evaluations are told apart by the verdict (classify.h: busy-wait),
+// not by the threshold.
 //
 // This covers what the hook's per-op watch cannot see: a one-process job,
 // or one whose every rank is stuck outside collectives (Python, data
@@ -75,7 +82,8 @@ class ProgressWatch {
  private:
   struct ProcessPace {
     uint64_t last_progress_ns = 0;
-    std::deque<uint64_t> gaps;  // between consecutive progress arrivals, newest last
+    std::deque<uint64_t> gaps;      // between consecutive progress arrivals, newest last
+    std::deque<uint64_t> job_gaps;  // largest progress gap (host clock) per arrival
     bool in_stall = false;      // the current gap is a stall (MarkStalled)
   };
   struct JobPace {

@@ -134,5 +134,43 @@ TEST_F(ProgressWatchTest, OffWithAZeroFloor) {
   EXPECT_FALSE(w.Check(job_, now_ + 1000 * kS).has_value());
 }
 
+
+// The pace is the job's own (consecutive progress records, host clock);
+// how often its batches reach the engine is added on top, not multiplied:
+// 50 ms steps whose records arrive in batches every 3 s are suspected after
+// max(6 s, 4 x 50 ms) + 3 s, not after 4 x 3 s.
+TEST_F(ProgressWatchTest, ArrivalCadenceIsAddedNotMultiplied) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  uint64_t host = now_;
+  for (int i = 0; i < 8; ++i) {
+    host += 3 * kS;
+    now_ += 3 * kS;
+    Steps(p, 50 * kMs, 60, host);  // 3 s of 50 ms steps per batch
+    EXPECT_FALSE(w.Check(job_, now_).has_value());
+  }
+  EXPECT_EQ(w.ThresholdNs("j"), 9 * kS);
+  EXPECT_FALSE(w.Check(job_, now_ + 8 * kS).has_value());
+  std::optional<ProgressStall> s = w.Check(job_, now_ + 10 * kS);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_NE(s->trigger.find("+ 3.00 s between its progress's arrivals"), std::string::npos)
+      << s->trigger;
+}
+
+// A job whose steps hold a 20 s quiet phase on its own clock (an
+// evaluation with no GPU op): judged against it.
+TEST_F(ProgressWatchTest, QuietPhasesOnTheJobsClockRaiseTheThreshold) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  uint64_t host = now_;
+  for (int i = 0; i < 6; ++i) {
+    host += 20 * kS;
+    now_ += 20 * kS;
+    Steps(p, 10 * kMs, 2, host);  // two markers after a 20 s silence
+    w.Check(job_, now_);
+  }
+  EXPECT_GE(w.ThresholdNs("j"), 80 * kS);
+}
+
 }  // namespace
 }  // namespace xpu::engine::hang

@@ -226,8 +226,15 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
     if (s == nullptr) continue;  // the decoder filtered these; stay defensive
     const uint16_t kind = s->abi.kind;
     p.window_kinds.Add(kind);
-    if (IsProgressRecord(kind, rec.flags)) p.last_progress_rx_ns = now_ns;
     const uint64_t dur = xpu_record_duration_ns(&rec);
+    if (IsProgressRecord(kind, rec.flags)) {
+      p.last_progress_rx_ns = now_ns;
+      const uint64_t end = rec.start_ns + dur;
+      if (p.last_progress_end_ns != 0 && end > p.last_progress_end_ns) {
+        p.progress_gap_unread_ns = std::max(p.progress_gap_unread_ns, end - p.last_progress_end_ns);
+      }
+      p.last_progress_end_ns = std::max(p.last_progress_end_ns, end);
+    }
     last_end = std::max(last_end, rec.start_ns + dur);
     if ((rec.flags & XPU_REC_HOST) && (rec.flags & (XPU_REC_BEGIN | XPU_REC_END))) {
       if (rec.flags & XPU_REC_BEGIN) {

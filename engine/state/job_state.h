@@ -123,6 +123,12 @@ struct ProcessState {
   // API completed, a step marker; not GC, call sites or incomplete ops), the
   // hang monitor's measure of a stalled process
   uint64_t last_progress_rx_ns = 0;
+  // host clock: the latest end of a progress record, and the largest gap
+  // between consecutive progress (host clock, the job's own pace: free of
+  // how often batches arrive) since the hang monitor last read it (it
+  // resets it, with the job's lock held).
+  uint64_t last_progress_end_ns = 0;
+  mutable uint64_t progress_gap_unread_ns = 0;
   uint64_t records = 0;
   uint64_t unknown_sig = 0;
   uint64_t dropped = 0;  // every loss of lost[] (cumulative, saturating)
