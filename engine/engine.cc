@@ -415,6 +415,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
       row = job->CloseWindow(now);
       for (auto& d : detectors_) d->OnWindow(*job, sink);
       hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
+      FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's
       RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
       if (recorder_) recorder_->OnWindow(*job, sink.out, now);
       // The window's records were read: give their memory back.

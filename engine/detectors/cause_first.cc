@@ -1,5 +1,6 @@
 #include "engine/detectors/cause_first.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -21,7 +22,60 @@ std::string Describe(const Diagnosis& d) {
                       " on rank(s) ", absl::StrJoin(d.ranks, ","), " -> ", std::string(TeamName(d.team)));
 }
 
+struct SymptomRule {
+  const char* symptom;
+  const char* subject_prefix;  // of the symptom's subject
+  const char* cause;
+  bool whole;  // one explained rank explains the whole symptom
+};
+const SymptomRule kSymptomRules[] = {
+    {"slow_link", "comm:", "slow_gpu", true},
+    {"void_minority", "", "extra_gpu_work", false},
+};
+
 }  // namespace
+
+void FoldSymptomsIntoCauses(std::vector<Diagnosis>* job_diagnoses) {
+  std::vector<Diagnosis>& v = *job_diagnoses;
+  std::vector<bool> drop(v.size(), false);
+  for (const SymptomRule& rule : kSymptomRules) {
+    for (size_t s = 0; s < v.size(); ++s) {
+      if (v[s].kind != rule.symptom || v[s].subject.rfind(rule.subject_prefix, 0) != 0) continue;
+      std::vector<int32_t> left;
+      bool explained = false;
+      for (int32_t r : v[s].ranks) {
+        Diagnosis* cause = nullptr;
+        for (Diagnosis& c : v) {
+          if (c.kind == rule.cause && std::find(c.ranks.begin(), c.ranks.end(), r) != c.ranks.end()) {
+            cause = &c;
+          }
+        }
+        if (cause == nullptr) {
+          left.push_back(r);
+          continue;
+        }
+        if (!explained) {
+          absl::StrAppend(&cause->evidence, "\nalso explains ", v[s].kind, "(", v[s].subject,
+                          ") on rank(s) ", absl::StrJoin(v[s].ranks, ","), ": ", v[s].evidence);
+        }
+        explained = true;
+      }
+      if (!explained) continue;
+      if (rule.whole || left.empty()) {
+        drop[s] = true;
+      } else {
+        v[s].ranks = left;
+      }
+    }
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (drop[i]) continue;
+    if (k != i) v[k] = std::move(v[i]);
+    ++k;
+  }
+  v.resize(k);
+}
 
 void RouteRegressionsCauseFirst(std::vector<Diagnosis>* job_diagnoses) {
   std::vector<const Diagnosis*> causes;

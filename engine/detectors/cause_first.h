@@ -24,6 +24,15 @@ extern const size_t kRegressionCausesCount;
 // throughput_regression among them gets its cause line(s) and team.
 void RouteRegressionsCauseFirst(std::vector<Diagnosis>* job_diagnoses);
 
+// Symptoms that a cause on one of their ranks explains are folded into
+// that cause (its evidence gets a line) instead of standing beside it with
+// another team: a communicator found slow with no member singled out
+// (slow_link "comm:...") when one of its members is a slow_gpu (its peers
+// wait for it inside the collective); untraced minority kernels
+// (void_minority) on a rank that runs extra GPU work (extra_gpu_work). A
+// symptom that lists other ranks too keeps those.
+void FoldSymptomsIntoCauses(std::vector<Diagnosis>* job_diagnoses);
+
 }  // namespace xpu::engine
 
 #endif  // XPU_ENGINE_DETECTORS_CAUSE_FIRST_H_

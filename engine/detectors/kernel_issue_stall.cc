@@ -268,14 +268,19 @@ class KernelIssueStallDetector::WindowPass {
         const std::vector<double>& mine = data_[i].lat[f];
         if (mine.size() < min_samples_ || waiting_[i]) continue;
         const double my_med = analysis::Median(mine);
-        bool flagged = VsPeers(i, f, my_med);
+        const bool by_peers = VsPeers(i, f, my_med);
         Baseline& b = base[absl::StrCat(rank, "/", FamilyName(f))];
-        if (!flagged && b.windows >= baseline_windows_) flagged = VsOwnHistory(i, f, my_med, b);
-        if (!flagged && jh_ != nullptr) flagged = VsPreviousRuns(i, f, my_med);
-        if (!flagged) flagged = SteepCdf(i, f, my_med);
-        if (!flagged && b.windows < baseline_windows_) {
-          // (the sync-alone finding below does not keep a family out of
-          // the baseline: its issue latencies are not the evidence)
+        bool changed = b.windows >= baseline_windows_ && VsOwnHistory(i, f, my_med, b);
+        if (!changed && jh_ != nullptr) changed = VsPreviousRuns(i, f, my_med);
+        if (!changed && !by_peers) changed = SteepCdf(i, f, my_med);
+        if (changed) changed_.insert(rank);
+        if (!changed && b.windows < baseline_windows_) {
+          // A rank's first windows are its baseline also where it differs
+          // from its peers: what it did from the start is its role (FSDP's
+          // rank 0, a logging rank), and only a change from it, or a cause
+          // (GC, synchronization), is a stall. (The sync-alone finding
+          // below does not keep a family out of the baseline either: its
+          // issue latencies are not the evidence.)
           b.samples_us.insert(b.samples_us.end(), mine.begin(), mine.end());
           if (b.samples_us.size() > kMaxBaselineSamples) {
             b.samples_us.erase(b.samples_us.begin(), b.samples_us.end() - kMaxBaselineSamples);
@@ -441,6 +446,10 @@ class KernelIssueStallDetector::WindowPass {
       if (d.step_s > 0 && d.dataloader.seconds / d.step_s >= min_dataloader_) continue;
       std::string why;
       const std::string cause = CauseOf(i, &why);
+      // No cause, and only the peers see it: a difference the rank had in
+      // its own first windows (or has had since its first window) is not a
+      // stall.
+      if (cause == "host" && !changed_.count(rank)) continue;
       if (held.Hold(absl::StrCat(rank, "/", cause)) < persist_) continue;
       Cause& c = causes[cause];
       c.ranks.push_back(rank);
@@ -479,6 +488,9 @@ class KernelIssueStallDetector::WindowPass {
   std::vector<double> peer_costs_;  // their sync cost shares (SyncCostShare)
   const history::JobHistory* jh_ = nullptr;
   std::map<int32_t, std::vector<std::string>> stalled_;  // rank -> comparisons that flag it
+  // Ranks that changed: against their own first windows, previous runs of
+  // the job name, or a steep CDF with a cause (not the peers alone).
+  std::set<int32_t> changed_;
 };
 
 void KernelIssueStallDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {

@@ -148,8 +148,12 @@ TEST_F(KernelIssueStallTest, ExcessSynchronizationIsTheCause) {
 }
 
 TEST_F(KernelIssueStallTest, UnattributedStallIsAHostStall) {
+  // Two healthy windows form rank 3's baseline; then its host stalls with
+  // no GC or synchronization to show for it.
+  Window(Ranks(4));
+  Window(Ranks(4));
   const auto loads = Ranks(4, {{3, Stalled()}});
-  Window(loads);
+  EXPECT_TRUE(Window(loads).empty());
   std::vector<Diagnosis> out = Window(loads);
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].subject, "host");
@@ -157,6 +161,22 @@ TEST_F(KernelIssueStallTest, UnattributedStallIsAHostStall) {
   EXPECT_THAT(out[0].hosts, ElementsAre("node0"));
   EXPECT_THAT(out[0].evidence, HasSubstr("(host stall)"));
   EXPECT_THAT(out[0].evidence, HasSubstr("unattributed host-side stall"));
+}
+
+// A rank that differs from its peers from its first window on, with no GC
+// or synchronization to explain it (FSDP's rank 0, whose host issues its
+// kernels later than its peer's), does so by its role: no stall, however
+// long it lasts. The same rank changing later is one.
+TEST_F(KernelIssueStallTest, UnexplainedDifferenceFromTheStartIsNoStall) {
+  const auto loads = Ranks(2, {{0, Stalled()}});
+  for (int w = 0; w < 6; ++w) EXPECT_TRUE(Window(loads).empty()) << "window " << w;
+  // GC on the other rank from now on: a cause, reported.
+  const auto gc = Ranks(2, {{0, Stalled()}, {1, Stalled(2)}});
+  Window(gc);
+  std::vector<Diagnosis> out = Window(gc);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].subject, "gc");
+  EXPECT_THAT(out[0].ranks, ElementsAre(1));
 }
 
 TEST_F(KernelIssueStallTest, RanksWithDifferentCausesGetOneDiagnosisPerCause) {

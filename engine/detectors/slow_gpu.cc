@@ -37,6 +37,41 @@ constexpr double kWaitRatio = 1.2;
 
 }  // namespace
 
+void SlowGpuDetector::RankScore::Low(double ratio, const std::string& shape, double tflops,
+                                     double reference) {
+  low++;
+  if (ratio < worst_ratio) {
+    worst_ratio = ratio;
+    worst_shape = shape;
+    worst_tflops = tflops;
+    worst_median = reference;
+  }
+}
+
+std::map<int32_t, SlowGpuDetector::RankScore> SlowGpuDetector::AgainstOwnFirstWindows(
+    const JobState& job, const WindowView& v, const CallMap& calls, double min_drop) {
+  const int windows = static_cast<int>(Param(v, "history.baseline_windows"));
+  absl::flat_hash_map<OwnKey, OwnGemm>& own = own_[job.job()];
+  std::map<int32_t, RankScore> score;
+  for (const auto& [key, c] : calls) {
+    const double med = analysis::Median(c);
+    OwnGemm& o = own[OwnKey{key.second, std::hash<std::string>{}(key.first)}];
+    if (o.windows < windows) {
+      o.windows++;
+      o.median_sum += med;
+      o.q25_sum += analysis::Quantile(c, 0.25);
+      continue;
+    }
+    const double base = o.median_sum / o.windows, base_q25 = o.q25_sum / o.windows;
+    RankScore& r = score[key.second];
+    r.shapes++;
+    if (base > 0 && med < (1 - min_drop) * base && analysis::Quantile(c, 0.75) < base_q25) {
+      r.Low(med / base, key.first, med, base);
+    }
+  }
+  return score;
+}
+
 void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const WindowView& v = views_->Get(job);
   const double min_drop = Param(v, "slow_gpu.min_drop");
@@ -48,7 +83,7 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   for (const analysis::RankTrace& t : v.ranks) comm_s[t.rank] = CollectiveSeconds(t);
   // shape -> (rank, TFLOPS); (shape, rank) -> per-call TFLOPS
   std::map<std::string, std::vector<std::pair<int32_t, double>>> by_shape;
-  std::map<std::pair<std::string, int32_t>, std::vector<double>> calls;
+  CallMap calls;
   for (const analysis::RankTrace& t : v.ranks) {
     for (auto& [key, g] : analysis::GemmTflops(t)) {
       if (g.count < min_count) continue;
@@ -56,13 +91,6 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
       calls[{key, t.rank}] = std::move(g.call_tflops);
     }
   }
-  struct RankScore {
-    int shapes = 0, low = 0;
-    double worst_ratio = 1;
-    std::string worst_shape;
-    double worst_tflops = 0, worst_median = 0;
-    bool two_ranks = false;  // compared with the only other rank, not a peer median
-  };
   std::map<int32_t, RankScore> score;
   for (const auto& [key, rows] : by_shape) {
     if (rows.size() == 2 && min_ranks > 2) {
@@ -82,15 +110,8 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
           TwoRanksApart(calls[{key, slow.first}], calls[{key, fast.first}]) &&
           comm_s[slow.first] <= kWaitRatio * comm_s[fast.first]) {
         RankScore& s = score[slow.first];
-        s.low++;
         s.two_ranks = true;
-        const double ratio = slow.second / fast.second;
-        if (ratio < s.worst_ratio) {
-          s.worst_ratio = ratio;
-          s.worst_shape = key;
-          s.worst_tflops = slow.second;
-          s.worst_median = fast.second;
-        }
+        s.Low(slow.second / fast.second, key, slow.second, fast.second);
       }
       continue;
     }
@@ -101,37 +122,42 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     if (med <= 0) continue;
     std::vector<size_t> low = analysis::MadOutliers(vals, k, analysis::Tail::kLow, min_drop);
     for (const auto& r : rows) score[r.first].shapes++;
-    for (size_t i : low) {
-      RankScore& s = score[rows[i].first];
-      s.low++;
-      double ratio = rows[i].second / med;
-      if (ratio < s.worst_ratio) {
-        s.worst_ratio = ratio;
-        s.worst_shape = key;
-        s.worst_tflops = rows[i].second;
-        s.worst_median = med;
-      }
-    }
+    for (size_t i : low) score[rows[i].first].Low(rows[i].second / med, key, rows[i].second, med);
+  }
+  // Where the peers single no rank out, each rank against its own first
+  // windows (one rank; every rank slowed alike).
+  for (auto& [rank, s] : AgainstOwnFirstWindows(job, v, calls, min_drop)) {
+    const RankScore& peers = score[rank];
+    if (peers.low > 0 && 2 * peers.low >= peers.shapes) continue;
+    if (s.low == 0 || 2 * s.low < s.shapes) continue;
+    s.own = true;
+    score[rank] = s;
   }
   Streaks::Window held = streaks_.Begin(job.job());
   for (const auto& [rank, s] : score) {
     if (s.low == 0 || 2 * s.low < s.shapes) continue;
-    if (s.two_ranks && held.Hold(absl::StrCat(rank)) < 2) continue;  // once more next window
+    // Two ranks: once more next window. A rank against itself too, unless
+    // every shape it ran fell below 0.6x of its own first windows.
+    const bool at_once = s.own && s.low == s.shapes && s.worst_ratio < 0.6;
+    if ((s.two_ranks || (s.own && !at_once)) && held.Hold(absl::StrCat(rank)) < 2) continue;
     Diagnosis d = NewDiagnosis(job, "slow_gpu", Team::kOperations);
     d.ranks = {rank};
     d.hosts = HostsOf(v, d.ranks);
     d.subject = absl::StrCat("rank:", rank);
     d.severity = s.worst_ratio < 0.6 ? Severity::kCritical : Severity::kWarning;
-    d.evidence =
-        absl::StrCat("rank ", rank, " on ", d.hosts.empty() ? "?" : d.hosts[0], ": GEMM ",
-                     Fmt(s.worst_tflops, 1),
-                     s.two_ranks ? " TFLOPS vs the other rank's " : " TFLOPS vs peer median ",
-                     Fmt(s.worst_median, 1), " TFLOPS on '", s.worst_shape, "' (",
-                     Fmt(s.worst_ratio), "x); below peers on ", s.low, " of ", s.shapes,
-                     " shapes (rule: > ", Fmt(min_drop * 100, 0), " %",
-                     s.two_ranks ? " below the other rank (two ranks: no MAD)"
-                                 : absl::StrCat(" and ", Fmt(k, 0), " MAD below the median"),
-                     "; GEMMs overlapping collectives excluded)");
+    const char* versus = s.own         ? " TFLOPS vs its own first windows' "
+                         : s.two_ranks ? " TFLOPS vs the other rank's "
+                                       : " TFLOPS vs peer median ";
+    const std::string rule =
+        s.own         ? std::string(" below its own first windows, calls slower as a whole")
+        : s.two_ranks ? std::string(" below the other rank (two ranks: no MAD)")
+                      : absl::StrCat(" and ", Fmt(k, 0), " MAD below the median");
+    d.evidence = absl::StrCat("rank ", rank, " on ", d.hosts.empty() ? "?" : d.hosts[0],
+                              ": GEMM ", Fmt(s.worst_tflops, 1), versus, Fmt(s.worst_median, 1),
+                              " TFLOPS on '", s.worst_shape, "' (", Fmt(s.worst_ratio), "x); below ",
+                              s.own ? "its own first windows" : "peers", " on ", s.low, " of ",
+                              s.shapes, " shapes (rule: > ", Fmt(min_drop * 100, 0), " %", rule,
+                              "; GEMMs overlapping collectives excluded)");
     sink.Report(std::move(d));
   }
 }

@@ -10,12 +10,24 @@
 // min_drop below the other, and it is reported once that held in two
 // consecutive windows (one window of a sync-heavy or launch-bound job can
 // time a few GEMMs of one rank slow).
+//
+// Without peers that can tell (one rank, or every rank slowed alike), each
+// rank is also compared with its own first windows (history.baseline_windows
+// windows in which it ran the shape): a shape is low when the window's
+// median call is min_drop below the first windows' median and the calls are
+// slower as a whole (the window's upper quartile under the first windows'
+// lower quartile); a rank low on at least half of those shapes in two
+// consecutive windows is reported, with its own first windows as the
+// reference, at once when every shape fell below 0.6x.
 #ifndef XPU_ENGINE_DETECTORS_SLOW_GPU_H_
 #define XPU_ENGINE_DETECTORS_SLOW_GPU_H_
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "engine/detectors/streaks.h"
 #include "engine/window/window_view.h"
 
@@ -28,7 +40,30 @@ class SlowGpuDetector : public ViewDetector {
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 
  private:
-  Streaks streaks_;  // per rank: consecutive windows low (two-rank rule)
+  // A rank's shapes compared, those found low, and the lowest.
+  struct RankScore {
+    int shapes = 0, low = 0;
+    double worst_ratio = 1;
+    std::string worst_shape;
+    double worst_tflops = 0, worst_median = 0;
+    bool two_ranks = false;  // compared with the only other rank, not a peer median
+    bool own = false;        // compared with its own first windows
+    void Low(double ratio, const std::string& shape, double tflops, double reference);
+  };
+  // (shape, rank) -> the window's per-call TFLOPS
+  using CallMap = std::map<std::pair<std::string, int32_t>, std::vector<double>>;
+  std::map<int32_t, RankScore> AgainstOwnFirstWindows(const JobState& job, const WindowView& v,
+                                                      const CallMap& calls, double min_drop);
+
+  // A rank's GEMMs of one shape in its own first windows: the sums of the
+  // windows' median and lower-quartile TFLOPS.
+  struct OwnGemm {
+    int windows = 0;
+    double median_sum = 0, q25_sum = 0;
+  };
+  using OwnKey = std::pair<int32_t, size_t>;  // rank, hash of the shape's key
+  Streaks streaks_;  // per rank: consecutive windows low (two-rank and own rules)
+  std::map<std::string, absl::flat_hash_map<OwnKey, OwnGemm>> own_;  // job -> first windows
 };
 
 }  // namespace xpu::engine

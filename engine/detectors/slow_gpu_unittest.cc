@@ -160,5 +160,53 @@ TEST_F(SlowGpuTest, TwoRanksTheSlowerOneWaitingForItsPeerIsNotASlowGpu) {
   EXPECT_THAT(out[0].ranks, ElementsAre(0));
 }
 
+// A one-rank job has no peers: from its third window on, its GEMMs are
+// compared with its own first windows (history.baseline_windows = 2). A
+// third slower, twice in a row, is a slow GPU; half the rate at once; the
+// rate it always had is not.
+TEST_F(SlowGpuTest, OneRankAgainstItsOwnFirstWindows) {
+  auto window = [&](uint64_t dur) {
+    Gemms(0, kGemm, 5, dur);
+    Gemms(0, kWideGemm, 5, dur);
+    return Window();
+  };
+  for (int w = 0; w < 4; ++w) EXPECT_TRUE(window(kMs).empty()) << "window " << w;
+  EXPECT_TRUE(window(1500 * kUs).empty());  // once is not enough
+  std::vector<Diagnosis> out = window(1500 * kUs);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, "slow_gpu");
+  EXPECT_EQ(out[0].team, Team::kOperations);
+  EXPECT_THAT(out[0].ranks, ElementsAre(0));
+  EXPECT_THAT(out[0].evidence, HasSubstr("91.6 TFLOPS vs its own first windows' 137.4 TFLOPS"));
+  EXPECT_THAT(out[0].evidence, HasSubstr("below its own first windows on 2 of 2 shapes"));
+  EXPECT_TRUE(window(kMs).empty());  // back to its own rate
+  out = window(2 * kMs);             // half the rate: at once
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].severity, Severity::kCritical);
+}
+
+// Slow from the first window: the rank's own reference is that rate.
+TEST_F(SlowGpuTest, OneRankSlowFromTheStartIsItsOwnReference) {
+  for (int w = 0; w < 5; ++w) {
+    Gemms(0, kGemm, 5, 2 * kMs);
+    EXPECT_TRUE(Window().empty()) << "window " << w;
+  }
+}
+
+// Every rank slowed alike (the peers single none out): each against its own
+// first windows.
+TEST_F(SlowGpuTest, EveryRankSlowedAlikeAgainstTheirOwnFirstWindows) {
+  auto window = [&](uint64_t dur) {
+    for (int r = 0; r < 4; ++r) Gemms(r, kGemm, 5, dur);
+    return Window();
+  };
+  window(kMs);
+  window(kMs);
+  EXPECT_TRUE(window(1400 * kUs).empty());
+  std::vector<Diagnosis> out = window(1400 * kUs);
+  ASSERT_EQ(out.size(), 4u);
+  for (const Diagnosis& d : out) EXPECT_THAT(d.evidence, HasSubstr("its own first windows"));
+}
+
 }  // namespace
 }  // namespace xpu::engine

@@ -35,9 +35,11 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
     }
   }
   std::map<uint8_t, double>& best = best_[job.job()];
+  std::map<std::string, double>& shape_best = shape_best_[job.job()];
   for (const auto& [key, s] : shapes) {
     double med = analysis::Median(s.tflops);
     best[s.sig.dtype] = std::max(best[s.sig.dtype], med);
+    shape_best[key] = std::max(shape_best[key], med);
   }
   // "Every rank" means a real majority of the window's ranks ran the shape
   // enough times: a shape seen on one or two ranks of a large job says
@@ -82,6 +84,14 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
     }
     const bool below_history = prev != nullptr && top < ratio * prev->value;
     if (!below_reference && !below_history) continue;
+    // A shape that reached its reference earlier in this job has a good
+    // kernel: what slowed it since is the device (slow_gpu), not the
+    // kernel choice.
+    const double earlier = shape_best[key];
+    if ((!below_reference || earlier >= ratio * reference) &&
+        (!below_history || earlier >= ratio * prev->value)) {
+      continue;
+    }
     // A kernel choice is a property of the shape: it is reported once two
     // consecutive windows agree, so that a window of start-up effects
     // (first calls, clocks ramping up) is not taken for one.

@@ -14,7 +14,9 @@
 // max(slow_gpu.min_ranks, half the window's ranks) ran it; the alignment
 // rule (analysis/gemm.h) explains why when a dimension is not a multiple of
 // 64/128 elements. A shape is reported once two consecutive windows find it
-// low (a window of start-up effects is not a kernel choice).
+// low (a window of start-up effects is not a kernel choice), and never
+// when the shape itself reached that reference earlier in the job: its
+// kernel is good, and a slowdown since is the device's (slow_gpu).
 #ifndef XPU_ENGINE_DETECTORS_UNOPTIMIZED_GEMM_H_
 #define XPU_ENGINE_DETECTORS_UNOPTIMIZED_GEMM_H_
 
@@ -41,6 +43,8 @@ class UnoptimizedGemmDetector : public ViewDetector {
  private:
   std::shared_ptr<history::HistoryCache> history_;
   std::map<std::string, std::map<uint8_t, double>> best_;  // job -> dtype -> best shape TFLOPS
+  // job -> shape -> the best window median the shape itself reached
+  std::map<std::string, std::map<std::string, double>> shape_best_;
   Streaks streaks_;                                        // per shape: consecutive windows low
 };
 

@@ -185,5 +185,20 @@ TEST_F(UnoptimizedGemmTest, SameGemmSlowerThanInPreviousRuns) {
   EXPECT_THAT(out[0].evidence, Not(HasSubstr("best shape of this job")));
 }
 
+// A shape that ran at the job's best rate and then slowed (the GPU did, in
+// a one-rank job): the kernel choice is good; no unoptimized_gemm.
+TEST_F(UnoptimizedGemmTest, ShapeThatReachedTheReferenceEarlierIsNotAKernelChoice) {
+  for (int w = 0; w < 2; ++w) {
+    Gemms(all_, kBig, 500);
+    Gemms(all_, kMedium, 450);
+    EXPECT_TRUE(Window().empty());
+  }
+  for (int w = 0; w < 3; ++w) {
+    Gemms(all_, kBig, 200);
+    Gemms(all_, kMedium, 180);
+    EXPECT_TRUE(Window().empty()) << "window " << w;
+  }
+}
+
 }  // namespace
 }  // namespace xpu::engine

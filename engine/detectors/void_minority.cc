@@ -61,8 +61,13 @@ void VoidMinorityDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
     // ranks differ by nature) is measured against that baseline instead.
     const bool stands_out = peers && vi >= 2 * peer && vi >= peer + delta &&
                             base[figs[i].rank].Above(vi, baseline_windows);
-    const VoidBaseline::Verdict verdict = base[figs[i].rank].Judge(
-        vi, thr, delta, baseline_windows, prev, !peers || program_wide || stands_out);
+    // The absolute threshold only where one is set (per backbone): how much
+    // of a program's GPU time its untraced kernels take is its shape
+    // (healthy FSDP: 26 %), not an anomaly; a rise above the rank's own
+    // first windows or previous runs is.
+    const VoidBaseline::Verdict verdict =
+        base[figs[i].rank].Judge(vi, thr, delta, baseline_windows, prev,
+                                 thr > 0 && (!peers || program_wide || stands_out));
     if (!verdict.over || held.Hold(absl::StrCat(figs[i].rank)) < persist) continue;
     d.ranks.push_back(figs[i].rank);
     lines.push_back(absl::StrCat(

@@ -3,12 +3,14 @@
 // estimated from queued gaps between traced kernels, analysis/void_time.h)
 // → infrastructure (kernel fusion, backbone).
 //
-// A rank is reported when V_minority >= void_minority.threshold (per
-// backbone: void_minority.threshold@JOB_NAME) or exceeds by
-// void_minority.history_delta the rank's baseline (first windows of the job)
-// or the median V_minority of previous runs of the job name on the same GPU
-// model (engine/history/), once that held void_minority.persist_windows
-// consecutive windows. With peers (two or more ranks with steps), the
+// A rank is reported when V_minority exceeds by void_minority.history_delta
+// the rank's baseline (first windows of the job) or the median V_minority
+// of previous runs of the job name on the same GPU model (engine/history/),
+// or is over void_minority.threshold where one is set (off by default: the
+// share a program's untraced kernels take is its shape, 26 % in healthy
+// FSDP; an operator sets it per backbone, void_minority.threshold@JOB_NAME),
+// once that held void_minority.persist_windows consecutive windows. With
+// peers (two or more ranks with steps), the
 // threshold counts only program-wide (the job's lower median over it: every
 // rank's untraced kernels) or for a rank that stands out (twice its peers'
 // figure and history_delta above it: the other rank of two, else the

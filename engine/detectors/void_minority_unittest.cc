@@ -58,7 +58,20 @@ TEST_F(VoidMinorityTest, HostLatenessIsNotMinorityTime) {
   for (int w = 0; w < 3; ++w) EXPECT_TRUE(Window(4, {}).empty());
 }
 
+// By default, what a rank did from its first window is its baseline: the
+// same untraced kernels from the start are silent, however long they last.
+TEST_F(VoidMinorityTest, UntracedKernelsFromTheStartAreTheProgramsShape) {
+  for (int w = 0; w < 4; ++w) EXPECT_TRUE(Window(4, {1}).empty()) << "window " << w;
+}
+TEST_F(VoidMinorityTest, UntracedKernelsOfTheWholeProgramFromTheStartAreItsShape) {
+  for (int w = 0; w < 4; ++w) EXPECT_TRUE(Window(2, {0, 1}).empty()) << "window " << w;
+}
+
+// With a threshold set for the backbone, the untraced kernels are reported
+// from the start.
 TEST_F(VoidMinorityTest, UntracedKernelsOnOneRank) {
+  detector_ = std::make_unique<VoidMinorityDetector>(std::make_shared<WindowViews>(),
+                                                     Config({{"void_minority.threshold", 0.15}}));
   EXPECT_TRUE(Window(4, {1}).empty());  // void_minority.persist_windows = 2
   std::vector<Diagnosis> out = Window(4, {1});
   ASSERT_EQ(out.size(), 1u);
@@ -76,8 +89,10 @@ TEST_F(VoidMinorityTest, UntracedKernelsOnOneRank) {
 }
 
 // Every rank runs the same untraced kernels (an unfused activation in the
-// model) from the first step: the job's median is over the threshold.
+// model) from the first step: the job's median is over the threshold set.
 TEST_F(VoidMinorityTest, UntracedKernelsOfTheWholeProgram) {
+  detector_ = std::make_unique<VoidMinorityDetector>(std::make_shared<WindowViews>(),
+                                                     Config({{"void_minority.threshold", 0.15}}));
   EXPECT_TRUE(Window(2, {0, 1}).empty());
   std::vector<Diagnosis> out = Window(2, {0, 1});
   ASSERT_EQ(out.size(), 1u);

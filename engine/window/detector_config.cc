@@ -82,7 +82,9 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"void_inter.persist_windows", 2,
        "consecutive windows a rank must be over (a run's first window, with its start-up steps, "
        "sits above history)"},
-      {"void_minority.threshold", 0.15, "V_minority above this"},
+      {"void_minority.threshold", 0,
+       "V_minority above this (0: no absolute threshold; set it per backbone, e.g. "
+       "void_minority.threshold@llama=0.2: healthy FSDP runs 26 % of untraced kernels)"},
       {"void_minority.history_delta", 0.10, "or this much above the job's baseline V_minority"},
       {"void_minority.persist_windows", 2, "consecutive windows a rank must be over"},
       {"extra_work.min_share", 0.05,

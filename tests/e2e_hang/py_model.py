@@ -6,12 +6,16 @@ from PyTorch), a device synchronization at the end of each step, and Python
 stacks on demand (xputimer.pystacks, as the package's autoload installs it).
 
 usage: py_model.py [--stuck-at STEP] [--stuck-ranks all|R[,R...]] [--steps N]
-                   [--gc-garbage N] [--json-steps]
+                   [--gc-garbage N] [--slow-loader-ms MS] [--json-steps]
 
 Ranks in --stuck-ranks enter load_next_batch() at step --stuck-at and never
 leave it: a data-loading loop that waits in Python forever (time.sleep in a
 loop, GIL released in between, as a blocked DataLoader or a polling loop
-does). It prints "rank R stuck in python at step S" when it does.
+does). It prints "rank R stuck in python at step S" when it does. The
+batches come from an iterator traced as torch's DataLoader is (its
+__next__ recorded as a DataLoader event); --slow-loader-ms makes it that
+much slower on the ranks of --stuck-ranks (a slow input pipeline), and
+--gc-garbage makes those ranks collect cyclic garbage every step.
 
 Environment: RANK, WORLD_SIZE (default 0, 1), FAKE_LIB_DIR (the fake
 libraries), XPU_FAKE_NCCL_ID_FILE (rank 0 publishes the NCCL id there; the
@@ -64,14 +68,30 @@ def main():
     ap.add_argument("--gc-garbage", type=int, default=0,
                     help="ranks in --stuck-ranks make this many cyclic objects per step and run gc.collect() "
                          "(GC stalls; xputimer.gc_trace records them)")
+    ap.add_argument("--slow-loader-ms", type=float, default=0,
+                    help="extra DataLoader time per batch on the ranks of --stuck-ranks")
     ap.add_argument("--json-steps", action="store_true", help="rank 0 prints each step as JSON with its step_ms")
     a = ap.parse_args()
     rank, world = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     stuck = a.stuck_ranks == "all" or str(rank) in a.stuck_ranks.split(",")
 
-    from xputimer import gc_trace, pystacks
+    from xputimer import _hook, gc_trace, pystacks, tracing
     pystacks.install()
     gc_trace.install()
+
+    class Batches:
+        """The input pipeline: traced like torch's DataLoader iterator."""
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            time.sleep((a.step_sleep_ms + (a.slow_loader_ms if stuck else 0)) / 1000.0)
+            return None
+
+    tracing.wrap_attribute(Batches, "__next__", _hook.OP_PY_DATALOADER,
+                           "torch.utils.data.DataLoader.__next__")
+    batches = Batches()
     for name in ("libcudart.so.13", "libcublas.so.13", "libnccl.so.2"):
         ctypes.CDLL(os.path.join(os.environ["FAKE_LIB_DIR"], name), mode=os.RTLD_GLOBAL)
     lib = ctypes.CDLL(None)  # the hook's interposers first
@@ -91,7 +111,7 @@ def main():
             print("rank %d stuck in python at step %d (sleeping forever)" % (rank, step), flush=True)
             while True:  # waits for a batch that never comes
                 time.sleep(0.1)
-        time.sleep(a.step_sleep_ms / 1000.0)
+        next(batches)
 
     def make_garbage():
         for _ in range(a.gc_garbage // 2):

@@ -14,6 +14,11 @@
 #   extra_ar     2  rank 1 issues one extra all-reduce       hang mismatch, rank 1, algorithm
 #   sync1        2  rank 1 synchronizes inside every block   kernel_issue_stall(sync), rank 1, algorithm
 #   side_gemm    2  rank 1 runs extra GEMMs on a 2nd stream  extra work on rank 1, algorithm
+#   slowgpu1     1  a GEMM hog shares the GPU from $HOG_AFTER_S s on  slow_gpu, rank 0, operations
+#   slowgpu2     2  a GEMM hog shares rank 1's GPU           slow_gpu, rank 1, operations
+#   loader1      1  the DataLoader 150 ms slower per batch   slow_dataloader, rank 0, algorithm
+#   loader2      2  rank 1's DataLoader 150 ms slower        slow_dataloader, rank 1, algorithm
+#   ffn1         1  FFN width 8484 (not a multiple of 64)    unoptimized_gemm, rank 0, infrastructure
 #   stop2        2  rank 1 gets SIGSTOP                      hang non-communication, rank 1, operations
 #   python2      2  rank 1 sleeps in Python, rank 0 waits    hang non-communication, rank 1, algorithm
 #   healthy_gpu, healthy_launch, healthy_fsdp (world 2; healthy1 on 1 GPU)
@@ -33,8 +38,9 @@
 # --fake PATHS_JSON: the same catalogue on the GPU-less runtime, the paths
 # of the build's binaries from PATHS_JSON (tests/e2e_hang's e2e_paths.json),
 # torchrun replaced by tests/gpu/fake_torchrun (the faults mapped onto
-# xpu-fake-train and a Python model; FSDP and the second-stream GEMMs have
-# no emulation and are skipped). DOC=path writes the table into that file
+# xpu-fake-train and a Python model, the hog onto the fake GEMMs of that
+# rank; FSDP, the second-stream GEMMs and the FFN width have no emulation
+# and are skipped). DOC=path writes the table into that file
 # (between the "catalogue:gpu" or "catalogue:gpu-less" markers).
 set -u
 DRY=0; FAKE=""
@@ -72,6 +78,7 @@ HANG_LIMIT_S=${HANG_LIMIT_S:-80}
 RUN_LIMIT_S=${RUN_LIMIT_S:-75}
 TOTAL_S=${TOTAL_S:-430}
 RUN_S=${RUN_S:-20}          # seconds of steps in a slowdown or healthy run
+HOG_AFTER_S=${HOG_AFTER_S:-10}  # slowgpu1: seconds of clean steps before the hog starts
 ROWS=$OUT/rows.jsonl; SUM=$OUT/summary.txt
 T_START=$(date +%s)
 [ -z "${NGPU:-}" ] && NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -83,7 +90,9 @@ X="$BUNDLE/bin/xpu --engine $ENGINE"
 
 # name world shape parallel kind expect ranks team fault-args...
 #   kind: stop (SIGSTOP rank RANKS), hang (the fault is in the args; the
-#   line it prints starts the clock), run (slowdown or healthy: RUN_S s of
+#   line it prints starts the clock), hog (a bf16 GEMM loop shares rank
+#   RANKS's GPU: from the start with 2 ranks, after HOG_AFTER_S s of steps
+#   with one; the hog's start starts the clock), run (slowdown or healthy: RUN_S s of
 #   steps, then the diagnoses of the whole run).
 CASE_LINES="
 stop1 1 gpu ddp stop hang_non_communication 0 operations
@@ -93,6 +102,11 @@ healthy1 1 gpu ddp run none - -
 extra_ar 2 gpu ddp hang hang_mismatch 1 algorithm --fault-rank 1 --extra-allreduce-at 30
 sync1 2 gpu ddp run kernel_issue_stall:sync 1 algorithm --fault-rank 1 --sync-inside --sync-fault-rank
 side_gemm 2 gpu ddp run kernel_issue_stall|void_minority|extra_gpu_work|slow_gpu 1 algorithm --fault-rank 1 --side-gemms 48
+slowgpu1 1 gpu ddp hog slow_gpu 0 operations
+slowgpu2 2 gpu ddp hog slow_gpu 1 operations
+loader1 1 gpu ddp run slow_dataloader 0 algorithm --fault-rank 0 --slow-loader-ms 150
+loader2 2 gpu ddp run slow_dataloader 1 algorithm --fault-rank 1 --slow-loader-ms 150
+ffn1 1 gpu ddp run unoptimized_gemm 0 infrastructure --ffn 8484
 stop2 2 gpu ddp stop hang_non_communication 1 operations
 python2 2 gpu ddp hang hang_non_communication 1 algorithm --fault-rank 1 --python-hang-at 30
 healthy_gpu 2 gpu ddp run none - -
@@ -103,7 +117,9 @@ class_of() {
   case $1 in
     stop*) echo "process stopped";; python*) echo "stuck in Python";; gc1) echo "Python GC";;
     extra_ar) echo "collective mismatch";; sync1) echo "unnecessary synchronization";;
-    side_gemm) echo "extra GPU work on one rank";; healthy*) echo "healthy";; *) echo "$1";;
+    side_gemm) echo "extra GPU work on one rank";; healthy*) echo "healthy";;
+    slowgpu*) echo "slow GPU (shared by a hog)";; loader*) echo "slow DataLoader";;
+    ffn*) echo "unoptimized GEMM shape";; *) echo "$1";;
   esac
 }
 
@@ -122,6 +138,13 @@ print(sorted(js, key=key)[-1]['job'] if js else '')" 2>/dev/null
 pid_of() { $X ranks --job "$1" --json 2>/dev/null | $PY -c "import json,sys
 print([r['pid'] for r in json.load(sys.stdin)['ranks'] if r['rank']==$2][0])" 2>/dev/null; }
 now() { date +%s.%N; }
+# The hog: bf16 GEMMs back to back on the GPU it is given.
+HOG_PY="import torch
+a = torch.randn(8192, 8192, device='cuda', dtype=torch.bfloat16); b = torch.randn_like(a)
+print('hog running', flush=True)
+while True:
+    for _ in range(20): a @ b
+    torch.cuda.synchronize()"
 elapsed() { echo $(( $(date +%s) - T_START )); }
 kill_tree() {  # the run's process group (setsid below), then anything stopped
   kill -CONT -- "-$1" 2>/dev/null; kill -TERM -- "-$1" 2>/dev/null; sleep 2; kill -KILL -- "-$1" 2>/dev/null
@@ -132,16 +155,25 @@ run_case() {  # name world shape parallel kind expect ranks team [gpus] -- args
   local name=$1 world=$2 shape=$3 par=$4 kind=$5 expect=$6 ranks=$7 team=$8 gpus=$9; shift 9
   local args=("$@") D=$W/$name jobname="cat-$name-$$" limit t0="" seen="" J="" P=""
   mkdir -p "$D"
-  limit=$([ "$kind" = run ] && echo "$RUN_LIMIT_S" || echo "$HANG_LIMIT_S")
+  local hog_after=0 hog_gpu="" HP=""
+  if [ "$kind" = hog ]; then
+    [ "$world" = 1 ] && hog_after=$HOG_AFTER_S
+    hog_gpu=$(echo "$gpus" | cut -d, -f$((ranks + 1)))
+  fi
+  limit=$([ "$kind" = run ] || [ "$kind" = hog ] && echo "$RUN_LIMIT_S" || echo "$HANG_LIMIT_S")
   local cmd=(torchrun --standalone --nproc-per-node "$world" "$REPO/bench/gpt/train_gpt.py" --shape "$shape"
              --parallel "$par" --steps 100000 --warmup 3 --workers 2)
   [ "$kind" = run ] && cmd+=(--seconds "$RUN_S")
+  [ "$kind" = hog ] && cmd+=(--seconds "$((RUN_S + hog_after))")
   cmd+=("${args[@]}")
   if [ "$DRY" = 1 ]; then
     echo "[$name] limit ${limit}s CUDA_VISIBLE_DEVICES=$gpus XPU_JOB_NAME=$jobname ${cmd[*]}"
     return 0
   fi
   local tc=$(date +%s)
+  # On the GPU-less runtime the hog is the fault rank's fake GEMMs, slower
+  # from hog_after s on (tests/gpu/fake_torchrun).
+  [ "$kind" = hog ] && [ -n "$FAKE" ] && export XPU_CAT_HOG_RANK=$ranks XPU_CAT_HOG_AFTER_S=$((hog_after + 3))
   CUDA_VISIBLE_DEVICES=$gpus XPU_JOB_NAME=$jobname XPU_ENGINE=$ENGINE LD_PRELOAD=$BUNDLE/lib/libxpu_hook.so \
     XPU_DAEMON_SOCKET=$W/d.sock setsid timeout -k 5 "$limit" "${cmd[@]}" > "$D/train.log" 2>&1 &
   local TP=$!
@@ -167,12 +199,23 @@ run_case() {  # name world shape parallel kind expect ranks team [gpus] -- args
       for i in $(seq 240); do grep -qE "sleeping forever|extra all-reduce" "$D/train.log" && break
         kill -0 $TP 2>/dev/null || break; sleep 0.25; done
       t0=$(now); echo "[$name] fault seen in the log" | tee -a "$D/case.txt";;
+    hog)
+      sleep "$hog_after"
+      if [ -z "$FAKE" ]; then
+        CUDA_VISIBLE_DEVICES=$hog_gpu setsid $PY -c "$HOG_PY" > "$D/hog.log" 2>&1 &
+        HP=$!
+      fi
+      t0=$(now); echo "[$name] hog on rank $ranks's GPU ${hog_gpu:-(fake)}" | tee -a "$D/case.txt"
+      wait $TP 2>/dev/null
+      [ -n "$HP" ] && kill_tree "$HP"
+      unset XPU_CAT_HOG_RANK XPU_CAT_HOG_AFTER_S
+      sleep $(( WINDOW_S + 3 ));;
     run)
       t0=$tj  # the fault is there from the first step
       wait $TP 2>/dev/null
       sleep $(( WINDOW_S + 3 ));;  # the last window closes  # the last windows close
   esac
-  if [ "$kind" != run ]; then
+  if [ "$kind" != run ] && [ "$kind" != hog ]; then
     while kill -0 $TP 2>/dev/null; do
       out=$($X hang --job "$J" --json 2>/dev/null)
       if echo "$out" | grep -q '"found":true'; then seen=$($PY -c "print(round($(now)-$t0,1))"); break; fi
@@ -209,7 +252,7 @@ while read -r name world shape par kind expect ranks team rest; do
   [ -z "$name" ] && continue
   selected "$name" || continue
   if [ "$NGPU" -lt "$world" ]; then echo "[$name] skipped: needs $world GPUs"; continue; fi
-  if [ -n "$FAKE" ] && { [ "$par" = fsdp ] || [[ "$rest" == *--side-gemms* ]]; }; then
+  if [ -n "$FAKE" ] && { [ "$par" = fsdp ] || [[ "$rest" == *--side-gemms* ]] || [[ "$rest" == *--ffn* ]]; }; then
     echo "[$name] skipped: not emulated on the GPU-less runtime"; continue
   fi
   if [ "$(elapsed)" -ge "$TOTAL_S" ]; then
