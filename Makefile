@@ -6,6 +6,7 @@
 #               files, systemd units, dashboards, Prometheus/Alertmanager files
 #   make images         engine, node and demo images (buildah, podman or docker)
 #   make stack          engine + Prometheus + Alertmanager + Grafana (compose)
+#   make stack-replicas the same with two engine replicas on PostgreSQL
 #   make deploy-check   the deployment kit's checks (part of make test)
 #   make fuzz [FUZZ_SECONDS=600]  every libFuzzer target (clang) for that long each
 #   make fuzz-bundle [FUZZ_BUNDLE=build-fuzz/fuzz-bundle.tar.xz]  the built fuzzers
@@ -36,7 +37,7 @@ DESTDIR ?=
 STRIP ?= 0
 
 .PHONY: all deps configure build test demo clean bundle wheel catalogue install install-only install-demo \
-  images image-deps stack stack-down deploy-check deploy-tools asan tsan fuzz fuzz-bundle scale \
+  images image-deps stack stack-replicas stack-down deploy-check deploy-tools asan tsan fuzz fuzz-bundle scale \
   scale-100k
 
 # ccache, when installed, for the sanitizer builds too.
@@ -100,6 +101,9 @@ images: image-deps
 
 stack: image-deps
 	docker/stack.sh up
+
+stack-replicas: image-deps
+	docker/stack.sh up --replicas
 
 stack-down:
 	docker/stack.sh down

@@ -49,6 +49,7 @@ absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& o, const std:
   c.engine.tls_cert_file = o.tls_cert;
   c.engine.tls_key_file = o.tls_key;
   c.engine.insecure = o.insecure;
+  c.engine.compact_records = o.wire != "raw";
   c.engine.buffer_bytes = o.buffer_mb << 20;
   // Pending records per process never need to exceed the engine buffer.
   c.collector.max_pending_records =

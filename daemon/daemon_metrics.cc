@@ -88,6 +88,11 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
                       .Add(D(e.batches_sent), {{"result", "sent"}})
                       .Add(D(e.batches_dropped), {{"result", "dropped"}})
                       .f);
+    out.push_back(Family("xpu_daemon_engine_record_bytes_total",
+                         "Record bytes written to the engine (compact or raw, --wire)",
+                         MetricType::Counter)
+                      .Add(D(e.record_bytes_sent))
+                      .f);
     out.push_back(Family("xpu_daemon_engine_records_dropped_total",
                          "Records dropped because the engine was unreachable and the buffer full",
                          MetricType::Counter)

@@ -17,6 +17,7 @@
 #include "common/logging/logging.h"
 #include "common/rpc/address.h"
 #include "common/rpc/local_identity.h"
+#include "common/wire/record_codec.h"
 #include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon {
@@ -288,6 +289,16 @@ void EngineClient::PrepareForSend(xpu::v1::Batch* batch) {
   batch->set_records_dropped(stats_.records_dropped);
 }
 
+uint64_t EngineClient::EncodeForSend(bool compact, xpu::v1::Batch* batch, bool* encoded) const {
+  uint64_t bytes = 0;
+  *encoded = false;
+  for (xpu::v1::ProcessBatch& pb : *batch->mutable_processes()) {
+    if (compact && wire::CompactProcessBatchRecords(&pb)) *encoded = true;
+    bytes += pb.records().size() + pb.compact_records().size();
+  }
+  return bytes;
+}
+
 std::string EngineClient::NextTarget(bool* from_redirect) {
   *from_redirect = !redirect_.empty();
   if (*from_redirect) {
@@ -360,7 +371,7 @@ bool EngineClient::RunConnection(const std::string& target) {
     if (!running_) return false;
     current_ctx_ = &ctx;
     stats_.target = target;
-    acked_ = accepted_ = broken_ = false;
+    acked_ = accepted_ = compact_ = broken_ = false;
     // Whatever the previous engine did not acknowledge goes again, first.
     stats_.batches_resent += unacked_.size();
     while (!unacked_.empty()) {
@@ -406,6 +417,7 @@ void EngineClient::ReadStream(Stream* stream) {
       std::lock_guard<std::mutex> lock(mu_);
       acked_ = true;
       accepted_ = msg.ack().accepted();
+      compact_ = options_.compact_records && msg.ack().compact_records();
       if (!accepted_) Log()->error("engine refused this daemon: {}", msg.ack().reason());
     } else if (msg.has_batch_ack()) {
       HandleAck(msg.batch_ack());
@@ -483,7 +495,18 @@ bool EngineClient::Resync(Stream* stream) {
     PrepareForSend(resync.mutable_batch());
   }
   if (resync.batch().processes_size() == 0) return true;
-  return stream->Write(resync);
+  bool compact = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    compact = compact_;
+  }
+  bool encoded = false;
+  const uint64_t bytes = EncodeForSend(compact, resync.mutable_batch(), &encoded);
+  if (!stream->Write(resync)) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.record_bytes_sent += bytes;
+  if (encoded) ++stats_.batches_compact;
+  return true;
 }
 
 void EngineClient::SendUntilBroken(Stream* stream) {
@@ -491,6 +514,7 @@ void EngineClient::SendUntilBroken(Stream* stream) {
   for (;;) {
     xpu::v1::DaemonMessage out;
     bool have_batch = false;
+    bool compact = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_until(lock, last_write + std::chrono::milliseconds(options_.heartbeat_ms), [this] {
@@ -505,14 +529,22 @@ void EngineClient::SendUntilBroken(Stream* stream) {
         *out.mutable_batch() = queue_.front().first;
         PrepareForSend(out.mutable_batch());
         have_batch = true;
+        compact = compact_;
       } else {
         out.mutable_heartbeat()->set_now_ns(RealtimeNs());
       }
     }
+    // Encoded on the copy outside mu_: the queued batch stays raw for a
+    // resend to an engine that may not read the compact form.
+    bool encoded = false;
+    const uint64_t record_bytes =
+        have_batch ? EncodeForSend(compact, out.mutable_batch(), &encoded) : 0;
     if (!stream->Write(out)) break;
     last_write = std::chrono::steady_clock::now();
     if (have_batch) {
       std::lock_guard<std::mutex> lock(mu_);
+      stats_.record_bytes_sent += record_bytes;
+      if (encoded) ++stats_.batches_compact;
       // The budget enforcer may have shrunk the front meanwhile; it is still
       // the same batch (same seq) unless it was folded away. Written is not
       // delivered: it waits for the engine's acknowledgement.

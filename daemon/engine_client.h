@@ -80,6 +80,10 @@ struct EngineClientOptions {
   uint64_t backoff_max_ms = 10000;
   uint64_t ack_timeout_ms = 10000;
   uint64_t heartbeat_ms = 5000;
+  // Send records in the compact encoding (common/wire/record_codec.h) to an
+  // engine whose HelloAck says it reads it; raw to any other. false: raw
+  // always (--wire raw).
+  bool compact_records = true;
 };
 
 struct EngineClientStats {
@@ -99,6 +103,10 @@ struct EngineClientStats {
   uint64_t batches_released_unacked = 0;
   uint64_t records_rejected = 0;  // refused by the engine (BatchAck.rejected)
   uint64_t commands = 0;
+  // Record blobs as written (after encoding), and the batches whose records
+  // went in the compact form.
+  uint64_t record_bytes_sent = 0;
+  uint64_t batches_compact = 0;
 };
 
 // True for targets that stay on this host: unix: sockets, and hosts whose
@@ -154,6 +162,9 @@ class EngineClient {
   // records, until the buffer fits. Needs mu_.
   void EnforceBudgetLocked(std::vector<Loss>* losses);
   void PrepareForSend(xpu::v1::Batch* batch);  // needs mu_
+  // Encodes the records of a copy about to be written, when the engine reads
+  // the compact form; returns the record bytes it will carry. Without mu_.
+  uint64_t EncodeForSend(bool compact, xpu::v1::Batch* batch, bool* encoded) const;
   // BatchAck: forgets what it covers and settles it in the rings.
   void HandleAck(const xpu::v1::BatchAck& ack);
   // JobRedirect: the next connection goes to that replica.
@@ -186,6 +197,7 @@ class EngineClient {
   // Handshake state of the current connection.
   bool acked_ = false;
   bool accepted_ = false;
+  bool compact_ = false;  // the engine reads compact records (HelloAck)
   bool broken_ = false;
   EngineClientStats stats_;
   std::thread thread_;

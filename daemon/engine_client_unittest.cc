@@ -12,6 +12,7 @@
 #include "common/base/clock.h"
 #include "common/logging/logging.h"
 #include "common/ring/testing/test_ring_writer.h"
+#include "common/wire/record_codec.h"
 #include "daemon/collector.h"
 #include "daemon/test_fakes.h"
 
@@ -201,6 +202,71 @@ TEST(EngineClientTest, HelloResyncAndBatchesArriveWithTheRightCounts) {
     EXPECT_EQ(s.batches_.back().records_dropped(), 0u);
   });
   client->Stop();
+}
+
+// The compact record encoding goes only to an engine that says it reads it
+// (HelloAck.compact_records), and only when the daemon is not told --wire
+// raw; the records that arrive are the ring's, whatever the form.
+TEST(EngineClientTest, CompactRecordsOnlyToAnEngineThatReadsThem) {
+  for (const bool engine_reads : {true, false}) {
+    for (const bool daemon_compact : {true, false}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "engine reads compact " << engine_reads << ", daemon --wire "
+                   << (daemon_compact ? "compact" : "raw"));
+      FakeEngine engine;
+      engine.service.With([&](FakeIngest& s) { return s.compact_records_ = engine_reads; });
+      Node node;
+      EngineClientOptions o = ClientOptions(engine.port());
+      o.compact_records = daemon_compact;
+      auto client =
+          std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
+      client->Start();
+      ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+      for (auto& b : node.Produce(500, node.sig_a)) client->Enqueue(std::move(b));
+      ASSERT_TRUE(WaitFor([&] {
+        return engine.service.With([](FakeIngest& s) {
+          uint64_t n = 0;
+          for (const auto& b : s.batches_)
+            for (const auto& pb : b.processes())
+              n += pb.records().size() / 32 + wire::CompactRecordCount(pb.compact_records());
+          return n == 500;
+        });
+      }));
+      const bool compact = engine_reads && daemon_compact;
+      engine.service.With([&](FakeIngest& s) {
+        std::vector<xpu_record_v1> got;
+        for (const auto& b : s.batches_) {
+          for (const auto& pb : b.processes()) {
+            EXPECT_FALSE(!pb.records().empty() && !pb.compact_records().empty());
+            if (!pb.compact_records().empty()) {
+              EXPECT_TRUE(compact);
+              ASSERT_TRUE(wire::DecodeCompactRecords(pb.compact_records(), &got).ok());
+            }
+            for (size_t r = 0; r < pb.records().size(); r += 32) {
+              EXPECT_FALSE(compact);
+              xpu_record_v1 rec;
+              memcpy(&rec, pb.records().data() + r, 32);
+              got.push_back(rec);
+            }
+          }
+        }
+        ASSERT_EQ(got.size(), 500u);
+        for (size_t i = 0; i < got.size(); ++i) {
+          EXPECT_EQ(got[i].sig_id, node.sig_a);
+          EXPECT_EQ(got[i].start_ns, 1000 + i);
+          EXPECT_EQ(got[i].commit, i + 1) << "ring position + 1";
+        }
+      });
+      const EngineClientStats st = client->stats();
+      EXPECT_EQ(st.batches_compact > 0, compact);
+      if (compact) {
+        EXPECT_LT(st.record_bytes_sent, 500u * 32 / 3);
+      } else {
+        EXPECT_EQ(st.record_bytes_sent, 500u * 32);
+      }
+      client->Stop();
+    }
+  }
 }
 
 TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {

@@ -42,6 +42,11 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
   tls_key->needs(tls_cert);
   app.add_flag("--insecure", o->insecure,
                "Allow plaintext to a non-loopback engine (loopback is always allowed).");
+  app.add_option("--wire", o->wire,
+                 "Record encoding to the engine: compact (11-12 bytes a record instead of 32, "
+                 "sent only to an engine that says it reads it; raw otherwise) or raw.")
+      ->type_name("ENCODING")
+      ->check(CLI::IsMember({"compact", "raw"}));
   app.add_option("--history-records", o->history_records,
                  "Records of history kept per process (preallocated, 32 bytes each).")
       ->type_name("N")

@@ -23,6 +23,8 @@ struct DaemonOptions {
   std::string tls_cert;
   std::string tls_key;
   bool insecure = false;
+  // Record encoding to the engine: "compact" (when the engine reads it) or "raw".
+  std::string wire = "compact";
   uint64_t history_records = 131072;
   uint64_t retain_exited_s = 600;
   uint64_t idle_exit_s = 0;  // --idle-exit-s: 0 = run until stopped

@@ -116,6 +116,7 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
     xpu::v1::EngineMessage ack;
     ack.mutable_ack()->set_accepted(m.hello().token() == expected_token_);
     ack.mutable_ack()->set_engine_id("fake");
+    ack.mutable_ack()->set_compact_records(compact_records_);
     stream->Write(ack);
     while (stream->Read(&m)) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -154,6 +155,8 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
   }
   std::string expected_token_ = "secret";
   std::string redirect_to_;  // non-empty: every batch gets a JobRedirect there
+  // Whether the HelloAck says it reads compact records (an older engine does not).
+  bool compact_records_ = false;
   int redirected_ = 0;
   std::vector<xpu::v1::DaemonHello> hellos_;
   std::vector<xpu::v1::Batch> batches_;

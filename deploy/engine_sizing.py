@@ -2,6 +2,18 @@
 """Engine sizing figures for docs/deploy.md, from the ingest benchmark.
 
     deploy/engine_sizing.py [--build build] [--ranks 64,256,1024] [--seconds 10]
+    deploy/engine_sizing.py --plan RANKS [--largest-job RANKS] [--spare 1]
+                            [--cores-per-replica 2] [--memory-per-replica-gib 4]
+
+--plan runs nothing: it reads the per-rank engine cost measured by the rank
+simulator (the tables of docs/scale.md: engine cores for real time and RSS
+per rank, the largest of every run) and prints how many engine replicas
+(docs/deploy.md, "Engine replicas sharing PostgreSQL") serve RANKS ranks in
+all with --spare replicas lost, each replica of the given size used up to
+--utilization of its cores; and whether the largest job fits one replica
+(a job is served by one replica at a time); exit status 1 when it does not.
+
+Without --plan:
 
 Runs bench/ingest/ingest_bench (the real engine in a child process fed over
 loopback gRPC: one job, 8 daemon streams, the given total ranks, 1 s
@@ -72,12 +84,84 @@ def run_one(bench, ranks, seconds):
             "per_core": ingested / cpu if cpu else 0.0, "rss_mib": peak[0] / 1024.0}
 
 
+def scale_costs(path):
+    """[(ranks, run, cores for real time, RSS KiB per rank)] from the tables of docs/scale.md."""
+    rows = []
+    header = None
+    for line in open(path):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ranks |"):
+            header = cells
+            continue
+        if header is None or not line.startswith("|") or line.startswith("|---"):
+            if not line.startswith("|"):
+                header = None
+            continue
+        row = dict(zip(header, cells))
+        try:
+            rows.append((int(row["ranks"]), row["run"], float(row["engine cores for real time"]),
+                         float(row["engine RSS per rank (KiB)"])))
+        except (KeyError, ValueError):
+            continue
+    return rows
+
+
+def plan(a):
+    """Replicas for a.plan ranks from the per-rank costs of docs/scale.md."""
+    rows = scale_costs(a.scale_doc)
+    if not rows:
+        sys.exit("engine_sizing: no cost table in %s" % a.scale_doc)
+    cpu = max(rows, key=lambda r: r[2] / r[0])
+    mem = max(rows, key=lambda r: r[3])
+    core_per_rank, kib_per_rank = cpu[2] / cpu[0], mem[3]
+    print("per-rank engine cost, the largest of %d runs in %s:" % (len(rows), os.path.relpath(a.scale_doc, REPO)))
+    print("  CPU    %.1f µs of engine CPU per rank per second (%d ranks, %s: %.3f cores)" % (
+        core_per_rank * 1e6, cpu[0], cpu[1], cpu[2]))
+    print("  memory %.0f KiB per rank (%d ranks, %s), plus %.0f MiB per replica" % (
+        kib_per_rank, mem[0], mem[1], a.base_mib))
+    cores_cap = a.cores_per_replica * a.utilization
+    mem_cap_mib = a.memory_per_replica_gib * 1024 - a.base_mib
+    if mem_cap_mib <= 0:
+        sys.exit("engine_sizing: --memory-per-replica-gib %.1f leaves nothing beyond the %.0f MiB base" % (
+            a.memory_per_replica_gib, a.base_mib))
+    per_replica = int(min(cores_cap / core_per_rank, mem_cap_mib * 1024 / kib_per_rank))
+    need = -(-a.plan // per_replica) if per_replica > 0 else float("inf")
+    total = need + a.spare
+    print("one replica of %.1f cores (used to %.0f %%) and %.1f GiB serves about %d ranks" % (
+        a.cores_per_replica, a.utilization * 100, a.memory_per_replica_gib, per_replica))
+    print("%d ranks: %d replica(s) carry them, %d with %d lost: run %d" % (a.plan, need, total, a.spare, total))
+    largest = a.largest_job or a.plan
+    job_cores = largest * core_per_rank / a.utilization
+    job_gib = (largest * kib_per_rank / 1024 + a.base_mib) / 1024
+    fits = largest <= per_replica
+    print("largest job, %d ranks: one replica needs %.1f cores and %.1f GiB%s" % (
+        largest, job_cores, job_gib, "" if fits else
+        " — more than one replica of this size: give each replica at least that much"))
+    return 0 if fits else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default=os.path.join(REPO, "build"))
     ap.add_argument("--ranks", default="64,256,1024", help="total ranks per run (8 streams)")
     ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--plan", type=int, metavar="RANKS",
+                    help="replicas for RANKS ranks in all, from docs/scale.md (runs nothing)")
+    ap.add_argument("--largest-job", type=int, metavar="RANKS", help="ranks of the largest job (default: --plan)")
+    ap.add_argument("--spare", type=int, default=1, help="replicas that may be lost (default 1)")
+    ap.add_argument("--cores-per-replica", type=float, default=2.0, help="cores of each replica (default 2)")
+    ap.add_argument("--memory-per-replica-gib", type=float, default=4.0,
+                    help="memory of each replica, GiB (default 4)")
+    ap.add_argument("--utilization", type=float, default=0.5,
+                    help="share of a replica's cores to plan for (default 0.5: bursts, queries, failover)")
+    ap.add_argument("--base-mib", type=float, default=32.0,
+                    help="memory of an idle engine, MiB (default 32; one with no job measured 24 MiB of RSS)")
+    ap.add_argument("--scale-doc", default=os.path.join(REPO, "docs", "scale.md"), help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.plan is not None:
+        if a.plan <= 0 or a.spare < 0 or not 0 < a.utilization <= 1 or a.cores_per_replica <= 0:
+            ap.error("--plan > 0, --spare >= 0, 0 < --utilization <= 1, --cores-per-replica > 0")
+        sys.exit(plan(a))
     bench = os.path.join(a.build, "bench", "ingest", "ingest_bench")
     if not os.access(bench, os.X_OK):
         sys.exit("%s not built (cmake --build %s --target ingest_bench)" % (bench, a.build))

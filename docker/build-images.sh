@@ -20,10 +20,11 @@
 #   localhost/xputimer-base:bookworm   Debian 12 made by mmdebstrap from Debian's packages
 #   localhost/xputimer-cuda:13.0       that + the host's CUDA headers, nvcc, libcudart
 #                                      (CUDA_HOME, default /usr/local/cuda)
-# --standins (implied by local bases) also builds Prometheus and Alertmanager
-# images from Debian's packages (docker/standins.Dockerfile) for the compose
-# stack, and writes docker/.local-bases/images.env, which docker/stack.sh
-# reads. Grafana is not packaged by Debian: it has no stand-in.
+# --standins (implied by local bases) also builds Prometheus, Alertmanager and
+# PostgreSQL 15 (the engine replicas' database, compose.replicas.yaml) images
+# from Debian's packages (docker/standins.Dockerfile) for the compose stack,
+# and writes docker/.local-bases/images.env, which docker/stack.sh reads.
+# Grafana is not packaged by Debian: it has no stand-in.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
@@ -156,7 +157,7 @@ done
 
 if [ "$standins" = 1 ]; then
   mkdir -p "$LOCAL"
-  for t in prometheus alertmanager; do
+  for t in prometheus alertmanager postgres; do
     t0=$(date +%s)
     echo "==> localhost/xputimer-$t-debian (Debian's package, stand-in for the upstream image)"
     build "$DOCKER/standins.Dockerfile" "$t" "localhost/xputimer-$t-debian:bookworm" --build-arg "BASE_IMAGE=$BASE_IMAGE"
@@ -167,6 +168,7 @@ if [ "$standins" = 1 ]; then
 # (no registry reached). docker/stack.sh reads this after base-images.env.
 PROMETHEUS_IMAGE=localhost/xputimer-prometheus-debian:bookworm
 ALERTMANAGER_IMAGE=localhost/xputimer-alertmanager-debian:bookworm
+POSTGRES_IMAGE=localhost/xputimer-postgres-debian:bookworm
 EOF
 fi
 

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
 # docker/stack.sh — the one-command stack (docker/compose.yaml).
 #
-#   docker/stack.sh up [SERVICE...]    engine, Prometheus, Alertmanager, Grafana (`make stack`)
-#   docker/stack.sh demo               the same plus a GPU-less job with a slow GPU
-#   docker/stack.sh status             containers, engine health, xpu status
-#   docker/stack.sh xpu ARGS...        the xpu CLI inside the engine container
-#   docker/stack.sh logs [SERVICE]     logs
-#   docker/stack.sh down [-v]          stop and remove (-v: also the data volumes)
+#   docker/stack.sh up [--replicas] [SERVICE...]  engine, Prometheus, Alertmanager, Grafana (`make stack`)
+#   docker/stack.sh demo [--replicas]             the same plus a GPU-less job with a slow GPU
+#   docker/stack.sh status [--replicas]           containers, engine health, xpu status (of each replica)
+#   docker/stack.sh xpu ARGS...                   the xpu CLI inside the engine container
+#                                                 (XPU_STACK_ENGINE=xpu-engine-b: replica b's)
+#   docker/stack.sh logs [SERVICE]                logs
+#   docker/stack.sh down [-v]                     stop and remove (-v: also the data volumes)
+#
+# --replicas: two engine replicas sharing a PostgreSQL database
+# (compose.replicas.yaml; docs/deploy.md, "Engine replicas sharing
+# PostgreSQL"), Prometheus scraping both, the demo job's daemon given both.
+# Give it to every command of such a stack but down, which stops any layout.
 #
 # Compose tool: XPU_COMPOSE="docker compose" or "podman-compose" (default:
 # docker compose where docker runs, else podman-compose). With podman,
@@ -18,11 +24,18 @@
 # 32-byte hex string), are created on first use in docker/.secrets/<role>,
 # mode 0600 in a 0700 directory, and handed to the engine image's user
 # (uid 7441) so the containers can read them; the demo job's daemon gets
-# only the ingest token. Images: as in
+# only the ingest token. With --replicas, the database password is made the
+# same way: .secrets/db-password (the server's) and .secrets/pgpass (the
+# engines' libpq password file, handed to uid 7441). Images: as in
 # compose.yaml; images built on this host by `make images --standins`
 # (docker/.local-bases/images.env) replace unreachable upstream ones.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+SELF=$HERE/$(basename "${BASH_SOURCE[0]}")
+usage() { sed -n '2,31p' "$SELF" | sed 's/^# \{0,1\}//'; }
+for a in "$@"; do
+  case $a in -h | --help | help) usage; exit 0 ;; esac
+done
 cd "$HERE"
 PROJECT=${XPU_STACK_PROJECT:-xputimer}
 
@@ -87,18 +100,40 @@ tokens() {
     echo "stack: engine tokens created in docker/.secrets/: ${made[*]} (read: dashboards," \
          "act: operators, admin: calibrations, ingest: daemons)"
   fi
+  if [ "$replicas" = 1 ]; then db_password; fi
   if [ -e .secrets/xpu-token ]; then
     echo "stack: docker/.secrets/xpu-token (the shared token of earlier versions) is no longer used;" \
          "remove it" >&2
   fi
 }
 
+# The container of an engine service (default xpu-engine; podman-compose
+# and docker compose name them differently).
+# The replicas' database password: .secrets/db-password for the PostgreSQL
+# server (read by its entrypoint as root, on the first start only: a
+# data volume made earlier keeps its password) and .secrets/pgpass, the same
+# password as the engines' libpq password file (host postgres, database
+# xputimer, role xpu; compose.replicas.yaml).
+db_password() {
+  if [ ! -s .secrets/db-password ]; then
+    (umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \n' >.secrets/db-password.tmp)
+    mv .secrets/db-password.tmp .secrets/db-password
+    rm -f .secrets/pgpass
+    echo "stack: database password created in docker/.secrets/db-password (PostgreSQL role xpu)"
+  fi
+  if [ ! -s .secrets/pgpass ]; then
+    (umask 077 && printf 'postgres:5432:xputimer:xpu:%s\n' "$(head -n1 .secrets/db-password)" >.secrets/pgpass.tmp)
+    mv .secrets/pgpass.tmp .secrets/pgpass
+    hand_over .secrets/pgpass
+  fi
+}
+
 engine_container() {
-  local c
-  for c in "${PROJECT}_xpu-engine_1" "${PROJECT}-xpu-engine-1"; do
+  local c svc=${1:-xpu-engine}
+  for c in "${PROJECT}_${svc}_1" "${PROJECT}-${svc}-1"; do
     if runtime inspect "$c" >/dev/null 2>&1; then echo "$c"; return; fi
   done
-  echo "${PROJECT}-xpu-engine-1"
+  echo "${PROJECT}-${svc}-1"
 }
 runtime() {
   if [ "${compose[0]}" = podman-compose ]; then
@@ -123,38 +158,72 @@ need_images() {
 
 cmd=${1:-up}
 shift || true
+# --replicas anywhere after the command; the rest goes to compose.
+replicas=0
+args=()
+for a in "$@"; do
+  case $a in
+    --replicas) replicas=1 ;;
+    *) args+=("$a") ;;
+  esac
+done
+set -- ${args[@]+"${args[@]}"}
+files=(-f compose.yaml)
+engines=(xpu-engine)
+if [ "$replicas" = 1 ]; then
+  files+=(-f compose.replicas.yaml)
+  engines+=(xpu-engine-b)
+  # The demo job's daemon is given every replica (their advertise addresses).
+  export XPU_DEMO_ENGINE=${XPU_DEMO_ENGINE:-${XPU_ENGINE_A_ADVERTISE:-xpu-engine:7441},${XPU_ENGINE_B_ADVERTISE:-xpu-engine-b:7441}}
+fi
+all_files=(-f compose.yaml -f compose.demo.yaml -f compose.replicas.yaml)
+pg_image=${POSTGRES_IMAGE:-docker.io/library/postgres:15-bookworm}
+
 case $cmd in
   up)
-    need_images
+    if [ "$replicas" = 1 ]; then need_images "$pg_image"; else need_images; fi
     tokens
-    "${compose[@]}" -f compose.yaml up -d "$@"
+    "${compose[@]}" "${files[@]}" up -d "$@"
     echo "stack: Grafana http://${XPU_BIND:-127.0.0.1}:${XPU_GRAFANA_PORT:-3000} (folder XPUTimer)," \
          "Prometheus :${XPU_PROMETHEUS_PORT:-9090}, Alertmanager :${XPU_ALERTMANAGER_PORT:-9093}," \
          "engine gRPC :${XPU_ENGINE_PORT:-7441}, metrics :${XPU_METRICS_PORT:-9464}"
+    if [ "$replicas" = 1 ]; then
+      echo "stack: replica engine-b gRPC :${XPU_ENGINE_B_PORT:-7442}, metrics :${XPU_METRICS_B_PORT:-9465};" \
+           "daemons: --engine HOST:${XPU_ENGINE_PORT:-7441},HOST:${XPU_ENGINE_B_PORT:-7442}" \
+           "(and XPU_ENGINE_A_ADVERTISE/XPU_ENGINE_B_ADVERTISE set to those addresses)"
+    fi
     ;;
   demo)
-    need_images "${XPU_DEMO_IMAGE:-localhost/xputimer-demo:0.1.0}"
+    if [ "$replicas" = 1 ]; then
+      need_images "${XPU_DEMO_IMAGE:-localhost/xputimer-demo:0.1.0}" "$pg_image"
+    else
+      need_images "${XPU_DEMO_IMAGE:-localhost/xputimer-demo:0.1.0}"
+    fi
     tokens
-    "${compose[@]}" -f compose.yaml -f compose.demo.yaml up -d "$@"
+    "${compose[@]}" "${files[@]}" -f compose.demo.yaml up -d "$@"
     echo "stack: demo job started; its slow_gpu diagnosis appears in 'docker/stack.sh xpu diagnose --job xpu-demo'" \
          "and in Alertmanager (receiver operations) after about a minute"
     ;;
   status)
-    "${compose[@]}" -f compose.yaml ps
-    runtime exec "$(engine_container)" xpu --token-file /run/secrets/xpu-read status
+    "${compose[@]}" "${files[@]}" ps
+    for e in "${engines[@]}"; do
+      [ ${#engines[@]} -eq 1 ] || echo "== $e"
+      runtime exec "$(engine_container "$e")" xpu --token-file /run/secrets/xpu-read status
+    done
     ;;
   xpu)
-    # The operator's CLI: the admin token (act and read included).
-    runtime exec "$(engine_container)" xpu --token-file /run/secrets/xpu-admin "$@"
+    # The operator's CLI: the admin token (act and read included). A
+    # replica answers for the jobs it serves (XPU_STACK_ENGINE picks one).
+    runtime exec "$(engine_container "${XPU_STACK_ENGINE:-xpu-engine}")" xpu --token-file /run/secrets/xpu-admin "$@"
     ;;
   logs)
-    "${compose[@]}" -f compose.yaml -f compose.demo.yaml logs "$@"
+    "${compose[@]}" "${all_files[@]}" logs "$@"
     ;;
   down)
     if [ "${1:-}" = -v ]; then
-      "${compose[@]}" -f compose.yaml -f compose.demo.yaml down -v
+      "${compose[@]}" "${all_files[@]}" down -v
     else
-      "${compose[@]}" -f compose.yaml -f compose.demo.yaml down
+      "${compose[@]}" "${all_files[@]}" down
     fi
     # podman-compose leaves the project's network behind.
     if [ "${compose[0]}" = podman-compose ] && runtime network exists "${PROJECT}_default" 2>/dev/null; then
@@ -162,7 +231,8 @@ case $cmd in
     fi
     ;;
   *)
-    sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+    echo "stack: unknown command '$cmd'" >&2
+    usage >&2
     exit 2
     ;;
 esac

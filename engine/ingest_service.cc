@@ -122,6 +122,7 @@ grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream
   ack.mutable_ack()->set_accepted(true);
   ack.mutable_ack()->set_engine_id(engine_id_);
   ack.mutable_ack()->set_replica_id(replica_id_);
+  ack.mutable_ack()->set_compact_records(true);  // DecodeProcessBatch reads both forms
   if (!stream->Write(ack))
     return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed during hello");
   return grpc::Status::OK;
@@ -235,7 +236,7 @@ grpc::Status IngestService::HandleBatch(const std::shared_ptr<Session>& s,
   std::vector<history::RankCheckpoint> checkpoints;
   uint64_t total = 0;
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
-    total += pb.records().size() / sizeof(xpu_record_v1);
+    total += BatchRecordCount(pb);
     ApplyProcessBatch(*s, pb, foreign, &checkpoints);
   }
   metrics_.AddBatch();
@@ -262,7 +263,7 @@ std::string IngestService::Admit(Session& s, const JobState& job,
 
 void IngestService::Reject(Session& s, const xpu::v1::ProcessBatch& pb, const std::string& job,
                            std::string_view reason) {
-  const uint64_t records = pb.records().size() / sizeof(xpu_record_v1);
+  const uint64_t records = BatchRecordCount(pb);
   metrics_.AddRejected(reason);
   if (records > 0) metrics_.AddRejectedRecords(reason, records);
   if (g_reject_log.Allow()) {
@@ -287,8 +288,19 @@ void IngestService::ApplyAdmitted(Session& s, JobState& job, const xpu::v1::Proc
   ProcessState& p = job.GetOrCreateProcess(id, s.daemon_id, now);
   s.processes.insert({job_id, p.key});
   records.clear();
-  // Cannot fail: validated above.
-  DecodeProcessBatch(pb, p.sigs, &records, &stats, &p.next_position).IgnoreError();
+  // Cannot fail: validated above. A compact blob that does not decode costs
+  // its sender those records, counted as their own loss reason; the rest of
+  // the batch (signatures, counters, windows) still applies.
+  std::string decode_error;
+  DecodeProcessBatch(pb, p.sigs, &records, &stats, &p.next_position, &decode_error).IgnoreError();
+  if (!decode_error.empty()) {
+    p.lost[kLossRecordUndecodable] += stats.undecodable;
+    metrics_.AddRejected("record_undecodable");
+    if (g_reject_log.Allow()) {
+      Log()->warn("daemon {}: rank {} pid {} of job {}: {} records refused: {}", s.daemon_id,
+                  id.rank(), id.pid(), job_id, stats.undecodable, decode_error);
+    }
+  }
   for (const xpu::v1::Signature& sig : pb.signatures()) {
     if (const SignatureInfo* info = p.sigs.Find(sig.id())) job.NoteSignature(p, *info);
   }

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "common/rpc/token.h"
+#include "common/wire/record_codec.h"
 #include "engine/engine.h"
 #include "engine/testing/fake_daemon.h"
 
@@ -310,6 +311,52 @@ TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
   // instead of showing a stale figure.
   engine_->TickWindow();
   EXPECT_EQ(engine_->metrics().Render().find("op=\"allreduce\""), std::string::npos);
+}
+
+// The engine says it reads compact records and takes both forms on one
+// stream; a compact blob that does not decode costs its sender those
+// records, counted under their own loss reason (metrics, Ranks, Status),
+// while the rest of the batch and the stream go on.
+TEST_F(IngestTest, CompactRecordsAndUndecodableBlobs) {
+  StartEngine();
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  EXPECT_TRUE(d.ack().compact_records());
+  xpu::v1::Batch b = RankBatch("jobC", 0, 40, true, 1);
+  ASSERT_TRUE(wire::CompactProcessBatchRecords(b.mutable_processes(0)));
+  xpu::v1::Batch bad = RankBatch("jobC", 1, 30, true, 1);
+  ASSERT_TRUE(wire::CompactProcessBatchRecords(bad.mutable_processes(0)));
+  std::string* blob = bad.mutable_processes(0)->mutable_compact_records();
+  blob->resize(blob->size() - 3);  // the last record cut short
+  *b.add_processes() = bad.processes(0);
+  ASSERT_TRUE(d.Send(b));
+  ASSERT_TRUE(d.Send(RankBatch("jobC", 1, 5, false, 2)));  // raw, same stream
+  ASSERT_TRUE(d.Finish().ok());
+  ASSERT_TRUE(WaitFor([&] { return RankRecords("jobC", "rank:1") == 5; }));
+  EXPECT_EQ(RankRecords("jobC", "rank:0"), 40u);
+  EXPECT_EQ(engine_->metrics().Rejected("record_undecodable"), 1);
+  const std::string text = engine_->metrics().Render();
+  EXPECT_NE(text.find("xpu_records_dropped_total{reason=\"record_undecodable\",xpu_job=\"jobC\","
+                      "xpu_job_name=\"\"} 30"),
+            std::string::npos)
+      << text;
+  grpc::ClientContext c1;
+  xpu::v1::RanksRequest rreq;
+  rreq.set_job("jobC");
+  xpu::v1::RanksReply ranks;
+  ASSERT_TRUE(query_->Ranks(&c1, rreq, &ranks).ok());
+  ASSERT_EQ(ranks.ranks_size(), 2);
+  uint64_t lost = 0;
+  for (const auto& l : ranks.ranks(1).lost())
+    if (l.reason() == "record_undecodable") lost = l.records();
+  EXPECT_EQ(lost, 30u);
+  grpc::ClientContext c2;
+  xpu::v1::StatusReply status;
+  ASSERT_TRUE(query_->Status(&c2, xpu::v1::StatusRequest(), &status).ok());
+  lost = 0;
+  for (const auto& l : status.lost())
+    if (l.reason() == "record_undecodable") lost = l.records();
+  EXPECT_EQ(lost, 30u);
 }
 
 TEST_F(IngestTest, DropCountersBecomeDeltas) {

@@ -44,7 +44,8 @@ namespace xpu::engine {
 // exists from the start at 0.
 inline constexpr const char* kRejectReasons[] = {
     "stream_aborted", "no_hello",      "protocol_version", "token",       "hello_invalid",
-    "duplicate_hello", "empty_message", "record_blob_size", "no_identity"};
+    "duplicate_hello", "empty_message", "record_blob_size", "no_identity",
+    "record_undecodable"};
 
 class Metrics {
  public:

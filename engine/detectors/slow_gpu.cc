@@ -49,8 +49,12 @@ void SlowGpuDetector::RankScore::Low(double ratio, const std::string& shape, dou
 }
 
 std::map<int32_t, SlowGpuDetector::RankScore> SlowGpuDetector::AgainstOwnFirstWindows(
-    const JobState& job, const WindowView& v, const CallMap& calls, double min_drop) {
+    const JobState& job, const WindowView& v, const CallMap& calls,
+    const std::map<std::string, double>& flops, double min_drop) {
   const int windows = static_cast<int>(Param(v, "history.baseline_windows"));
+  // GEMMs that take only microseconds are bound by launch and tail latency
+  // (on the GPU-less runtime, by the host's load), not by the device.
+  const double min_ideal_us = Param(v, "unoptimized_gemm.min_ideal_us");
   absl::flat_hash_map<OwnKey, OwnGemm>& own = own_[job.job()];
   std::map<int32_t, RankScore> score;
   for (const auto& [key, c] : calls) {
@@ -63,6 +67,8 @@ std::map<int32_t, SlowGpuDetector::RankScore> SlowGpuDetector::AgainstOwnFirstWi
       continue;
     }
     const double base = o.median_sum / o.windows, base_q25 = o.q25_sum / o.windows;
+    auto f = flops.find(key.first);
+    if (base <= 0 || f == flops.end() || f->second / (base * 1e12) * 1e6 < min_ideal_us) continue;
     RankScore& r = score[key.second];
     r.shapes++;
     if (base > 0 && med < (1 - min_drop) * base && analysis::Quantile(c, 0.75) < base_q25) {
@@ -84,9 +90,11 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   // shape -> (rank, TFLOPS); (shape, rank) -> per-call TFLOPS
   std::map<std::string, std::vector<std::pair<int32_t, double>>> by_shape;
   CallMap calls;
+  std::map<std::string, double> flops;  // shape -> FLOP per call
   for (const analysis::RankTrace& t : v.ranks) {
     for (auto& [key, g] : analysis::GemmTflops(t)) {
       if (g.count < min_count) continue;
+      flops[key] = g.sig.flops;
       by_shape[key].emplace_back(t.rank, g.Tflops());
       calls[{key, t.rank}] = std::move(g.call_tflops);
     }
@@ -126,7 +134,7 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   }
   // Where the peers single no rank out, each rank against its own first
   // windows (one rank; every rank slowed alike).
-  for (auto& [rank, s] : AgainstOwnFirstWindows(job, v, calls, min_drop)) {
+  for (auto& [rank, s] : AgainstOwnFirstWindows(job, v, calls, flops, min_drop)) {
     const RankScore& peers = score[rank];
     if (peers.low > 0 && 2 * peers.low >= peers.shapes) continue;
     if (s.low == 0 || 2 * s.low < s.shapes) continue;
@@ -136,10 +144,8 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   Streaks::Window held = streaks_.Begin(job.job());
   for (const auto& [rank, s] : score) {
     if (s.low == 0 || 2 * s.low < s.shapes) continue;
-    // Two ranks: once more next window. A rank against itself too, unless
-    // every shape it ran fell below 0.6x of its own first windows.
-    const bool at_once = s.own && s.low == s.shapes && s.worst_ratio < 0.6;
-    if ((s.two_ranks || (s.own && !at_once)) && held.Hold(absl::StrCat(rank)) < 2) continue;
+    // Two ranks, or a rank against itself: once more next window.
+    if ((s.two_ranks || s.own) && held.Hold(absl::StrCat(rank)) < 2) continue;
     Diagnosis d = NewDiagnosis(job, "slow_gpu", Team::kOperations);
     d.ranks = {rank};
     d.hosts = HostsOf(v, d.ranks);

@@ -13,12 +13,14 @@
 //
 // Without peers that can tell (one rank, or every rank slowed alike), each
 // rank is also compared with its own first windows (history.baseline_windows
-// windows in which it ran the shape): a shape is low when the window's
+// windows in which it ran the shape; shapes that would take under
+// unoptimized_gemm.min_ideal_us at that rate are latency-bound and left
+// out): a shape is low when the window's
 // median call is min_drop below the first windows' median and the calls are
 // slower as a whole (the window's upper quartile under the first windows'
 // lower quartile); a rank low on at least half of those shapes in two
 // consecutive windows is reported, with its own first windows as the
-// reference, at once when every shape fell below 0.6x.
+// reference.
 #ifndef XPU_ENGINE_DETECTORS_SLOW_GPU_H_
 #define XPU_ENGINE_DETECTORS_SLOW_GPU_H_
 
@@ -53,7 +55,9 @@ class SlowGpuDetector : public ViewDetector {
   // (shape, rank) -> the window's per-call TFLOPS
   using CallMap = std::map<std::pair<std::string, int32_t>, std::vector<double>>;
   std::map<int32_t, RankScore> AgainstOwnFirstWindows(const JobState& job, const WindowView& v,
-                                                      const CallMap& calls, double min_drop);
+                                                      const CallMap& calls,
+                                                      const std::map<std::string, double>& flops,
+                                                      double min_drop);
 
   // A rank's GEMMs of one shape in its own first windows: the sums of the
   // windows' median and lower-quartile TFLOPS.

@@ -334,6 +334,13 @@ absl::Status Store::Flush() {
   return st;
 }
 
+bool Store::FlushFor(std::chrono::milliseconds max_wait) {
+  std::unique_lock<std::mutex> l(mu_);
+  const uint64_t target = enqueued_;
+  cv_.notify_one();
+  return done_cv_.wait_for(l, max_wait, [&] { return processed_ >= target || stop_; });
+}
+
 void Store::WriterLoop() {
   auto backoff = std::chrono::steady_clock::duration(kRetryFirst);
   auto next_retry = std::chrono::steady_clock::time_point::min();

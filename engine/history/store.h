@@ -42,6 +42,7 @@
 #ifndef XPU_ENGINE_HISTORY_STORE_H_
 #define XPU_ENGINE_HISTORY_STORE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -190,6 +191,10 @@ class Store {
   // or waiting for a retry; returns the first write error since the
   // previous Flush (failed rows stay queued for retry).
   absl::Status Flush();
+  // The same, waiting at most `max_wait`: false when rows enqueued before
+  // the call are still unwritten then (a writer behind a large job's rows;
+  // a query then answers from what is committed rather than wait).
+  bool FlushFor(std::chrono::milliseconds max_wait);
   // Writes rows of a job only while `replica` owns it ("" = no fencing).
   void SetFencingOwner(const std::string& replica);
   StoreStatus Status() const;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/base/status_macros.h"
+#include "common/wire/record_codec.h"
 #include "common/wire/signature.h"
 #include "xpu/formulas.h"
 
@@ -33,7 +34,16 @@ absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb) {
         absl::StrCat("process_key ", pb.process_key(), ": records blob of ", pb.records().size(),
                      " bytes is not a multiple of ", sizeof(xpu_record_v1), " (xpu_record_v1)"));
   }
+  if (!pb.records().empty() && !pb.compact_records().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "process_key ", pb.process_key(), ": both records and compact_records are set"));
+  }
   return absl::OkStatus();
+}
+
+uint64_t BatchRecordCount(const xpu::v1::ProcessBatch& pb) {
+  if (!pb.compact_records().empty()) return wire::CompactRecordCount(pb.compact_records());
+  return pb.records().size() / sizeof(xpu_record_v1);
 }
 
 SignatureInfo ToSignatureInfo(const xpu::v1::Signature& s) {
@@ -51,7 +61,7 @@ SignatureInfo ToSignatureInfo(const xpu::v1::Signature& s) {
 
 absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable& table,
                                 std::vector<xpu_record_v1>* out, DecodeStats* stats,
-                                uint64_t* next_position) {
+                                uint64_t* next_position, std::string* decode_error) {
   XPU_RETURN_IF_ERROR(ValidateProcessBatch(pb));
   for (const xpu::v1::Signature& s : pb.signatures()) {
     if (table.Define(s.id(), ToSignatureInfo(s))) {
@@ -60,15 +70,24 @@ absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable&
       ++stats->bad_signatures;
     }
   }
-  const std::string& blob = pb.records();
-  const size_t n = blob.size() / sizeof(xpu_record_v1);
   const size_t base = out->size();
-  out->resize(base + n);
-  // One bulk copy, then compact in place: unknown ids are rare, so this is
-  // one memcpy and one pass.
-  if (n > 0) {  // memcpy's pointers must be valid even for zero bytes
-    std::memcpy(out->data() + base, blob.data(), n * sizeof(xpu_record_v1));
+  if (!pb.compact_records().empty()) {
+    absl::Status st = wire::DecodeCompactRecords(pb.compact_records(), out);
+    if (!st.ok()) {
+      stats->undecodable += wire::CompactRecordCount(pb.compact_records());
+      if (decode_error != nullptr) *decode_error = std::string(st.message());
+    }
+  } else {
+    const std::string& blob = pb.records();
+    const size_t raw = blob.size() / sizeof(xpu_record_v1);
+    out->resize(base + raw);
+    // One bulk copy, then compact in place: unknown ids are rare, so this is
+    // one memcpy and one pass.
+    if (raw > 0) {  // memcpy's pointers must be valid even for zero bytes
+      std::memcpy(out->data() + base, blob.data(), raw * sizeof(xpu_record_v1));
+    }
   }
+  const size_t n = out->size() - base;
   xpu_record_v1* w = out->data() + base;
   const xpu_record_v1* r = w;
   const xpu_record_v1* end = w + n;

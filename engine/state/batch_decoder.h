@@ -71,20 +71,28 @@ struct DecodeStats {
   uint64_t signatures = 0;      // accepted definitions
   uint64_t bad_signatures = 0;  // skipped: id 0 or >= kMaxSigId
   uint64_t duplicates = 0;      // skipped: a position below *next_position (sent again)
+  uint64_t undecodable = 0;     // declared by a compact blob that failed to decode
 };
 
+// The records a ProcessBatch carries (raw or compact; for a compact blob the
+// count it declares, bounded by its size). What a refusal counts as lost.
+uint64_t BatchRecordCount(const xpu::v1::ProcessBatch& pb);
+
 // Framing checks that can be made before touching any state: identity
-// present, blob a multiple of 32 bytes. Returns INVALID_ARGUMENT with a
-// message that names the offending field.
+// present, blob a multiple of 32 bytes, not both a raw and a compact blob.
+// Returns INVALID_ARGUMENT with a message that names the offending field.
+// (Whether a compact blob decodes is only known by decoding it.)
 absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb);
 
 // Converts a wire signature into the ABI struct plus derived figures.
 SignatureInfo ToSignatureInfo(const xpu::v1::Signature& s);
 
 // Defines pb.signatures in `table`, then appends every record of pb.records
-// whose sig_id is defined to `out` (copied out of the blob: the blob has no
-// alignment guarantee). Fails only when ValidateProcessBatch fails; nothing
-// is appended then.
+// (or of pb.compact_records, decoded) whose sig_id is defined to `out`
+// (copied out of the blob: the blob has no alignment guarantee). Fails only
+// when ValidateProcessBatch fails; nothing is appended then. A compact blob
+// that does not decode adds no record: its declared count goes to
+// stats->undecodable and *decode_error (when given) says why.
 //
 // With `next_position`: records whose ring position (pb.first_position and
 // the commit word, common.proto) is below *next_position were received
@@ -93,7 +101,8 @@ SignatureInfo ToSignatureInfo(const xpu::v1::Signature& s);
 // position (commit 0) are taken as they are.
 absl::Status DecodeProcessBatch(const xpu::v1::ProcessBatch& pb, SignatureTable& table,
                                 std::vector<xpu_record_v1>* out, DecodeStats* stats,
-                                uint64_t* next_position = nullptr);
+                                uint64_t* next_position = nullptr,
+                                std::string* decode_error = nullptr);
 
 // The ring position of a record from its commit word (low 32 bits of
 // position + 1) and a position at or below it less than 2^32 behind.

@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
+#include "common/wire/record_codec.h"
 #include "engine/state/batch_decoder.h"
 #include "xpu/v1/common.pb.h"
 #include "xpu/v1/ingest.pb.h"
@@ -29,13 +31,23 @@ size_t FuzzDecodeOne(const uint8_t* data, size_t size) {
     DecodeStats stats;
     absl::Status st = DecodeProcessBatch(pb, table, &out, &stats);
     ++decoded;
-    const bool framing_ok = pb.has_identity() && pb.records().size() % sizeof(xpu_record_v1) == 0;
+    const bool framing_ok = pb.has_identity() &&
+                            pb.records().size() % sizeof(xpu_record_v1) == 0 &&
+                            (pb.records().empty() || pb.compact_records().empty());
     Check(st.ok() == framing_ok, "status matches framing");
     if (!st.ok()) {
       Check(out.empty(), "nothing appended on error");
       continue;
     }
-    const size_t n = pb.records().size() / sizeof(xpu_record_v1);
+    size_t n = pb.records().size() / sizeof(xpu_record_v1);
+    if (!pb.compact_records().empty()) {
+      std::vector<xpu_record_v1> plain;
+      const bool decodes = wire::DecodeCompactRecords(pb.compact_records(), &plain).ok();
+      n = plain.size();
+      Check(n <= pb.compact_records().size() / 2, "compact output bounded by its input");
+      Check(stats.undecodable == (decodes ? 0 : wire::CompactRecordCount(pb.compact_records())),
+            "an undecodable blob counts its declared records");
+    }
     Check(stats.records + stats.unknown_sig == n, "accepted + skipped == records in blob");
     Check(out.size() == stats.records, "output size == accepted");
     Check(stats.signatures + stats.bad_signatures == static_cast<uint64_t>(pb.signatures_size()),
@@ -67,17 +79,22 @@ std::string FuzzSeedMessage(uint32_t seed) {
     s->set_comm_id(0xabc);
     s->set_comm_nranks(8);
   }
-  std::string blob(32 * 16, '\0');
+  std::vector<xpu_record_v1> recs(16);
   for (uint32_t i = 0; i < 16; ++i) {
-    xpu_record_v1 r{};
+    xpu_record_v1& r = recs[i];
     r.sig_id = 1 + (i + seed) % 4;  // 4 is undefined on purpose
     r.start_ns = 1000000ull * i;
     r.duration = 1000 + i;
     r.seq = i;
     r.flags = 1;
-    std::memcpy(&blob[i * 32], &r, 32);
   }
-  pb->set_records(blob);
+  if (seed % 2) {  // every other seed in the compact form
+    std::string compact;
+    wire::EncodeCompactRecords(recs.data(), recs.size(), &compact);
+    pb->set_compact_records(compact);
+  } else {
+    pb->set_records(reinterpret_cast<const char*>(recs.data()), recs.size() * sizeof(recs[0]));
+  }
   return msg.SerializeAsString();
 }
 

@@ -44,7 +44,7 @@ std::string MutateFields(const std::string& seed, std::mt19937& rng) {
   xpu::v1::DaemonMessage m;
   m.ParseFromString(seed);
   xpu::v1::ProcessBatch* pb = m.mutable_batch()->mutable_processes(0);
-  switch (rng() % 5) {
+  switch (rng() % 6) {
     case 0:
       pb->mutable_records()->resize(rng() % (pb->records().size() + 64));
       break;
@@ -66,6 +66,11 @@ std::string MutateFields(const std::string& seed, std::mt19937& rng) {
     case 4:
       *m.mutable_batch()->add_processes() = *pb;
       break;
+    case 5: {
+      std::string* blob = pb->mutable_compact_records();
+      if (!blob->empty()) (*blob)[rng() % blob->size()] ^= static_cast<char>(1u << (rng() % 8));
+      break;
+    }
   }
   return m.SerializeAsString();
 }
@@ -73,7 +78,7 @@ std::string MutateFields(const std::string& seed, std::mt19937& rng) {
 TEST(BatchDecoderFuzzTest, MutatedInputsKeepInvariants) {
   google::protobuf::SetLogHandler(nullptr);  // invalid UTF-8 in mutated strings is expected
   std::mt19937 rng(12345);
-  size_t decoded = 0, rejected_framing = 0;
+  size_t decoded = 0, rejected_framing = 0, compact = 0;
   for (int i = 0; i < 4000; ++i) {
     std::string seed = FuzzSeedMessage(static_cast<uint32_t>(i));
     std::string in = i % 2 ? Mutate(seed, rng) : Mutate(MutateFields(seed, rng), rng);
@@ -84,7 +89,12 @@ TEST(BatchDecoderFuzzTest, MutatedInputsKeepInvariants) {
         m.batch().processes(0).records().size() % 32 != 0) {
       ++rejected_framing;
     }
+    if (m.ParseFromString(in) && m.has_batch() && m.batch().processes_size() > 0 &&
+        !m.batch().processes(0).compact_records().empty()) {
+      ++compact;
+    }
   }
+  EXPECT_GT(compact, 50u);
   // The mutations must reach the decoder often, on both of its paths, or
   // this test exercises nothing.
   EXPECT_GT(decoded, 400u);

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "common/wire/record_codec.h"
 #include "engine/state/batch_builder.h"
 #include "xpu/formulas.h"
 
@@ -55,6 +58,51 @@ TEST(BatchDecoderTest, RejectsTruncatedBlob) {
     EXPECT_TRUE(out.empty());
     EXPECT_EQ(table.size(), 0u) << "no state change on a rejected batch";
   }
+}
+
+// The compact form decodes to the same records, positions and all; a blob
+// that does not decode costs its records (counted, nothing appended) but not
+// the rest of the batch; both forms at once is a framing error.
+TEST(BatchDecoderTest, CompactRecordsDecodeLikeRaw) {
+  xpu::v1::ProcessBatch raw = ValidBatch();
+  raw.set_first_position(10);
+  for (size_t r = 0; r < raw.records().size(); r += 32) {
+    const uint32_t commit = static_cast<uint32_t>(11 + r / 32);
+    std::memcpy(&(*raw.mutable_records())[r], &commit, 4);
+  }
+  xpu::v1::ProcessBatch compact = raw;
+  ASSERT_TRUE(wire::CompactProcessBatchRecords(&compact));
+  EXPECT_TRUE(compact.records().empty());
+  EXPECT_EQ(BatchRecordCount(compact), 3u);
+  std::vector<xpu_record_v1> a, b;
+  DecodeStats sa, sb;
+  SignatureTable ta, tb;
+  uint64_t next_a = 11, next_b = 11;  // the first record was received before
+  ASSERT_TRUE(DecodeProcessBatch(raw, ta, &a, &sa, &next_a).ok());
+  ASSERT_TRUE(DecodeProcessBatch(compact, tb, &b, &sb, &next_b).ok());
+  ASSERT_EQ(a.size(), 2u);
+  ASSERT_EQ(b.size(), a.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])), 0);
+  EXPECT_EQ(sb.duplicates, 1u);
+  EXPECT_EQ(next_b, next_a);
+  EXPECT_EQ(sb.undecodable, 0u);
+
+  xpu::v1::ProcessBatch broken = compact;
+  broken.mutable_compact_records()->push_back('\x7f');  // a trailing byte
+  std::vector<xpu_record_v1> c;
+  DecodeStats sc;
+  SignatureTable tc;
+  std::string why;
+  ASSERT_TRUE(DecodeProcessBatch(broken, tc, &c, &sc, nullptr, &why).ok());
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(sc.undecodable, 3u);
+  EXPECT_EQ(sc.records, 0u);
+  EXPECT_EQ(tc.size(), 2u) << "the signatures of the batch still apply";
+  EXPECT_NE(why.find("after the last"), std::string::npos) << why;
+
+  xpu::v1::ProcessBatch both = compact;
+  both.set_records(raw.records());
+  EXPECT_EQ(ValidateProcessBatch(both).code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BatchDecoderTest, RejectsMissingIdentity) {

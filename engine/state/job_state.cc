@@ -130,7 +130,7 @@ std::string_view LossReasonName(int reason) {
   static constexpr std::string_view kNames[kLossReasons] = {
       "ring_full",      "ring_corrupt",  "ring_lapped",     "ring_abandoned",
       "ring_resync",    "daemon_restart", "daemon_buffer", "engine_rejected",
-      "undefined_signature", "ring_truncated"};
+      "undefined_signature", "ring_truncated", "record_undecodable"};
   return reason >= 0 && reason < kLossReasons ? kNames[reason] : "unknown";
 }
 

@@ -92,7 +92,8 @@ struct KindCounts {
 // in the hook (ring full), in the ring (corrupt, lapped, abandoned, skipped
 // by a resync, written after the ring file was truncated), in the daemon
 // (lost to its restart, shed from its buffer), in the engine (refused,
-// naming a signature never defined).
+// naming a signature never defined, sent in a compact blob that does not
+// decode).
 enum LossReason {
   kLossRingFull = 0,
   kLossRingCorrupt,
@@ -104,6 +105,7 @@ enum LossReason {
   kLossEngineRejected,
   kLossUndefinedSignature,
   kLossRingTruncated,
+  kLossRecordUndecodable,  // a compact record blob the engine could not decode
   kLossReasons
 };
 std::string_view LossReasonName(int reason);

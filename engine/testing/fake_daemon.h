@@ -108,8 +108,12 @@ class FakeDaemon {
     const std::string t = token ? *token : LocalToken(port_);
     if (!stream_->Write(MakeHello(id_, "host-" + id_, version, t))) return false;
     xpu::v1::EngineMessage ack;
-    return stream_->Read(&ack) && ack.has_ack() && ack.ack().accepted();
+    if (!stream_->Read(&ack) || !ack.has_ack()) return false;
+    ack_ = ack.ack();
+    return ack_.accepted();
   }
+  // The engine's answer to the last Hello.
+  const xpu::v1::HelloAck& ack() const { return ack_; }
   bool Send(const xpu::v1::Batch& b) {
     xpu::v1::DaemonMessage m;
     *m.mutable_batch() = b;
@@ -140,6 +144,7 @@ class FakeDaemon {
   std::unique_ptr<xpu::v1::Ingest::Stub> stub_;
   grpc::ClientContext ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<xpu::v1::DaemonMessage, xpu::v1::EngineMessage>> stream_;
+  xpu::v1::HelloAck ack_;
 };
 
 // A batch for one rank: one GEMM signature (id 1) and n GEMM records.

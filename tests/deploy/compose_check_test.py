@@ -19,7 +19,18 @@ usage: compose_check_test.py BUILD_DIR
     prometheus.yml scrapes the engine service's metrics port and alerts the
     alertmanager service; Grafana's datasource URL and dashboard path are
     where the compose file puts Prometheus and the dashboards;
-  - the demo job's program is where install-demo puts it.
+  - the demo job's program is where install-demo puts it;
+  - engine replicas (compose.yaml + compose.replicas.yaml, merged by
+    docker-compose config): two or more engines, each with its own
+    --replica-id and an --advertise-addr naming its own service and gRPC
+    port; the --db URL names the postgres service, its role and database,
+    and no password; the engines read the password from PGPASSFILE, a
+    secret made by stack.sh (0600, the engines' user), the server from
+    POSTGRES_PASSWORD_FILE, another; the server's data is a volume and its
+    port is not published; Prometheus scrapes every replica and alerts the
+    shared Alertmanager; the demo job's daemon (stack.sh --replicas) is
+    given every replica; the PostgreSQL stand-in image is built by
+    build-images.sh and named where stack.sh finds it.
 """
 import os
 import re
@@ -88,7 +99,8 @@ def check_credentials(c, demo):
 
 def body():
     dc = need("docker-compose", "Debian package docker-compose validates against the Compose schema")
-    for files in (["compose.yaml"], ["compose.yaml", "compose.demo.yaml"]):
+    for files in (["compose.yaml"], ["compose.yaml", "compose.demo.yaml"], ["compose.yaml", "compose.replicas.yaml"],
+                  ["compose.yaml", "compose.replicas.yaml", "compose.demo.yaml"]):
         argv = [dc] + sum((["-f", f] for f in files), []) + ["config", "-q"]
         r = run(argv, cwd=DOCKER, check_rc=False)
         check(r.returncode == 0, "docker-compose config %s:\n%s" % (files, r.stdout))
@@ -183,6 +195,219 @@ def body():
     check('"$HERE/xpu-demo-job" "$ROOT/share/xputimer/demo/"' in inst, "install-demo.sh does not install xpu-demo-job")
     check("PREFIX=/opt/xputimer" in open(os.path.join(DOCKER, "Dockerfile")).read(), "images not under /opt/xputimer")
     log("Grafana: datasource %s, dashboards at %s; demo job %s" % (url, path, cmd))
+
+    check_replicas(known)
+
+
+def merged(files, env=None):
+    """docker-compose config of FILES: the merged model, paths made absolute."""
+    dc = need("docker-compose", "Debian package docker-compose validates against the Compose schema")
+    e = dict(os.environ)
+    e.update(env or {})
+    r = run([dc] + sum((["-f", f] for f in files), []) + ["config"], cwd=DOCKER, env=e)
+    return yaml.safe_load(r.stdout)
+
+
+def mount(v):
+    """(source, target) of a volume entry of docker-compose config (short or long form)."""
+    if isinstance(v, dict):
+        return v.get("source"), v.get("target")
+    parts = v.split(":")
+    return parts[0], parts[1]
+
+
+def flag_map(command):
+    out = {}
+    for a in command:
+        k, _, v = a.partition("=")
+        out[k] = v
+    return out
+
+
+def podman_compose_merged(files):
+    """The services as podman-compose merges FILES (its own functions), or
+    None where its module is not installed."""
+    try:
+        import podman_compose
+    except ImportError:
+        return None
+    compose = {}
+    for f in files:
+        content = podman_compose.normalize(yaml.safe_load(open(os.path.join(DOCKER, f))))
+        content = podman_compose.rec_subs(content, dict(os.environ))
+        podman_compose.rec_merge(compose, content)
+    return compose["services"]
+
+
+def effective(command):
+    """Flags as xpu-engine reads them: the last value of a flag given twice wins."""
+    out = {}
+    for a in command:
+        k, _, v = a.partition("=")
+        out[k] = v
+    return out
+
+
+def check_replicas(engine_flags_known):
+    """The multi-replica layout: compose.yaml + compose.replicas.yaml."""
+    files = ["compose.yaml", "compose.replicas.yaml"]
+    c = merged(files)
+    svcs = c["services"]
+    engines = {n: s for n, s in svcs.items() if any(a.startswith("--replica-id=") for a in s.get("command", []))}
+    check(len(engines) >= 2, "compose.replicas.yaml runs %d engine replica(s): %s" % (len(engines), sorted(engines)))
+    check(not [n for n, s in svcs.items() if "engine" in s.get("image", "") and n not in engines],
+          "an engine service without --replica-id beside the replicas")
+    ids, adverts, urls = {}, {}, set()
+    secrets = c.get("secrets", {})
+    secret_file = {k: os.path.relpath(v["file"], DOCKER) for k, v in secrets.items()}
+    for name, s in sorted(engines.items()):
+        f = flag_map(s["command"])
+        for k in f:
+            check(k[2:] in engine_flags_known, "%s: flag %s unknown to xpu-engine --help" % (name, k))
+        ids[name] = f["--replica-id"]
+        adverts[name] = f["--advertise-addr"]
+        host, _, port = f["--advertise-addr"].rpartition(":")
+        check(host == name and port == f["--listen"].rsplit(":", 1)[1],
+              "%s advertises %s, not its own service and gRPC port %s" % (name, f["--advertise-addr"], f["--listen"]))
+        url = f["--db"]
+        urls.add(url)
+        m = re.fullmatch(r"postgresql://([\w-]+)@([\w.-]+):(\d+)/([\w-]+)", url)
+        check(m, "%s: --db %s is not postgresql://USER@HOST:PORT/DB without a password or options" % (name, url))
+        env = s.get("environment", {})
+        pgpass = env.get("PGPASSFILE", "")
+        sec = os.path.basename(pgpass)
+        check(pgpass == "/run/secrets/" + sec and sec in [x["source"] if isinstance(x, dict) else x
+                                                          for x in s.get("secrets", [])],
+              "%s: PGPASSFILE=%s is not one of its secrets" % (name, pgpass))
+        check(secret_file.get(sec) == os.path.join(".secrets", "pgpass"), "%s: password file from %s" % (
+            name, secret_file.get(sec)))
+        for role in ROLES:
+            check(f.get("--%s-token-file" % role) == "/run/secrets/xpu-" + role, "%s: --%s-token-file %s" % (
+                name, role, f.get("--%s-token-file" % role)))
+        check(f.get("--alertmanager-url") == "http://alertmanager:9093", "%s: Alertmanager %s" % (
+            name, f.get("--alertmanager-url")))
+        check("healthcheck" in s, "%s has no health check" % name)
+        for p in s.get("ports", []):
+            check(str(p).startswith("127.0.0.1:"), "%s publishes %s beyond XPU_BIND" % (name, p))
+    check(len(set(ids.values())) == len(ids), "replica ids not distinct: %s" % ids)
+    check(len(set(adverts.values())) == len(adverts), "advertise addresses not distinct: %s" % adverts)
+    check(len(urls) == 1, "replicas on different databases: %s" % urls)
+    published = [str(p).split(":")[1] for s in svcs.values() for p in s.get("ports", [])]
+    check(len(published) == len(set(published)), "host ports published twice: %s" % published)
+    user, host, port, db = re.fullmatch(r"postgresql://([\w-]+)@([\w.-]+):(\d+)/([\w-]+)", urls.pop()).groups()
+    log("replicas: %s; --db postgresql://%s@%s:%s/%s (no password), PGPASSFILE from .secrets/pgpass" % (
+        ", ".join("%s=%s@%s" % (n, ids[n], adverts[n]) for n in sorted(engines)), user, host, port, db))
+
+    # The database server.
+    check(host in svcs, "--db names host %s, which is no service" % host)
+    pg = svcs[host]
+    env = pg.get("environment", {})
+    check(env.get("POSTGRES_USER") == user and env.get("POSTGRES_DB") == db,
+          "postgres makes role %s, database %s; engines use %s, %s" % (
+              env.get("POSTGRES_USER"), env.get("POSTGRES_DB"), user, db))
+    check("POSTGRES_PASSWORD" not in env, "the database password is inlined in the compose file")
+    pwfile = env.get("POSTGRES_PASSWORD_FILE", "")
+    check(pwfile.startswith("/run/secrets/") and
+          secret_file.get(os.path.basename(pwfile)) == os.path.join(".secrets", "db-password"),
+          "postgres reads its password from %s" % pwfile)
+    check(not pg.get("ports"), "PostgreSQL published on the host: %s" % pg.get("ports"))
+    data = [mount(v) for v in pg.get("volumes", []) if mount(v)[1] == "/var/lib/postgresql/data"]
+    check(data and data[0][0] in c["volumes"],
+          "PostgreSQL data not in a volume: %s" % pg.get("volumes"))
+    check("healthcheck" in pg, "postgres has no health check")
+    for name, s in engines.items():
+        dep = s.get("depends_on", {})
+        check(host in dep, "%s does not wait for %s" % (name, host))
+    bases = env_file(os.path.join(DOCKER, "base-images.env"))
+    raw = yaml.safe_load(open(os.path.join(DOCKER, "compose.replicas.yaml")))
+    check(raw["services"][host]["image"] == "${POSTGRES_IMAGE:-%s}" % bases["POSTGRES_IMAGE"],
+          "postgres image %s vs base-images.env %s" % (raw["services"][host]["image"], bases["POSTGRES_IMAGE"]))
+    for pat in (r"password\s*=", r"postgresql://[^@\s]*:[^@\s]*@"):
+        for f in ("compose.yaml", "compose.replicas.yaml", "compose.demo.yaml"):
+            check(not re.search(pat, open(os.path.join(DOCKER, f)).read(), re.I), "%s holds a password (%s)" % (f, pat))
+
+    # stack.sh: the password files, private, in the formats the two sides read.
+    stack = open(os.path.join(DOCKER, "stack.sh")).read()
+    check("umask 077 && od -An -tx1 -N32 /dev/urandom | tr -d ' \\n' >.secrets/db-password.tmp" in stack,
+          "stack.sh does not make .secrets/db-password privately")
+    pgline = re.search(r"printf '([^']*)\\n' \"\$\(head -n1 \.secrets/db-password\)\" >\.secrets/pgpass\.tmp", stack)
+    check(pgline and "umask 077 && printf" in stack, "stack.sh does not write .secrets/pgpass privately")
+    check(pgline.group(1) == "%s:%s:%s:%s:%%s" % (host, port, db, user),
+          "stack.sh's pgpass line %s does not match --db" % pgline.group(1))
+    check("hand_over .secrets/pgpass" in stack, "stack.sh does not give .secrets/pgpass to the engines' user")
+    check("compose.replicas.yaml" in stack and "--replicas)" in stack, "stack.sh has no --replicas")
+    log("postgres: role %s, database %s, password from .secrets/db-password (POSTGRES_PASSWORD_FILE), data in "
+        "volume %s, not published; stack.sh writes pgpass %s:%s:%s:%s:*" % (
+            user, db, data[0][0], host, port, db, user))
+
+    # Prometheus scrapes every replica, alerts the one Alertmanager.
+    prom = svcs["prometheus"]
+    cfg = [a.split("=", 1)[1] for a in prom["command"] if a.startswith("--config.file=")][0]
+    src = [mount(v)[0] for v in prom["volumes"] if mount(v)[1] == cfg]
+    check(len(src) == 1, "Prometheus reads %s, mounted from %s" % (cfg, src))
+    pcfg = yaml.safe_load(open(src[0]))
+    scrape = sorted(t for sc in pcfg["scrape_configs"] if sc["job_name"] == "xpu-engine"
+                    for st in sc["static_configs"] for t in st["targets"])
+    want = sorted("%s:%s" % (n, flag_map(s["command"])["--metrics-addr"].rsplit(":", 1)[1]) for n, s in engines.items())
+    check(scrape == want, "Prometheus scrapes %s; the replicas' metrics are %s" % (scrape, want))
+    am = [t for a in pcfg["alerting"]["alertmanagers"] for st in a["static_configs"] for t in st["targets"]]
+    check(am == ["alertmanager:9093"], "Prometheus alerts %s" % am)
+    rules = [v for v in prom["volumes"] if mount(v)[1] == "/etc/prometheus/rules"]
+    check(pcfg["rule_files"] == ["rules/*.yml"] and rules and os.path.dirname(cfg) == "/etc/prometheus",
+          "rules not loaded (%s, %s)" % (pcfg["rule_files"], rules))
+    log("Prometheus (%s): scrapes %s, alerts %s" % (os.path.basename(src[0]), ", ".join(scrape), am[0]))
+
+    # podman-compose 1.0 appends an overlay's command to the base's instead
+    # of replacing it, and keeps one mount per target: what each service
+    # then runs must be what docker compose runs.
+    pc = podman_compose_merged(files)
+    if pc is None:
+        log("podman-compose's merge: module podman_compose not installed, not compared")
+    else:
+        for name in engines:
+            check(effective(pc[name]["command"]) == effective(svcs[name]["command"]),
+                  "%s under podman-compose runs %s" % (name, pc[name]["command"]))
+        for name in svcs:
+            got = sorted(str(v).rsplit(":", 1)[0] if str(v).count(":") > 1 else str(v)
+                         for v in pc[name].get("volumes", []))
+            targets = [g.split(":")[1] for g in got if ":" in g]
+            check(len(targets) == len(set(targets)), "%s under podman-compose mounts %s" % (name, got))
+        pm = [v for v in pc["prometheus"]["volumes"] if ":%s" % cfg in v]
+        check(len(pm) == 1 and pm[0].startswith("./prometheus/" + os.path.basename(src[0])),
+              "Prometheus under podman-compose reads %s" % pm)
+        check(pc["prometheus"]["command"] == svcs["prometheus"]["command"], "Prometheus's command differs")
+        log("podman-compose's merge (command lists appended): every replica's flags, last value winning, and "
+            "every mount as docker compose has them")
+
+    # The demo job's daemon, as stack.sh --replicas starts it.
+    m = re.search(r"export XPU_DEMO_ENGINE=\$\{XPU_DEMO_ENGINE:-(.*)\}$", stack, re.M)
+    check(m, "stack.sh --replicas does not give the demo job's daemon the replicas")
+    demo_engines = interpolate(m.group(1), {})
+    dm = merged(files + ["compose.demo.yaml"], {"XPU_DEMO_ENGINE": demo_engines})
+    got = dm["services"]["demo-job"]["environment"]["XPU_ENGINE"]
+    check(sorted(got.split(",")) == sorted(adverts.values()),
+          "the demo job's daemon is given %s; the replicas advertise %s" % (got, sorted(adverts.values())))
+    job = open(os.path.join(DOCKER, "demo", "xpu-demo-job")).read()
+    check('--engine "$ENGINE" --insecure' in job, "xpu-demo-job's daemon does not follow plaintext redirects")
+    log("demo job's daemon: --engine %s" % got)
+
+    # The stand-in image of PostgreSQL.
+    standins = open(os.path.join(DOCKER, "standins.Dockerfile")).read()
+    bi = open(os.path.join(DOCKER, "build-images.sh")).read()
+    check(re.search(r"^FROM \$\{BASE_IMAGE\} AS postgres$", standins, re.M) and "postgresql-15" in standins,
+          "standins.Dockerfile has no postgres target from Debian's postgresql-15")
+    check("COPY docker/postgres/xpu-postgres-entrypoint" in standins and
+          os.access(os.path.join(DOCKER, "postgres", "xpu-postgres-entrypoint"), os.X_OK),
+          "the stand-in's entrypoint is not copied or not executable")
+    check("for t in prometheus alertmanager postgres; do" in bi and
+          "POSTGRES_IMAGE=localhost/xputimer-postgres-debian:bookworm" in bi,
+          "build-images.sh --standins does not build the PostgreSQL stand-in or name it in images.env")
+    entry = open(os.path.join(DOCKER, "postgres", "xpu-postgres-entrypoint")).read()
+    for var in ("POSTGRES_USER", "POSTGRES_DB", "POSTGRES_PASSWORD_FILE"):
+        check(var in entry, "the stand-in's entrypoint ignores %s" % var)
+    check("--auth-host=scram-sha-256" in entry and "trust" not in entry.split("--auth-host")[1].split("\n")[0],
+          "the stand-in lets network clients in without a password")
+    log("PostgreSQL stand-in: standins.Dockerfile target postgres, built by build-images.sh --standins")
 
 
 if __name__ == "__main__":

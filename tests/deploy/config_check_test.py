@@ -4,7 +4,8 @@
 usage: config_check_test.py BUILD_DIR WHAT
 
 WHAT:
-  prometheus    promtool check config (docker/prometheus/prometheus.yml),
+  prometheus    promtool check config (docker/prometheus/prometheus.yml and
+                prometheus.replicas.yml),
                 promtool test rules (one case per alert firing, and silent)
   alertmanager  amtool check-config; amtool config routes test for every
                 team, for the engine's alerts and Prometheus's, and the default
@@ -26,9 +27,10 @@ DOCKER = os.path.join(REPO, "docker")
 
 def prometheus():
     promtool = need("promtool", "Debian package prometheus")
-    r = run([promtool, "check", "config", os.path.join(DOCKER, "prometheus/prometheus.yml")])
-    log(r.stdout.strip())
-    check("SUCCESS: 7 rules found" in r.stdout or "rules found" in r.stdout, "no rules loaded")
+    for cfg in ("prometheus.yml", "prometheus.replicas.yml"):
+        r = run([promtool, "check", "config", os.path.join(DOCKER, "prometheus", cfg)])
+        log(r.stdout.strip())
+        check("SUCCESS: 7 rules found" in r.stdout or "rules found" in r.stdout, "%s: no rules loaded" % cfg)
     r = run([promtool, "test", "rules", "xputimer.rules.test.yml"], cwd=os.path.join(DOCKER, "prometheus/tests"))
     log(r.stdout.strip())
     check("SUCCESS" in r.stdout, "promtool test rules did not succeed")

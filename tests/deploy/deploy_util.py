@@ -157,6 +157,35 @@ def engine_ports(procs, p, timeout=30):
     return wait_for(ports, timeout, "xpu-engine to listen")
 
 
+def podman_settings(image):
+    """Global and run arguments podman needs on this host, found by running
+    the engine image once; each fallback is printed with the error it fixes."""
+    gargs, rargs = [], []
+    for _ in range(3):
+        r = subprocess.run(["podman"] + gargs + ["run", "--rm"] + rargs + ["--entrypoint", "/bin/true", image],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+        if r.returncode == 0:
+            return gargs, rargs
+        err = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else "rc %d" % r.returncode
+        if "cgroups in hybrid mode not supported" in err and shutil.which("runc") and "--runtime" not in gargs:
+            log("podman: crun says '%s': using --runtime runc" % err)
+            gargs += ["--runtime", "runc"]
+        elif "setrlimit" in err and not rargs:
+            # This host forbids raising limits (no CAP_SYS_RESOURCE); podman
+            # lowers its own, so ask for exactly those.
+            lim = {}
+            for line in open("/proc/self/limits"):
+                if line.startswith("Max open files"):
+                    lim["nofile"] = line.split()[4]
+            lim["nproc"] = "32768"
+            log("podman: '%s': passing --ulimit nofile=%s --ulimit nproc=%s" % (err, lim["nofile"], lim["nproc"]))
+            rargs += ["--ulimit", "nofile=%s:%s" % (lim["nofile"], lim["nofile"]),
+                      "--ulimit", "nproc=%s:%s" % (lim["nproc"], lim["nproc"])]
+        else:
+            skip("podman cannot run a container here: %s" % err)
+    skip("podman cannot run a container here even with %s %s" % (gargs, rargs))
+
+
 def main(name, body):
     """Runs body() and turns its outcome into the exit status."""
     try:

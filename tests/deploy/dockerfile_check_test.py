@@ -3,7 +3,8 @@
 
 usage: dockerfile_check_test.py BUILD_DIR
 
-For docker/Dockerfile and docker/standins.Dockerfile:
+For docker/Dockerfile and docker/standins.Dockerfile (Prometheus,
+Alertmanager, PostgreSQL 15 with docker/postgres/xpu-postgres-entrypoint):
   - syntax: known instructions, continuations, exec-form ENTRYPOINT/CMD,
     every FROM a build argument or an earlier stage, the targets
     engine/node/demo present, labels (version, revision, source, title) on
@@ -338,16 +339,41 @@ def body():
 
     # --- docker/standins.Dockerfile ------------------------------------------------
     args, stages = parse(os.path.join(REPO, "docker", "standins.Dockerfile"))
-    check({s.name for s in stages} == {"prometheus", "alertmanager"}, "stand-in targets %s" % [s.name for s in stages])
+    check({s.name for s in stages} == {"prometheus", "alertmanager", "postgres"},
+          "stand-in targets %s" % [s.name for s in stages])
+    pats = docker_ignore()
     for s in stages:
         check(s.base == "${BASE_IMAGE}", "stand-in %s FROM %s" % (s.name, s.base))
+        pkgs, copied = [], {}
         for ins, rest in s.steps:
             if ins == "RUN":
-                apt_installs(rest)
+                pkgs += apt_installs(rest)
+            elif ins == "COPY":
+                src, dst = rest.split()
+                check(os.access(os.path.join(REPO, src), os.X_OK) and not ignored(src, pats),
+                      "stand-in %s: COPY %s not in the context or not executable" % (s.name, src))
+                copied[dst] = src
         ep = json.loads([r for i, r in s.steps if i == "ENTRYPOINT"][0])
+        if ep[0] in copied:
+            # Our entrypoint script: the server it starts must come from the
+            # stage's Debian packages.
+            script = open(os.path.join(REPO, copied[ep[0]])).read()
+            server = re.search(r'exec "\$PGBIN/(\w+)"', script)
+            check(server and "/usr/lib/postgresql/*/bin" in script, "stand-in %s: no server in %s" % (
+                s.name, copied[ep[0]]))
+            prog = glob.glob("/usr/lib/postgresql/*/bin/" + server.group(1))
+            check(prog, "stand-in %s: no %s here to check (Debian package postgresql-15)" % (s.name, server.group(1)))
+            owner = subprocess.run(["dpkg", "-S", prog[0]], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   text=True).stdout.split(":")[0]
+            check(owner in pkgs, "stand-in %s: %s is in %s, which the stage does not install (%s)" % (
+                s.name, prog[0], owner, pkgs))
+            env = " ".join(r for i, r in s.steps if i == "ENV")
+            check(os.path.dirname(prog[0]) in env, "stand-in %s: PATH lacks %s (pg_isready for health checks)" % (
+                s.name, os.path.dirname(prog[0])))
+            continue
         pkg = subprocess.run(["dpkg", "-S", ep[0]], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         check(pkg.returncode == 0, "stand-in %s: %s is not a Debian package's program here" % (s.name, ep[0]))
-    log("docker/standins.Dockerfile: prometheus, alertmanager from Debian's packages")
+    log("docker/standins.Dockerfile: prometheus, alertmanager, postgres from Debian's packages")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,16 @@ usage: k8s_check_test.py BUILD_DIR
     directory is the hostPath where the DaemonSet's daemon binds it; the
     user's own container settings survive the patch;
   - engine and daemon flags are flags of the built programs; the probes
-    and postStart hook name real ports and installed programs.
+    and postStart hook name real ports and installed programs;
+  - engine replicas (overlays/replicas, components/replicas): a StatefulSet
+    of two or more pods whose --replica-id is the pod's name and whose
+    --advertise-addr is the pod's name under the governing headless Service
+    (which publishes pods before they are ready) and the gRPC port, both from
+    the downward API; --db from the Secret's url, the password from a
+    private copy of the Secret's pgpass (PGPASSFILE); no SQLite volume claim;
+    a PodDisruptionBudget over the pods that leaves a quorum; probes on
+    /healthz; the daemon's --engine lists exactly every pod's address; the
+    ServiceMonitor's Service selects every replica.
 """
 import glob
 import json
@@ -36,7 +45,8 @@ K8S = os.path.join(REPO, "deploy", "kubernetes")
 VENV_PY = os.path.join(BUILD, "deploy-venv", "bin", "python")
 K8S_VERSION = "1.30.0"
 BUILTIN = {("v1", "Namespace"), ("v1", "Service"), ("apps/v1", "StatefulSet"), ("apps/v1", "DaemonSet"),
-           ("batch/v1", "Job"), ("v1", "PodTemplate"), ("v1", "ConfigMap"), ("v1", "Secret")}
+           ("batch/v1", "Job"), ("v1", "PodTemplate"), ("v1", "ConfigMap"), ("v1", "Secret"),
+           ("policy/v1", "PodDisruptionBudget")}
 VALIDATE = r"""
 import json, sys, kubernetes_validate
 out = []
@@ -128,6 +138,90 @@ def check_training_pod(spec, where, hook_tree, daemon_socket_host_dir, node_imag
     return env["LD_PRELOAD"]["value"]
 
 
+def expand(s, env):
+    """A container argument with $(VAR) replaced as the kubelet does."""
+    return re.sub(r"\$\((\w+)\)", lambda m: env.get(m.group(1), m.group(0)), s)
+
+
+def check_replicas(objs, eflags, dflags):
+    """overlays/replicas: the engine as replicas on PostgreSQL."""
+    ss = objs[("StatefulSet", "xpu-engine")]
+    spec = ss["spec"]
+    n = spec["replicas"]
+    check(n >= 2, "engine replicas: %d" % n)
+    check("volumeClaimTemplates" not in spec, "replicas keep the SQLite volume claim")
+    pod = spec["template"]["spec"]
+    ec = [c for c in pod["containers"] if c["name"] == "engine"][0]
+    flags_known(ec["args"], eflags, "replicas engine")
+    args = dict((a.split("=", 1) + [""])[:2] for a in ec["args"])
+    env = env_of(ec)
+    for var, field in (("POD_NAME", "metadata.name"), ("POD_NAMESPACE", "metadata.namespace")):
+        check(env.get(var, {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == field,
+              "engine env %s is not the pod's %s" % (var, field))
+    check(args["--replica-id"] == "$(POD_NAME)", "--replica-id=%s, not the pod's name" % args["--replica-id"])
+    headless = objs[("Service", spec["serviceName"])]["spec"]
+    check(headless.get("clusterIP") == "None" and headless.get("publishNotReadyAddresses") is True,
+          "governing Service %s: clusterIP %s, publishNotReadyAddresses %s" % (
+              spec["serviceName"], headless.get("clusterIP"), headless.get("publishNotReadyAddresses")))
+    labels = spec["template"]["metadata"]["labels"]
+    check(all(labels.get(k) == v for k, v in headless["selector"].items()), "headless Service selects other pods")
+    ns = ss["metadata"]["namespace"]
+    grpc = [p["containerPort"] for p in ec["ports"] if p["name"] == "grpc"][0]
+    check(int(args["--listen"].rsplit(":", 1)[1]) == grpc, "--listen %s vs port %d" % (args["--listen"], grpc))
+    want_adv = "$(POD_NAME).%s.$(POD_NAMESPACE).svc:%d" % (spec["serviceName"], grpc)
+    check(args["--advertise-addr"] == want_adv, "--advertise-addr=%s, want %s" % (args["--advertise-addr"], want_adv))
+    pods = ["%s-%d" % (ss["metadata"]["name"], i) for i in range(n)]
+    adverts = [expand(args["--advertise-addr"], {"POD_NAME": p, "POD_NAMESPACE": ns}) for p in pods]
+    # The database: URL from the Secret, password from a private file.
+    ref = env.get("XPU_DB_URL", {}).get("valueFrom", {}).get("secretKeyRef", {})
+    check(args["--db"] == "$(XPU_DB_URL)" and ref.get("key") == "url",
+          "--db=%s from %s, not the Secret's url" % (args["--db"], ref))
+    secret = ref["name"]
+    pgpass = env.get("PGPASSFILE", {}).get("value", "")
+    mounts = {m["mountPath"]: m for m in ec["volumeMounts"]}
+    vols = {v["name"]: v for v in pod["volumes"]}
+    pdir = os.path.dirname(pgpass)
+    check(pdir in mounts and "emptyDir" in vols[mounts[pdir]["name"]],
+          "PGPASSFILE=%s is not in an emptyDir mounted by the engine" % pgpass)
+    inits = [c for c in pod.get("initContainers", []) if any(
+        m["name"] == mounts[pdir]["name"] and m["mountPath"] == pdir for m in c.get("volumeMounts", []))]
+    check(len(inits) == 1, "no init container writes %s" % pgpass)
+    init = inits[0]
+    check(init["image"] == ec["image"], "init image %s, engine %s" % (init["image"], ec["image"]))
+    script = init["command"][-1]
+    src = [m for m in init["volumeMounts"] if "secret" in vols[m["name"]]]
+    check(src and vols[src[0]["name"]]["secret"]["secretName"] == secret,
+          "the init container does not read the Secret %s" % secret)
+    check("umask 077" in script and ("%s/pgpass" % src[0]["mountPath"]) in script and (">" + pgpass) in script,
+          "the init container does not copy %s/pgpass privately to %s: %s" % (src[0]["mountPath"], pgpass, script))
+    check(not any("password" in a.lower() for a in ec["args"]), "a password on the engine's command line")
+    for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
+        check(ec[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}, "replica %s" % probe)
+    # Disruptions.
+    pdb = objs[("PodDisruptionBudget", "xpu-engine")]["spec"]
+    check(all(labels.get(k) == v for k, v in pdb["selector"]["matchLabels"].items()), "PDB selects other pods")
+    check(pdb.get("maxUnavailable") == 1 or (pdb.get("minAvailable") or 0) >= n - 1,
+          "PDB %s lets more than one replica go at once" % pdb)
+    # The daemon: every replica.
+    dc = objs[("DaemonSet", "xpu-daemon")]["spec"]["template"]["spec"]["containers"][0]
+    flags_known(dc["args"], dflags, "replicas daemon")
+    engines = [a.split("=", 1)[1] for a in dc["args"] if a.startswith("--engine=")][0].split(",")
+    check(sorted(engines) == sorted(adverts), "daemon --engine %s; the replicas advertise %s" % (engines, adverts))
+    check("--insecure" in dc["args"] or any(a.startswith("--tls-ca") for a in dc["args"]),
+          "the daemon would refuse plaintext redirects between replicas")
+    # Prometheus: the ServiceMonitor's Service has every replica behind it.
+    sm = objs[("ServiceMonitor", "xpu-engine")]["spec"]
+    svcs = [o for (k, _), o in objs.items() if k == "Service" and all(
+        o["metadata"].get("labels", {}).get(a) == b for a, b in sm["selector"]["matchLabels"].items())
+        and sm["endpoints"][0]["port"] in [p["name"] for p in o["spec"]["ports"]]]
+    check(len(svcs) == 1 and all(labels.get(k) == v for k, v in svcs[0]["spec"]["selector"].items()),
+          "ServiceMonitor scrapes %s, not every replica" % [s["metadata"]["name"] for s in svcs])
+    log("replicas: %d pods, --replica-id=$(POD_NAME), --advertise-addr=%s; --db from Secret %s, PGPASSFILE %s "
+        "(init container %s); PDB %s; daemon --engine %s; ServiceMonitor via Service %s" % (
+            n, args["--advertise-addr"], secret, pgpass, init["name"], pdb, ",".join(engines),
+            svcs[0]["metadata"]["name"]))
+
+
 def body():
     import yaml
     need("kubectl", "kubectl kustomize renders the manifests")
@@ -146,7 +240,7 @@ def body():
     log(r.stdout.strip())
 
     rendered = {}
-    for name in ("base", "overlays/production", "examples/pytorchjob", "examples/torchrun-job"):
+    for name in ("base", "overlays/production", "overlays/replicas", "examples/pytorchjob", "examples/torchrun-job"):
         rendered[name] = render(os.path.join(K8S, name))
         log("kubectl kustomize %s: %s" % (name, ", ".join(d["kind"] for d in rendered[name])))
 
@@ -189,6 +283,7 @@ def body():
 
     # Engine and daemon.
     eflags, dflags = help_flags(engine_bin), help_flags(daemon_bin)
+    check_replicas({(d["kind"], d["metadata"]["name"]): d for d in rendered["overlays/replicas"]}, eflags, dflags)
     for name in ("base", "overlays/production"):
         objs = {(d["kind"], d["metadata"]["name"]): d for d in rendered[name]}
         ss = objs[("StatefulSet", "xpu-engine")]["spec"]

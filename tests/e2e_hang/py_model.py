@@ -86,7 +86,7 @@ def main():
             return self
 
         def __next__(self):
-            time.sleep((a.step_sleep_ms + (a.slow_loader_ms if stuck else 0)) / 1000.0)
+            time.sleep(((a.slow_loader_ms if stuck else 0) + 0.2) / 1000.0)
             return None
 
     tracing.wrap_attribute(Batches, "__next__", _hook.OP_PY_DATALOADER,
@@ -112,6 +112,7 @@ def main():
             while True:  # waits for a batch that never comes
                 time.sleep(0.1)
         next(batches)
+        time.sleep(a.step_sleep_ms / 1000.0)  # the host's own work before the step
 
     def make_garbage():
         for _ in range(a.gc_garbage // 2):

@@ -74,6 +74,7 @@ void HostStream::OnReadDone(bool ok) {
   if (in_.has_ack()) {
     std::lock_guard<std::mutex> l(mu_);
     (in_.ack().accepted() ? accepted_ : refused_) = true;
+    compact_records_ = in_.ack().compact_records();
     if (!in_.ack().accepted()) error_ = absl::StrCat("engine refused: ", in_.ack().reason());
     cv_.notify_all();
   } else if (in_.has_command()) {

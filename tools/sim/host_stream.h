@@ -51,6 +51,8 @@ class HostStream : public grpc::ClientBidiReactor<xpu::v1::DaemonMessage, xpu::v
   uint64_t records_sent() const { return records_sent_.load(); }
   uint64_t records_dropped() const { return records_dropped_.load(); }
   uint64_t commands() const { return commands_.load(); }
+  // The engine's HelloAck said it reads compact records.
+  bool compact_records() const { return compact_records_.load(); }
   bool failed() const;
   std::string error() const;
 
@@ -84,6 +86,7 @@ class HostStream : public grpc::ClientBidiReactor<xpu::v1::DaemonMessage, xpu::v
 
   std::atomic<uint64_t> bytes_sent_{0}, messages_sent_{0}, records_sent_{0};
   std::atomic<uint64_t> records_dropped_{0}, commands_{0};
+  std::atomic<bool> compact_records_{false};
 };
 
 }  // namespace xpu::sim

@@ -17,6 +17,7 @@ struct RawFlags {
   int ranks_per_host = 8;
   std::string layout = "dp";
   std::string timing = "sampled";
+  std::string wire = "compact";
   std::vector<std::string> faults;
 };
 
@@ -52,6 +53,11 @@ void AddFlags(CLI::App& app, SimOptions* o, RawFlags* raw) {
                  "the hook's timing policy to model: sampled (its default) or all")
       ->type_name("POLICY")
       ->check(CLI::IsMember({"sampled", "all"}));
+  app.add_option("--wire", raw->wire,
+                 "record encoding, as a daemon's --wire: compact (when the engine reads it) or "
+                 "raw; bytes_per_rank_step reports what was sent")
+      ->type_name("ENCODING")
+      ->check(CLI::IsMember({"compact", "raw"}));
   app.add_option("--fault", raw->faults,
                  "KIND:RANKS[:AT_WINDOW] (repeatable; ranks like 3 or 0,8-11; AT_WINDOW counts "
                  "from 0, default 2). Kinds:\n" +
@@ -124,6 +130,7 @@ ParsedFlags ParseSimFlags(const std::vector<std::string>& args, std::ostream& ou
   m.ranks = raw.ranks;
   m.ranks_per_host = raw.ranks_per_host;
   m.timing = raw.timing == "all" ? TimingPolicy::kAll : TimingPolicy::kSampled;
+  p.options.compact_records = raw.wire != "raw";
   m.job_name = m.job;
   absl::StatusOr<Layout> layout = ParseLayout(raw.layout, m.ranks, m.ranks_per_host);
   if (!layout.ok()) return usage(std::string(layout.status().message()));

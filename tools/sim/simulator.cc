@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/wire/record_codec.h"
 #include "tools/sim/engine_process.h"
 #include "tools/sim/evidence.h"
 #include "tools/sim/host_stream.h"
@@ -234,8 +235,13 @@ void Simulation::FillProcess(int32_t r, uint64_t now, size_t from, size_t to,
   }
   const std::vector<xpu_record_v1>& recs = model_.Records(r);
   if (to > from) {
-    pb->set_records(reinterpret_cast<const char*>(recs.data() + from),
-                    (to - from) * sizeof(xpu_record_v1));
+    const size_t host = static_cast<size_t>(r / o_.model.ranks_per_host);
+    if (o_.compact_records && streams_[host]->compact_records()) {
+      wire::EncodeCompactRecords(recs.data() + from, to - from, pb->mutable_compact_records());
+    } else {
+      pb->set_records(reinterpret_cast<const char*>(recs.data() + from),
+                      (to - from) * sizeof(xpu_record_v1));
+    }
   }
   uint64_t& read = records_read_[static_cast<size_t>(r)];
   read += to - from;
@@ -519,6 +525,9 @@ SimReport Simulation::Report() {
   out["layout"] = o_.model.layout.name;
   out["layers"] = o_.model.layers;
   out["timing"] = o_.model.timing == TimingPolicy::kSampled ? "sampled" : "all";
+  const bool compact =
+      o_.compact_records && !streams_.empty() && streams_.front()->compact_records();
+  out["wire"] = compact ? "compact" : "raw";
   out["windows"] = o_.windows;
   out["window_s"] = o_.window_s;
   out["steps"] = model_.steps_done();

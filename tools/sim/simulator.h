@@ -42,6 +42,9 @@ struct SimOptions {
   int max_windows = 2;       // a fault must be diagnosed within this many windows
   bool progress = true;      // a line per window on stderr
   bool keep_engine_dir = false;
+  // Records as a daemon sends them: compact (common/wire/record_codec.h,
+  // when the engine's HelloAck says it reads it) or raw.
+  bool compact_records = true;
 };
 
 struct SimReport {
