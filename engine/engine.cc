@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <grp.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -289,6 +290,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen, creds, &e->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_bytes));
+  // Each daemon stream holds a TCP read buffer that grows towards the
+  // largest read (up to 4 MiB by default) and is kept while the stream is
+  // idle: with thousands of streams that is most of the engine's memory per
+  // stream. Reads of at most this size; a larger message takes several
+  // reads, nothing is refused (docs/scale.md, "Memory").
+  builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE,
+                             static_cast<int>(o.tcp_read_chunk_bytes));
   builder.RegisterService(e->ingest_.get());
   builder.RegisterService(e->query_.get());
   e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, *e->authorizer_);
@@ -497,6 +505,11 @@ std::vector<Diagnosis> Engine::TickWindow() {
   history_->Retain(alive_list);
   recorder_->Retain(alive_list);
   if (ingest_) ingest_->ExpirePending();
+  // The window's views and the rings' window records were freed: hand the
+  // allocator's free pages back to the system, so that the engine's memory
+  // is what it holds, not the high-water mark of every window (glibc keeps
+  // freed memory in its arenas otherwise).
+  malloc_trim(0);
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
   metrics_.ObserveWindowStep(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - tick_start).count());

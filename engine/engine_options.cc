@@ -14,6 +14,33 @@ namespace xpu::engine {
 
 namespace {
 
+// What the engine holds in memory: messages, rings, allocator, reads.
+void AddMemoryFlags(CLI::App& app, EngineOptions* o) {
+  app.add_option_function<double>(
+         "--max-receive-mb",
+         [o](double mb) { o->max_receive_bytes = static_cast<uint64_t>(mb * 1048576.0); },
+         "largest accepted gRPC message (below 2048)")
+      ->type_name("MB")
+      ->default_str(std::to_string(o->max_receive_bytes >> 20))
+      ->check(flags::PositiveNumberUpTo(2047));
+  app.add_option("--ring-records", o->ring_records, "recent records kept in memory per rank")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1));
+  app.add_option_function<double>(
+         "--tcp-read-chunk-kb",
+         [o](double kb) { o->tcp_read_chunk_bytes = static_cast<uint64_t>(kb * 1024.0); },
+         "largest read of a daemon stream: each stream keeps a read buffer of up to this "
+         "size (larger messages take several reads)")
+      ->type_name("KB")
+      ->default_str(std::to_string(o->tcp_read_chunk_bytes >> 10))
+      ->check(flags::PositiveNumberUpTo(4096));
+  app.add_option("--malloc-arenas", o->malloc_arenas,
+                 "memory allocator arenas (glibc M_ARENA_MAX): fewer arenas hold less freed "
+                 "memory per thread; 0 = glibc's default, 8 per core")
+      ->type_name("N")
+      ->check(CLI::Range(0, 1024));
+}
+
 // Every flag of xpu-engine, bound to `o`.
 void AddEngineFlags(CLI::App& app, EngineOptions* o) {
   app.add_option("--listen", o->listen,
@@ -47,16 +74,7 @@ void AddEngineFlags(CLI::App& app, EngineOptions* o) {
                  "analysis window: liveness, detectors, summaries, metrics refresh")
       ->type_name("S")
       ->check(flags::PositiveNumber());
-  app.add_option_function<double>(
-         "--max-receive-mb",
-         [o](double mb) { o->max_receive_bytes = static_cast<uint64_t>(mb * 1048576.0); },
-         "largest accepted gRPC message (below 2048)")
-      ->type_name("MB")
-      ->default_str(std::to_string(o->max_receive_bytes >> 20))
-      ->check(flags::PositiveNumberUpTo(2047));
-  app.add_option("--ring-records", o->ring_records, "recent records kept in memory per rank")
-      ->type_name("N")
-      ->transform(flags::UnsignedAtLeast(1));
+  AddMemoryFlags(app, o);
   app.add_option("--log-level", o->log_level, "trace, debug, info, warn, error")
       ->type_name("LEVEL");
 
@@ -192,7 +210,7 @@ void AddLimitFlags(CLI::App& app, EngineOptions* o) {
   app.add_option("--max-job-buffer-mb", o->max_job_buffer_mb,
                  "memory the recent-record rings of one job may hold: a new process is refused "
                  "once they hold this much (a ring grows with its window's records up to "
-                 "--ring-records and keeps its newest 512 between windows)")
+                 "--ring-records and keeps its newest 128 between windows)")
       ->type_name("MB")
       ->transform(flags::UnsignedAtLeast(1))
       ->group(kLimits);

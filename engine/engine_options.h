@@ -44,6 +44,10 @@ struct EngineOptions {
   double window_s = 10;
   uint64_t max_receive_bytes = 64ull << 20;
   uint64_t ring_records = 65536;  // recent records kept per rank
+  uint64_t tcp_read_chunk_bytes = 16 << 10;  // largest read of a stream (gRPC)
+  // glibc malloc arenas of the process (mallopt M_ARENA_MAX, set by main
+  // before any thread starts); 0 = glibc's default (8 per core).
+  int malloc_arenas = 2;
   std::string log_level = "info";
   // Diagnoses out of the engine (engine/alerting/): Alertmanager base URL
   // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.

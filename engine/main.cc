@@ -1,4 +1,5 @@
 // xpu-engine: parses flags, starts the Engine, waits for SIGINT/SIGTERM.
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +26,10 @@ int main(int argc, char** argv) {
     std::printf("%s\n", xpu::flags::VersionLine("xpu-engine").c_str());
     return 0;
   }
+  // Before any thread allocates: every thread that mallocs may otherwise
+  // get an arena of its own (gRPC runs a thread per daemon stream), each
+  // holding its freed memory.
+  if (opts->malloc_arenas > 0) mallopt(M_ARENA_MAX, opts->malloc_arenas);
   (void)xpu::logging::InitLogging({"xpu-engine", opts->log_level, /*file=*/""});  // stderr
 
   // Block the signals before any thread starts so that only the watcher

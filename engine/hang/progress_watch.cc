@@ -12,7 +12,6 @@
 namespace xpu::engine::hang {
 namespace {
 
-constexpr size_t kPeriodRecords = 4096;
 constexpr size_t kMaxGaps = 64;
 
 uint64_t Percentile90(const std::deque<uint64_t>& v) {
@@ -33,7 +32,7 @@ std::string Secs(uint64_t ns) {
 uint64_t ProgressWatch::StepPeriodNs(const ProcessState& p, std::string* source) {
   analysis::RankTrace t;
   t.rank = p.identity.rank();
-  for (const xpu_record_v1& r : p.ring.Last(kPeriodRecords)) {
+  for (const xpu_record_v1& r : p.ring.Last(kPaceTailRecords)) {
     const SignatureInfo* s = p.sigs.Find(r.sig_id);
     if (s == nullptr) continue;
     const uint16_t kind = s->abi.kind;
@@ -58,14 +57,8 @@ void ProgressWatch::RefreshPeriod(const JobState& job, uint64_t now_ns, JobPace*
   if (pace->refreshed_ns != 0 && now_ns - pace->refreshed_ns < every) return;
   pace->refreshed_ns = now_ns;
   // The lowest rank that has records speaks for the job (ranks of one job
-  // share its step).
-  const ProcessState* rep = nullptr;
-  for (const auto& [key, p] : job.processes()) {
-    if (p->ring.written() == 0) continue;
-    if (rep == nullptr || (p->identity.rank() >= 0 && (rep->identity.rank() < 0 ||
-                                                       p->identity.rank() < rep->identity.rank())))
-      rep = p.get();
-  }
+  // share its step); its ring keeps kPaceTailRecords between windows.
+  const ProcessState* rep = job.PaceProcess();
   if (rep == nullptr) return;
   std::string source;
   const uint64_t period = StepPeriodNs(*rep, &source);

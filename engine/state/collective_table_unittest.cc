@@ -170,7 +170,8 @@ TEST(RecordRingTest, GrowsAsUsedAndTrimKeepsTheNewest) {
   std::vector<xpu_record_v1> recs;
   for (uint32_t i = 0; i < 400; ++i) recs.push_back(MakeRecord(1, i, 1, i));
   // Window after window of 400 records with 512 kept in between: the buffer
-  // settles within one growth step (1.5x) of the 512 + 400 it needs.
+  // takes what the previous window needed (512 + 400) at once, never more
+  // than one growth step (1.5x) past it.
   size_t most = 0;
   for (int w = 0; w < 6; ++w) {
     ring.Append(recs.data(), recs.size());
@@ -190,6 +191,51 @@ TEST(RecordRingTest, GrowsAsUsedAndTrimKeepsTheNewest) {
   EXPECT_EQ(ring.allocated(), 512u);
   EXPECT_EQ(ring.held(), 512u);
   EXPECT_EQ(ring.Last(512).back().seq, 399u);
+}
+
+TEST(RecordRingTest, SteadyWindowsGrowOnceToWhatTheLastWindowNeeded) {
+  RecordRing ring(65536);
+  std::vector<xpu_record_v1> step;
+  for (uint32_t i = 0; i < 100; ++i) step.push_back(MakeRecord(1, i, 1, i));
+  for (int w = 0; w < 5; ++w) {
+    size_t grows = 0, before = ring.allocated();
+    for (int s = 0; s < 4; ++s) {  // a window of 4 steps, sent step by step
+      ring.Append(step.data(), step.size());
+      grows += ring.allocated() != before;
+      before = ring.allocated();
+    }
+    if (w >= 2) {
+      EXPECT_EQ(grows, 1u) << "window " << w;
+      EXPECT_EQ(ring.allocated(), 128u + 400u) << "window " << w;
+    }
+    ring.Trim(128);
+    EXPECT_EQ(ring.allocated(), 128u);  // between windows: the tail only
+    EXPECT_EQ(ring.Last(1).at(0).seq, 99u);
+  }
+}
+
+TEST(JobStateTest, TrimKeepsTheTailAndThePaceProcessMore) {
+  JobState job("j", "", 65536, 1);
+  std::vector<xpu_record_v1> recs;
+  for (uint32_t i = 0; i < 5000; ++i) recs.push_back(MakeRecord(1, i, 1, i));
+  for (int32_t rank : {3, 1, 2}) {
+    xpu::v1::ProcessIdentity id;
+    id.set_rank(rank);
+    id.set_pid(100 + rank);
+    ProcessState& p = job.GetOrCreateProcess(id, "d", 1);
+    job.ApplyRecords(p, recs.data(), recs.size(), 1);
+  }
+  ASSERT_NE(job.PaceProcess(), nullptr);
+  EXPECT_EQ(job.PaceProcess()->identity.rank(), 1);  // the lowest rank
+  job.TrimRings();
+  for (const auto& [key, p] : job.processes()) {
+    const size_t kept = p->identity.rank() == 1 ? kPaceTailRecords : kRingTailRecords;
+    EXPECT_EQ(p->ring.held(), kept) << key;
+    EXPECT_EQ(p->ring.allocated(), kept) << key;
+    EXPECT_EQ(p->ring.Last(1).at(0).seq, 4999u) << key;
+  }
+  EXPECT_EQ(job.ring_bytes(),
+            (kPaceTailRecords + 2 * kRingTailRecords) * sizeof(xpu_record_v1));
 }
 
 }  // namespace

@@ -38,6 +38,7 @@ void RecordRing::Resize(size_t slots) {
 }
 
 void RecordRing::Append(const xpu_record_v1* r, size_t n) {
+  if (n == 0) return;
   if (n >= capacity_) {  // only the newest `capacity_` survive anyway
     r += n - capacity_;
     written_ += n - capacity_;
@@ -45,8 +46,13 @@ void RecordRing::Append(const xpu_record_v1* r, size_t n) {
     held_ = 0;
   }
   if (held_ + n > buf_.size() && buf_.size() < capacity_) {
-    // 1.5x: amortized appends without overshooting much over a window's need.
-    Resize(std::min(capacity_, std::max({held_ + n, buf_.size() + buf_.size() / 2, size_t{64}})));
+    // What the last window needed, at once; beyond it, 1.5x steps
+    // (amortized appends without overshooting much).
+    const size_t need = held_ + n;
+    const size_t grown = need <= window_slots_
+                             ? window_slots_
+                             : std::max({need, buf_.size() + buf_.size() / 2, size_t{64}});
+    Resize(std::min(capacity_, grown));
   }
   const size_t cap = buf_.size();
   size_t pos = static_cast<size_t>(written_ % cap);
@@ -59,14 +65,12 @@ void RecordRing::Append(const xpu_record_v1* r, size_t n) {
 
 void RecordRing::Trim(size_t keep) {
   keep = std::min(keep, capacity_);
-  if (buf_.size() > 2 * std::max<size_t>(keep, 32)) {
-    Resize(keep);
-    return;
-  }
-  // The buffer stays (the next window fills it again), the records beyond
-  // the newest `keep` are let go: a window of n records then needs keep + n
-  // slots, not the whole previous buffer plus n (which would double it).
-  held_ = std::min(held_, keep);
+  window_slots_ = held_;
+  const size_t kept = std::min(held_, keep);
+  // The window's records were read: only the newest `keep` stay, in a
+  // buffer of their size (the next window's records grow it again, to
+  // window_slots_ at once).
+  if (buf_.size() > kept) Resize(kept);
 }
 
 std::vector<xpu_record_v1> RecordRing::Last(size_t n) const {
@@ -334,10 +338,22 @@ void JobState::UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns) {
   }
 }
 
-void JobState::TrimRings(size_t keep) {
+const ProcessState* JobState::PaceProcess() const {
+  const ProcessState* pace = nullptr;
+  for (const auto& [key, p] : processes_) {
+    if (p->ring.written() == 0) continue;
+    if (pace == nullptr || (p->identity.rank() >= 0 && (pace->identity.rank() < 0 ||
+                                                        p->identity.rank() < pace->identity.rank())))
+      pace = p.get();
+  }
+  return pace;
+}
+
+void JobState::TrimRings(size_t keep, size_t pace_keep) {
+  const ProcessState* pace = PaceProcess();
   ring_allocated_bytes_ = 0;
   for (auto& [key, p] : processes_) {
-    p->ring.Trim(keep);
+    p->ring.Trim(p.get() == pace ? std::max(keep, pace_keep) : keep);
     ring_allocated_bytes_ += p->ring.allocated() * sizeof(xpu_record_v1);
   }
 }

@@ -40,9 +40,11 @@ bool IsProgressRecord(uint16_t kind, uint16_t flags);
 using ::xpu::record::OpKindName;
 
 // Bounded ring of the most recent records of one process. Memory is taken
-// as records come (growing by half, up to `capacity` records) and given back by
-// Trim() once a window's records were read, so that an idle or finished
-// rank holds only its newest few hundred records, not `capacity`.
+// as records come and given back by Trim() once a window's records were
+// read, so that an idle or finished rank holds only its newest few records,
+// not `capacity`. The buffer is sized by what the previous window needed
+// (its tail plus the window's records, at most `capacity`): a steady job's
+// ring grows once per window, to that size, not in steps past it.
 class RecordRing {
  public:
   explicit RecordRing(size_t capacity) : capacity_(capacity ? capacity : 1) {}
@@ -53,8 +55,9 @@ class RecordRing {
   size_t capacity() const { return capacity_; }  // most records ever kept
   size_t held() const { return held_; }          // records kept now
   size_t allocated() const { return buf_.size(); }
-  // Keeps the newest `keep` records (held() <= keep after it); frees the
-  // memory beyond them when the buffer is more than twice that.
+  // Keeps the newest `keep` records (held() <= keep after it) and frees the
+  // memory beyond them; remembers how many slots this window needed, the
+  // size the buffer takes at once when the next window's records come.
   void Trim(size_t keep);
 
  private:
@@ -62,12 +65,19 @@ class RecordRing {
   std::vector<xpu_record_v1> buf_;  // slot of position p: p % buf_.size()
   size_t capacity_;
   size_t held_ = 0;
+  size_t window_slots_ = 0;  // held() at the last Trim, before trimming
   uint64_t written_ = 0;
 };
 
 // Records a ring keeps between windows (ProcessState::ring after
-// JobState::TrimRings): for `xpu ranks`, the timeline fallback.
-inline constexpr size_t kRingTailRecords = 512;
+// JobState::TrimRings): for `xpu ranks` and the timeline fallback when a
+// daemon cannot be reached (the daemons keep the full history). Small: at
+// 100k ranks every record kept per rank is 3.2 MB.
+inline constexpr size_t kRingTailRecords = 128;
+// Records the ring of the job's pace process (JobState::PaceProcess) keeps
+// between windows: the hang monitor reads the job's step period from them
+// (engine/hang/progress_watch.cc).
+inline constexpr size_t kPaceTailRecords = 4096;
 
 // Record counts by op family within a window ("step-less": no step
 // boundaries are needed to compute them).
@@ -239,8 +249,12 @@ class JobState {
   // Marks silent / alive; returns nothing, the registry reads the result.
   void UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns);
   // Gives back the rings' memory beyond their newest `keep` records (after
-  // the window's analyses read them).
-  void TrimRings(size_t keep = kRingTailRecords);
+  // the window's analyses read them); the pace process keeps `pace_keep`.
+  void TrimRings(size_t keep = kRingTailRecords, size_t pace_keep = kPaceTailRecords);
+  // The process whose records speak for the job's step period: the lowest
+  // rank with records (a rank-less process only when no rank has any);
+  // nullptr when none has records.
+  const ProcessState* PaceProcess() const;
 
   const std::map<std::string, std::unique_ptr<ProcessState>>& processes() const {
     return processes_;
