@@ -184,12 +184,12 @@ grpc::Status QueryService::Diagnoses(grpc::ServerContext* ctx, const xpu::v1::Di
     return st;
   reply->set_job(req->job());
   if (store_ == nullptr) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "no history store");
-  // What the window thread enqueued should be visible to this query, but a
-  // writer behind a large job's rows (100k ranks: a rank row per rank and
-  // window, a checkpoint per batch) must not hold the answer: at most 2 s,
-  // then what is committed. (Waiting for all of it, `xpu diagnose` of a
-  // 100k-rank job ran past its 5 s deadline.)
-  store_->FlushFor(std::chrono::seconds(2));
+  // What the window thread enqueued must be visible to this query, but a
+  // writer far behind (100k ranks: a rank row per rank and window, a
+  // checkpoint per batch) must not hold the answer: beyond 10,000 rows
+  // queued, at most 0.5 s, then what is committed. (Waiting for all of it,
+  // `xpu diagnose` of a 100k-rank job ran past its 5 s deadline.)
+  store_->FlushFor(std::chrono::milliseconds(500), 10000);
   absl::StatusOr<std::vector<Diagnosis>> ds = store_->LoadDiagnoses(req->job());
   if (!ds.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, std::string(ds.status().message()));
   absl::StatusOr<std::vector<history::DiagnosisResolution>> res =

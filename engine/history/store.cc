@@ -334,11 +334,16 @@ absl::Status Store::Flush() {
   return st;
 }
 
-bool Store::FlushFor(std::chrono::milliseconds max_wait) {
+bool Store::FlushFor(std::chrono::milliseconds max_wait, uint64_t small_backlog) {
   std::unique_lock<std::mutex> l(mu_);
   const uint64_t target = enqueued_;
   cv_.notify_one();
-  return done_cv_.wait_for(l, max_wait, [&] { return processed_ >= target || stop_; });
+  auto done = [&] { return processed_ >= target || stop_; };
+  if (target - std::min(target, processed_) <= small_backlog) {
+    done_cv_.wait(l, done);
+    return true;
+  }
+  return done_cv_.wait_for(l, max_wait, done);
 }
 
 void Store::WriterLoop() {

@@ -191,10 +191,11 @@ class Store {
   // or waiting for a retry; returns the first write error since the
   // previous Flush (failed rows stay queued for retry).
   absl::Status Flush();
-  // The same, waiting at most `max_wait`: false when rows enqueued before
-  // the call are still unwritten then (a writer behind a large job's rows;
-  // a query then answers from what is committed rather than wait).
-  bool FlushFor(std::chrono::milliseconds max_wait);
+  // The same for a backlog of at most `small_backlog` rows; a larger one
+  // (a writer behind a large job's rows) is waited for at most `max_wait`.
+  // False when rows enqueued before the call are still unwritten then: a
+  // query answers from what is committed rather than wait.
+  bool FlushFor(std::chrono::milliseconds max_wait, uint64_t small_backlog);
   // Writes rows of a job only while `replica` owns it ("" = no fencing).
   void SetFencingOwner(const std::string& replica);
   StoreStatus Status() const;

@@ -161,6 +161,34 @@ TEST_P(StoreTest, RoundTripSurvivesReopen) {
 // SQLite only: a full disk (SQLite's page limit standing in for it): writes fail, the
 // store says so, keeps at most max_pending_rows for retry and counts the
 // rows it had to give up; files are created owner-only.
+// A small backlog is waited for, whatever the time bound: what was queued
+// before is readable after the call.
+TEST_P(StoreTest, FlushForWaitsForASmallBacklog) {
+  XPU_DB(path, "flushfor");
+  auto store = Store::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  Diagnosis d;
+  d.job = "job-f";
+  d.kind = "slow_gpu";
+  d.subject = "rank:1";
+  d.ranks = {1};
+  d.first_seen_ns = 10;
+  d.last_seen_ns = 20;
+  for (int i = 0; i < 50; ++i) {
+    RankRow r;
+    r.job = "job-f";
+    r.key = "rank:" + std::to_string(i);
+    r.rank = i;
+    (*store)->EnqueueRank(r);
+  }
+  (*store)->EnqueueDiagnosis(d);
+  EXPECT_TRUE((*store)->FlushFor(std::chrono::milliseconds(0), 10000));
+  auto ds = (*store)->LoadDiagnoses("job-f");
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(ds->size(), 1u);
+  EXPECT_EQ((*ds)[0].kind, "slow_gpu");
+}
+
 TEST(SqliteStoreTest, FailedWritesAreCountedRetriedAndBounded) {
   const std::string path = TempDb("full");
   StoreOptions o;
