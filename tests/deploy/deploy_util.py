@@ -147,6 +147,24 @@ def run(argv, check_rc=True, **kw):
     return r
 
 
+def install_stack(procs, build):
+    """The stack's programs as the images hold them: `make install-only` and
+    `make install-demo` into the test's directory (PREFIX /opt/xputimer).
+    Returns the installed tree and a token file per role (0600), as
+    docker/stack.sh makes them."""
+    root = os.path.join(procs.dir, "root")
+    for t in ("install-only", "install-demo"):
+        run(["make", "-C", REPO, "--no-print-directory", t, "BUILD=" + build, "PREFIX=/opt/xputimer",
+             "DESTDIR=" + root])
+    tokens = {}
+    for role in ("read", "act", "admin", "ingest"):
+        tokens[role] = os.path.join(procs.dir, "token-" + role)
+        with open(tokens[role], "w") as f:
+            f.write(os.urandom(16).hex())
+        os.chmod(tokens[role], 0o600)
+    return root + "/opt/xputimer", tokens
+
+
 def engine_ports(procs, p, timeout=30):
     """(grpc port, metrics port) from the engine's start-up line."""
     def ports():

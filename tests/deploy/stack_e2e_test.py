@@ -33,7 +33,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deploy_util import (REPO, Failure, Procs, check, engine_ports, free_port, http_json, log,  # noqa: E402
+from deploy_util import (REPO, install_stack, Failure, Procs, check, engine_ports, free_port, http_json, log,  # noqa: E402
                          main, need, podman_settings, run, skip, wait_for)
 
 import yaml  # noqa: E402
@@ -117,18 +117,7 @@ def host_mode():
     procs = Procs("stack-host")
     failed = True
     try:
-        root = os.path.join(procs.dir, "root")
-        for t in ("install-only", "install-demo"):
-            run(["make", "-C", REPO, "--no-print-directory", t, "BUILD=" + BUILD, "PREFIX=/opt/xputimer",
-                 "DESTDIR=" + root])
-        tree = root + "/opt/xputimer"
-        # A token per role, as docker/stack.sh makes them.
-        tokens = {}
-        for role in ("read", "act", "admin", "ingest"):
-            tokens[role] = os.path.join(procs.dir, "token-" + role)
-            with open(tokens[role], "w") as f:
-                f.write(os.urandom(16).hex())
-            os.chmod(tokens[role], 0o600)
+        tree, tokens = install_stack(procs, BUILD)
 
         am_port = free_port()
         am_args = []

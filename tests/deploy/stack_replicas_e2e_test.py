@@ -40,7 +40,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from deploy_util import (REPO, Procs, check, engine_ports, free_port, http_get, http_json, log,  # noqa: E402
+from deploy_util import (REPO, install_stack, Procs, check, engine_ports, free_port, http_get, http_json, log,  # noqa: E402
                          main, need, run, skip, wait_for)
 
 import yaml  # noqa: E402
@@ -136,17 +136,7 @@ def body():
     procs.pg_stop = procs.pg_dir = None
     failed = True
     try:
-        root = os.path.join(procs.dir, "root")
-        for t in ("install-only", "install-demo"):
-            run(["make", "-C", REPO, "--no-print-directory", t, "BUILD=" + BUILD, "PREFIX=/opt/xputimer",
-                 "DESTDIR=" + root])
-        tree = root + "/opt/xputimer"
-        tokens = {}
-        for role in ("read", "act", "admin", "ingest"):
-            tokens[role] = os.path.join(procs.dir, "token-" + role)
-            with open(tokens[role], "w") as f:
-                f.write(os.urandom(16).hex())
-            os.chmod(tokens[role], 0o600)
+        tree, tokens = install_stack(procs, BUILD)
 
         # The database, and the engines' password file as stack.sh writes it.
         first = dict(a.split("=", 1) for a in svcs[engines[0]]["command"] if "=" in a)
