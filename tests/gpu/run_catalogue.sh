@@ -22,6 +22,11 @@
 #   stop2        2  rank 1 gets SIGSTOP                      hang non-communication, rank 1, operations
 #   python2      2  rank 1 sleeps in Python, rank 0 waits    hang non-communication, rank 1, algorithm
 #   healthy_gpu, healthy_launch, healthy_fsdp (world 2; healthy1 on 1 GPU)
+#   stop4        4  rank 2 gets SIGSTOP                      hang non-communication, rank 2, operations
+#   python4      4  rank 3 sleeps in Python, the others wait hang non-communication, rank 3, algorithm
+#   extra_ar4    4  rank 2 issues one extra all-reduce       hang mismatch, rank 2, algorithm
+#   slowgpu4     4  a GEMM hog shares rank 2's GPU           slow_gpu, rank 2, operations
+#                   (world-4 cases run only with 4+ GPUs)
 #                   no fault                                 no diagnosis at all
 #
 # Hard limits: every case is killed after its own limit (hang cases
@@ -112,11 +117,15 @@ python2 2 gpu ddp hang hang_non_communication 1 algorithm --fault-rank 1 --pytho
 healthy_gpu 2 gpu ddp run none - -
 healthy_launch 2 launch ddp run none - -
 healthy_fsdp 2 gpu fsdp run none - -
+stop4 4 gpu ddp stop hang_non_communication 2 operations
+python4 4 gpu ddp hang hang_non_communication 3 algorithm --fault-rank 3 --python-hang-at 30
+extra_ar4 4 gpu ddp hang hang_mismatch 2 algorithm --fault-rank 2 --extra-allreduce-at 30
+slowgpu4 4 gpu ddp hog slow_gpu 2 operations
 "
 class_of() {
   case $1 in
     stop*) echo "process stopped";; python*) echo "stuck in Python";; gc1) echo "Python GC";;
-    extra_ar) echo "collective mismatch";; sync1) echo "unnecessary synchronization";;
+    extra_ar*) echo "collective mismatch";; sync1) echo "unnecessary synchronization";;
     side_gemm) echo "extra GPU work on one rank";; healthy*) echo "healthy";;
     slowgpu*) echo "slow GPU (shared by a hog)";; loader*) echo "slow DataLoader";;
     ffn*) echo "unoptimized GEMM shape";; *) echo "$1";;
