@@ -33,7 +33,8 @@
 # $HANG_LIMIT_S, default 80 s; the others $RUN_LIMIT_S, default 75 s), and
 # cases not started by $TOTAL_S (default 430 s) are recorded as skipped.
 # With 2+ GPUs the world-1 cases run two at a time, one per GPU.
-# $CASES picks cases (default all, in the order above). --dry-run prints the
+# $CASES picks cases (default all, in the order above). ARRIVALS=1 records
+# when each rank's records reach the engine (arrivals.txt per case). --dry-run prints the
 # plan and the commands without running anything (no GPU needed).
 #
 # Output under $OUT (default ./catalogue-results): catalogue.tgz (every
@@ -191,6 +192,14 @@ run_case() {  # name world shape parallel kind expect ranks team [gpus] -- args
   for i in $(seq 60); do [ "$(grep -cE '"step_ms"|^rank 0 step ' "$D/train.log")" -ge 5 ] && break; sleep 1
     kill -0 $TP 2>/dev/null || break; done
   [ -z "$J" ] && J=$(job_of "$jobname")
+  if [ -n "$J" ] && [ "${ARRIVALS:-0}" = 1 ]; then
+    # When each rank's records reach the engine: "time rank:records ..."
+    # every 0.25 s while the case runs (arrivals.txt).
+    ( while kill -0 $TP 2>/dev/null; do
+        echo "$(now) $($X ranks --job "$J" --json 2>/dev/null | $PY -c "import json,sys
+print(' '.join(f\"{r['rank']}:{r['records']}\" for r in json.load(sys.stdin)['ranks']))" 2>/dev/null)"
+        sleep 0.25; done > "$D/arrivals.txt" ) &
+  fi
   if [ -z "$J" ]; then  # the run failed to start: nothing to ask about
     echo "[$name] no job (see train.log): $(tail -2 "$D/train.log" | tr '\n' ' ')" | tee -a "$D/case.txt"
     kill_tree "$TP"; wait "$TP" 2>/dev/null
