@@ -222,6 +222,28 @@ TEST_F(UnoptimizedGemmTest, MisalignedShapeInAOneRankJob) {
   EXPECT_THAT(out[0].ranks, ElementsAre(0));
 }
 
+// A one-GPU job's DDP all-reduces run on a one-rank communicator and have no
+// timed record: their records span launch to the poll that saw them done,
+// here the whole window's GEMMs. They move nothing between GPUs and must not
+// hide the shape.
+TEST_F(UnoptimizedGemmTest, OneRankJobsUntimedAllReducesDoNotHideItsGemms) {
+  constexpr uint32_t kAllReduce = 9;
+  for (int w = 0; w < 2; ++w) {
+    job_.Rank(0, "", "Test GPU");
+    job_.Define(0, CollSig(kAllReduce, XPU_OP_ALLREDUCE, 1 << 20, 77, 0, 1));
+    job_.Add(0, MakeRecord(kAllReduce, t_ - kMs, static_cast<uint32_t>(450 * kMs),
+                           static_cast<uint32_t>(w), XPU_REC_NOT_TIMED));
+    Gemms({0}, kBig, 868);
+    Gemms({0}, kMisaligned, 250);
+    if (w == 0) {
+      EXPECT_TRUE(Window().empty());
+    }
+  }
+  std::vector<Diagnosis> out = Window();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_THAT(out[0].subject, HasSubstr("4096x4096x8484x1"));
+}
+
 // The figures of a one-rank GPT with an FFN width of 8484 on an H200, as the
 // engine's window_gemm table held them: every signature of the job's eight
 // windows of 3 s (count and total time per window; the last one partial), cuBLAS and
