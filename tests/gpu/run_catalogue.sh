@@ -22,13 +22,19 @@
 #   stop2        2  rank 1 gets SIGSTOP                      hang non-communication, rank 1, operations
 #   python2      2  rank 1 sleeps in Python, rank 0 waits    hang non-communication, rank 1, algorithm
 #   healthy_gpu, healthy_launch, healthy_fsdp (world 2; healthy1 on 1 GPU)
+#   stop4        4  rank 2 gets SIGSTOP                      hang non-communication, rank 2, operations
+#   python4      4  rank 3 sleeps in Python, the others wait hang non-communication, rank 3, algorithm
+#   extra_ar4    4  rank 2 issues one extra all-reduce       hang mismatch, rank 2, algorithm
+#   slowgpu4     4  a GEMM hog shares rank 2's GPU           slow_gpu, rank 2, operations
+#                   (world-4 cases run only with 4+ GPUs)
 #                   no fault                                 no diagnosis at all
 #
 # Hard limits: every case is killed after its own limit (hang cases
 # $HANG_LIMIT_S, default 80 s; the others $RUN_LIMIT_S, default 75 s), and
 # cases not started by $TOTAL_S (default 430 s) are recorded as skipped.
 # With 2+ GPUs the world-1 cases run two at a time, one per GPU.
-# $CASES picks cases (default all, in the order above). --dry-run prints the
+# $CASES picks cases (default all, in the order above). ARRIVALS=1 records
+# when each rank's records reach the engine (arrivals.txt per case). --dry-run prints the
 # plan and the commands without running anything (no GPU needed).
 #
 # $ENGINE_LOG_LEVEL (default info) is the engine's --log-level: debug adds
@@ -116,11 +122,15 @@ python2 2 gpu ddp hang hang_non_communication 1 algorithm --fault-rank 1 --pytho
 healthy_gpu 2 gpu ddp run none - -
 healthy_launch 2 launch ddp run none - -
 healthy_fsdp 2 gpu fsdp run none - -
+stop4 4 gpu ddp stop hang_non_communication 2 operations
+python4 4 gpu ddp hang hang_non_communication 3 algorithm --fault-rank 3 --python-hang-at 30
+extra_ar4 4 gpu ddp hang hang_mismatch 2 algorithm --fault-rank 2 --extra-allreduce-at 30
+slowgpu4 4 gpu ddp hog slow_gpu 2 operations
 "
 class_of() {
   case $1 in
     stop*) echo "process stopped";; python*) echo "stuck in Python";; gc1) echo "Python GC";;
-    extra_ar) echo "collective mismatch";; sync1) echo "unnecessary synchronization";;
+    extra_ar*) echo "collective mismatch";; sync1) echo "unnecessary synchronization";;
     side_gemm) echo "extra GPU work on one rank";; healthy*) echo "healthy";;
     slowgpu*) echo "slow GPU (shared by a hog)";; loader*) echo "slow DataLoader";;
     ffn*) echo "unoptimized GEMM shape";; *) echo "$1";;
@@ -186,6 +196,14 @@ run_case() {  # name world shape parallel kind expect ranks team [gpus] -- args
   for i in $(seq 60); do [ "$(grep -cE '"step_ms"|^rank 0 step ' "$D/train.log")" -ge 5 ] && break; sleep 1
     kill -0 $TP 2>/dev/null || break; done
   [ -z "$J" ] && J=$(job_of "$jobname")
+  if [ -n "$J" ] && [ "${ARRIVALS:-0}" = 1 ]; then
+    # When each rank's records reach the engine: "time rank:records ..."
+    # every 0.25 s while the case runs (arrivals.txt).
+    ( while kill -0 $TP 2>/dev/null; do
+        echo "$(now) $($X ranks --job "$J" --json 2>/dev/null | $PY -c "import json,sys
+print(' '.join(f\"{r['rank']}:{r['records']}\" for r in json.load(sys.stdin)['ranks']))" 2>/dev/null)"
+        sleep 0.25; done > "$D/arrivals.txt" ) &
+  fi
   if [ -z "$J" ]; then  # the run failed to start: nothing to ask about
     echo "[$name] no job (see train.log): $(tail -2 "$D/train.log" | tr '\n' ' ')" | tee -a "$D/case.txt"
     kill_tree "$TP"; wait "$TP" 2>/dev/null
