@@ -37,7 +37,8 @@ struct WindowShapes {
   std::vector<std::string> few_examples;  // the first few under min_count, with their counts
 };
 
-WindowShapes CollectShapes(const WindowView& v, uint64_t min_count, double min_flops) {
+WindowShapes CollectShapes(const WindowView& v, uint64_t min_count, double min_flops,
+                           bool examples) {
   WindowShapes w;
   std::set<std::string> seen;
   for (const analysis::RankTrace& t : v.ranks) {
@@ -50,7 +51,7 @@ WindowShapes CollectShapes(const WindowView& v, uint64_t min_count, double min_f
         continue;
       }
       if (g.count < min_count) {
-        if (++w.few_calls <= 3) {
+        if (++w.few_calls <= 3 && examples) {
           w.few_examples.push_back(absl::StrCat("'", key, "' on rank ", t.rank, ": ", g.count,
                                                 " used, ", g.excluded_overlap, " overlapping, ",
                                                 g.excluded_untimed, " untimed"));
@@ -111,7 +112,8 @@ void UnoptimizedGemmDetector::OnWindow(const JobState& job, DiagnosisSink& sink)
   const double peak = Param(v, "unoptimized_gemm.peak_tflops");
   const uint64_t min_count = static_cast<uint64_t>(Param(v, "slow_gpu.min_count"));
 
-  const WindowShapes window = CollectShapes(v, min_count, min_flops);
+  const WindowShapes window =
+      CollectShapes(v, min_count, min_flops, Log()->should_log(spdlog::level::debug));
   const std::map<std::string, Shape>& shapes = window.shapes;
   Slowest slowest;
   size_t reported = 0;
