@@ -82,13 +82,21 @@ std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns,
   // launch to the poll that saw it done, an upper bound that can cover a
   // whole step: it counts only when the rank has no timed record of the same
   // collective (sig_id, seq), which the NCCL profiler plugin supplies.
+  // A collective of a one-rank communicator (a one-GPU job's DDP or FSDP
+  // group) moves nothing between GPUs, a local copy at most, and NCCL gives
+  // the plugin no event for it: its untimed record, an upper bound that
+  // covers every GEMM of the step, does not count.
+  auto one_rank_untimed = [&](const Op& op) {
+    const OpSig* s = t.Sig(op.sig_id);
+    return !op.timed() && s != nullptr && s->comm_nranks == 1;
+  };
   std::set<std::pair<uint32_t, uint32_t>> timed_comm;
   for (const Op& op : t.ops) {
     if (xpu_op_is_collective(op.kind) && op.timed()) timed_comm.emplace(op.sig_id, op.seq);
   }
   Intervals comm;
   for (const Op& op : t.ops) {
-    if (!xpu_op_is_collective(op.kind) || op.dur_ns == 0) continue;
+    if (!xpu_op_is_collective(op.kind) || op.dur_ns == 0 || one_rank_untimed(op)) continue;
     if (!op.timed() && timed_comm.count({op.sig_id, op.seq})) continue;
     comm.emplace_back(op.start_ns, op.end_ns());
   }

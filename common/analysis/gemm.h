@@ -4,7 +4,10 @@
 // Rule (XPUTimer §5.2.1): only GPU-timed GEMMs count (XPU_REC_TIMED), and a
 // GEMM whose [start, end] overlaps any communication kernel on the same rank
 // is excluded, because SM and memory contention with the collective makes its
-// FLOPS falsely low. TFLOPS = sum(flops) / sum(duration) over what is left.
+// FLOPS falsely low; the untimed record of a one-rank communicator's
+// collective (a local copy at most, its record an upper bound spanning the
+// step) excludes nothing. TFLOPS = sum(flops) / sum(duration) over
+// what is left.
 #ifndef XPU_COMMON_ANALYSIS_GEMM_H_
 #define XPU_COMMON_ANALYSIS_GEMM_H_
 
