@@ -22,6 +22,7 @@
 #   stop2        2  rank 1 gets SIGSTOP                      hang non-communication, rank 1, operations
 #   python2      2  rank 1 sleeps in Python, rank 0 waits    hang non-communication, rank 1, algorithm
 #   healthy_gpu, healthy_launch, healthy_fsdp (world 2; healthy1 on 1 GPU)
+#   kernel2      2  rank 1 launches a GPU kernel that never ends  hang non-communication, rank 1, operations
 #   stop4        4  rank 2 gets SIGSTOP                      hang non-communication, rank 2, operations
 #   python4      4  rank 3 sleeps in Python, the others wait hang non-communication, rank 3, algorithm
 #   extra_ar4    4  rank 2 issues one extra all-reduce       hang mismatch, rank 2, algorithm
@@ -49,8 +50,9 @@
 # torchrun replaced by tests/gpu/fake_torchrun (the faults mapped onto
 # xpu-fake-train and a Python model, the hog onto the fake GEMMs of that
 # rank, the FFN width onto fake GEMMs that are XPU_FAKE_MISALIGNED_FACTOR
-# slower when a dimension is not a multiple of 64; FSDP and the
-# second-stream GEMMs have no emulation and are skipped). DOC=path writes the table into that file
+# slower when a dimension is not a multiple of 64; FSDP, the
+# second-stream GEMMs and the never-ending GPU kernel have no emulation and
+# are skipped). DOC=path writes the table into that file
 # (between the "catalogue:gpu" or "catalogue:gpu-less" markers).
 set -u
 DRY=0; FAKE=""
@@ -122,6 +124,7 @@ python2 2 gpu ddp hang hang_non_communication 1 algorithm --fault-rank 1 --pytho
 healthy_gpu 2 gpu ddp run none - -
 healthy_launch 2 launch ddp run none - -
 healthy_fsdp 2 gpu fsdp run none - -
+kernel2 2 gpu ddp hang hang_non_communication 1 operations --fault-rank 1 --gpu-hang-at 30
 stop4 4 gpu ddp stop hang_non_communication 2 operations
 python4 4 gpu ddp hang hang_non_communication 3 algorithm --fault-rank 3 --python-hang-at 30
 extra_ar4 4 gpu ddp hang hang_mismatch 2 algorithm --fault-rank 2 --extra-allreduce-at 30
@@ -130,7 +133,7 @@ slowgpu4 4 gpu ddp hog slow_gpu 2 operations
 class_of() {
   case $1 in
     stop*) echo "process stopped";; python*) echo "stuck in Python";; gc1) echo "Python GC";;
-    extra_ar*) echo "collective mismatch";; sync1) echo "unnecessary synchronization";;
+    extra_ar*) echo "collective mismatch";; kernel*) echo "GPU kernel never ends";; sync1) echo "unnecessary synchronization";;
     side_gemm) echo "extra GPU work on one rank";; healthy*) echo "healthy";;
     slowgpu*) echo "slow GPU (shared by a hog)";; loader*) echo "slow DataLoader";;
     ffn*) echo "unoptimized GEMM shape";; *) echo "$1";;
@@ -218,7 +221,7 @@ print(' '.join(f\"{r['rank']}:{r['records']}\" for r in json.load(sys.stdin)['ra
       sleep 3; P=$(pid_of "$J" "$ranks"); t0=$(now)
       [ -n "$P" ] && kill -STOP "$P"; echo "[$name] SIGSTOP rank $ranks pid ${P:-?}" | tee -a "$D/case.txt";;
     hang)
-      for i in $(seq 240); do grep -qE "sleeping forever|extra all-reduce" "$D/train.log" && break
+      for i in $(seq 240); do grep -qE "sleeping forever|extra all-reduce|never ends" "$D/train.log" && break
         kill -0 $TP 2>/dev/null || break; sleep 0.25; done
       t0=$(now); echo "[$name] fault seen in the log" | tee -a "$D/case.txt";;
     hog)
@@ -274,7 +277,7 @@ while read -r name world shape par kind expect ranks team rest; do
   [ -z "$name" ] && continue
   selected "$name" || continue
   if [ "$NGPU" -lt "$world" ]; then echo "[$name] skipped: needs $world GPUs"; continue; fi
-  if [ -n "$FAKE" ] && { [ "$par" = fsdp ] || [[ "$rest" == *--side-gemms* ]]; }; then
+  if [ -n "$FAKE" ] && { [ "$par" = fsdp ] || [[ "$rest" == *--side-gemms* ]] || [[ "$rest" == *--gpu-hang-at* ]]; }; then
     echo "[$name] skipped: not emulated on the GPU-less runtime"; continue
   fi
   if [ "$(elapsed)" -ge "$TOTAL_S" ]; then
