@@ -141,7 +141,12 @@ std::string JobState::ProcessKey(const xpu::v1::ProcessIdentity& id) {
 
 void JobState::SetSeed(JobSeed seed) {
   seed_ = std::move(seed);
-  if (owner_uid_ < 0) owner_uid_ = seed_.owner_uid;
+  SetOwnerOnce(seed_.owner_uid);
+}
+
+void JobState::SetOwnerOnce(int64_t uid) {
+  int64_t unknown = -1;
+  if (uid >= 0) owner_uid_.compare_exchange_strong(unknown, uid, std::memory_order_acq_rel);
 }
 
 uint64_t JobState::Dropped() const {
@@ -166,7 +171,7 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
     slot = std::make_unique<ProcessState>(key, ring_capacity_);
     slot->first_seen_ns = now_ns;
     slot->identity = id;
-    if (owner_uid_ < 0) owner_uid_ = id.uid();
+    SetOwnerOnce(id.uid());
     // The same process, recorded before this engine restarted: its counts
     // go on, and records it had already are not taken twice.
     auto seed = seed_.ranks.find(key);

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -223,8 +224,10 @@ class JobState {
   static std::string ProcessKey(const xpu::v1::ProcessIdentity& id);
   // History of this job from before a restart (applied as processes appear).
   void SetSeed(JobSeed seed);
-  // uid of the job's processes (the first one seen); -1 until known.
-  int64_t owner_uid() const { return owner_uid_; }
+  // uid of the job's processes (the first one seen); -1 until known. Set
+  // once; read without the job's lock (every query's access check asks it,
+  // and at 100k ranks the lock is rarely free).
+  int64_t owner_uid() const { return owner_uid_.load(std::memory_order_acquire); }
   // Bytes the job's recent-record rings hold: what they took for the
   // records that came (a ring grows with its window's records, up to
   // --ring-records, and keeps its newest kRingTailRecords between windows),
@@ -281,7 +284,8 @@ class JobState {
   uint64_t last_seen_ns_;
   uint64_t window_start_ns_;
   uint64_t records_ = 0;
-  int64_t owner_uid_ = -1;
+  std::atomic<int64_t> owner_uid_{-1};
+  void SetOwnerOnce(int64_t uid);
   JobSeed seed_;
   std::map<std::string, std::unique_ptr<ProcessState>> processes_;
   CollectiveTable collectives_;

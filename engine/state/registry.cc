@@ -64,8 +64,7 @@ std::optional<int64_t> Registry::JobOwner(const std::string& job) const {
     }
     j = it->second;
   }
-  std::lock_guard<std::mutex> jl(j->mu());
-  return j->owner_uid();
+  return j->owner_uid();  // atomic: the job's lock is not taken
 }
 
 size_t Registry::JobCount() const {
