@@ -18,10 +18,32 @@ bool SignatureTable::Define(uint32_t sig_id, SignatureInfo info) {
     size_t n = std::max<size_t>(sig_id + 1, std::min<size_t>(entries_.size() * 2, kMaxSigId));
     entries_.resize(n);
   }
-  if (entries_[sig_id].abi.commit == 0) ++defined_;
+  if (entries_[sig_id] == nullptr) ++defined_;
   info.abi.commit = sig_id;
-  entries_[sig_id] = std::move(info);
+  entries_[sig_id] = pool_ ? pool_->Intern(std::move(info))
+                           : std::make_shared<const SignatureInfo>(std::move(info));
   return true;
+}
+
+std::shared_ptr<const SignatureInfo> SignaturePool::Intern(SignatureInfo info) {
+  std::string key(reinterpret_cast<const char*>(&info.abi), sizeof(info.abi));
+  const char collective = info.collective ? 1 : 0;
+  key.append(reinterpret_cast<const char*>(&info.flops), sizeof(info.flops));
+  key.append(reinterpret_cast<const char*>(&info.bytes), sizeof(info.bytes));
+  key.append(reinterpret_cast<const char*>(&info.busbw_factor), sizeof(info.busbw_factor));
+  key.push_back(collective);
+  key += info.name;
+  std::weak_ptr<const SignatureInfo>& slot = by_key_[key];
+  if (std::shared_ptr<const SignatureInfo> held = slot.lock()) return held;
+  auto made = std::make_shared<const SignatureInfo>(std::move(info));
+  slot = made;
+  if (by_key_.size() >= sweep_at_) {  // forget entries no table uses
+    for (auto it = by_key_.begin(); it != by_key_.end();) {
+      it = it->second.expired() ? by_key_.erase(it) : std::next(it);
+    }
+    sweep_at_ = std::max<size_t>(64, 2 * by_key_.size());
+  }
+  return made;
 }
 
 absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb) {
