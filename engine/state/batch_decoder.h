@@ -54,10 +54,12 @@ class SignaturePool {
  public:
   // The shared entry equal to `info` (ABI bytes, name and figures).
   std::shared_ptr<const SignatureInfo> Intern(SignatureInfo info);
-  size_t size() const { return by_key_.size(); }  // entries, used or not yet swept
+  size_t size() const { return by_hash_.size(); }  // entries, used or not yet swept
 
  private:
-  std::unordered_map<std::string, std::weak_ptr<const SignatureInfo>> by_key_;
+  // By a hash of the ABI bytes and the name; equal hashes are compared in full.
+  std::unordered_multimap<uint64_t, std::weak_ptr<const SignatureInfo>> by_hash_;
+  static constexpr size_t kMaxSameHash = 8;
   size_t sweep_at_ = 64;
 };
 
