@@ -104,6 +104,9 @@ def main() -> int:
                     help="the fault rank issues one extra all-reduce at this step (collective mismatch)")
     ap.add_argument("--python-hang-at", type=int, default=-1,
                     help="the fault rank sleeps forever in Python at this step, before its collectives")
+    ap.add_argument("--gpu-hang-at", type=int, default=-1,
+                    help="the fault rank launches a GPU kernel that never ends at this step (a spinning kernel), "
+                         "then goes on until it blocks on it")
     ap.add_argument("--slow-loader-ms", type=float, default=0.0,
                     help="the fault rank's DataLoader spends this much longer per batch (sleep in its workers)")
     ap.add_argument("--gc-garbage", type=int, default=0,
@@ -157,6 +160,9 @@ def main() -> int:
             print(f"rank {rank}: sleeping forever at step {step}", flush=True)
             while True:
                 time.sleep(3600)
+        if rank == args.fault_rank and step == args.gpu_hang_at:
+            print(f"rank {rank}: GPU kernel that never ends at step {step}", flush=True)
+            torch.cuda._sleep(1 << 62)  # spins for ~2^62 GPU cycles: decades
         if rank == args.fault_rank and step == args.extra_allreduce_at:
             print(f"rank {rank}: extra all-reduce at step {step}", flush=True)
             dist.all_reduce(torch.ones(1024, device="cuda"))

@@ -8,6 +8,45 @@
 namespace xpu::analysis {
 namespace {
 
+using Intervals = std::vector<std::pair<uint64_t, uint64_t>>;
+
+// Sorted [start, end) intervals merged where they touch or overlap.
+Intervals Merge(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals merged;
+  for (const auto& iv : v) {
+    if (!merged.empty() && iv.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, iv.second);
+    } else {
+      merged.push_back(iv);
+    }
+  }
+  return merged;
+}
+
+// Whether [s, e) overlaps one of the merged intervals.
+bool Overlaps(const Intervals& merged, uint64_t s, uint64_t e) {
+  // First interval ending after s; it overlaps iff it starts before e.
+  auto it = std::lower_bound(
+      merged.begin(), merged.end(), s,
+      [](const std::pair<uint64_t, uint64_t>& iv, uint64_t v) { return iv.second <= v; });
+  return it != merged.end() && it->first < e;
+}
+
+// The rank's timed GPU ops (no collectives, no host intervals) per stream.
+std::map<uint16_t, Intervals> GpuBusyByStream(const RankTrace& t) {
+  std::map<uint16_t, Intervals> by_stream;
+  for (const Op& op : t.ops) {
+    if (!op.timed() || op.dur_ns == 0 || xpu_op_is_collective(op.kind) ||
+        (op.flags & XPU_REC_HOST)) {
+      continue;
+    }
+    by_stream[op.stream].emplace_back(op.start_ns, op.end_ns());
+  }
+  for (auto& [stream, v] : by_stream) v = Merge(std::move(v));
+  return by_stream;
+}
+
 const char* DtypeName(uint8_t dt) {
   switch (dt) {
     case XPU_DT_F32:
@@ -36,37 +75,39 @@ std::string GemmKey(const OpSig& s) {
                       std::max(1u, s.batch), " dt", s.dtype);
 }
 
-std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns, uint64_t to_ns) {
+std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns, uint64_t to_ns,
+                                           bool mark_concurrent) {
   // Communication intervals on this rank, sorted by start; merged so that an
   // overlap test is one binary search. An untimed collective record spans
   // launch to the poll that saw it done, an upper bound that can cover a
   // whole step: it counts only when the rank has no timed record of the same
   // collective (sig_id, seq), which the NCCL profiler plugin supplies.
+  // A collective of a one-rank communicator (a one-GPU job's DDP or FSDP
+  // group) moves nothing between GPUs, a local copy at most, and NCCL gives
+  // the plugin no event for it: its untimed record, an upper bound that
+  // covers every GEMM of the step, does not count.
+  auto one_rank_untimed = [&](const Op& op) {
+    const OpSig* s = t.Sig(op.sig_id);
+    return !op.timed() && s != nullptr && s->comm_nranks == 1;
+  };
   std::set<std::pair<uint32_t, uint32_t>> timed_comm;
   for (const Op& op : t.ops) {
     if (xpu_op_is_collective(op.kind) && op.timed()) timed_comm.emplace(op.sig_id, op.seq);
   }
-  std::vector<std::pair<uint64_t, uint64_t>> comm;
+  Intervals comm;
   for (const Op& op : t.ops) {
-    if (!xpu_op_is_collective(op.kind) || op.dur_ns == 0) continue;
+    if (!xpu_op_is_collective(op.kind) || op.dur_ns == 0 || one_rank_untimed(op)) continue;
     if (!op.timed() && timed_comm.count({op.sig_id, op.seq})) continue;
     comm.emplace_back(op.start_ns, op.end_ns());
   }
-  std::sort(comm.begin(), comm.end());
-  std::vector<std::pair<uint64_t, uint64_t>> merged;
-  for (const auto& iv : comm) {
-    if (!merged.empty() && iv.first <= merged.back().second) {
-      merged.back().second = std::max(merged.back().second, iv.second);
-    } else {
-      merged.push_back(iv);
+  const Intervals merged = Merge(std::move(comm));
+  std::map<uint16_t, Intervals> busy;
+  if (mark_concurrent) busy = GpuBusyByStream(t);
+  auto concurrent = [&](const Op& op) {
+    for (const auto& [stream, v] : busy) {
+      if (stream != op.stream && Overlaps(v, op.start_ns, op.end_ns())) return true;
     }
-  }
-  auto overlaps = [&](uint64_t s, uint64_t e) {
-    // First merged interval ending after s; it overlaps iff it starts before e.
-    auto it = std::lower_bound(
-        merged.begin(), merged.end(), s,
-        [](const std::pair<uint64_t, uint64_t>& iv, uint64_t v) { return iv.second <= v; });
-    return it != merged.end() && it->first < e;
+    return false;
   };
 
   std::map<std::string, GemmStat> out;
@@ -84,7 +125,7 @@ std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns,
       ++g.excluded_untimed;
       continue;
     }
-    if (overlaps(op.start_ns, op.end_ns())) {
+    if (Overlaps(merged, op.start_ns, op.end_ns())) {
       ++g.excluded_overlap;
       continue;
     }
@@ -92,6 +133,11 @@ std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns,
     g.total_ns += op.dur_ns;
     g.flops += s->flops;
     g.call_tflops.push_back(s->flops / (static_cast<double>(op.dur_ns) * 1e-9) / 1e12);
+    if (mark_concurrent) {
+      g.call_concurrent.push_back(concurrent(op) ? 1 : 0);
+      g.call_issue_us.push_back(op.issue_valid() ? static_cast<float>(op.issue_latency_ns) * 1e-3f
+                                                 : -1.0f);
+    }
   }
   return out;
 }

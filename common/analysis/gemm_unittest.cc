@@ -61,6 +61,28 @@ TEST(GemmTest, UntimedCollectiveCountsOnlyWithoutATimedRecord) {
   EXPECT_EQ(s.excluded_overlap, 2u);
 }
 
+TEST(GemmTest, OneRankCommunicatorExcludesNothing) {
+  // A one-GPU job's DDP all-reduces: a one-rank communicator, no profiler
+  // event, the untimed record spanning launch to the poll that saw it done
+  // (here the whole step). Every GEMM under it counts; a two-rank
+  // communicator's untimed record and a timed one-rank record still exclude.
+  RankTrace t;
+  t.sigs[1] = Gemm(1024, 1024, 1024);
+  t.sigs[2] = Coll(XPU_OP_ALLREDUCE, 1 << 20, 7, 0, 1);
+  t.sigs[3] = Coll(XPU_OP_ALLREDUCE, 1 << 20, 8, 0, 2);
+  t.ops.push_back(MakeOp(2, XPU_OP_ALLREDUCE, 1000000, 5000000, 1, XPU_REC_NOT_TIMED, 2));
+  t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 2000000, 100000));
+  t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 3000000, 100000));
+  t.ops.push_back(MakeOp(3, XPU_OP_ALLREDUCE, 8000000, 2000000, 1, XPU_REC_NOT_TIMED, 2));
+  t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 9000000, 100000));
+  t.ops.push_back(MakeOp(2, XPU_OP_ALLREDUCE, 12000000, 500000, 3, XPU_REC_TIMED, 2));
+  t.ops.push_back(MakeOp(1, XPU_OP_GEMM, 12100000, 100000));
+  t.Sort();
+  const GemmStat& s = GemmTflops(t).begin()->second;
+  EXPECT_EQ(s.count, 2u);
+  EXPECT_EQ(s.excluded_overlap, 2u);
+}
+
 TEST(GemmTest, TimeRangeFilter) {
   RankTrace t;
   t.sigs[1] = Gemm(64, 64, 64);

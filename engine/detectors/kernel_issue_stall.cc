@@ -274,6 +274,10 @@ class KernelIssueStallDetector::WindowPass {
         if (!changed && jh_ != nullptr) changed = VsPreviousRuns(i, f, my_med);
         if (!changed && !by_peers) changed = SteepCdf(i, f, my_med);
         if (changed) changed_.insert(rank);
+        if (f == KernelFamily::kCompute) {
+          compute_judged_.insert(rank);
+          if (by_peers || changed) compute_stalled_.insert(rank);
+        }
         if (!changed && b.windows < baseline_windows_) {
           // A rank's first windows are its baseline also where it differs
           // from its peers: what it did from the start is its role (FSDP's
@@ -450,6 +454,12 @@ class KernelIssueStallDetector::WindowPass {
       // its own first windows (or has had since its first window) is not a
       // stall.
       if (cause == "host" && !changed_.count(rank)) continue;
+      // A host that cannot keep up starves the compute kernels it launches
+      // first of all. Without a cause, a stall that only the communication
+      // kernels show while the compute kernels stay queued is how the
+      // collectives are scheduled (their stream waits on events of the
+      // compute stream: FSDP's prefetches, DDP's buckets), not the host.
+      if (cause == "host" && compute_judged_.count(rank) && !compute_stalled_.count(rank)) continue;
       if (held.Hold(absl::StrCat(rank, "/", cause)) < persist_) continue;
       Cause& c = causes[cause];
       c.ranks.push_back(rank);
@@ -488,6 +498,7 @@ class KernelIssueStallDetector::WindowPass {
   std::vector<double> peer_costs_;  // their sync cost shares (SyncCostShare)
   const history::JobHistory* jh_ = nullptr;
   std::map<int32_t, std::vector<std::string>> stalled_;  // rank -> comparisons that flag it
+  std::set<int32_t> compute_judged_, compute_stalled_;  // ranks: compute family judged, flagged
   // Ranks that changed: against their own first windows, previous runs of
   // the job name, or a steep CDF with a cause (not the peers alone).
   std::set<int32_t> changed_;

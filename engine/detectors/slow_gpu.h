@@ -21,6 +21,20 @@
 // lower quartile); a rank low on at least half of those shapes in two
 // consecutive windows is reported, with its own first windows as the
 // reference.
+//
+// A GPU time-sliced with another process (or throttling on and off) slows
+// some calls many times and leaves the rest at full rate: the median call
+// barely moves, so the rules above miss it. Each rank's calls of a shape
+// are also compared with its typical call (the window's fast quartile, or
+// its own first windows' median where faster): calls more than
+// slow_gpu.intermittent_factor times slower lose time; a rank that lost
+// slow_gpu.intermittent_share of its timed GEMM time that way, in two
+// consecutive windows, is reported. Only calls issued behind a queue of at
+// least slow_gpu.intermittent_min_queue_us are judged (with a shallow
+// queue, a host delay between a call's timing event and its launch
+// stretches the call: the host, not the device); calls that overlap the
+// rank's own GPU work on another stream are left out (the job's
+// concurrency), as are latency-bound shapes and ranks that wait for a peer.
 #ifndef XPU_ENGINE_DETECTORS_SLOW_GPU_H_
 #define XPU_ENGINE_DETECTORS_SLOW_GPU_H_
 
@@ -50,14 +64,32 @@ class SlowGpuDetector : public ViewDetector {
     double worst_tflops = 0, worst_median = 0;
     bool two_ranks = false;  // compared with the only other rank, not a peer median
     bool own = false;        // compared with its own first windows
+    // Intermittently slow calls (time-sliced GPU): calls counted, those
+    // slower than the factor, seconds lost in them, timed GEMM seconds.
+    bool intermittent = false;
+    uint64_t calls = 0, slow_calls = 0;
+    double lost_s = 0, gemm_s = 0;
     void Low(double ratio, const std::string& shape, double tflops, double reference);
   };
   // (shape, rank) -> the window's per-call TFLOPS
   using CallMap = std::map<std::pair<std::string, int32_t>, std::vector<double>>;
+  // (shape, rank) -> per call, whether it can be judged for intermittent
+  // slowness: alone on the device as far as the rank's own work goes, and
+  // launched behind a queue deep enough that a host delay between its
+  // timing event and its launch cannot stretch it
+  using JudgedMap = std::map<std::pair<std::string, int32_t>, std::vector<uint8_t>>;
   std::map<int32_t, RankScore> AgainstOwnFirstWindows(const JobState& job, const WindowView& v,
                                                       const CallMap& calls,
                                                       const std::map<std::string, double>& flops,
                                                       double min_drop);
+  static std::string Evidence(int32_t rank, const std::vector<std::string>& hosts,
+                              const RankScore& s, double k, double min_drop);
+  std::string IntermittentEvidence(int32_t rank, const std::vector<std::string>& hosts,
+                                   const RankScore& s, const WindowView& v) const;
+  std::map<int32_t, RankScore> IntermittentCalls(const JobState& job, const WindowView& v,
+                                                 const CallMap& calls,
+                                                 const JudgedMap& judged,
+                                                 const std::map<std::string, double>& flops);
 
   // A rank's GEMMs of one shape in its own first windows: the sums of the
   // windows' median and lower-quartile TFLOPS.

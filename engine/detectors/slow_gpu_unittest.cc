@@ -209,5 +209,93 @@ TEST_F(SlowGpuTest, EveryRankSlowedAlikeAgainstTheirOwnFirstWindows) {
   for (const Diagnosis& d : out) EXPECT_THAT(d.evidence, HasSubstr("its own first windows"));
 }
 
+
+// A GPU time-sliced with another process: some calls wait for the other
+// context and take many times as long, the rest run at full rate, so the
+// median call does not move. `slow_every` > 0: every that-many-th call of
+// rank `rank` takes `factor` times as long. Calls are launched behind
+// `queue_us` of queued work (their issue latency).
+class IntermittentTest : public SlowGpuTest {
+ protected:
+  void Calls(int rank, int slow_every, uint64_t factor, int64_t queue_us = 5000,
+             int side_stream_every = 0) {
+    job_.Define(rank, GemmSig(kGemm, 4096, 4096, 4096));
+    job_.Define(rank, KernelSig(kSide, "side_kernel"));
+    for (int i = 0; i < 40; ++i) {
+      const bool slow = slow_every > 0 && i % slow_every == 0;
+      const uint64_t start = kSec + i * 20 * kMs;
+      const uint64_t dur = slow ? factor * kMs : kMs + (i % 3) * kMs / 20;
+      job_.Add(rank, Timed(kGemm, start, dur, i, queue_us * 1000));
+      if (side_stream_every > 0 && i % side_stream_every == 0) {
+        job_.Add(rank, Timed(kSide, start, dur, i, queue_us * 1000, /*stream=*/2));
+      }
+    }
+  }
+  static constexpr uint32_t kSide = 9;
+};
+
+TEST_F(IntermittentTest, OneRankWithSomeCallsManyTimesSlowerIsASharedGpu) {
+  // 1 call in 4 takes 8x as long: 7 ms of every 11 lost, the median call
+  // at full rate.
+  Calls(0, 4, 8);
+  EXPECT_TRUE(Window().empty());  // once is not enough
+  Calls(0, 4, 8);
+  std::vector<Diagnosis> out = Window();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, "slow_gpu");
+  EXPECT_EQ(out[0].team, Team::kOperations);
+  EXPECT_THAT(out[0].ranks, ElementsAre(0));
+  EXPECT_EQ(out[0].severity, Severity::kCritical);
+  EXPECT_THAT(out[0].evidence, HasSubstr("10 of 40 timed GEMM calls ran more than 3x slower"));
+  EXPECT_THAT(out[0].evidence, HasSubstr("slowed now and then"));
+}
+
+TEST_F(IntermittentTest, CallsThatSpreadAFewTensOfPercentAreHealthy) {
+  for (int w = 0; w < 4; ++w) {
+    Calls(0, 4, 2);  // 2x: under slow_gpu.intermittent_factor
+    EXPECT_TRUE(Window().empty()) << "window " << w;
+  }
+}
+
+TEST_F(IntermittentTest, RareSlowCallsLoseTooLittle) {
+  for (int w = 0; w < 4; ++w) {
+    Calls(0, 20, 4);  // 2 calls of 40 at 4x: 6 ms of 46, 13 %
+    EXPECT_TRUE(Window().empty()) << "window " << w;
+  }
+}
+
+// Launched onto an empty queue, a call's time includes any host delay
+// between its timing event and its launch (a busy host): not judged.
+TEST_F(IntermittentTest, CallsLaunchedOntoAnEmptyQueueAreNotJudged) {
+  for (int w = 0; w < 4; ++w) {
+    Calls(0, 4, 8, /*queue_us=*/20);
+    EXPECT_TRUE(Window().empty()) << "window " << w;
+  }
+}
+
+// The slow calls share the device with the rank's own kernels on another
+// stream: the job's concurrency (extra_gpu_work), not another process.
+TEST_F(IntermittentTest, CallsOverlappingTheRanksOwnSideStreamAreNotJudged) {
+  for (int w = 0; w < 4; ++w) {
+    Calls(0, 4, 8, 5000, /*side_stream_every=*/4);
+    EXPECT_TRUE(Window().empty()) << "window " << w;
+  }
+}
+
+// Two ranks: the shared one is named; its peer's calls are steady.
+TEST_F(IntermittentTest, TwoRanksTheSharedOneIsNamed) {
+  for (int w = 0; w < 2; ++w) {
+    Calls(0, 0, 1);
+    Calls(1, 3, 10);
+    std::vector<Diagnosis> out = Window();
+    if (w == 0) {
+      EXPECT_TRUE(out.empty());
+      continue;
+    }
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_THAT(out[0].ranks, ElementsAre(1));
+  }
+}
+
 }  // namespace
 }  // namespace xpu::engine

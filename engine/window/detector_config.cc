@@ -25,6 +25,14 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"slow_gpu.mad_k", 5, "and beyond median - k x MAD across ranks"},
       {"slow_gpu.min_count", 3, "timed, non-overlapping GEMMs of a shape per rank per window"},
       {"slow_gpu.min_ranks", 3, "ranks that ran a shape for it to be compared"},
+      {"slow_gpu.intermittent_factor", 3,
+       "a call this many times slower than the rank's typical call of its shape is slowed "
+       "(time-sliced GPU)"},
+      {"slow_gpu.intermittent_share", 0.2,
+       "share of a rank's timed GEMM time lost in such calls that names the rank"},
+      {"slow_gpu.intermittent_min_queue_us", 1000,
+       "only calls issued behind at least this much queued work are judged (a host delay "
+       "stretches calls launched onto an empty queue)"},
       {"unoptimized_gemm.ratio", 0.6,
        "shape slow when its best rank is below ratio x reference TFLOPS"},
       {"unoptimized_gemm.min_gflop", 1, "only shapes with at least this many GFLOP per call"},

@@ -56,6 +56,8 @@ Config ReadConfig() {
   if (c.devices < 1) c.devices = 1;
   c.kernel_ns = static_cast<uint64_t>(EnvDouble("XPU_FAKE_KERNEL_NS", 20000));
   c.tflops = EnvDouble("XPU_FAKE_TFLOPS", 100.0);
+  c.misaligned_factor = EnvDouble("XPU_FAKE_MISALIGNED_FACTOR", 1.0);
+  if (!(c.misaligned_factor > 0)) c.misaligned_factor = 1.0;
   c.net_gbps = EnvDouble("XPU_FAKE_NET_GBPS", 100.0);
   const char* r = getenv("RANK");
   c.rank = r ? atoi(r) : -1;
@@ -118,11 +120,16 @@ double SlowKernelFactor(const Config& c) {
   return c.slow_from_ns == 0 || NowNs() >= c.slow_from_ns ? c.slow_kernel_factor : 1.0;
 }
 
+bool MisalignedGemm(uint64_t m, uint64_t n, uint64_t k) {
+  return m % kGemmAlignment != 0 || n % kGemmAlignment != 0 || k % kGemmAlignment != 0;
+}
+
 uint64_t GemmDurationNs(uint64_t m, uint64_t n, uint64_t k, uint64_t batch) {
   const Config& c = GetConfig();
   double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
                  static_cast<double>(batch ? batch : 1);
   double ns = flops / (c.tflops * 1e12) * 1e9 * SlowGemmFactor(c);
+  if (MisalignedGemm(m, n, k)) ns *= c.misaligned_factor;
   return static_cast<uint64_t>(ns);
 }
 

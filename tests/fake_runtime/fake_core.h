@@ -42,6 +42,7 @@ struct Config {
   uint64_t kernel_ns = 20000;        // XPU_FAKE_KERNEL_NS
   double tflops = 100.0;             // XPU_FAKE_TFLOPS
   double slow_gemm_factor = 1.0;     // XPU_FAKE_SLOW_GEMM_FACTOR if RANK is slow
+  double misaligned_factor = 1.0;    // XPU_FAKE_MISALIGNED_FACTOR (MisalignedGemm)
   double net_gbps = 100.0;           // XPU_FAKE_NET_GBPS (busbw, GB/s = 1e9 B/s)
   std::vector<int> slow_link_ranks;  // XPU_FAKE_SLOW_LINK_RANKS
   double slow_link_factor = 1.0;     // XPU_FAKE_SLOW_LINK_FACTOR
@@ -65,7 +66,14 @@ uint64_t NowNs();
 // through the last 50 us.
 void SleepUntilNs(uint64_t deadline_ns);
 
-// Modelled duration of a GEMM of 2*m*n*k*batch FLOPs on this rank.
+// A GEMM shape that real cuBLAS runs on a slower kernel: m, n or k not a
+// multiple of kGemmAlignment elements (the tensor-core tiles of the fast
+// path; the engine's alignment rule, common/analysis/gemm.h, names 64 for
+// 16-bit types).
+inline constexpr uint64_t kGemmAlignment = 64;
+bool MisalignedGemm(uint64_t m, uint64_t n, uint64_t k);
+// Modelled duration of a GEMM of 2*m*n*k*batch FLOPs on this rank, times
+// XPU_FAKE_MISALIGNED_FACTOR (default 1) for a misaligned shape.
 uint64_t GemmDurationNs(uint64_t m, uint64_t n, uint64_t k, uint64_t batch);
 
 using Op = std::function<void()>;

@@ -3,7 +3,9 @@
 // Model: a handle remembers its stream; every GEMM validates its arguments
 // and enqueues one "kernel" on that stream lasting
 //   2*m*n*k*batch / (XPU_FAKE_TFLOPS * 1e12) s  (x XPU_FAKE_SLOW_GEMM_FACTOR
-// when RANK is in XPU_FAKE_SLOW_RANKS). No arithmetic is done on the
+// when RANK is in XPU_FAKE_SLOW_RANKS, x XPU_FAKE_MISALIGNED_FACTOR when m,
+// n or k is not a multiple of 64: cuBLAS's slower kernels for a misaligned
+// shape, fake_core.h). No arithmetic is done on the
 // matrices: tests need timing, not products. The GEMM does not go through the
 // public cudaLaunchKernel, so an interposer sees exactly the cuBLAS call, as
 // with the real library.

@@ -87,6 +87,27 @@ TEST(FakeCublas, SlowRankFactorAppliesOnlyToListedRanks) {
   EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
 }
 
+TEST(FakeCublas, MisalignedShapeRunsFactorTimesSlower) {
+  SetEnv({{"XPU_FAKE_TFLOPS", "0.1"},
+          {"RANK", nullptr},
+          {"XPU_FAKE_SLOW_RANKS", nullptr},
+          {"XPU_FAKE_MISALIGNED_FACTOR", "3"}});
+  cublasHandle_t h;
+  ASSERT_EQ(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+  // 1024 x 1024 x 1024 is aligned; 1024 x 1000 x 1024 has n = 1000, not a
+  // multiple of 64.
+  const double aligned = GemmMs(1024, 1024, 1024, 1, 0.1, 1);   // 21.5 ms
+  const double misaligned = GemmMs(1024, 1000, 1024, 1, 0.1, 3);  // 63 ms
+  float t_aligned = TimeGemm(h, nullptr, 1024, 1024, 1024, 1);
+  float t_misaligned = TimeGemm(h, nullptr, 1024, 1000, 1024, 1);
+  EXPECT_GE(t_aligned, aligned);
+  EXPECT_LT(t_aligned, aligned + kSlackMs);
+  EXPECT_GE(t_misaligned, misaligned);
+  EXPECT_LT(t_misaligned, misaligned + kSlackMs);
+  SetEnv({{"XPU_FAKE_MISALIGNED_FACTOR", nullptr}});
+  EXPECT_EQ(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+}
+
 TEST(FakeCublasLt, MatmulShapeFromLayoutsAndTranspose) {
   SetEnv({{"XPU_FAKE_TFLOPS", "0.1"}, {"RANK", nullptr}});
   cublasLtHandle_t lt;

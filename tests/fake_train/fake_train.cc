@@ -5,19 +5,20 @@
 // end to end without a GPU, with op counts that tests can predict exactly
 // (--print-plan).
 //
-// One step, with L = --layers, H = --hidden, T = --tokens, W = WORLD_SIZE:
+// One step, with L = --layers, H = --hidden, T = --tokens, F = --ffn (FFN
+// width, default 4H), W = WORLD_SIZE:
 //   forward, per layer, on the compute stream:
 //     cudaLaunchKernel xpu_fake_kernel (layernorm, --kernel-us)
 //     cublasGemmEx QKV            m=3H n=T k=H   (bf16, fp32 compute)
 //     cudaLaunchKernel fake_softmax_kernel        (XPU_FAKE_KERNEL_NS)
-//     MLP up: cublasLtMatmul with --use-lt, else cublasGemmEx  m=4H n=T k=H
+//     MLP up: cublasLtMatmul with --use-lt, else cublasGemmEx  m=F n=T k=H
 //     cudaLaunchKernel fake_gelu_kernel           (XPU_FAKE_KERNEL_NS)
 //     cuLaunchKernel xpu_fake_kernel (bias add, --kernel-us)
 //     __cudaLaunchKernel fake_dropout_kernel (XPU_FAKE_KERNEL_NS): the entry
 //       point of CUDA 13 nvcc-generated launch stubs
 //     cudaStreamSynchronize with --sync-every-layer
 //   backward, per layer (last layer first):
-//     cublasGemmEx dgrad m=H n=T k=4H; cublasGemmEx wgrad m=4H n=H k=T
+//     cublasGemmEx dgrad m=H n=T k=F; cublasGemmEx wgrad m=F n=H k=T
 //     cublasGemmStridedBatchedEx attention m=T n=T k=H/8 batch=8
 //     cudaLaunchKernel xpu_fake_kernel (dropout backward)
 //     cudaEventRecord(grad_ready[l], compute); cudaStreamWaitEvent(comm, ...)
@@ -81,6 +82,7 @@ struct Options {
   int layers = 2;
   int hidden = 1024;
   int tokens = 1024;
+  int ffn = 0;  // 0: 4 * hidden
   int step_sleep_ms = 0;
   int kernel_us = 50;
   std::string nccl_id_file;
@@ -106,6 +108,11 @@ int Parse(int argc, char** argv, Options* o) {
   app.add_option("--layers", o->layers, "layers")->type_name("L");
   app.add_option("--hidden", o->hidden, "hidden size (multiple of 8)")->type_name("H");
   app.add_option("--tokens", o->tokens, "tokens per micro-batch")->type_name("T");
+  app.add_option("--ffn", o->ffn,
+                 "FFN width of the MLP GEMMs (default 4 x hidden); a width that is not a "
+                 "multiple of 64 is an un-optimized shape, slower on the fake runtime by "
+                 "XPU_FAKE_MISALIGNED_FACTOR")
+      ->type_name("F");
   app.add_option("--kernel-us", o->kernel_us, "duration of xpu_fake_kernel launches")
       ->type_name("US");
   app.add_option("--step-sleep-ms", o->step_sleep_ms, "host sleep between steps, e.g. data loading")
@@ -153,10 +160,11 @@ int Parse(int argc, char** argv, Options* o) {
   app.add_flag("--print-plan", o->print_plan, "print the per-step op counts and exit");
   if (int rc = xpu::flags::ParseMain(app, argc, argv, 1); rc >= 0) return rc;
   if (o->steps < 0 || o->layers < 1 || o->hidden < kHeads || o->hidden % kHeads != 0 ||
-      o->tokens < 1 || o->kernel_us < 0) {
+      o->tokens < 1 || o->kernel_us < 0 || o->ffn < 0) {
     fprintf(stderr, "xpu-fake-train: invalid sizes\n");
     return 1;
   }
+  if (o->ffn == 0) o->ffn = 4 * o->hidden;
   return -1;
 }
 
@@ -184,10 +192,10 @@ void PrintPlan(const Options& o) {
     printf("plan extra ncclAllReduce step %d ranks %d\n", o.extra_collective_at, o.fault_rank);
   }
   printf("plan gemm qkv m=%d n=%d k=%d batch=1\n", 3 * o.hidden, o.tokens, o.hidden);
-  printf("plan gemm mlp_up m=%d n=%d k=%d batch=1 api=%s\n", 4 * o.hidden, o.tokens, o.hidden,
+  printf("plan gemm mlp_up m=%d n=%d k=%d batch=1 api=%s\n", o.ffn, o.tokens, o.hidden,
          o.use_lt ? "cublasLtMatmul" : "cublasGemmEx");
-  printf("plan gemm dgrad m=%d n=%d k=%d batch=1\n", o.hidden, o.tokens, 4 * o.hidden);
-  printf("plan gemm wgrad m=%d n=%d k=%d batch=1\n", 4 * o.hidden, o.hidden, o.tokens);
+  printf("plan gemm dgrad m=%d n=%d k=%d batch=1\n", o.hidden, o.tokens, o.ffn);
+  printf("plan gemm wgrad m=%d n=%d k=%d batch=1\n", o.ffn, o.hidden, o.tokens);
   printf("plan gemm attn m=%d n=%d k=%d batch=%d\n", o.tokens, o.tokens, o.hidden / kHeads, kHeads);
   printf("plan coll allreduce count=%lld dtype=bf16\n", 7LL * o.hidden * o.hidden);
   printf("plan coll allgather count=%lld dtype=bf16\n", 1LL * o.hidden * o.hidden);
@@ -335,17 +343,17 @@ void Setup(const Options& o, Runtime& rt) {
   CHECK_CUDA(cudaStreamCreateWithFlags(&rt.comm_stream, cudaStreamNonBlocking));
   CHECK_BLAS(cublasCreate(&rt.blas));
   CHECK_BLAS(cublasSetStream(rt.blas, rt.compute));
-  const int H = o.hidden, T = o.tokens;
+  const int H = o.hidden, T = o.tokens, F = o.ffn;
   if (o.use_lt) {
     CHECK_BLAS(cublasLtCreate(&rt.lt));
     CHECK_BLAS(cublasLtMatmulDescCreate(&rt.lt_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     cublasOperation_t op = CUBLAS_OP_N;
     CHECK_BLAS(
         cublasLtMatmulDescSetAttribute(rt.lt_desc, CUBLASLT_MATMUL_DESC_TRANSA, &op, sizeof(op)));
-    // D[4H x T] = A[4H x H] * B[H x T]
-    CHECK_BLAS(cublasLtMatrixLayoutCreate(&rt.lt_a, CUDA_R_16BF, 4 * H, H, 4 * H));
+    // D[F x T] = A[F x H] * B[H x T]
+    CHECK_BLAS(cublasLtMatrixLayoutCreate(&rt.lt_a, CUDA_R_16BF, F, H, F));
     CHECK_BLAS(cublasLtMatrixLayoutCreate(&rt.lt_b, CUDA_R_16BF, H, T, H));
-    CHECK_BLAS(cublasLtMatrixLayoutCreate(&rt.lt_c, CUDA_R_16BF, 4 * H, T, 4 * H));
+    CHECK_BLAS(cublasLtMatrixLayoutCreate(&rt.lt_c, CUDA_R_16BF, F, T, F));
   }
   cudaFunction_t fn = nullptr;
   CHECK_CUDA(cudaGetFuncBySymbol(&fn, reinterpret_cast<const void*>(&xpu_fake_kernel)));
@@ -391,7 +399,7 @@ extern "C" __attribute__((noinline, used, visibility("default"))) void fake_save
 }
 
 void Step(const Options& o, Runtime& rt, int step) {
-  const int H = o.hidden, T = o.tokens, L = o.layers;
+  const int H = o.hidden, T = o.tokens, L = o.layers, F = o.ffn;
   const bool faulty = IsFaultRank(o, rt.rank);
   float alpha = 1, beta = 0;
   for (int l = 0; l < L; ++l) {
@@ -402,7 +410,7 @@ void Step(const Options& o, Runtime& rt, int step) {
       CHECK_BLAS(cublasLtMatmul(rt.lt, rt.lt_desc, &alpha, rt.buf, rt.lt_a, rt.buf, rt.lt_b, &beta,
                                 rt.buf, rt.lt_c, rt.buf, rt.lt_c, nullptr, nullptr, 0, rt.compute));
     } else {
-      Gemm(rt, 4 * H, T, H);
+      Gemm(rt, F, T, H);
     }
     LaunchNamed(&fake_gelu_kernel, rt.compute);
     uint64_t ns = static_cast<uint64_t>(o.kernel_us) * 1000;
@@ -415,8 +423,8 @@ void Step(const Options& o, Runtime& rt, int step) {
     if (o.sync_every_layer) CHECK_CUDA(cudaStreamSynchronize(rt.compute));
   }
   for (int l = L - 1; l >= 0; --l) {
-    Gemm(rt, H, T, 4 * H);
-    Gemm(rt, 4 * H, H, T);
+    Gemm(rt, H, T, F);
+    Gemm(rt, F, H, T);
     const int hd = H / kHeads;
     CHECK_BLAS(cublasGemmStridedBatchedEx(
         rt.blas, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hd, &alpha, rt.buf, CUDA_R_16BF, hd, 1LL * T * hd,

@@ -22,14 +22,24 @@
 #   stop2        2  rank 1 gets SIGSTOP                      hang non-communication, rank 1, operations
 #   python2      2  rank 1 sleeps in Python, rank 0 waits    hang non-communication, rank 1, algorithm
 #   healthy_gpu, healthy_launch, healthy_fsdp (world 2; healthy1 on 1 GPU)
+#   kernel2      2  rank 1 launches a GPU kernel that never ends  hang non-communication, rank 1, operations
+#   stop4        4  rank 2 gets SIGSTOP                      hang non-communication, rank 2, operations
+#   python4      4  rank 3 sleeps in Python, the others wait hang non-communication, rank 3, algorithm
+#   extra_ar4    4  rank 2 issues one extra all-reduce       hang mismatch, rank 2, algorithm
+#   slowgpu4     4  a GEMM hog shares rank 2's GPU           slow_gpu, rank 2, operations
+#                   (world-4 cases run only with 4+ GPUs)
 #                   no fault                                 no diagnosis at all
 #
 # Hard limits: every case is killed after its own limit (hang cases
 # $HANG_LIMIT_S, default 80 s; the others $RUN_LIMIT_S, default 75 s), and
 # cases not started by $TOTAL_S (default 430 s) are recorded as skipped.
 # With 2+ GPUs the world-1 cases run two at a time, one per GPU.
-# $CASES picks cases (default all, in the order above). --dry-run prints the
+# $CASES picks cases (default all, in the order above). ARRIVALS=1 records
+# when each rank's records reach the engine (arrivals.txt per case). --dry-run prints the
 # plan and the commands without running anything (no GPU needed).
+#
+# $ENGINE_LOG_LEVEL (default info) is the engine's --log-level: debug adds
+# one line per window and job of what the GEMM rule judged (engine.log).
 #
 # Output under $OUT (default ./catalogue-results): catalogue.tgz (every
 # report as printed, JSON, engine and training logs) and summary.txt (the
@@ -39,8 +49,10 @@
 # of the build's binaries from PATHS_JSON (tests/e2e_hang's e2e_paths.json),
 # torchrun replaced by tests/gpu/fake_torchrun (the faults mapped onto
 # xpu-fake-train and a Python model, the hog onto the fake GEMMs of that
-# rank; FSDP, the second-stream GEMMs and the FFN width have no emulation
-# and are skipped). DOC=path writes the table into that file
+# rank, the FFN width onto fake GEMMs that are XPU_FAKE_MISALIGNED_FACTOR
+# slower when a dimension is not a multiple of 64; FSDP, the
+# second-stream GEMMs and the never-ending GPU kernel have no emulation and
+# are skipped). DOC=path writes the table into that file
 # (between the "catalogue:gpu" or "catalogue:gpu-less" markers).
 set -u
 DRY=0; FAKE=""
@@ -48,7 +60,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1; shift;;
     --fake) FAKE=$2; shift 2;;
-    -h|--help) sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; exit 0;;
+    -h|--help) sed -n '2,/^set -u$/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0;;
     *) echo "run_catalogue.sh: unknown argument $1" >&2; exit 2;;
   esac
 done
@@ -112,11 +124,16 @@ python2 2 gpu ddp hang hang_non_communication 1 algorithm --fault-rank 1 --pytho
 healthy_gpu 2 gpu ddp run none - -
 healthy_launch 2 launch ddp run none - -
 healthy_fsdp 2 gpu fsdp run none - -
+kernel2 2 gpu ddp hang hang_non_communication 1 operations --fault-rank 1 --gpu-hang-at 30
+stop4 4 gpu ddp stop hang_non_communication 2 operations
+python4 4 gpu ddp hang hang_non_communication 3 algorithm --fault-rank 3 --python-hang-at 30
+extra_ar4 4 gpu ddp hang hang_mismatch 2 algorithm --fault-rank 2 --extra-allreduce-at 30
+slowgpu4 4 gpu ddp hog slow_gpu 2 operations
 "
 class_of() {
   case $1 in
     stop*) echo "process stopped";; python*) echo "stuck in Python";; gc1) echo "Python GC";;
-    extra_ar) echo "collective mismatch";; sync1) echo "unnecessary synchronization";;
+    extra_ar*) echo "collective mismatch";; kernel*) echo "GPU kernel never ends";; sync1) echo "unnecessary synchronization";;
     side_gemm) echo "extra GPU work on one rank";; healthy*) echo "healthy";;
     slowgpu*) echo "slow GPU (shared by a hog)";; loader*) echo "slow DataLoader";;
     ffn*) echo "unoptimized GEMM shape";; *) echo "$1";;
@@ -182,6 +199,14 @@ run_case() {  # name world shape parallel kind expect ranks team [gpus] -- args
   for i in $(seq 60); do [ "$(grep -cE '"step_ms"|^rank 0 step ' "$D/train.log")" -ge 5 ] && break; sleep 1
     kill -0 $TP 2>/dev/null || break; done
   [ -z "$J" ] && J=$(job_of "$jobname")
+  if [ -n "$J" ] && [ "${ARRIVALS:-0}" = 1 ]; then
+    # When each rank's records reach the engine: "time rank:records ..."
+    # every 0.25 s while the case runs (arrivals.txt).
+    ( while kill -0 $TP 2>/dev/null; do
+        echo "$(now) $($X ranks --job "$J" --json 2>/dev/null | $PY -c "import json,sys
+print(' '.join(f\"{r['rank']}:{r['records']}\" for r in json.load(sys.stdin)['ranks']))" 2>/dev/null)"
+        sleep 0.25; done > "$D/arrivals.txt" ) &
+  fi
   if [ -z "$J" ]; then  # the run failed to start: nothing to ask about
     echo "[$name] no job (see train.log): $(tail -2 "$D/train.log" | tr '\n' ' ')" | tee -a "$D/case.txt"
     kill_tree "$TP"; wait "$TP" 2>/dev/null
@@ -196,7 +221,7 @@ run_case() {  # name world shape parallel kind expect ranks team [gpus] -- args
       sleep 3; P=$(pid_of "$J" "$ranks"); t0=$(now)
       [ -n "$P" ] && kill -STOP "$P"; echo "[$name] SIGSTOP rank $ranks pid ${P:-?}" | tee -a "$D/case.txt";;
     hang)
-      for i in $(seq 240); do grep -qE "sleeping forever|extra all-reduce" "$D/train.log" && break
+      for i in $(seq 240); do grep -qE "sleeping forever|extra all-reduce|never ends" "$D/train.log" && break
         kill -0 $TP 2>/dev/null || break; sleep 0.25; done
       t0=$(now); echo "[$name] fault seen in the log" | tee -a "$D/case.txt";;
     hog)
@@ -242,7 +267,7 @@ if [ "$DRY" = 0 ]; then
   [ -x "$BUNDLE/bin/xpu-engine" ] || { echo "no bundle at $BUNDLE (make bundle)" >&2; exit 2; }
   rm -rf "$W"; mkdir -p "$W"; : > "$ROWS"
   "$BUNDLE/bin/xpu-engine" --listen "$ENGINE" --metrics-addr 127.0.0.1:$((PORT + 2000)) --db "$W/e.db" \
-    --window-s "$WINDOW_S" > "$W/engine.log" 2>&1 &
+    --window-s "$WINDOW_S" --log-level "${ENGINE_LOG_LEVEL:-info}" > "$W/engine.log" 2>&1 &
   EPID=$!; sleep 2
 fi
 echo "catalogue: $NGPU GPU(s), bundle $BUNDLE, window ${WINDOW_S}s, limits hang ${HANG_LIMIT_S}s run ${RUN_LIMIT_S}s total ${TOTAL_S}s"
@@ -252,7 +277,7 @@ while read -r name world shape par kind expect ranks team rest; do
   [ -z "$name" ] && continue
   selected "$name" || continue
   if [ "$NGPU" -lt "$world" ]; then echo "[$name] skipped: needs $world GPUs"; continue; fi
-  if [ -n "$FAKE" ] && { [ "$par" = fsdp ] || [[ "$rest" == *--side-gemms* ]] || [[ "$rest" == *--ffn* ]]; }; then
+  if [ -n "$FAKE" ] && { [ "$par" = fsdp ] || [[ "$rest" == *--side-gemms* ]] || [[ "$rest" == *--gpu-hang-at* ]]; }; then
     echo "[$name] skipped: not emulated on the GPU-less runtime"; continue
   fi
   if [ "$(elapsed)" -ge "$TOTAL_S" ]; then

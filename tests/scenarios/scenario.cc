@@ -60,6 +60,10 @@ absl::Status ParseFault(const Struct& fs, int n, ScenarioFault* out) {
     if (name == "slow_gpu") {
       fault.slow_gpu_ranks = RankSet(c, n);
       fault.slow_gpu_factor = Num(c, "factor", 2.0);
+    } else if (name == "shared_gpu") {
+      fault.shared_gpu_ranks = RankSet(c, n);
+      fault.shared_gpu_share = Num(c, "share", 0.3);
+      fault.shared_gpu_factor = Num(c, "factor", 8.0);
     } else if (name == "slow_link") {
       fault.slow_link_ranks = RankSet(c, n);
       fault.slow_link_factor = Num(c, "factor", 3.0);

@@ -45,6 +45,10 @@ double SyntheticJob::Jitter() {
 uint64_t SyntheticJob::GemmNs(int r, double flops, double efficiency) {
   double ns = flops / (spec_.peak_tflops * 1e12 * efficiency) * 1e9 * Jitter();
   if (Active() && spec_.fault.slow_gpu_ranks.count(r)) ns *= spec_.fault.slow_gpu_factor;
+  if (Active() && spec_.fault.shared_gpu_ranks.count(r)) {
+    std::uniform_real_distribution<double> d(0, 1);
+    if (d(rng_) < spec_.fault.shared_gpu_share) ns *= spec_.fault.shared_gpu_factor;
+  }
   return static_cast<uint64_t>(ns);
 }
 

@@ -47,6 +47,9 @@ struct ScenarioFault {
   int until_step = -1;  // fault ends before this step (-1: never)
   std::set<int> slow_gpu_ranks;
   double slow_gpu_factor = 2.0;
+  std::set<int> shared_gpu_ranks;  // a share of the GEMM calls wait for another process
+  double shared_gpu_share = 0.3;   // of the calls
+  double shared_gpu_factor = 8.0;  // time of such a call x factor
   std::set<int> slow_link_ranks;
   double slow_link_factor = 3.0;
   std::set<int> gc_ranks;
