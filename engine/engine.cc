@@ -413,6 +413,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
       std::lock_guard<std::mutex> l(job->mu());
       ApplyMetricsRetention(Summarize(*job), now);
       row = job->CloseWindow(now);
+      if (views_) views_->BuildAndTrim(*job);  // rings cut as copied: records held once
       for (auto& d : detectors_) d->OnWindow(*job, sink);
       hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
       FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's

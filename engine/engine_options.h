@@ -47,7 +47,7 @@ struct EngineOptions {
   uint64_t tcp_read_chunk_bytes = 16 << 10;  // largest read of a stream (gRPC)
   // glibc malloc arenas of the process (mallopt M_ARENA_MAX, set by main
   // before any thread starts); 0 = glibc's default (8 per core).
-  int malloc_arenas = 2;
+  int malloc_arenas = 1;
   std::string log_level = "info";
   // Diagnoses out of the engine (engine/alerting/): Alertmanager base URL
   // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.

@@ -18,10 +18,54 @@ bool SignatureTable::Define(uint32_t sig_id, SignatureInfo info) {
     size_t n = std::max<size_t>(sig_id + 1, std::min<size_t>(entries_.size() * 2, kMaxSigId));
     entries_.resize(n);
   }
-  if (entries_[sig_id].abi.commit == 0) ++defined_;
+  if (entries_[sig_id] == nullptr) ++defined_;
   info.abi.commit = sig_id;
-  entries_[sig_id] = std::move(info);
+  entries_[sig_id] = pool_ ? pool_->Intern(std::move(info))
+                           : std::make_shared<const SignatureInfo>(std::move(info));
   return true;
+}
+
+namespace {
+
+bool SameSignature(const SignatureInfo& a, const SignatureInfo& b) {
+  return std::memcmp(&a.abi, &b.abi, sizeof(a.abi)) == 0 && a.name == b.name &&
+         a.flops == b.flops && a.bytes == b.bytes && a.busbw_factor == b.busbw_factor &&
+         a.collective == b.collective;
+}
+
+uint64_t HashSignature(const SignatureInfo& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&h](const void* p, size_t n) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+  };
+  mix(&s.abi, sizeof(s.abi));
+  mix(s.name.data(), s.name.size());
+  return h;
+}
+
+}  // namespace
+
+std::shared_ptr<const SignatureInfo> SignaturePool::Intern(SignatureInfo info) {
+  const uint64_t hash = HashSignature(info);
+  auto [first, last] = by_hash_.equal_range(hash);
+  size_t same_hash = 0;
+  for (auto it = first; it != last; ++it, ++same_hash) {
+    std::shared_ptr<const SignatureInfo> held = it->second.lock();
+    if (held && SameSignature(*held, info)) return held;
+  }
+  auto made = std::make_shared<const SignatureInfo>(std::move(info));
+  // Many signatures of one hash (crafted collisions): not shared, so that a
+  // definition never costs more than a few comparisons.
+  if (same_hash >= kMaxSameHash) return made;
+  by_hash_.emplace(hash, made);
+  if (by_hash_.size() >= sweep_at_) {  // forget entries no table uses
+    for (auto it = by_hash_.begin(); it != by_hash_.end();) {
+      it = it->second.expired() ? by_hash_.erase(it) : std::next(it);
+    }
+    sweep_at_ = std::max<size_t>(64, 2 * by_hash_.size());
+  }
+  return made;
 }
 
 absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb) {

@@ -14,7 +14,10 @@
 #define XPU_ENGINE_STATE_BATCH_DECODER_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,14 +44,35 @@ struct SignatureInfo {
   bool collective = false;
 };
 
+// The signatures of a job's processes, held once: the ranks of a job define
+// the same signatures (same ABI fields, same names), and each rank's table
+// points into the pool instead of holding its own copy. An entry lives as
+// long as a table uses it; forgotten entries are swept as the pool grows, so
+// it holds at most about twice the signatures in use.
+// Thread-safety: as SignatureTable (the job lock).
+class SignaturePool {
+ public:
+  // The shared entry equal to `info` (ABI bytes, name and figures).
+  std::shared_ptr<const SignatureInfo> Intern(SignatureInfo info);
+  size_t size() const { return by_hash_.size(); }  // entries, used or not yet swept
+
+ private:
+  // By a hash of the ABI bytes and the name; equal hashes are compared in full.
+  std::unordered_multimap<uint64_t, std::weak_ptr<const SignatureInfo>> by_hash_;
+  static constexpr size_t kMaxSameHash = 8;
+  size_t sweep_at_ = 64;
+};
+
 // Signatures of one process, indexed by sig_id.
 class SignatureTable {
  public:
+  SignatureTable() = default;
+  // Entries come from `pool` (shared with the job's other processes).
+  explicit SignatureTable(std::shared_ptr<SignaturePool> pool) : pool_(std::move(pool)) {}
   // nullptr when sig_id was never defined.
   const SignatureInfo* Find(uint32_t sig_id) const {
     if (sig_id == 0 || sig_id >= entries_.size()) return nullptr;
-    const SignatureInfo& s = entries_[sig_id];
-    return s.abi.commit != 0 ? &s : nullptr;
+    return entries_[sig_id].get();
   }
   // Inserts or replaces; returns false (and changes nothing) when the id is
   // out of range.
@@ -56,12 +80,14 @@ class SignatureTable {
   size_t size() const { return defined_; }
   void Clear() {
     entries_.clear();
+    entries_.shrink_to_fit();
     defined_ = 0;
   }
 
  private:
-  std::vector<SignatureInfo> entries_;
+  std::vector<std::shared_ptr<const SignatureInfo>> entries_;
   size_t defined_ = 0;
+  std::shared_ptr<SignaturePool> pool_;  // null: entries of this table alone
 };
 
 // Figures from decoding one ProcessBatch.

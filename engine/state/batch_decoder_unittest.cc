@@ -140,6 +140,46 @@ TEST(BatchDecoderTest, SignaturesPersistAcrossBatches) {
   EXPECT_EQ(stats.unknown_sig, 0u);
 }
 
+TEST(SignaturePoolTest, TablesOfOneJobShareEqualSignaturesOnly) {
+  auto pool = std::make_shared<SignaturePool>();
+  SignatureTable a(pool), b(pool);
+  a.Define(1, ToSignatureInfo(MakeGemmSignature(1, 4096, 4096, 4096)));
+  b.Define(1, ToSignatureInfo(MakeGemmSignature(1, 4096, 4096, 4096)));
+  ASSERT_NE(a.Find(1), nullptr);
+  EXPECT_EQ(a.Find(1), b.Find(1));  // held once
+  // Rank-specific fields (the communicator rank) or another id: apart.
+  a.Define(2, ToSignatureInfo(MakeCollectiveSignature(2, XPU_OP_ALLREDUCE, 1 << 20, XPU_DT_BF16,
+                                                      77, /*comm_rank=*/0, 8)));
+  b.Define(2, ToSignatureInfo(MakeCollectiveSignature(2, XPU_OP_ALLREDUCE, 1 << 20, XPU_DT_BF16,
+                                                      77, /*comm_rank=*/1, 8)));
+  EXPECT_NE(a.Find(2), b.Find(2));
+  EXPECT_EQ(a.Find(2)->abi.comm_rank, 0);
+  EXPECT_EQ(b.Find(2)->abi.comm_rank, 1);
+  b.Define(3, ToSignatureInfo(MakeGemmSignature(3, 4096, 4096, 4096)));
+  EXPECT_NE(b.Find(3), a.Find(1));
+  EXPECT_EQ(b.Find(3)->abi.commit, 3u);
+  // Redefining in one table leaves the other's entry as it was.
+  a.Define(1, ToSignatureInfo(MakeKernelSignature(1, "softmax")));
+  EXPECT_EQ(a.Find(1)->name, "softmax");
+  EXPECT_EQ(b.Find(1)->abi.m, 4096u);
+  EXPECT_EQ(a.size(), 2u);
+  a.Clear();
+  EXPECT_EQ(a.Find(2), nullptr);
+  EXPECT_EQ(b.Find(2)->abi.comm_rank, 1);
+}
+
+TEST(SignaturePoolTest, ForgottenSignaturesAreSweptAsThePoolGrows) {
+  auto pool = std::make_shared<SignaturePool>();
+  SignatureTable t(pool);
+  // A sender that redefines one id with ever new signatures: the pool
+  // stays bounded by what is in use, not by what was ever defined.
+  for (uint32_t i = 0; i < 10000; ++i) {
+    t.Define(1, ToSignatureInfo(MakeGemmSignature(1, 64 + i, 64, 64)));
+  }
+  EXPECT_EQ(t.Find(1)->abi.m, 64u + 9999u);
+  EXPECT_LE(pool->size(), 64u);
+}
+
 TEST(BatchDecoderTest, RejectsOutOfRangeSignatureIds) {
   xpu::v1::ProcessBatch pb;
   SetIdentity(&pb, "job", 0, "h0", 1);

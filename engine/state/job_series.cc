@@ -25,7 +25,7 @@ prometheus::Labels RankLabels(const prometheus::Labels& job_labels, const std::s
 void JobSeries::RemoveAllLocked(const std::string& job) {
   auto j = series_.find(job);
   if (j == series_.end()) return;
-  for (auto& [key, e] : j->second) e.remove();
+  for (auto& [key, e] : j->second) e.Remove();
   series_.erase(j);
 }
 
@@ -66,6 +66,19 @@ std::string JobSeries::SlotOf(const prometheus::Labels& labels) {
     s += '\x1e';
   }
   return s;
+}
+
+uint64_t JobSeries::LabelsHash(const prometheus::Labels& labels) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](std::string_view s, unsigned char end) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ end) * 1099511628211ull;
+  };
+  for (const auto& [k, v] : labels) {
+    mix(k, 0x1f);
+    mix(v, 0x1e);
+  }
+  return h;
 }
 
 }  // namespace xpu::engine

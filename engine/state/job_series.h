@@ -17,11 +17,12 @@
 #ifndef XPU_ENGINE_STATE_JOB_SERIES_H_
 #define XPU_ENGINE_STATE_JOB_SERIES_H_
 
-#include <functional>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "prometheus/family.h"
@@ -58,12 +59,16 @@ class JobSeries {
     std::lock_guard<std::mutex> l(mu_);
     if (retired_.count(job)) return nullptr;
     Entry& e = series_[job][{&family, slot}];
-    if (e.metric != nullptr && e.labels == labels) return static_cast<T*>(e.metric);
-    if (e.remove) e.remove();
+    const uint64_t hash = LabelsHash(labels);
+    if (e.metric != nullptr && e.labels_hash == hash) return static_cast<T*>(e.metric);
+    if (e.metric != nullptr) e.Remove();
     T* m = &family.Add(labels, std::forward<Args>(args)...);
     e.metric = m;
-    e.labels = labels;
-    e.remove = [&family, m] { family.Remove(m); };
+    e.family = &family;
+    e.labels_hash = hash;
+    e.remove = [](void* f, void* metric) {
+      static_cast<prometheus::Family<T>*>(f)->Remove(static_cast<T*>(metric));
+    };
     return m;
   }
   // Same, with the labels as the slot.
@@ -80,7 +85,7 @@ class JobSeries {
     if (j == series_.end()) return;
     auto it = j->second.find({&family, slot});
     if (it == j->second.end()) return;
-    it->second.remove();
+    it->second.Remove();
     j->second.erase(it);
   }
 
@@ -95,12 +100,21 @@ class JobSeries {
   size_t Count(const std::string& job) const;
 
   static std::string SlotOf(const prometheus::Labels& labels);
+  // 64-bit FNV-1a of the labels' names and values (a changed label set of
+  // a slot is seen by its hash; the family holds the labels themselves).
+  static uint64_t LabelsHash(const prometheus::Labels& labels);
 
  private:
+  // A series held for a job: small, since a job of many ranks holds a few
+  // per rank (the labels are not copied: the family keeps them).
   struct Entry {
     void* metric = nullptr;
-    prometheus::Labels labels;
-    std::function<void()> remove;
+    void* family = nullptr;
+    uint64_t labels_hash = 0;
+    void (*remove)(void* family, void* metric) = nullptr;
+    void Remove() const {
+      if (metric != nullptr) remove(family, metric);
+    }
   };
   void RemoveAllLocked(const std::string& job);
 

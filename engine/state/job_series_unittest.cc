@@ -47,6 +47,14 @@ TEST(JobSeriesTest, NewLabelsOfASlotReplaceTheOldSeries) {
   EXPECT_EQ(s.Count("a"), 0u);
 }
 
+TEST(JobSeriesTest, LabelsHashSeesEveryNameAndValueAndWhereTheyEnd) {
+  const prometheus::Labels l = {{"xpu_job", "a"}, {"rank", "0"}};
+  EXPECT_EQ(JobSeries::LabelsHash(l), JobSeries::LabelsHash({{"rank", "0"}, {"xpu_job", "a"}}));
+  EXPECT_NE(JobSeries::LabelsHash(l), JobSeries::LabelsHash({{"xpu_job", "a"}, {"rank", "1"}}));
+  EXPECT_NE(JobSeries::LabelsHash({{"a", "bc"}}), JobSeries::LabelsHash({{"ab", "c"}}));
+  EXPECT_NE(JobSeries::LabelsHash({{"a", "b"}, {"c", ""}}), JobSeries::LabelsHash({{"a", "b"}}));
+}
+
 TEST(JobSeriesTest, RankLabelsUseDcgmExporterNamesAndLeaveUnknownsOut) {
   xpu::v1::ProcessIdentity id;
   id.set_host("node-7");

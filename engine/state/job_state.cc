@@ -65,7 +65,8 @@ void RecordRing::Append(const xpu_record_v1* r, size_t n) {
 
 void RecordRing::Trim(size_t keep) {
   keep = std::min(keep, capacity_);
-  window_slots_ = held_;
+  if (written_ != trimmed_at_ || window_slots_ < held_) window_slots_ = held_;
+  trimmed_at_ = written_;
   const size_t kept = std::min(held_, keep);
   // The window's records were read: only the newest `keep` stay, in a
   // buffer of their size (the next window's records grow it again, to
@@ -169,6 +170,7 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
   auto& slot = processes_[key];
   if (!slot) {
     slot = std::make_unique<ProcessState>(key, ring_capacity_);
+    slot->sigs = SignatureTable(sig_pool_);  // names held once per job
     slot->first_seen_ns = now_ns;
     slot->identity = id;
     SetOwnerOnce(id.uid());

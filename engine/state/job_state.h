@@ -52,13 +52,22 @@ class RecordRing {
   void Append(const xpu_record_v1* r, size_t n);
   // Up to n most recent records, oldest first.
   std::vector<xpu_record_v1> Last(size_t n) const;
+  // Calls f(record) for the up to n most recent records, oldest first,
+  // without copying them.
+  template <class F>
+  void ForEachLast(size_t n, F&& f) const {
+    n = std::min(n, held_);
+    const size_t cap = buf_.size();
+    for (uint64_t i = written_ - n; i < written_; ++i) f(buf_[i % cap]);
+  }
   uint64_t written() const { return written_; }
   size_t capacity() const { return capacity_; }  // most records ever kept
   size_t held() const { return held_; }          // records kept now
   size_t allocated() const { return buf_.size(); }
   // Keeps the newest `keep` records (held() <= keep after it) and frees the
   // memory beyond them; remembers how many slots this window needed, the
-  // size the buffer takes at once when the next window's records come.
+  // size the buffer takes at once when the next window's records come (a
+  // second Trim with no record in between keeps that figure).
   void Trim(size_t keep);
 
  private:
@@ -67,6 +76,7 @@ class RecordRing {
   size_t capacity_;
   size_t held_ = 0;
   size_t window_slots_ = 0;  // held() at the last Trim, before trimming
+  uint64_t trimmed_at_ = 0;  // written_ at the last Trim
   uint64_t written_ = 0;
 };
 
@@ -287,6 +297,9 @@ class JobState {
   std::atomic<int64_t> owner_uid_{-1};
   void SetOwnerOnce(int64_t uid);
   JobSeed seed_;
+  // The processes' signatures, shared (declared before processes_, which
+  // point into it).
+  std::shared_ptr<SignaturePool> sig_pool_ = std::make_shared<SignaturePool>();
   std::map<std::string, std::unique_ptr<ProcessState>> processes_;
   CollectiveTable collectives_;
   std::map<uint64_t, Communicator> comms_;

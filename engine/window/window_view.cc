@@ -26,9 +26,24 @@ const analysis::Steps& WindowView::StepsOf(const analysis::RankTrace& t) const {
   return *steps_[i];
 }
 
-const WindowView& WindowViews::Get(const JobState& job) {
+const WindowView& WindowViews::Get(const JobState& job) { return Make(job, nullptr); }
+
+const WindowView& WindowViews::BuildAndTrim(JobState& job, size_t keep, size_t pace_keep) {
+  const ProcessState* pace = job.PaceProcess();
+  return Make(job, [pace, keep, pace_keep](ProcessState& p) {
+    p.ring.Trim(&p == pace ? std::max(keep, pace_keep) : keep);
+  });
+}
+
+const WindowView& WindowViews::Make(const JobState& job,
+                                    const std::function<void(ProcessState&)>& trim) {
   PerJob& pj = jobs_[job.job()];
-  if (pj.built && pj.view.window_id == job.window_start_ns()) return pj.view;
+  if (pj.built && pj.view.window_id == job.window_start_ns()) {
+    if (trim) {
+      for (const auto& [key, p] : job.processes()) trim(*p);
+    }
+    return pj.view;
+  }
   WindowView v;
   v.window_id = job.window_start_ns();
   v.backbone = job.job_name();
@@ -39,20 +54,24 @@ const WindowView& WindowViews::Get(const JobState& job) {
     if (cur > written) cur = 0;  // a restarted rank's ring is new
     const uint64_t fresh = written - cur;
     cur = written;
-    if (p->identity.rank() < 0 || fresh == 0) continue;
+    if (p->identity.rank() < 0 || fresh == 0) {
+      if (trim) trim(*p);
+      continue;
+    }
     analysis::RankTrace t;
     t.rank = p->identity.rank();
     t.host = p->identity.host();
-    std::vector<xpu_record_v1> recs = p->ring.Last(static_cast<size_t>(fresh));
-    t.ops.reserve(recs.size());
-    for (const xpu_record_v1& r : recs) {
+    const size_t n = std::min<uint64_t>(fresh, p->ring.held());
+    t.ops.reserve(n);
+    p->ring.ForEachLast(n, [&](const xpu_record_v1& r) {
       const SignatureInfo* s = p->sigs.Find(r.sig_id);
-      if (s == nullptr) continue;
+      if (s == nullptr) return;
       if (!t.sigs.count(r.sig_id)) t.sigs[r.sig_id] = analysis::OpSigFromAbi(s->abi, s->name);
       const analysis::Op& op = t.ops.emplace_back(analysis::OpFromRecord(r, s->abi.kind));
       v.first_ns = std::min(v.first_ns, op.start_ns);
       v.last_ns = std::max(v.last_ns, op.end_ns());
-    }
+    });
+    if (trim) trim(*p);
     v.records += t.ops.size();
     t.Sort();
     v.ranks.push_back(std::move(t));

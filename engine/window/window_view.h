@@ -11,6 +11,7 @@
 #define XPU_ENGINE_WINDOW_WINDOW_VIEW_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,6 +47,13 @@ class WindowViews {
  public:
   // The view of the window that `job` just closed.
   const WindowView& Get(const JobState& job);
+  // The same view, built before the detectors run by the one that owns the
+  // job (the window tick): each process's ring is trimmed to its tail
+  // (JobState::TrimRings's `keep`, `pace_keep` for the pace process) as
+  // soon as its window records are copied, so that the rings' window
+  // records and the decoded view do not coexist. Get then returns it.
+  const WindowView& BuildAndTrim(JobState& job, size_t keep = kRingTailRecords,
+                                 size_t pace_keep = kPaceTailRecords);
   // Frees the job's view once the window's analyses are done (the cursors
   // stay): the records of a window are not held until the next one.
   void Release(const std::string& job);
@@ -58,6 +66,9 @@ class WindowViews {
     WindowView view;
     bool built = false;
   };
+  // Builds the view of `job` unless built; calls trim(p) for every process
+  // once its records are in the view (trim may be empty).
+  const WindowView& Make(const JobState& job, const std::function<void(ProcessState&)>& trim);
   std::map<std::string, PerJob> jobs_;
 };
 

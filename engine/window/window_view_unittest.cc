@@ -61,6 +61,45 @@ TEST(WindowViewTest, EachWindowSeesTheRecordsThatArrivedSinceTheLast) {
   EXPECT_EQ(views.Get(job).first_ns, 0u);
 }
 
+TEST(WindowViewTest, BuildAndTrimLeavesEachRingItsTailAndTheSameView) {
+  TestJob job;
+  job.Define(0, KernelSig(1, "k"));
+  job.Define(1, KernelSig(1, "k"));
+  std::vector<xpu_record_v1> recs;
+  for (uint64_t i = 0; i < 200; ++i) recs.push_back(Timed(1, 1000 + 10 * i, 5, i));
+  job.Add(0, recs);
+  job.Add(1, recs);
+  job.CloseWindow();
+  WindowViews views;
+  const WindowView& v = views.BuildAndTrim(job.state(), /*keep=*/16, /*pace_keep=*/64);
+  ASSERT_EQ(v.ranks.size(), 2u);
+  EXPECT_EQ(v.ranks[0].ops.size(), 200u);  // every record of the window, copied first
+  EXPECT_EQ(v.ranks[1].ops.size(), 200u);
+  EXPECT_EQ(v.records, 400u);
+  const RecordRing& pace = job.state().processes().at("rank:0")->ring;  // lowest rank
+  const RecordRing& other = job.state().processes().at("rank:1")->ring;
+  EXPECT_EQ(pace.held(), 64u);
+  EXPECT_EQ(pace.allocated(), 64u);
+  EXPECT_EQ(other.held(), 16u);
+  EXPECT_EQ(other.allocated(), 16u);
+  EXPECT_EQ(other.Last(1).back().seq, 199u);  // the newest stay
+  // The detectors' Get returns the view built; the tick's TrimRings after it
+  // changes nothing, and the next window's records take, at once, the room
+  // this window needed (not a figure from the already trimmed ring).
+  EXPECT_EQ(&views.Get(job), &v);
+  job.state().TrimRings(16, 64);
+  EXPECT_EQ(other.held(), 16u);
+  job.Add(1, Timed(1, 9000, 5, 200));
+  EXPECT_EQ(other.allocated(), 200u);
+  // Next window: only what came since, for the rank that sent it.
+  job.CloseWindow();
+  const WindowView& w = views.BuildAndTrim(job.state(), 16, 64);
+  ASSERT_EQ(w.ranks.size(), 1u);
+  EXPECT_EQ(w.ranks[0].rank, 1);
+  EXPECT_THAT(Starts(w.ranks[0]), ElementsAre(9000));
+  EXPECT_EQ(other.allocated(), 16u);
+}
+
 TEST(WindowViewTest, RetainForgetsRetiredJobs) {
   TestJob job;
   job.Define(0, KernelSig(1));
