@@ -71,6 +71,17 @@ void FiguresExporter::Set(const std::string& job, prometheus::Family<prometheus:
   if (prometheus::Gauge* g = series_.Get(job, f, slot, labels)) g->Set(v);
 }
 
+void FiguresExporter::DropRankHistograms(const JobState& job, const WindowView& v) {
+  // Once per job: the per-rank histograms made while it was smaller.
+  if (!pooled_jobs_.insert(job.job()).second) return;
+  for (const auto& [key, p] : job.processes()) {
+    const std::string rank = std::to_string(p->identity.rank());
+    for (const char* family : {"compute", "communication"}) {
+      series_.Remove(job.job(), issue_, rank + "/" + family);
+    }
+  }
+}
+
 void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
   const WindowView& v = views_->Get(job);
   if (v.ranks.empty() || series_.Retired(job.job())) return;
@@ -89,6 +100,14 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
       b.second += c.seconds;
     }
   }
+  // Issue latencies per rank up to figures.histogram_max_ranks ranks; a
+  // larger job's are pooled into one histogram per family (rank="all"): a
+  // histogram per rank and family is the largest figure the engine holds
+  // per rank, and 100k ranks' worth is more series than a Prometheus takes.
+  const bool per_rank_histograms =
+      v.ranks.size() <= static_cast<size_t>(Param(v, "figures.histogram_max_ranks"));
+  if (!per_rank_histograms) DropRankHistograms(job, v);
+  std::map<std::string, prometheus::Histogram*> pooled;  // family -> rank="all" histogram
   for (const analysis::RankTrace& t : v.ranks) {
     const std::string rank = std::to_string(t.rank);
     auto id = identity.find(t.rank);
@@ -121,10 +140,22 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
     for (auto fam : {analysis::KernelFamily::kCompute, analysis::KernelFamily::kCommunication}) {
       std::vector<double> lat = analysis::IssueLatenciesUs(t, fam);
       if (lat.empty()) continue;
-      prometheus::Labels l = base;
-      l["family"] = fam == analysis::KernelFamily::kCompute ? "compute" : "communication";
-      prometheus::Histogram* h =
-          series_.Get(job.job(), issue_, rank + "/" + l["family"], l, IssueLatencyBuckets());
+      const std::string family = fam == analysis::KernelFamily::kCompute ? "compute" : "communication";
+      prometheus::Histogram* h = nullptr;
+      if (per_rank_histograms) {
+        prometheus::Labels l = base;
+        l["family"] = family;
+        h = series_.Get(job.job(), issue_, rank + "/" + family, l, IssueLatencyBuckets());
+      } else {
+        h = pooled[family];
+        if (h == nullptr) {
+          prometheus::Labels l = job_labels;
+          l[kRankLabel] = kAllRanks;
+          l["family"] = family;
+          h = pooled[family] = series_.Get(job.job(), issue_, std::string(kAllRanks) + "/" + family,
+                                           l, IssueLatencyBuckets());
+        }
+      }
       if (h != nullptr) ObserveAll(*h, lat, IssueLatencyBuckets());
     }
   }

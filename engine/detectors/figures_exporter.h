@@ -7,7 +7,10 @@
 //   xpu_rank_busbw_bytes_per_second         last-arrival busbw of the
 //                                           collectives the rank took part in
 //   xpu_rank_issue_latency_seconds{family}  histogram: every issue-latency
-//                                           sample of the window is observed
+//                                           sample of the window is observed;
+//                                           pooled over the job's ranks
+//                                           (rank="all") for a job of more
+//                                           than figures.histogram_max_ranks
 //   xpu_rank_void_ratio{kind="inter"|"minority"}
 //   xpu_rank_dataloader_ratio               DataLoader time / step time
 // Every series carries the rank's labels (RankLabels: xpu_job, xpu_job_name,
@@ -17,6 +20,7 @@
 #ifndef XPU_ENGINE_DETECTORS_FIGURES_EXPORTER_H_
 #define XPU_ENGINE_DETECTORS_FIGURES_EXPORTER_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -42,6 +46,7 @@ class FiguresExporter : public ViewDetector {
  private:
   void Set(const std::string& job, prometheus::Family<prometheus::Gauge>& f,
            const prometheus::Labels& labels, double v);
+  void DropRankHistograms(const JobState& job, const WindowView& v);
 
   JobSeries& series_;
   prometheus::Family<prometheus::Gauge>& step_;
@@ -50,7 +55,11 @@ class FiguresExporter : public ViewDetector {
   prometheus::Family<prometheus::Histogram>& issue_;
   prometheus::Family<prometheus::Gauge>& void_;
   prometheus::Family<prometheus::Gauge>& dataloader_;
+  std::set<std::string> pooled_jobs_;  // jobs whose histograms are pooled
 };
+
+// The rank label of a histogram pooled over a job's ranks.
+inline constexpr char kAllRanks[] = "all";
 
 }  // namespace xpu::engine
 

@@ -139,5 +139,25 @@ TEST_F(FiguresExporterTest, IssueLatencyHistogramAccumulatesAcrossWindows) {
   EXPECT_EQ(Bucket("1", "compute", INFINITY), 8);
 }
 
+// A job of more ranks than figures.histogram_max_ranks: its issue latencies
+// in one histogram per family (rank="all"), the per-rank ones made while it
+// was smaller removed; the gauges stay per rank.
+TEST_F(FiguresExporterTest, LargeJobsPoolTheirIssueLatencies) {
+  Diagnose(exporter_, job_);
+  EXPECT_EQ(Bucket("0", "compute", INFINITY), 5);
+  FiguresExporter pooled(std::make_shared<WindowViews>(), Config({{"figures.histogram_max_ranks", 1}}),
+                         registry_, series_);
+  for (int r = 0; r < 2; ++r) job_.Add(r, Timed(kGemm, 2 * kSec, kMs, 9, 100 * kUs));
+  job_.CloseWindow();
+  Diagnose(pooled, job_);
+  EXPECT_EQ(Bucket("0", "compute", INFINITY), -1);
+  EXPECT_EQ(Bucket("1", "communication", INFINITY), -1);
+  // Both ranks' samples in one histogram (this exporter's first view holds
+  // the records of both windows: 6 GEMMs per rank).
+  EXPECT_EQ(Bucket("all", "compute", INFINITY), 12);
+  EXPECT_EQ(Bucket("all", "communication", INFINITY), 10);
+  EXPECT_DOUBLE_EQ(Value("xpu_rank_step_seconds", {{"rank", "1"}}), 0.010);
+}
+
 }  // namespace
 }  // namespace xpu::engine

@@ -14,6 +14,9 @@ namespace xpu::engine {
 
 const std::vector<DetectorParam>& DetectorDefaults() {
   static const auto* d = new std::vector<DetectorParam>{
+      {"figures.histogram_max_ranks", 256,
+       "jobs of up to this many ranks get a Prometheus issue-latency histogram per rank; larger "
+       "ones one per family pooled over their ranks (rank=\"all\")"},
       {"throughput.steps", 10, "N: steps in the recent mean and in each candidate best mean"},
       {"throughput.threshold", 0.05, "degraded when recent mean > best mean x (1 + threshold)"},
       {"throughput.noise_z", 3,
