@@ -78,9 +78,19 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   bool any_exited = false, any_live = false;
   for (const auto& [key, p] : job.processes()) {
     ProcessPace& pp = pace.procs[key];
+    bool startup_ends = false;
+    if (!pp.stepped && p->first_step_rx_ns != 0) {
+      // The first step marker: the gaps of the start-up (imports,
+      // communicator set-up, compilation: seconds between progress
+      // records) are no samples of the job's pace. A process without step
+      // markers keeps them all.
+      pp.stepped = startup_ends = true;
+      pp.gaps.clear();
+      pp.job_gaps.clear();
+    }
     if (p->last_progress_rx_ns != pp.last_progress_ns) {
-      if (pp.in_stall) {
-        pp.in_stall = false;  // the gap that ends a stall is no sample
+      if (pp.in_stall || startup_ends) {
+        pp.in_stall = false;  // the gap that ends a stall (or the start-up) is no sample
       } else {
         if (pp.last_progress_ns != 0 && p->last_progress_rx_ns > pp.last_progress_ns) {
           pp.gaps.push_back(p->last_progress_rx_ns - pp.last_progress_ns);

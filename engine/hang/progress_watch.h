@@ -85,6 +85,7 @@ class ProgressWatch {
     std::deque<uint64_t> gaps;      // between consecutive progress arrivals, newest last
     std::deque<uint64_t> job_gaps;  // largest progress gap (host clock) per arrival
     bool in_stall = false;      // the current gap is a stall (MarkStalled)
+    bool stepped = false;       // gaps from before the first step marker dropped
   };
   struct JobPace {
     uint64_t step_period_ns = 0;

@@ -172,5 +172,39 @@ TEST_F(ProgressWatchTest, QuietPhasesOnTheJobsClockRaiseTheThreshold) {
   EXPECT_GE(w.ThresholdNs("j"), 80 * kS);
 }
 
+// A one-GPU job's start-up (imports, communicator set-up, compilation):
+// progress records 5 s apart, arriving 5 s apart; then 50 ms steps whose
+// batches arrive every second, and a stall soon after. The start-up is not
+// its pace: threshold max(floor 6 s, 4 x 50 ms) + 1 s, not 4 x 5 s + 5 s.
+TEST_F(ProgressWatchTest, StartUpBeforeTheFirstStepIsNoSampleOfThePace) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  SignatureInfo sync;
+  sync.abi.commit = 1;
+  sync.abi.kind = XPU_OP_SYNC_STREAM;
+  sync.name = "cudaStreamSynchronize";
+  p.sigs.Define(2, sync);
+  uint64_t host = now_;
+  for (int i = 0; i < 6; ++i) {
+    host += 5 * kS;
+    now_ += 5 * kS;
+    xpu_record_v1 r{};
+    r.sig_id = 2;
+    r.flags = XPU_REC_HOST;
+    r.start_ns = host;
+    job_.ApplyRecords(p, &r, 1, now_);
+    EXPECT_FALSE(w.Check(job_, now_).has_value());
+  }
+  for (int i = 0; i < 4; ++i) {
+    host += kS;
+    now_ += kS;
+    Steps(p, 50 * kMs, 20, host);
+    EXPECT_FALSE(w.Check(job_, now_).has_value());
+  }
+  EXPECT_EQ(w.ThresholdNs("j"), 7 * kS);
+  EXPECT_FALSE(w.Check(job_, now_ + 6 * kS).has_value());
+  EXPECT_TRUE(w.Check(job_, now_ + 7500 * kMs).has_value());
+}
+
 }  // namespace
 }  // namespace xpu::engine::hang

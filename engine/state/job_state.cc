@@ -238,6 +238,10 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
     const uint16_t kind = s->abi.kind;
     p.window_kinds.Add(kind);
     const uint64_t dur = xpu_record_duration_ns(&rec);
+    if (kind == XPU_OP_STEP && p.first_step_rx_ns == 0) {
+      p.first_step_rx_ns = now_ns;
+      p.progress_gap_unread_ns = 0;  // start-up gaps are not the job's pace
+    }
     if (IsProgressRecord(kind, rec.flags)) {
       p.last_progress_rx_ns = now_ns;
       const uint64_t end = rec.start_ns + dur;

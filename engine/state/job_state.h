@@ -150,6 +150,9 @@ struct ProcessState {
   // resets it, with the job's lock held).
   uint64_t last_progress_end_ns = 0;
   mutable uint64_t progress_gap_unread_ns = 0;
+  // When the process's first step marker arrived (engine clock; 0: none
+  // yet): what came before is its start-up, not its pace.
+  uint64_t first_step_rx_ns = 0;
   uint64_t records = 0;
   uint64_t unknown_sig = 0;
   uint64_t dropped = 0;  // every loss of lost[] (cumulative, saturating)
