@@ -391,7 +391,28 @@ void Store::WriterLoop() {
     Acks acks;
     acks.swap(acks_);
     l.unlock();
-    const bool transient = WriteBatch(std::move(ops), std::move(checkpoints), std::move(acks));
+    // Diagnoses (and their resolutions) first, in a transaction of their
+    // own: at 100k ranks a window's rank rows and checkpoints make a
+    // transaction of seconds, and what `xpu diagnose` asks for must not
+    // wait behind it.
+    // (Not across a lease release or a barrier: their order with the rows
+    // before them is what replicas and flushes rely on.)
+    const bool ordered = std::any_of(ops.begin(), ops.end(), [](const Op& op) {
+      return std::holds_alternative<Release>(op) || std::holds_alternative<Barrier>(op);
+    });
+    std::vector<Op> urgent, rest;
+    for (Op& op : ops) {
+      const bool first = !ordered && (std::holds_alternative<Diagnosis>(op) ||
+                                      std::holds_alternative<DiagnosisResolution>(op));
+      (first ? urgent : rest).push_back(std::move(op));
+    }
+    bool transient = false;
+    if (!urgent.empty() && (!rest.empty() || !checkpoints.empty())) {
+      transient = WriteBatch(std::move(urgent), {}, {});
+    } else {
+      for (Op& op : urgent) rest.push_back(std::move(op));
+    }
+    transient = WriteBatch(std::move(rest), std::move(checkpoints), std::move(acks)) || transient;
     l.lock();
     processed_ += fresh;
     if (!transient) {
