@@ -71,7 +71,7 @@ void FiguresExporter::Set(const std::string& job, prometheus::Family<prometheus:
   if (prometheus::Gauge* g = series_.Get(job, f, slot, labels)) g->Set(v);
 }
 
-void FiguresExporter::DropRankHistograms(const JobState& job, const WindowView& v) {
+void FiguresExporter::DropRankHistograms(const JobState& job) {
   // Once per job: the per-rank histograms made while it was smaller.
   if (!pooled_jobs_.insert(job.job()).second) return;
   for (const auto& [key, p] : job.processes()) {
@@ -106,7 +106,7 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
   // per rank, and 100k ranks' worth is more series than a Prometheus takes.
   const bool per_rank_histograms =
       v.ranks.size() <= static_cast<size_t>(Param(v, "figures.histogram_max_ranks"));
-  if (!per_rank_histograms) DropRankHistograms(job, v);
+  if (!per_rank_histograms) DropRankHistograms(job);
   std::map<std::string, prometheus::Histogram*> pooled;  // family -> rank="all" histogram
   for (const analysis::RankTrace& t : v.ranks) {
     const std::string rank = std::to_string(t.rank);
