@@ -142,7 +142,8 @@ fuzz-bundle: deps
 	tools/make_fuzz_bundle.sh build-fuzz $(FUZZ_BUNDLE)
 
 # The engine at scale (docs/scale.md): xpu-sim at 1k and 10k ranks (healthy,
-# a slow GPU, a rank stuck in Python) and the localization at a million ranks;
+# a slow GPU, a rank stuck in Python), the localization at a million ranks and
+# each slowdown detector's cost per rank at 1k, 10k and 100k ranks;
 # scale-100k is the 100k-rank run (about 10 GB of memory, 4+ free cores). Each
 # writes its table into docs/scale.md; the 256-rank form runs in make test.
 SCALE_OUT ?= $(BUILD)/scale
@@ -150,6 +151,8 @@ scale: build
 	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 1000,10000 \
 	  --out $(SCALE_OUT) --docs docs/scale.md --section 1k-10k
 	$(BUILD)/bench/localize/localize_bench --workers 1000000
+	$(BUILD)/bench/detectors/detector_scale_bench --ranks 1000,10000,100000 --windows 3 \
+	  --fault slow_gpu:370:1
 
 scale-100k: build
 	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 100000 --window-s 30 \

@@ -4,11 +4,13 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/base/clock.h"
 #include "common/base/status_macros.h"
 #include "common/cli/flags.h"
@@ -396,6 +398,104 @@ void Engine::ApplyMetricsRetention(const JobSummary& s, uint64_t now) {
   }
 }
 
+// One job's part of a window tick: close its window, run the detectors
+// (each one's time added to `spent`), queue its history rows. Returns the
+// job's findings; `finished` tells whether the job has finished.
+std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCost* cost,
+                                       bool* finished) {
+  std::map<std::string_view, double>* spent = &cost->seconds;
+  JobState* job = &job_state;
+  VectorSink sink;
+  WindowSummaryRow row;
+  JobSummary summary;
+  std::vector<history::RankRow> ranks;
+  {
+    std::lock_guard<std::mutex> l(job->mu());
+    ApplyMetricsRetention(Summarize(*job), now);
+    row = job->CloseWindow(now);
+    auto t = std::chrono::steady_clock::now();
+    auto lap = [&t, spent](std::string_view what) {
+      const auto now = std::chrono::steady_clock::now();
+      (*spent)[what] += std::chrono::duration<double>(now - t).count();
+      t = now;
+    };
+    if (views_) views_->BuildAndTrim(*job);  // rings cut as copied: records held once
+    lap("window view");
+    for (auto& d : detectors_) {
+      d->OnWindow(*job, sink);
+      lap(d->name());
+    }
+    hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
+    FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's
+    RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
+    if (recorder_) recorder_->OnWindow(*job, sink.out, now);
+    // The window's records were read: give their memory back.
+    if (views_) views_->Release(job->job());
+    job->TrimRings();
+    summary = Summarize(*job);
+    size_t by_state[3] = {0, 0, 0};
+    cost->processes += job->processes().size();
+    for (const auto& [key, p] : job->processes()) {
+      by_state[static_cast<int>(p->liveness)]++;
+      uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
+      metrics_.SetRankLastRecordAge(
+          job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
+          p->identity, now > last ? (now - last) * 1e-9 : 0);
+      history::RankRow r;
+      r.job = job->job();
+      r.key = key;
+      r.rank = p->identity.rank();
+      r.host = p->identity.host();
+      r.pid = p->identity.pid();
+      r.local_rank = p->identity.local_rank();
+      r.liveness = std::string(LivenessName(p->liveness));
+      r.records = p->records;
+      r.dropped = p->dropped;
+      r.last_record_ns = p->last_record_ns;
+      r.last_seen_ns = p->last_seen_ns;
+      ranks.push_back(std::move(r));
+    }
+    for (Liveness lv : {Liveness::kAlive, Liveness::kSilent, Liveness::kExited}) {
+      metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
+    }
+    lap("rank rows and metrics");
+  }
+  std::set<std::string>& ops = busbw_ops_[job->job()];
+  std::set<std::string> now_ops;
+  for (const CollectiveWindowRow& c : row.collectives) {
+    metrics_.SetCollectiveBusBw(job->job(), c.op, c.bw.BusBw());
+    now_ops.insert(c.op);
+  }
+  for (const std::string& op : ops) {
+    // No completed collective of this op in the window: no figure, rather
+    // than a misleading zero or a stale value.
+    if (!now_ops.count(op)) metrics_.RemoveCollectiveBusBw(job->job(), op);
+  }
+  ops = std::move(now_ops);
+  store_->EnqueueJob(summary);
+  for (const history::RankRow& r : ranks) store_->EnqueueRank(r);
+  if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
+  *finished = summary.state == "finished";
+  return std::move(sink.out);
+}
+
+// A tick that takes more than half a window is told in the log with where
+// its time went (the window thread is single; a tick longer than a window
+// delays every job's next diagnosis).
+void Engine::WarnSlowTick(double seconds, const TickCost& cost) {
+  if (seconds <= options_.window_s / 2) return;
+  std::vector<std::pair<double, std::string_view>> by_time;
+  for (const auto& [what, s] : cost.seconds) by_time.push_back({s, what});
+  std::sort(by_time.rbegin(), by_time.rend());
+  std::string top;
+  for (size_t i = 0; i < by_time.size() && i < 4; ++i) {
+    absl::StrAppend(&top, i ? ", " : "", std::string(by_time[i].second),
+                    absl::StrFormat(" %.2f s", by_time[i].first));
+  }
+  Log()->warn("window tick took {:.2f} s of a {:.0f} s window ({} processes): {}", seconds,
+              options_.window_s, cost.processes, top);
+}
+
 std::vector<Diagnosis> Engine::TickWindow() {
   std::lock_guard<std::mutex> tick(tick_mu_);
   const auto tick_start = std::chrono::steady_clock::now();
@@ -404,68 +504,12 @@ std::vector<Diagnosis> Engine::TickWindow() {
   const uint64_t now = registry_.Now();
   std::vector<Diagnosis> all;
   std::set<std::string> ticked, finished;
+  TickCost cost;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
-    VectorSink sink;
-    WindowSummaryRow row;
-    JobSummary summary;
-    std::vector<history::RankRow> ranks;
-    {
-      std::lock_guard<std::mutex> l(job->mu());
-      ApplyMetricsRetention(Summarize(*job), now);
-      row = job->CloseWindow(now);
-      if (views_) views_->BuildAndTrim(*job);  // rings cut as copied: records held once
-      for (auto& d : detectors_) d->OnWindow(*job, sink);
-      hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
-      FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's
-      RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
-      if (recorder_) recorder_->OnWindow(*job, sink.out, now);
-      // The window's records were read: give their memory back.
-      if (views_) views_->Release(job->job());
-      job->TrimRings();
-      summary = Summarize(*job);
-      size_t by_state[3] = {0, 0, 0};
-      for (const auto& [key, p] : job->processes()) {
-        by_state[static_cast<int>(p->liveness)]++;
-        uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
-        metrics_.SetRankLastRecordAge(
-            job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
-            p->identity, now > last ? (now - last) * 1e-9 : 0);
-        history::RankRow r;
-        r.job = job->job();
-        r.key = key;
-        r.rank = p->identity.rank();
-        r.host = p->identity.host();
-        r.pid = p->identity.pid();
-        r.local_rank = p->identity.local_rank();
-        r.liveness = std::string(LivenessName(p->liveness));
-        r.records = p->records;
-        r.dropped = p->dropped;
-        r.last_record_ns = p->last_record_ns;
-        r.last_seen_ns = p->last_seen_ns;
-        ranks.push_back(std::move(r));
-      }
-      for (Liveness lv : {Liveness::kAlive, Liveness::kSilent, Liveness::kExited}) {
-        metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
-      }
-    }
-    std::set<std::string>& ops = busbw_ops_[job->job()];
-    std::set<std::string> now_ops;
-    for (const CollectiveWindowRow& c : row.collectives) {
-      metrics_.SetCollectiveBusBw(job->job(), c.op, c.bw.BusBw());
-      now_ops.insert(c.op);
-    }
-    for (const std::string& op : ops) {
-      // No completed collective of this op in the window: no figure, rather
-      // than a misleading zero or a stale value.
-      if (!now_ops.count(op)) metrics_.RemoveCollectiveBusBw(job->job(), op);
-    }
-    ops = std::move(now_ops);
-    store_->EnqueueJob(summary);
-    for (const history::RankRow& r : ranks) store_->EnqueueRank(r);
-    if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
-    for (Diagnosis& d : sink.out) all.push_back(std::move(d));
+    bool done = false;
+    for (Diagnosis& d : TickJob(*job, now, &cost, &done)) all.push_back(std::move(d));
     ticked.insert(job->job());
-    if (summary.state == "finished") finished.insert(job->job());
+    if (done) finished.insert(job->job());
   }
   // A throughput regression starts a profiling window (rate-limited per job
   // by the monitor), whose localization the next windows report.
@@ -512,8 +556,10 @@ std::vector<Diagnosis> Engine::TickWindow() {
   // freed memory in its arenas otherwise).
   malloc_trim(0);
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
-  metrics_.ObserveWindowStep(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - tick_start).count());
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - tick_start).count();
+  metrics_.ObserveWindowStep(took);
+  WarnSlowTick(took, cost);
   return all;
 }
 

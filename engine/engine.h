@@ -25,6 +25,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -93,6 +94,15 @@ class Engine {
  private:
   Engine(const EngineOptions& o, Clock clock);
   void WindowLoop();
+  // Where a window tick's time went: seconds per step (the window view,
+  // each detector by name, the rank rows), and the processes it held.
+  struct TickCost {
+    std::map<std::string_view, double> seconds;
+    size_t processes = 0;
+  };
+  // TickWindow's work for one job (engine.cc).
+  std::vector<Diagnosis> TickJob(JobState& job, uint64_t now, TickCost* cost, bool* finished);
+  void WarnSlowTick(double seconds, const TickCost& cost);
   void ApplyMetricsRetention(const JobSummary& s, uint64_t now);
   // Credentials from the options (files read now); the identity socket
   // follows once the port is known (StartIdentity).

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes a relocatable bundle of the built binaries for a machine without our
 # build dependencies (e.g. a GPU node with another distribution):
-#   <out>/bin/{xpu-daemon,xpu-engine,xpu,xpu-calibrate,xpu-ring-dump,xpu-sim,xpu-trace-validate (when built)}, plus xpu-fake-train and
+#   <out>/bin/{xpu-daemon,xpu-engine,xpu,xpu-calibrate,xpu-ring-dump,xpu-sim,xpu-trace-validate,
+#   detector_scale_bench,localize_bench (when built)}, plus xpu-fake-train and
 #   xpu-fake-launch with their libraries in <out>/lib/xpu-fake-runtime/ when built
 #   <out>/lib/libxpu_hook.so and every non-glibc shared library they need,
 #   <out>/share/xputimer/python/{sitecustomize.py,xputimer/} (pure Python), plus
@@ -31,7 +32,8 @@ command -v patchelf >/dev/null || tools/install_deps.sh patchelf
 rm -rf "$OUT"; mkdir -p "$OUT/bin" "$OUT/lib"
 bins=()
 for b in daemon/xpu-daemon engine/xpu-engine tools/xpu_cli/xpu tools/xpu-ring-dump \
-         tools/calibrate/xpu-calibrate common/timeline/xpu-trace-validate tools/sim/xpu-sim; do
+         tools/calibrate/xpu-calibrate common/timeline/xpu-trace-validate tools/sim/xpu-sim \
+         bench/detectors/detector_scale_bench bench/localize/localize_bench; do
   [ -x "$BUILD/$b" ] && bins+=("$BUILD/$b")
 done
 for b in "${bins[@]}"; do cp "$b" "$OUT/bin/"; done

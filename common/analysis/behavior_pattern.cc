@@ -154,7 +154,7 @@ Executions CollectExecutions(const RankTrace& trace, uint64_t window_end_ns, Beh
     const OpSig* sig = trace.Sig(op.sig_id);
     FunctionClass cls;
     if (sig == nullptr || !ClassifyFunction(op, *sig, &cls)) continue;
-    Exec e{op.start_ns, op.end_ns(), op.stream, 0};
+    Exec e{op.start_ns, op.end_ns(), static_cast<uint16_t>(op.stream), 0};
     if (cls == FunctionClass::kPython && (op.flags & XPU_REC_BEGIN)) {
       if (ended.count({op.sig_id, op.stream, op.start_ns})) continue;
       e.end = std::max(window_end_ns, op.start_ns);

@@ -36,15 +36,18 @@ struct OpSig {
   bool collective() const { return xpu_op_is_collective(kind) != 0; }
 };
 
+// 32 bytes, as many as the record it comes from: a window's ops are the
+// engine's largest per-rank allocation. The duration has 48 bits (78 hours).
 struct Op {
+  Op() : dur_ns(0), stream(0) {}
   uint32_t sig_id = 0;
   uint16_t kind = XPU_OP_NONE;  // copied from the signature
   uint16_t flags = 0;
-  uint16_t stream = 0;
   uint32_t seq = 0;
-  uint64_t start_ns = 0;
-  uint64_t dur_ns = 0;
   int32_t issue_latency_ns = 0;
+  uint64_t start_ns = 0;
+  uint64_t dur_ns : 48;
+  uint64_t stream : 16;
   bool timed() const { return (flags & XPU_REC_TIMED) != 0; }
   bool issue_valid() const { return (flags & XPU_REC_ISSUE_LAT_VALID) != 0; }
   uint64_t end_ns() const { return start_ns + dur_ns; }
@@ -55,6 +58,7 @@ struct Op {
                : start_ns;
   }
 };
+static_assert(sizeof(Op) == 32, "an op is as large as its record");
 
 struct RankTrace {
   int32_t rank = -1;

@@ -88,31 +88,47 @@ struct Extra {
   double top_calls = 0, top_s = 0;
 };
 
-// Rank `i` of `role` (indices into `work`) against its peers.
-Extra ExtraOf(size_t i, const std::vector<size_t>& role, const std::vector<RankWork>& work) {
+// What a role's ranks run per step, by signature key: the median over its
+// ranks of the calls per step (0 for a rank that never calls it), and the
+// mean duration of the timed calls. Found once per role: per rank judged,
+// the pass was quadratic in the role's size.
+struct RoleReference {
+  std::unordered_map<uint32_t, double> median_per_step, mean_dur_s;
+};
+
+RoleReference ReferenceOf(const std::vector<size_t>& role, const std::vector<RankWork>& work) {
+  std::unordered_map<uint32_t, std::vector<double>> per_step;
+  std::unordered_map<uint32_t, std::pair<double, double>> dur;  // summed duration, timed calls
+  for (size_t j : role) {
+    for (const auto& [key, c] : work[j].calls) {
+      per_step[key].push_back(work[j].PerStep(key));
+      dur[key].first += c.dur_s;
+      dur[key].second += c.timed;
+    }
+  }
+  RoleReference ref;
+  for (auto& [key, v] : per_step) {
+    v.resize(role.size(), 0.0);  // the ranks without the key call it 0 times
+    ref.median_per_step[key] = analysis::Median(std::move(v));
+    const auto& [sum, n] = dur[key];
+    ref.mean_dur_s[key] = n > 0 ? sum / n : 0;
+  }
+  return ref;
+}
+
+// Rank `i` of `role` (indices into `work`) against its peers: the other
+// rank of two, else the role's reference.
+Extra ExtraOf(size_t i, const std::vector<size_t>& role, const std::vector<RankWork>& work,
+              const RoleReference& ref) {
   Extra e;
   const RankWork& me = work[i];
   for (const auto& [key, c] : me.calls) {
-    double peers = 0;
-    if (role.size() == 2) {
-      peers = work[role[0] == i ? role[1] : role[0]].PerStep(key);
-    } else {
-      std::vector<double> v;
-      v.reserve(role.size());
-      for (size_t j : role) v.push_back(work[j].PerStep(key));
-      peers = analysis::Median(v);
-    }
+    const double peers = role.size() == 2 ? work[role[0] == i ? role[1] : role[0]].PerStep(key)
+                                          : ref.median_per_step.at(key);
     const double more = me.PerStep(key) - peers;
     if (more <= 0) continue;
     double dur = c.timed > 0 ? c.dur_s / c.timed : 0;
-    if (dur == 0) {  // the role's mean duration of the signature
-      double sum = 0, n = 0;
-      for (size_t j : role) {
-        auto it = work[j].calls.find(key);
-        if (it != work[j].calls.end()) sum += it->second.dur_s, n += it->second.timed;
-      }
-      dur = n > 0 ? sum / n : 0;
-    }
+    if (dur == 0) dur = ref.mean_dur_s.at(key);  // the role's mean duration of the signature
     e.calls_per_step += more;
     e.s_per_step += more * dur;
     if (more * dur > e.top_s) e.top_key = key, e.top_calls = more, e.top_s = more * dur;
@@ -145,9 +161,10 @@ void ExtraGpuWorkDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   std::vector<std::pair<int32_t, std::string>> found;
   for (const auto& [role, members] : roles) {
     if (members.size() < 2) continue;
+    const RoleReference ref = ReferenceOf(members, work);
     for (size_t i : members) {
       const RankWork& w = work[i];
-      const Extra e = ExtraOf(i, members, work);
+      const Extra e = ExtraOf(i, members, work, ref);
       const double step = w.step_s / static_cast<double>(w.steps);
       const double share = e.s_per_step / step;
       const int32_t rank = v.ranks[w.index].rank;

@@ -46,12 +46,7 @@ class KernelIssueStallDetector::WindowPass {
   void Run(DiagnosisSink& sink) {
     MeasureRanks();
     TopUpSamples();
-    for (size_t i = 0; i < data_.size(); ++i) {
-      if (data_[i].steps) {
-        peer_rates_.push_back(SyncsPerStep(i));
-        peer_costs_.push_back(SyncCostShare(i));
-      }
-    }
+    MeasurePeers();
     PoolSamples();
     FindWaitingRanks();
     JudgeRanks();
@@ -229,9 +224,9 @@ class KernelIssueStallDetector::WindowPass {
   }
   // The other ranks' sync cost share, as PeerSyncRate; -1 without.
   double PeerSyncCost(size_t i) const {
-    if (peer_costs_.empty()) return -1;
+    if (peers_with_steps_ == 0) return -1;
     if (data_.size() == 2) return data_[1 - i].steps ? SyncCostShare(1 - i) : -1;
-    return peer_costs_.size() >= 2 ? analysis::Median(peer_costs_) : -1;
+    return peer_cost_median_;
   }
   // One rank synchronizing where the others do not (a .item() or a
   // synchronize in its own code path): more than sync_growth x the other
@@ -245,9 +240,9 @@ class KernelIssueStallDetector::WindowPass {
   // The other ranks' synchronizations per step: the other rank's of two,
   // else the median of all ranks (one rank moves it little); -1 without.
   double PeerSyncRate(size_t i) const {
-    if (peer_rates_.empty()) return -1;
+    if (peers_with_steps_ == 0) return -1;
     if (data_.size() == 2) return data_[1 - i].steps ? SyncsPerStep(1 - i) : -1;
-    return peer_rates_.size() >= 2 ? analysis::Median(peer_rates_) : -1;
+    return peer_rate_median_;
   }
   double GcShare(size_t i) const {
     return data_[i].step_s > 0 ? data_[i].gc.seconds / data_[i].step_s : 0;
@@ -259,6 +254,24 @@ class KernelIssueStallDetector::WindowPass {
   // CDF with excess synchronization. The first comparison that flags a
   // family is recorded in stalled_; a family no comparison flags feeds the
   // rank's baseline while that is incomplete.
+  // The ranks' median sync rate and cost, once per window: every rank is
+  // compared with them (a median per rank judged made the pass quadratic:
+  // 100k ranks' window took over 15 minutes).
+  void MeasurePeers() {
+    std::vector<double> rates, costs;
+    for (size_t i = 0; i < data_.size(); ++i) {
+      if (data_[i].steps) {
+        rates.push_back(SyncsPerStep(i));
+        costs.push_back(SyncCostShare(i));
+      }
+    }
+    peers_with_steps_ = rates.size();
+    if (rates.size() >= 2) {
+      peer_rate_median_ = analysis::Median(std::move(rates));
+      peer_cost_median_ = analysis::Median(std::move(costs));
+    }
+  }
+
   void JudgeRanks() {
     std::map<std::string, Baseline>& base = d_.baseline_[job_.job()];
     jh_ = d_.history_ != nullptr ? &d_.history_->Get(job_) : nullptr;
@@ -494,8 +507,9 @@ class KernelIssueStallDetector::WindowPass {
   };
   std::map<KernelFamily, Pool> pools_;
   std::vector<bool> waiting_;   // waits for a slower peer: not judged
-  std::vector<double> peer_rates_;  // synchronizations per step of the ranks with steps
-  std::vector<double> peer_costs_;  // their sync cost shares (SyncCostShare)
+  size_t peers_with_steps_ = 0;   // ranks with steps in the window
+  double peer_rate_median_ = -1;  // their median synchronizations per step (2+ ranks)
+  double peer_cost_median_ = -1;  // their median sync cost share (SyncCostShare)
   const history::JobHistory* jh_ = nullptr;
   std::map<int32_t, std::vector<std::string>> stalled_;  // rank -> comparisons that flag it
   std::set<int32_t> compute_judged_, compute_stalled_;  // ranks: compute family judged, flagged

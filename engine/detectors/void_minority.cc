@@ -50,12 +50,15 @@ void VoidMinorityDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   const bool peers = figs.size() >= 2;
   const double lower_median = peers ? sorted[(sorted.size() - 1) / 2] : 0;
   const bool program_wide = peers && lower_median >= thr;
+  // Every rank's reference with 3+ ranks: the median of all, found once
+  // (per rank it made the detector quadratic in the ranks).
+  const double median = peers ? analysis::Median(std::move(sorted)) : 0;
   std::vector<std::string> lines;
   for (size_t i = 0; i < figs.size(); ++i) {
     const analysis::VoidFigures& f = figs[i].f;
     const double vi = f.VMinority();
     double peer = 0;
-    if (peers) peer = figs.size() == 2 ? all[1 - i] : analysis::Median(all);
+    if (peers) peer = figs.size() == 2 ? all[1 - i] : median;
     // Standing out counts only for a rank that rose: one whose peers fell
     // below a figure it has had from its first windows (healthy FSDP's
     // ranks differ by nature) is measured against that baseline instead.
