@@ -540,6 +540,9 @@ std::vector<Diagnosis> Engine::TickWindow() {
   }
   TrackerUpdate update = tracker_->Update(&all, ticked, alive, now, finished);
   for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);
+  for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
+    if (ticked.count(job->job())) job->set_analysed_until_ns(now);
+  }
   for (const ResolvedDiagnosis& r : update.resolved) {
     store_->EnqueueDiagnosisResolution(history::DiagnosisResolution{
         r.diagnosis.job, r.diagnosis.kind, r.diagnosis.subject, r.resolved_ns});

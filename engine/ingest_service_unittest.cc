@@ -464,9 +464,13 @@ TEST_F(IngestTest, WindowTickDiagnosesSilentRankAndPersists) {
       return (*e)->registry().JobSummaries(false).size() == 1 &&
              (*e)->registry().JobSummaries(false)[0].records == 10;
     }));
+    // A job's analysis is dated by the tick that finished it.
+    EXPECT_EQ((*e)->registry().JobSummaries(false)[0].analysed_until_ns, 0u);
     EXPECT_TRUE((*e)->TickWindow().empty());
+    EXPECT_EQ((*e)->registry().JobSummaries(false)[0].analysed_until_ns, now.load());
     now += 60ull * 1000000000ull;
     std::vector<Diagnosis> diags = (*e)->TickWindow();
+    EXPECT_EQ((*e)->registry().JobSummaries(false)[0].analysed_until_ns, now.load());
     ASSERT_EQ(diags.size(), 1u);
     EXPECT_EQ(diags[0].kind, "rank_silent");
     EXPECT_EQ(diags[0].ranks.size(), 2u);

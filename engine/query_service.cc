@@ -41,6 +41,7 @@ void FillJob(const JobSummary& s, xpu::v1::JobInfo* j) {
   j->set_state(s.state);
   j->set_records_dropped(s.dropped);
   j->set_owner_uid(s.owner_uid);
+  j->set_analysed_until_ns(s.analysed_until_ns);
 }
 
 }  // namespace

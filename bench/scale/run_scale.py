@@ -56,6 +56,7 @@ def run_one(a, ranks, fault, out_dir):
         args += ["--engine-cpus", a.engine_cpus]
     if fault != "healthy":
         args += ["--fault", "%s:%d" % (fault, int(ranks * FAULT_AT[fault]))]
+    args += a.sim_arg
     print("run_scale: %s" % " ".join(args), file=sys.stderr, flush=True)
     t0 = time.time()
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -136,6 +137,8 @@ def main():
     ap.add_argument("--window-s", type=float, default=10)
     ap.add_argument("--windows", type=int, default=5)
     ap.add_argument("--engine-cpus", default="", help="pin the engine, e.g. 0-3")
+    ap.add_argument("--sim-arg", action="append", default=[],
+                    help="one more xpu-sim argument (repeatable), e.g. --sim-arg=--keep-engine-dir")
     ap.add_argument("--out", default=os.environ.get("OUT", "scale-out"), help="output folder")
     ap.add_argument("--docs", default="", help="replace the table in this markdown file")
     ap.add_argument("--section", default="main",

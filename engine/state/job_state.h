@@ -283,6 +283,10 @@ class JobState {
   uint64_t last_seen_ns() const { return last_seen_ns_; }
   uint64_t records() const { return records_; }
   uint64_t window_start_ns() const { return window_start_ns_; }
+  // The end of the latest window whose analysis finished (its diagnoses
+  // are queued for the history); 0 before the first. Read without the lock.
+  uint64_t analysed_until_ns() const { return analysed_until_ns_.load(std::memory_order_acquire); }
+  void set_analysed_until_ns(uint64_t ns) { analysed_until_ns_.store(ns, std::memory_order_release); }
   // running / silent / finished
   std::string_view StateName() const;
   size_t Alive() const;
@@ -298,6 +302,7 @@ class JobState {
   uint64_t window_start_ns_;
   uint64_t records_ = 0;
   std::atomic<int64_t> owner_uid_{-1};
+  std::atomic<uint64_t> analysed_until_ns_{0};
   void SetOwnerOnce(int64_t uid);
   JobSeed seed_;
   // The processes' signatures, shared (declared before processes_, which

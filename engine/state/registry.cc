@@ -150,6 +150,7 @@ JobSummary Summarize(const JobState& job) {
   s.state = std::string(job.StateName());
   s.dropped = job.Dropped();
   s.owner_uid = job.owner_uid();
+  s.analysed_until_ns = job.analysed_until_ns();
   s.lost = job.Lost();
   return s;
 }
@@ -181,6 +182,7 @@ std::vector<JobSummary> Registry::JobSummaries(bool include_finished) const {
       s = Summarize(*j);
     }
     if (jl.owns_lock()) jl.unlock();
+    s.analysed_until_ns = j->analysed_until_ns();  // a cached summary's may be old
     history.erase(s.job);
     if (!include_finished && s.state == "finished") continue;
     out.push_back(std::move(s));

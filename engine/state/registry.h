@@ -55,6 +55,7 @@ struct JobSummary {
   std::string state;      // running / silent / finished
   uint64_t dropped = 0;   // every loss of its processes
   int64_t owner_uid = -1; // uid of its processes; -1 unknown
+  uint64_t analysed_until_ns = 0;  // JobState::analysed_until_ns
   std::array<uint64_t, kLossReasons> lost{};  // `dropped` by reason (live jobs only)
 };
 

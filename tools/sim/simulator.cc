@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <sstream>
 #include <thread>
@@ -122,6 +123,12 @@ class Simulation {
   void FillProcess(int32_t r, uint64_t now, size_t from, size_t to, xpu::v1::ProcessBatch* pb);
   bool WaitIdle(uint64_t deadline_ns);
   void PollDiagnoses();
+  // The job's analysed_until_ns from the engine's Jobs (nullopt when not
+  // listed or the call failed).
+  std::optional<uint64_t> AnalysedUntil();
+  // Waits until the engine has analysed the window ending at window_end_ns
+  // (or max(2 windows, 60 s) more passed); sets analysis_lag_s_.
+  void WaitForAnalysis(uint64_t window_end_ns);
   void PrintProgress(int w, const WindowStats& s);
   SimReport Report();
   json::Json EngineJson();
@@ -153,6 +160,7 @@ class Simulation {
   ProcessUsage usage_end_;
   uint64_t rss_baseline_ = 0;
   json::Json queries_;
+  double analysis_lag_s_ = -1;
 };
 
 absl::Status Simulation::StartEngine() {
@@ -436,8 +444,10 @@ absl::StatusOr<SimReport> Simulation::Run() {
     stats_.push_back(s);
     PrintProgress(w, s);
   }
-  // The last window is analysed at the next boundary.
-  SleepUntilNs(t0_ + static_cast<uint64_t>(o_.windows) * window_ns_ + window_ns_ / 2);
+  // The last window is analysed at the next boundary; the final poll waits
+  // for that analysis (a large job's can take most of a window).
+  SleepUntilNs(t0_ + static_cast<uint64_t>(o_.windows) * window_ns_ + window_ns_ / 10);
+  WaitForAnalysis(t0_ + static_cast<uint64_t>(o_.windows) * window_ns_);
   PollDiagnoses();
   TimeQueries();
   if (engine_) {
@@ -448,6 +458,40 @@ absl::StatusOr<SimReport> Simulation::Run() {
   SimReport r = Report();
   if (engine_) engine_->Stop(20, o_.keep_engine_dir);
   return r;
+}
+
+std::optional<uint64_t> Simulation::AnalysedUntil() {
+  grpc::ClientContext ctx;
+  if (!token_.empty()) ctx.AddMetadata("x-xpu-token", token_);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  xpu::v1::JobsRequest req;
+  xpu::v1::JobsReply reply;
+  if (!query_->Jobs(&ctx, req, &reply).ok()) return std::nullopt;
+  for (const xpu::v1::JobInfo& j : reply.jobs()) {
+    if (j.job() == o_.model.job) return j.analysed_until_ns();
+  }
+  return std::nullopt;
+}
+
+void Simulation::WaitForAnalysis(uint64_t window_end_ns) {
+  const uint64_t deadline = window_end_ns + std::max<uint64_t>(2 * window_ns_, 60000000000ull);
+  while (true) {
+    const std::optional<uint64_t> done = AnalysedUntil();
+    const uint64_t now = NowNs();
+    if (done && *done >= window_end_ns) {
+      analysis_lag_s_ = static_cast<double>(now - std::min(now, window_end_ns)) * 1e-9;
+      return;
+    }
+    if (now >= deadline) {
+      analysis_lag_s_ = -1;
+      if (o_.progress) {
+        fprintf(stderr, "xpu-sim: the engine did not finish analysing the last window within %.0f s\n",
+                static_cast<double>(deadline - window_end_ns) * 1e-9);
+      }
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
 }
 
 void Simulation::TimeQueries() {
@@ -540,6 +584,10 @@ SimReport Simulation::Report() {
   out["records_per_rank_step"] =
       json::Fixed(static_cast<double>(model_.records_emitted()) / rank_steps, 1);
   out["late_windows"] = late;
+  // Seconds from the end of the last window until the engine had analysed
+  // it (its diagnoses queued for the history), at the sim's 0.5 s polls;
+  // -1 when it had not within max(2 windows, 60 s).
+  out["analysis_lag_s"] = json::Fixed(analysis_lag_s_, 1);
   if (model_.hang().active) {
     const HangState& h = model_.hang();
     json::Json hj;

@@ -135,7 +135,8 @@ json::Json JobJson(const xpu::v1::JobInfo& j) {
           {"records_dropped", j.records_dropped()},
           {"owner_uid", j.owner_uid()},
           {"first_seen_ns", j.first_seen_ns()},
-          {"last_seen_ns", j.last_seen_ns()}};
+          {"last_seen_ns", j.last_seen_ns()},
+          {"analysed_until_ns", j.analysed_until_ns()}};
 }
 
 json::Json LossJson(const google::protobuf::RepeatedPtrField<xpu::v1::LossCount>& lost) {
@@ -160,11 +161,13 @@ std::vector<std::vector<std::string>> JobRows(
     const google::protobuf::RepeatedPtrField<xpu::v1::JobInfo>& jobs) {
   uint64_t now = NowNs();
   std::vector<std::vector<std::string>> rows = {
-      {"JOB", "NAME", "STATE", "RANKS", "ALIVE", "RECORDS", "LAST SEEN"}};
+      {"JOB", "NAME", "STATE", "RANKS", "ALIVE", "RECORDS", "LAST SEEN", "ANALYSED TO"}};
   for (const auto& j : jobs) {
     rows.push_back({j.job(), j.job_name().empty() ? "-" : j.job_name(), j.state(),
                     std::to_string(j.ranks()), std::to_string(j.ranks_alive()),
-                    std::to_string(j.records()), FormatAge(j.last_seen_ns(), now) + " ago"});
+                    std::to_string(j.records()), FormatAge(j.last_seen_ns(), now) + " ago",
+                    j.analysed_until_ns() == 0 ? "-"
+                                               : FormatAge(j.analysed_until_ns(), now) + " ago"});
   }
   return rows;
 }
