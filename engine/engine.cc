@@ -421,10 +421,8 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
     };
     if (views_) views_->BuildAndTrim(*job);  // rings cut as copied: records held once
     lap("window view");
-    for (auto& d : detectors_) {
-      d->OnWindow(*job, sink);
-      lap(d->name());
-    }
+    RunDetectors(*job, &sink, cost);
+    t = std::chrono::steady_clock::now();
     hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
     FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's
     RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
@@ -459,6 +457,7 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
       metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
     }
     lap("rank rows and metrics");
+    job->set_tick_held_until_ns(registry_.Now());
   }
   std::set<std::string>& ops = busbw_ops_[job->job()];
   std::set<std::string> now_ops;
@@ -477,6 +476,62 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
   if (row.records > 0 || !row.collectives.empty()) store_->EnqueueWindow(row);
   *finished = summary.state == "finished";
   return std::move(sink.out);
+}
+
+// The detectors of one job: one after another on this thread; for a job of
+// --detector-parallel-min-ranks+ ranks, those that may (ConcurrentWithOthers) on up to
+// --detector-threads threads at once, the longest of the last tick first.
+// Findings keep the detectors' order either way.
+void Engine::RunDetectors(const JobState& job, VectorSink* out, TickCost* cost) {
+  auto timed = [this, &job, cost](size_t i, VectorSink* sink) {
+    const auto t = std::chrono::steady_clock::now();
+    detectors_[i]->OnWindow(job, *sink);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    detector_seconds_[i] = s;
+    return s;
+  };
+  detector_seconds_.resize(detectors_.size(), 0.0);
+  const WindowView* view = views_ ? &views_->Get(job) : nullptr;
+  const int threads = options_.detector_threads;
+  if (threads <= 1 || view == nullptr ||
+      view->ranks.size() < static_cast<size_t>(options_.detector_parallel_min_ranks)) {
+    for (size_t i = 0; i < detectors_.size(); ++i) {
+      cost->seconds[detectors_[i]->name()] += timed(i, out);
+    }
+    return;
+  }
+  auto t = std::chrono::steady_clock::now();
+  view->FindAllSteps(threads);
+  cost->seconds["steps"] +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  std::vector<VectorSink> sinks(detectors_.size());
+  std::vector<double> seconds(detectors_.size(), 0.0);
+  std::vector<size_t> concurrent;
+  for (size_t i = 0; i < detectors_.size(); ++i) {
+    if (detectors_[i]->ConcurrentWithOthers()) {
+      concurrent.push_back(i);
+    } else {
+      seconds[i] = timed(i, &sinks[i]);
+    }
+  }
+  std::stable_sort(concurrent.begin(), concurrent.end(), [this](size_t a, size_t b) {
+    return detector_seconds_[a] > detector_seconds_[b];
+  });
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < concurrent.size();) {
+      seconds[concurrent[k]] = timed(concurrent[k], &sinks[concurrent[k]]);
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t extra = std::min<size_t>(static_cast<size_t>(threads), concurrent.size());
+  for (size_t k = 1; k < extra; ++k) pool.emplace_back(work);
+  work();
+  for (std::thread& th : pool) th.join();
+  for (size_t i = 0; i < detectors_.size(); ++i) {
+    cost->seconds[detectors_[i]->name()] += seconds[i];
+    for (Diagnosis& d : sinks[i].out) out->out.push_back(std::move(d));
+  }
 }
 
 // A tick that takes more than half a window is told in the log with where

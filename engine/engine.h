@@ -102,6 +102,7 @@ class Engine {
   };
   // TickWindow's work for one job (engine.cc).
   std::vector<Diagnosis> TickJob(JobState& job, uint64_t now, TickCost* cost, bool* finished);
+  void RunDetectors(const JobState& job, VectorSink* out, TickCost* cost);
   void WarnSlowTick(double seconds, const TickCost& cost);
   void ApplyMetricsRetention(const JobSummary& s, uint64_t now);
   // Credentials from the options (files read now); the identity socket
@@ -149,6 +150,7 @@ class Engine {
   std::unique_ptr<profile::ProfileMonitor> profile_;
   std::unique_ptr<profile::ProfileService> profile_service_;
   std::vector<std::unique_ptr<Detector>> detectors_;
+  std::vector<double> detector_seconds_;  // by detector: its last OnWindow's seconds
   std::shared_ptr<WindowViews> views_;                   // shared by the slowdown detectors
   std::shared_ptr<history::HistoryCache> history_;       // previous runs, calibrations
   std::unique_ptr<history::BaselineRecorder> recorder_;  // healthy windows -> store

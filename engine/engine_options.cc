@@ -34,6 +34,18 @@ void AddMemoryFlags(CLI::App& app, EngineOptions* o) {
       ->type_name("KB")
       ->default_str(std::to_string(o->tcp_read_chunk_bytes >> 10))
       ->check(flags::PositiveNumberUpTo(4096));
+  app.add_option("--detector-threads", o->detector_threads,
+                 "threads that run a large job's detectors at once in its window tick (jobs of "
+                 "--detector-parallel-min-ranks or more); 1 runs them one after another. A "
+                 "100k-rank job's detectors take about 35 s of CPU per window (docs/scale.md)")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--detector-parallel-min-ranks", o->detector_parallel_min_ranks,
+                 "the ranks from which a job's detectors run on --detector-threads threads")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 100000000));
   app.add_option("--malloc-arenas", o->malloc_arenas,
                  "memory allocator arenas (glibc M_ARENA_MAX): fewer arenas hold less freed "
                  "memory per thread; 0 = glibc's default, 8 per core")

@@ -48,6 +48,10 @@ struct EngineOptions {
   // glibc malloc arenas of the process (mallopt M_ARENA_MAX, set by main
   // before any thread starts); 0 = glibc's default (8 per core).
   int malloc_arenas = 1;
+  // Threads that run one job's view-based detectors at once (1: one after
+  // another on the window thread); used for jobs of detector_parallel_min_ranks+.
+  int detector_threads = 4;
+  int detector_parallel_min_ranks = 1024;
   std::string log_level = "info";
   // Diagnoses out of the engine (engine/alerting/): Alertmanager base URL
   // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.

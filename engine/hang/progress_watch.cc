@@ -127,9 +127,14 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   s.threshold_ns = threshold;
   s.period_ns = period;
   s.period_source = period > 0 ? source : "none";
+  // While the engine's window tick held the job, no record was applied: a
+  // silence that spans the tick counts from its end (a 100k-rank job's
+  // tick holds it for seconds; its ranks were suspected, all of them).
+  const uint64_t held_until = job.tick_held_until_ns();
   for (const auto& [key, p] : job.processes()) {
     if (p->liveness == Liveness::kExited || p->last_progress_rx_ns == 0) continue;
-    if (now_ns <= p->last_progress_rx_ns || now_ns - p->last_progress_rx_ns <= allowed) continue;
+    const uint64_t last = std::max(p->last_progress_rx_ns, held_until);
+    if (now_ns <= last || now_ns - last <= allowed) continue;
     s.ranks.push_back(p->identity.rank());
     if (s.since_ns == 0 || p->last_progress_rx_ns < s.since_ns) s.since_ns = p->last_progress_rx_ns;
   }

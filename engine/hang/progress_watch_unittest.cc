@@ -76,6 +76,20 @@ TEST_F(ProgressWatchTest, FloorForShortStepsAndNothingBeforeTheFirstProgress) {
   EXPECT_NE(s->trigger.find("made no progress for 7.00 s"), std::string::npos) << s->trigger;
 }
 
+TEST_F(ProgressWatchTest, TheEnginesOwnTickIsNoSilenceOfTheJob) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  Steps(p, 50 * kMs, 40, now_);  // last progress at now_
+  // The window tick held the job from now_ + 1 s to now_ + 5 s: no record
+  // could be applied meanwhile, so the 6 s floor counts from its end.
+  job_.set_tick_held_until_ns(now_ + 5 * kS);
+  EXPECT_FALSE(w.Check(job_, now_ + 8 * kS).has_value());
+  std::optional<ProgressStall> s = w.Check(job_, now_ + 12 * kS);
+  ASSERT_TRUE(s.has_value());  // 7 s after the tick: a silence of the job
+  EXPECT_EQ(s->ranks, std::vector<int32_t>({0}));
+  EXPECT_EQ(s->since_ns, now_);
+}
+
 TEST_F(ProgressWatchTest, LongStepsRaiseTheThreshold) {
   ProgressWatch w(ProgressWatchOptions{});
   ProcessState& p = Proc(0);

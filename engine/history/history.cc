@@ -47,6 +47,7 @@ HistoryCache::HistoryCache(std::shared_ptr<HistorySource> source,
     : source_(std::move(source)), config_(std::move(config)) {}
 
 const JobHistory& HistoryCache::Get(const JobState& job) {
+  std::lock_guard<std::mutex> l(mu_);  // detectors of one job may ask at once
   Entry& e = jobs_[job.job()];
   if (e.last_window != job.window_start_ns()) {
     e.last_window = job.window_start_ns();
@@ -101,6 +102,7 @@ void HistoryCache::Load(const JobState& job, const std::string& gpu_model, Entry
 
 void HistoryCache::Retain(const std::vector<std::string>& jobs) {
   std::set<std::string> keep(jobs.begin(), jobs.end());
+  std::lock_guard<std::mutex> l(mu_);
   for (auto it = jobs_.begin(); it != jobs_.end();) {
     it = keep.count(it->first) ? std::next(it) : jobs_.erase(it);
   }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -70,7 +71,8 @@ class HistoryCache {
 
   // `source` may be null (no store): every job then has an empty history.
   HistoryCache(std::shared_ptr<HistorySource> source, std::shared_ptr<const DetectorConfig> config);
-  // The history of `job` (caller holds job.mu()).
+  // The history of `job` (caller holds job.mu()); thread-safe: detectors of
+  // the job running at once get the same history, loaded once per window.
   const JobHistory& Get(const JobState& job);
   // Forgets jobs the engine no longer has.
   void Retain(const std::vector<std::string>& jobs);
@@ -86,6 +88,7 @@ class HistoryCache {
 
   std::shared_ptr<HistorySource> source_;
   std::shared_ptr<const DetectorConfig> config_;
+  std::mutex mu_;
   std::map<std::string, Entry> jobs_;
 };
 

@@ -3,10 +3,13 @@
 // beside its monitor (engine/hang/hang_detector.h,
 // engine/profile/differential_localization.h).
 //
-// Threading: OnWindow runs on the engine's window thread with the job's lock
-// held, so a detector sees a consistent JobState and must not block or call
-// back into the engine. A detector object is used for one engine and may keep
-// state across windows (it is never called concurrently).
+// Threading: OnWindow runs with the job's lock held (on the engine's window
+// thread, or on one of its detector threads beside other detectors of the
+// same job where the detector says it reads only the window's view and
+// state of its own: ConcurrentWithOthers), so a detector sees a consistent
+// JobState and must not block or call back into the engine. A detector
+// object is used for one engine and may keep state across windows (it is
+// never called concurrently with itself).
 #ifndef XPU_ENGINE_WINDOW_DETECTOR_H_
 #define XPU_ENGINE_WINDOW_DETECTOR_H_
 
@@ -34,6 +37,10 @@ class Detector {
   // window just closed and job.window_start_ns() is "now" for the detector.
   // Configuration (thresholds) goes to the detector's constructor.
   virtual void OnWindow(const JobState& job, DiagnosisSink& sink) = 0;
+  // True where OnWindow may run beside other detectors' OnWindow on the
+  // same job: it only reads the job, the window's built view, the shared
+  // thread-safe caches (history, metrics series) and its own state.
+  virtual bool ConcurrentWithOthers() const { return false; }
 };
 
 // Collecting sink, for the engine and for tests.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <thread>
 
 namespace xpu::engine {
 
@@ -17,13 +18,30 @@ std::string WindowView::HostOf(int32_t rank) const {
 
 const analysis::Steps& WindowView::StepsOf(const analysis::RankTrace& t) const {
   if (ranks.empty() || &t < ranks.data() || &t >= ranks.data() + ranks.size()) {
-    scratch_ = analysis::FindSteps(t);
-    return scratch_;
+    thread_local analysis::Steps scratch;  // a trace that is not one of ranks
+    scratch = analysis::FindSteps(t);
+    return scratch;
   }
   const size_t i = static_cast<size_t>(&t - ranks.data());
   if (steps_.size() != ranks.size()) steps_.resize(ranks.size());
   if (!steps_[i]) steps_[i] = std::make_unique<analysis::Steps>(analysis::FindSteps(t));
   return *steps_[i];
+}
+
+void WindowView::FindAllSteps(int threads) const {
+  if (steps_.size() != ranks.size()) steps_.resize(ranks.size());
+  auto part = [this](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {
+      if (!steps_[i]) steps_[i] = std::make_unique<analysis::Steps>(analysis::FindSteps(ranks[i]));
+    }
+  };
+  const size_t n = ranks.size();
+  const size_t t = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / 256 + 1);
+  if (t <= 1) return part(0, n);
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
+  part(0, n / t);
+  for (std::thread& th : pool) th.join();
 }
 
 const WindowView& WindowViews::Get(const JobState& job) { return Make(job, nullptr); }

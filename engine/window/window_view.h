@@ -36,11 +36,14 @@ struct WindowView {
   std::string HostOf(int32_t rank) const;
   // The steps of `t`, an element of `ranks` (analysis::FindSteps), found
   // once per window for every detector that asks.
+  // Thread-safe once FindAllSteps ran.
   const analysis::Steps& StepsOf(const analysis::RankTrace& t) const;
+  // Finds every rank's steps now, on up to `threads` threads, so that
+  // StepsOf only reads (detectors then run concurrently).
+  void FindAllSteps(int threads) const;
 
  private:
   mutable std::vector<std::unique_ptr<analysis::Steps>> steps_;  // by index in ranks
-  mutable analysis::Steps scratch_;  // for a trace that is not one of ranks
 };
 
 class WindowViews {
@@ -77,6 +80,8 @@ class ViewDetector : public Detector {
  public:
   ViewDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config)
       : views_(std::move(views)), config_(std::move(config)) {}
+  // The view is built (and its steps found) before the detectors run.
+  bool ConcurrentWithOthers() const override { return true; }
 
  protected:
   double Param(const WindowView& v, std::string_view key) const {
