@@ -411,6 +411,7 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
   std::vector<history::RankRow> ranks;
   {
     std::lock_guard<std::mutex> l(job->mu());
+    const uint64_t held_from = registry_.Now();
     ApplyMetricsRetention(Summarize(*job), now);
     row = job->CloseWindow(now);
     auto t = std::chrono::steady_clock::now();
@@ -457,7 +458,7 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
       metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
     }
     lap("rank rows and metrics");
-    job->set_tick_held_until_ns(registry_.Now());
+    job->set_tick_held(held_from, registry_.Now());
   }
   std::set<std::string>& ops = busbw_ops_[job->job()];
   std::set<std::string> now_ops;

@@ -81,13 +81,23 @@ TEST_F(ProgressWatchTest, TheEnginesOwnTickIsNoSilenceOfTheJob) {
   ProcessState& p = Proc(0);
   Steps(p, 50 * kMs, 40, now_);  // last progress at now_
   // The window tick held the job from now_ + 1 s to now_ + 5 s: no record
-  // could be applied meanwhile, so the 6 s floor counts from its end.
-  job_.set_tick_held_until_ns(now_ + 5 * kS);
-  EXPECT_FALSE(w.Check(job_, now_ + 8 * kS).has_value());
-  std::optional<ProgressStall> s = w.Check(job_, now_ + 12 * kS);
-  ASSERT_TRUE(s.has_value());  // 7 s after the tick: a silence of the job
+  // could be applied meanwhile, so those 4 s are no silence of the job.
+  job_.set_tick_held(now_ + 1 * kS, now_ + 5 * kS);
+  EXPECT_FALSE(w.Check(job_, now_ + 9 * kS).has_value());  // 5 s silent
+  std::optional<ProgressStall> s = w.Check(job_, now_ + 11 * kS);
+  ASSERT_TRUE(s.has_value());  // 7 s silent besides the tick
   EXPECT_EQ(s->ranks, std::vector<int32_t>({0}));
   EXPECT_EQ(s->since_ns, now_);
+}
+
+TEST_F(ProgressWatchTest, ShortTicksOfSmallJobsHideNoStall) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  Steps(p, 50 * kMs, 40, now_);
+  // A tick every second that holds the job for 2 ms: a stopped rank is
+  // still suspected after the 6 s floor (and not much later).
+  job_.set_tick_held(now_ + 6 * kS, now_ + 6 * kS + 2 * kMs);
+  ASSERT_TRUE(w.Check(job_, now_ + 6 * kS + 100 * kMs).has_value());
 }
 
 TEST_F(ProgressWatchTest, LongStepsRaiseTheThreshold) {

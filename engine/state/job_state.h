@@ -287,11 +287,15 @@ class JobState {
   // are queued for the history); 0 before the first. Read without the lock.
   uint64_t analysed_until_ns() const { return analysed_until_ns_.load(std::memory_order_acquire); }
   void set_analysed_until_ns(uint64_t ns) { analysed_until_ns_.store(ns, std::memory_order_release); }
-  // Until when (engine clock) the engine's window tick last held the job's
-  // lock: no record could be applied before then, so a silence that spans
-  // the tick is measured from its end (the hang watch). Under the lock.
+  // When (engine clock) the engine's last window tick held the job's lock:
+  // no record could be applied meanwhile, so the hang watch does not count
+  // that span as the job's silence. Under the lock.
+  uint64_t tick_held_from_ns() const { return tick_held_from_ns_; }
   uint64_t tick_held_until_ns() const { return tick_held_until_ns_; }
-  void set_tick_held_until_ns(uint64_t ns) { tick_held_until_ns_ = ns; }
+  void set_tick_held(uint64_t from_ns, uint64_t until_ns) {
+    tick_held_from_ns_ = from_ns;
+    tick_held_until_ns_ = until_ns;
+  }
   // running / silent / finished
   std::string_view StateName() const;
   size_t Alive() const;
@@ -308,7 +312,7 @@ class JobState {
   uint64_t records_ = 0;
   std::atomic<int64_t> owner_uid_{-1};
   std::atomic<uint64_t> analysed_until_ns_{0};
-  uint64_t tick_held_until_ns_ = 0;
+  uint64_t tick_held_from_ns_ = 0, tick_held_until_ns_ = 0;
   void SetOwnerOnce(int64_t uid);
   JobSeed seed_;
   // The processes' signatures, shared (declared before processes_, which
