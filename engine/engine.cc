@@ -484,7 +484,7 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
 // --detector-threads threads at once, the longest of the last tick first.
 // Findings keep the detectors' order either way.
 void Engine::RunDetectors(const JobState& job, VectorSink* out, TickCost* cost) {
-  auto timed = [this, &job, cost](size_t i, VectorSink* sink) {
+  auto timed = [this, &job](size_t i, VectorSink* sink) {
     const auto t = std::chrono::steady_clock::now();
     detectors_[i]->OnWindow(job, *sink);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -506,13 +506,12 @@ void Engine::RunDetectors(const JobState& job, VectorSink* out, TickCost* cost) 
   cost->seconds["steps"] +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   std::vector<VectorSink> sinks(detectors_.size());
-  std::vector<double> seconds(detectors_.size(), 0.0);
   std::vector<size_t> concurrent;
   for (size_t i = 0; i < detectors_.size(); ++i) {
     if (detectors_[i]->ConcurrentWithOthers()) {
       concurrent.push_back(i);
     } else {
-      seconds[i] = timed(i, &sinks[i]);
+      timed(i, &sinks[i]);
     }
   }
   std::stable_sort(concurrent.begin(), concurrent.end(), [this](size_t a, size_t b) {
@@ -521,7 +520,7 @@ void Engine::RunDetectors(const JobState& job, VectorSink* out, TickCost* cost) 
   std::atomic<size_t> next{0};
   auto work = [&] {
     for (size_t k; (k = next.fetch_add(1)) < concurrent.size();) {
-      seconds[concurrent[k]] = timed(concurrent[k], &sinks[concurrent[k]]);
+      timed(concurrent[k], &sinks[concurrent[k]]);
     }
   };
   std::vector<std::thread> pool;
@@ -530,7 +529,7 @@ void Engine::RunDetectors(const JobState& job, VectorSink* out, TickCost* cost) 
   work();
   for (std::thread& th : pool) th.join();
   for (size_t i = 0; i < detectors_.size(); ++i) {
-    cost->seconds[detectors_[i]->name()] += seconds[i];
+    cost->seconds[detectors_[i]->name()] += detector_seconds_[i];
     for (Diagnosis& d : sinks[i].out) out->out.push_back(std::move(d));
   }
 }

@@ -31,9 +31,7 @@ const analysis::Steps& WindowView::StepsOf(const analysis::RankTrace& t) const {
 void WindowView::FindAllSteps(int threads) const {
   if (steps_.size() != ranks.size()) steps_.resize(ranks.size());
   auto part = [this](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) {
-      if (!steps_[i]) steps_[i] = std::make_unique<analysis::Steps>(analysis::FindSteps(ranks[i]));
-    }
+    for (size_t i = from; i < to; ++i) StepsOf(ranks[i]);  // distinct slots per thread
   };
   const size_t n = ranks.size();
   const size_t t = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / 256 + 1);
