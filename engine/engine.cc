@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 #include <grpcpp/grpcpp.h>
@@ -399,47 +400,72 @@ void Engine::ApplyMetricsRetention(const JobSummary& s, uint64_t now) {
 }
 
 // One job's part of a window tick: close its window, run the detectors
-// (each one's time added to `spent`), queue its history rows. Returns the
+// (each one's time added to `cost`), queue its history rows. Returns the
 // job's findings; `finished` tells whether the job has finished.
+//
+// The job's lock is held while the window is closed and copied into its
+// view and while the detectors that read the job itself run, then again
+// while its rank rows are copied; not while the detectors that read only
+// the view run (the longest part at scale), so that the job's records go
+// on being applied meanwhile (a 100k-rank job's tick once held it for tens
+// of seconds, and its ranks looked silent).
 std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCost* cost,
                                        bool* finished) {
-  std::map<std::string_view, double>* spent = &cost->seconds;
   JobState* job = &job_state;
-  VectorSink sink;
+  auto t = std::chrono::steady_clock::now();
+  auto lap = [&t, cost](std::string_view what) {
+    const auto now = std::chrono::steady_clock::now();
+    cost->seconds[what] += std::chrono::duration<double>(now - t).count();
+    t = now;
+  };
+  std::vector<VectorSink> sinks(detectors_.size());
+  std::array<JobState::TickHold, JobState::kTickHolds> held;
   WindowSummaryRow row;
-  JobSummary summary;
-  std::vector<history::RankRow> ranks;
   {
     std::lock_guard<std::mutex> l(job->mu());
-    const uint64_t held_from = registry_.Now();
+    held[0].from_ns = registry_.Now();
     ApplyMetricsRetention(Summarize(*job), now);
     row = job->CloseWindow(now);
-    auto t = std::chrono::steady_clock::now();
-    auto lap = [&t, spent](std::string_view what) {
-      const auto now = std::chrono::steady_clock::now();
-      (*spent)[what] += std::chrono::duration<double>(now - t).count();
-      t = now;
-    };
-    if (views_) views_->BuildAndTrim(*job);  // rings cut as copied: records held once
-    lap("window view");
-    RunDetectors(*job, &sink, cost);
     t = std::chrono::steady_clock::now();
-    hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
-    FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's
-    RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
-    if (recorder_) recorder_->OnWindow(*job, sink.out, now);
-    // The window's records were read: give their memory back.
-    if (views_) views_->Release(job->job());
-    job->TrimRings();
+    if (views_) views_->BuildAndTrim(*job);  // rings cut as copied: records held once
+    job->TrimRings();                        // (cut already) counts the rings' memory
+    lap("window view");
+    if (history_) history_->Prepare(*job);
+    lap("history");
+    RunDetectors(*job, /*with_lock=*/true, &sinks, cost);
+    held[0].until_ns = registry_.Now();
+  }
+  RunDetectors(*job, /*with_lock=*/false, &sinks, cost);
+  t = std::chrono::steady_clock::now();
+  VectorSink sink;
+  for (VectorSink& s : sinks) {  // the detectors' order
+    for (Diagnosis& d : s.out) sink.out.push_back(std::move(d));
+  }
+  hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
+  FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's
+  RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
+  if (recorder_) recorder_->OnWindow(*job, sink.out, now);
+  // The window's records were read: give their memory back.
+  if (views_) views_->Release(job->job());
+  lap("baseline recorder");
+  JobSummary summary;
+  std::vector<history::RankRow> ranks;
+  struct RankAge {  // of ranks[i], for its xpu_rank_last_record_age_seconds
+    std::string label;
+    xpu::v1::ProcessIdentity identity;
+    double age_s;
+  };
+  std::vector<RankAge> ages;
+  size_t by_state[3] = {0, 0, 0};
+  {
+    std::lock_guard<std::mutex> l(job->mu());
+    held[1].from_ns = registry_.Now();
     summary = Summarize(*job);
-    size_t by_state[3] = {0, 0, 0};
     cost->processes += job->processes().size();
+    ranks.reserve(job->processes().size());
+    ages.reserve(job->processes().size());
     for (const auto& [key, p] : job->processes()) {
       by_state[static_cast<int>(p->liveness)]++;
-      uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
-      metrics_.SetRankLastRecordAge(
-          job->job(), p->identity.rank() >= 0 ? std::to_string(p->identity.rank()) : key,
-          p->identity, now > last ? (now - last) * 1e-9 : 0);
       history::RankRow r;
       r.job = job->job();
       r.key = key;
@@ -452,14 +478,21 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
       r.dropped = p->dropped;
       r.last_record_ns = p->last_record_ns;
       r.last_seen_ns = p->last_seen_ns;
+      const uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
+      ages.push_back(RankAge{r.rank >= 0 ? std::to_string(r.rank) : key, p->identity,
+                             now > last ? (now - last) * 1e-9 : 0});
       ranks.push_back(std::move(r));
     }
-    for (Liveness lv : {Liveness::kAlive, Liveness::kSilent, Liveness::kExited}) {
-      metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
-    }
-    lap("rank rows and metrics");
-    job->set_tick_held(held_from, registry_.Now());
+    held[1].until_ns = registry_.Now();
+    job->set_tick_held(held);
   }
+  for (const RankAge& a : ages) {
+    metrics_.SetRankLastRecordAge(job->job(), a.label, a.identity, a.age_s);
+  }
+  for (Liveness lv : {Liveness::kAlive, Liveness::kSilent, Liveness::kExited}) {
+    metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
+  }
+  lap("rank rows and metrics");
   std::set<std::string>& ops = busbw_ops_[job->job()];
   std::set<std::string> now_ops;
   for (const CollectiveWindowRow& c : row.collectives) {
@@ -479,59 +512,51 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
   return std::move(sink.out);
 }
 
-// The detectors of one job: one after another on this thread; for a job of
-// --detector-parallel-min-ranks+ ranks, those that may (ConcurrentWithOthers) on up to
-// --detector-threads threads at once, the longest of the last tick first.
-// Findings keep the detectors' order either way.
-void Engine::RunDetectors(const JobState& job, VectorSink* out, TickCost* cost) {
-  auto timed = [this, &job](size_t i, VectorSink* sink) {
+// The detectors of one job that read the job itself (`with_lock`: the
+// caller holds the job's lock), or the others, which read only the window's
+// view (ConcurrentWithOthers; the caller does not hold it). One after
+// another on this thread; the view's detectors of a job of
+// --detector-parallel-min-ranks+ ranks on up to --detector-threads threads
+// at once, the longest of the last tick first. Detector i reports into
+// (*sinks)[i].
+void Engine::RunDetectors(const JobState& job, bool with_lock, std::vector<VectorSink>* sinks,
+                          TickCost* cost) {
+  auto timed = [this, &job, sinks](size_t i) {
     const auto t = std::chrono::steady_clock::now();
-    detectors_[i]->OnWindow(job, *sink);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    detector_seconds_[i] = s;
-    return s;
+    detectors_[i]->OnWindow(job, (*sinks)[i]);
+    detector_seconds_[i] =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   detector_seconds_.resize(detectors_.size(), 0.0);
-  const WindowView* view = views_ ? &views_->Get(job) : nullptr;
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < detectors_.size(); ++i) {
+    if (detectors_[i]->ConcurrentWithOthers() != with_lock) mine.push_back(i);
+  }
+  const WindowView* view = views_ && !with_lock ? &views_->Get(job) : nullptr;
   const int threads = options_.detector_threads;
-  if (threads <= 1 || view == nullptr ||
-      view->ranks.size() < static_cast<size_t>(options_.detector_parallel_min_ranks)) {
-    for (size_t i = 0; i < detectors_.size(); ++i) {
-      cost->seconds[detectors_[i]->name()] += timed(i, out);
-    }
-    return;
+  if (threads > 1 && view != nullptr && mine.size() > 1 &&
+      view->ranks.size() >= static_cast<size_t>(options_.detector_parallel_min_ranks)) {
+    auto t = std::chrono::steady_clock::now();
+    view->FindAllSteps(threads);
+    cost->seconds["steps"] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    std::vector<size_t> order = mine;
+    std::stable_sort(order.begin(), order.end(), [this](size_t a, size_t b) {
+      return detector_seconds_[a] > detector_seconds_[b];
+    });
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k; (k = next.fetch_add(1)) < order.size();) timed(order[k]);
+    };
+    std::vector<std::thread> pool;
+    const size_t extra = std::min<size_t>(static_cast<size_t>(threads), order.size());
+    for (size_t k = 1; k < extra; ++k) pool.emplace_back(work);
+    work();
+    for (std::thread& th : pool) th.join();
+  } else {
+    for (size_t i : mine) timed(i);
   }
-  auto t = std::chrono::steady_clock::now();
-  view->FindAllSteps(threads);
-  cost->seconds["steps"] +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-  std::vector<VectorSink> sinks(detectors_.size());
-  std::vector<size_t> concurrent;
-  for (size_t i = 0; i < detectors_.size(); ++i) {
-    if (detectors_[i]->ConcurrentWithOthers()) {
-      concurrent.push_back(i);
-    } else {
-      timed(i, &sinks[i]);
-    }
-  }
-  std::stable_sort(concurrent.begin(), concurrent.end(), [this](size_t a, size_t b) {
-    return detector_seconds_[a] > detector_seconds_[b];
-  });
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1)) < concurrent.size();) {
-      timed(concurrent[k], &sinks[concurrent[k]]);
-    }
-  };
-  std::vector<std::thread> pool;
-  const size_t extra = std::min<size_t>(static_cast<size_t>(threads), concurrent.size());
-  for (size_t k = 1; k < extra; ++k) pool.emplace_back(work);
-  work();
-  for (std::thread& th : pool) th.join();
-  for (size_t i = 0; i < detectors_.size(); ++i) {
-    cost->seconds[detectors_[i]->name()] += detector_seconds_[i];
-    for (Diagnosis& d : sinks[i].out) out->out.push_back(std::move(d));
-  }
+  for (size_t i : mine) cost->seconds[detectors_[i]->name()] += detector_seconds_[i];
 }
 
 // A tick that takes more than half a window is told in the log with where

@@ -83,6 +83,10 @@ class Engine {
   }
   // One window step now; returns the diagnoses it produced.
   std::vector<Diagnosis> TickWindow();
+  // Adds a detector after the engine's own (for tests of the window tick;
+  // call before the first tick). The views are those its detectors share.
+  void AddDetector(std::unique_ptr<Detector> d) { detectors_.push_back(std::move(d)); }
+  const std::shared_ptr<WindowViews>& views() const { return views_; }
   // Blocks until Shutdown() is called (from another thread or a signal
   // watcher).
   void Wait();
@@ -102,7 +106,8 @@ class Engine {
   };
   // TickWindow's work for one job (engine.cc).
   std::vector<Diagnosis> TickJob(JobState& job, uint64_t now, TickCost* cost, bool* finished);
-  void RunDetectors(const JobState& job, VectorSink* out, TickCost* cost);
+  void RunDetectors(const JobState& job, bool with_lock, std::vector<VectorSink>* sinks,
+                    TickCost* cost);
   void WarnSlowTick(double seconds, const TickCost& cost);
   void ApplyMetricsRetention(const JobSummary& s, uint64_t now);
   // Credentials from the options (files read now); the identity socket

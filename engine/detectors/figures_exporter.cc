@@ -71,24 +71,17 @@ void FiguresExporter::Set(const std::string& job, prometheus::Family<prometheus:
   if (prometheus::Gauge* g = series_.Get(job, f, slot, labels)) g->Set(v);
 }
 
-void FiguresExporter::DropRankHistograms(const JobState& job) {
+void FiguresExporter::DropRankHistograms(const std::string& job) {
   // Once per job: the per-rank histograms made while it was smaller.
-  if (!pooled_jobs_.insert(job.job()).second) return;
-  for (const auto& [key, p] : job.processes()) {
-    const std::string rank = std::to_string(p->identity.rank());
-    for (const char* family : {"compute", "communication"}) {
-      series_.Remove(job.job(), issue_, rank + "/" + family);
-    }
-  }
+  if (pooled_jobs_.insert(job).second) series_.RemoveFamily(job, issue_);
 }
 
 void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
   const WindowView& v = views_->Get(job);
   if (v.ranks.empty() || series_.Retired(job.job())) return;
-  const prometheus::Labels job_labels = JobLabels(job.job(), job.job_name());
-  std::map<int32_t, const xpu::v1::ProcessIdentity*> identity;
-  for (const auto& [key, p] : job.processes()) identity[p->identity.rank()] = &p->identity;
-  const xpu::v1::ProcessIdentity none;
+  // The job's name and the ranks' identities as the view copied them: the
+  // exporter runs without the job's lock.
+  const prometheus::Labels job_labels = JobLabels(job.job(), v.backbone);
   const std::vector<analysis::CommBandwidth> comms = analysis::CommunicatorBandwidth(v.ranks);
   // Per rank, the bus bytes and seconds of the communicators it is in,
   // summed in the communicators' order (one pass over their members).
@@ -106,13 +99,11 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
   // per rank, and 100k ranks' worth is more series than a Prometheus takes.
   const bool per_rank_histograms =
       v.ranks.size() <= static_cast<size_t>(Param(v, "figures.histogram_max_ranks"));
-  if (!per_rank_histograms) DropRankHistograms(job);
+  if (!per_rank_histograms) DropRankHistograms(job.job());
   std::map<std::string, prometheus::Histogram*> pooled;  // family -> rank="all" histogram
   for (const analysis::RankTrace& t : v.ranks) {
     const std::string rank = std::to_string(t.rank);
-    auto id = identity.find(t.rank);
-    const prometheus::Labels base =
-        RankLabels(job_labels, rank, id != identity.end() ? *id->second : none);
+    const prometheus::Labels base = RankLabels(job_labels, rank, v.IdentityOf(t.rank));
     const analysis::Steps& st = v.StepsOf(t);
     std::vector<double> d = st.DurationsS();
     if (!d.empty()) {

@@ -46,7 +46,7 @@ class FiguresExporter : public ViewDetector {
  private:
   void Set(const std::string& job, prometheus::Family<prometheus::Gauge>& f,
            const prometheus::Labels& labels, double v);
-  void DropRankHistograms(const JobState& job);
+  void DropRankHistograms(const std::string& job);
 
   JobSeries& series_;
   prometheus::Family<prometheus::Gauge>& step_;

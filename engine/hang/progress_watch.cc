@@ -128,15 +128,13 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   s.period_ns = period;
   s.period_source = period > 0 ? source : "none";
   // While the engine's last window tick held the job, no record was
-  // applied: that span is no silence of the job (a 100k-rank job's tick
-  // holds it for tens of seconds; all its ranks were suspected).
-  const uint64_t held_from = job.tick_held_from_ns(), held_until = job.tick_held_until_ns();
+  // applied: those spans are no silence of the job (a 100k-rank job's tick
+  // held it for tens of seconds once; all its ranks were suspected).
   for (const auto& [key, p] : job.processes()) {
     if (p->liveness == Liveness::kExited || p->last_progress_rx_ns == 0) continue;
     const uint64_t last = p->last_progress_rx_ns;
     if (now_ns <= last) continue;
-    const uint64_t lo = std::max(last, held_from), hi = std::min(now_ns, held_until);
-    const uint64_t silent = now_ns - last - (hi > lo ? hi - lo : 0);
+    const uint64_t silent = now_ns - last - job.TickHeldWithin(last, now_ns);
     if (silent <= allowed) continue;
     s.ranks.push_back(p->identity.rank());
     if (s.since_ns == 0 || p->last_progress_rx_ns < s.since_ns) s.since_ns = p->last_progress_rx_ns;

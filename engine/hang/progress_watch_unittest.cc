@@ -80,9 +80,12 @@ TEST_F(ProgressWatchTest, TheEnginesOwnTickIsNoSilenceOfTheJob) {
   ProgressWatch w(ProgressWatchOptions{});
   ProcessState& p = Proc(0);
   Steps(p, 50 * kMs, 40, now_);  // last progress at now_
-  // The window tick held the job from now_ + 1 s to now_ + 5 s: no record
+  // The window tick held the job from now_ + 1 s to now_ + 3 s and from
+  // now_ + 4 s to now_ + 6 s (it let go while its detectors ran): no record
   // could be applied meanwhile, so those 4 s are no silence of the job.
-  job_.set_tick_held(now_ + 1 * kS, now_ + 5 * kS);
+  job_.set_tick_held({JobState::TickHold{now_ + 1 * kS, now_ + 3 * kS},
+                      JobState::TickHold{now_ + 4 * kS, now_ + 6 * kS}});
+  EXPECT_EQ(job_.TickHeldWithin(now_ + 2 * kS, now_ + 5 * kS), 2 * kS);
   EXPECT_FALSE(w.Check(job_, now_ + 9 * kS).has_value());  // 5 s silent
   std::optional<ProgressStall> s = w.Check(job_, now_ + 11 * kS);
   ASSERT_TRUE(s.has_value());  // 7 s silent besides the tick
@@ -96,7 +99,7 @@ TEST_F(ProgressWatchTest, ShortTicksOfSmallJobsHideNoStall) {
   Steps(p, 50 * kMs, 40, now_);
   // A tick every second that holds the job for 2 ms: a stopped rank is
   // still suspected after the 6 s floor (and not much later).
-  job_.set_tick_held(now_ + 6 * kS, now_ + 6 * kS + 2 * kMs);
+  job_.set_tick_held({JobState::TickHold{now_ + 6 * kS, now_ + 6 * kS + 2 * kMs}});
   ASSERT_TRUE(w.Check(job_, now_ + 6 * kS + 100 * kMs).has_value());
 }
 

@@ -42,24 +42,25 @@ bool BaselineRecorder::Healthy(const std::vector<Diagnosis>& diagnoses) {
 
 void BaselineRecorder::OnWindow(const JobState& job, const std::vector<Diagnosis>& diagnoses,
                                 uint64_t now_ns) {
-  if (job.job_name().empty() || !Healthy(diagnoses)) return;
+  if (!Healthy(diagnoses)) return;
+  // The job's name and GPU model as the view copied them: the recorder
+  // runs without the job's lock.
   const WindowView& v = views_->Get(job);
-  if (v.ranks.empty()) return;
+  if (v.ranks.empty() || v.backbone.empty()) return;
   Run& run = runs_[job.job()];
-  const std::string model = JobGpuModel(job);
-  if (run.windows > 0 && (run.gpu_model != model || run.job_name != job.job_name())) {
+  const std::string& model = v.gpu_model;
+  if (run.windows > 0 && (run.gpu_model != model || run.job_name != v.backbone)) {
     // The key changed under the job (a GPU model reported late): what was
     // collected belongs to the old key; start over rather than mix.
     run = Run();
   }
-  run.job_name = job.job_name();
+  run.job_name = v.backbone;
   run.gpu_model = model;
   bool any = false;
 
   // Step time on the same reference rank as throughput_regression.
   for (const analysis::RankTrace& t : v.ranks) {
-    analysis::Steps st = analysis::FindSteps(t);
-    std::vector<double> d = st.DurationsS();
+    std::vector<double> d = v.StepsOf(t).DurationsS();
     if (d.empty()) continue;
     const double med = analysis::Median(d);
     run.step.Add(med, d.size());
@@ -72,7 +73,7 @@ void BaselineRecorder::OnWindow(const JobState& job, const std::vector<Diagnosis
   // Void percentages and issue latencies, per rank.
   std::vector<double> vi, vm;
   for (const analysis::RankTrace& t : v.ranks) {
-    analysis::VoidFigures f = analysis::ComputeVoid(t, analysis::FindSteps(t));
+    analysis::VoidFigures f = analysis::ComputeVoid(t, v.StepsOf(t));
     if (f.steps > 0) {
       vi.push_back(f.VInter());
       vm.push_back(f.VMinority());

@@ -48,8 +48,9 @@ class BaselineRecorder {
   BaselineRecorder(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config,
                    Writer writer);
 
-  // After the detectors of the window, with job.mu() held. `diagnoses`: what
-  // they reported for this job in this window. `now_ns` stamps the run.
+  // After the detectors of the window, with or without job.mu() held: it
+  // reads the window's view and job.job() only. `diagnoses`: what they
+  // reported for this job in this window. `now_ns` stamps the run.
   void OnWindow(const JobState& job, const std::vector<Diagnosis>& diagnoses, uint64_t now_ns);
   // True when none of `diagnoses` taints a window's figures.
   static bool Healthy(const std::vector<Diagnosis>& diagnoses);

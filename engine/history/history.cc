@@ -25,40 +25,36 @@ absl::StatusOr<CalibrationRows> StoreHistorySource::CalibrationOf(const std::str
   return store_->LoadCalibration(gpu_model);
 }
 
-std::string JobGpuModel(const JobState& job) {
-  std::map<std::string, int> votes;
-  for (const auto& [key, p] : job.processes()) {
-    const std::string& m = p->identity.gpu_model();
-    if (!m.empty()) votes[m]++;
-  }
-  std::string best;
-  int n = 0;
-  for (const auto& [m, v] : votes) {
-    if (v > n) {
-      best = m;
-      n = v;
-    }
-  }
-  return best;
-}
-
 HistoryCache::HistoryCache(std::shared_ptr<HistorySource> source,
                            std::shared_ptr<const DetectorConfig> config)
     : source_(std::move(source)), config_(std::move(config)) {}
 
+void HistoryCache::Prepare(const JobState& job) {
+  std::lock_guard<std::mutex> l(mu_);
+  Entry& e = jobs_[job.job()];
+  Refresh(job, &e);
+  e.prepared_window = job.window_start_ns();
+}
+
 const JobHistory& HistoryCache::Get(const JobState& job) {
   std::lock_guard<std::mutex> l(mu_);  // detectors of one job may ask at once
   Entry& e = jobs_[job.job()];
-  if (e.last_window != job.window_start_ns()) {
-    e.last_window = job.window_start_ns();
-    e.windows_since_load++;
-  }
-  const std::string model = JobGpuModel(job);
-  if (!e.loaded || model != e.history.gpu_model || job.job_name() != e.history.job_name ||
-      e.windows_since_load >= kReloadWindows) {
-    Load(job, model, &e);
-  }
+  // Prepared for this window: the job's processes are not read (the
+  // detectors that ask run without the job's lock).
+  if (e.prepared_window != job.window_start_ns()) Refresh(job, &e);
   return e.history;
+}
+
+void HistoryCache::Refresh(const JobState& job, Entry* e) {
+  if (e->last_window != job.window_start_ns()) {
+    e->last_window = job.window_start_ns();
+    e->windows_since_load++;
+  }
+  const std::string model = job.GpuModel();
+  if (!e->loaded || model != e->history.gpu_model || job.job_name() != e->history.job_name ||
+      e->windows_since_load >= kReloadWindows) {
+    Load(job, model, e);
+  }
 }
 
 void HistoryCache::Load(const JobState& job, const std::string& gpu_model, Entry* e) {

@@ -61,18 +61,20 @@ struct JobHistory {
   Calibration calibration;   // of gpu_model; empty without one
 };
 
-// The GPU model most of the job's processes report (ProcessIdentity.gpu_model);
-// empty when none does. Caller holds job.mu().
-std::string JobGpuModel(const JobState& job);
-
 class HistoryCache {
  public:
   static constexpr int kReloadWindows = 30;
 
   // `source` may be null (no store): every job then has an empty history.
   HistoryCache(std::shared_ptr<HistorySource> source, std::shared_ptr<const DetectorConfig> config);
-  // The history of `job` (caller holds job.mu()); thread-safe: detectors of
-  // the job running at once get the same history, loaded once per window.
+  // Loads or refreshes the history of `job` for its current window (caller
+  // holds job.mu()): the window tick does it before the detectors run.
+  void Prepare(const JobState& job);
+  // The history of `job`; thread-safe: detectors of the job running at
+  // once get the same history, loaded once per window. Reads only job() and
+  // window_start_ns() once Prepare ran for the window (the detectors run
+  // without the job's lock); otherwise refreshes it as Prepare does, and the
+  // caller holds job.mu().
   const JobHistory& Get(const JobState& job);
   // Forgets jobs the engine no longer has.
   void Retain(const std::vector<std::string>& jobs);
@@ -81,9 +83,11 @@ class HistoryCache {
   struct Entry {
     JobHistory history;
     bool loaded = false;
-    uint64_t last_window = 0;  // JobState::window_start_ns() of the last Get
+    uint64_t last_window = 0;      // JobState::window_start_ns() of the last refresh
+    uint64_t prepared_window = UINT64_MAX;  // that of the last Prepare, if any
     int windows_since_load = 0;
   };
+  void Refresh(const JobState& job, Entry* e);
   void Load(const JobState& job, const std::string& gpu_model, Entry* e);
 
   std::shared_ptr<HistorySource> source_;

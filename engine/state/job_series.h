@@ -89,6 +89,20 @@ class JobSeries {
     j->second.erase(it);
   }
 
+  // Removes every series of the job in `family`.
+  template <class T>
+  void RemoveFamily(const std::string& job, prometheus::Family<T>& family) {
+    std::lock_guard<std::mutex> l(mu_);
+    auto j = series_.find(job);
+    if (j == series_.end()) return;
+    const void* f = &family;
+    for (auto it = j->second.lower_bound({f, std::string()});
+         it != j->second.end() && it->first.first == f;) {
+      it->second.Remove();
+      it = j->second.erase(it);
+    }
+  }
+
   // Removes every series of the job; later Gets return nullptr.
   void RetireJob(const std::string& job);
   // Gets create series of the job again.

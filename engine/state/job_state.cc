@@ -369,6 +369,32 @@ void JobState::TrimRings(size_t keep, size_t pace_keep) {
   }
 }
 
+std::string JobState::GpuModel() const {
+  std::map<std::string, int> votes;
+  for (const auto& [key, p] : processes_) {
+    const std::string& m = p->identity.gpu_model();
+    if (!m.empty()) votes[m]++;
+  }
+  std::string best;
+  int n = 0;
+  for (const auto& [m, v] : votes) {
+    if (v > n) {
+      best = m;
+      n = v;
+    }
+  }
+  return best;
+}
+
+uint64_t JobState::TickHeldWithin(uint64_t from_ns, uint64_t until_ns) const {
+  uint64_t held = 0;
+  for (const TickHold& h : tick_held_) {
+    const uint64_t lo = std::max(from_ns, h.from_ns), hi = std::min(until_ns, h.until_ns);
+    if (hi > lo) held += hi - lo;
+  }
+  return held;
+}
+
 size_t JobState::Alive() const {
   size_t n = 0;
   for (const auto& [k, p] : processes_) n += p->liveness == Liveness::kAlive;

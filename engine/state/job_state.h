@@ -271,6 +271,9 @@ class JobState {
   // rank with records (a rank-less process only when no rank has any);
   // nullptr when none has records.
   const ProcessState* PaceProcess() const;
+  // The GPU model most of the job's processes report (ProcessIdentity.gpu_model);
+  // empty when none does.
+  std::string GpuModel() const;
 
   const std::map<std::string, std::unique_ptr<ProcessState>>& processes() const {
     return processes_;
@@ -287,15 +290,18 @@ class JobState {
   // are queued for the history); 0 before the first. Read without the lock.
   uint64_t analysed_until_ns() const { return analysed_until_ns_.load(std::memory_order_acquire); }
   void set_analysed_until_ns(uint64_t ns) { analysed_until_ns_.store(ns, std::memory_order_release); }
-  // When (engine clock) the engine's last window tick held the job's lock:
-  // no record could be applied meanwhile, so the hang watch does not count
-  // that span as the job's silence. Under the lock.
-  uint64_t tick_held_from_ns() const { return tick_held_from_ns_; }
-  uint64_t tick_held_until_ns() const { return tick_held_until_ns_; }
-  void set_tick_held(uint64_t from_ns, uint64_t until_ns) {
-    tick_held_from_ns_ = from_ns;
-    tick_held_until_ns_ = until_ns;
-  }
+  // When (engine clock) the engine's last window tick held the job's lock
+  // (at most kTickHolds spans: it lets go while the window's detectors
+  // read their copy of the records): no record could be applied meanwhile,
+  // so the hang watch does not count those spans as the job's silence.
+  // Under the lock.
+  static constexpr size_t kTickHolds = 2;
+  struct TickHold {
+    uint64_t from_ns = 0, until_ns = 0;
+  };
+  void set_tick_held(const std::array<TickHold, kTickHolds>& spans) { tick_held_ = spans; }
+  // Nanoseconds of [from_ns, until_ns) in which the last tick held the job.
+  uint64_t TickHeldWithin(uint64_t from_ns, uint64_t until_ns) const;
   // running / silent / finished
   std::string_view StateName() const;
   size_t Alive() const;
@@ -312,7 +318,7 @@ class JobState {
   uint64_t records_ = 0;
   std::atomic<int64_t> owner_uid_{-1};
   std::atomic<uint64_t> analysed_until_ns_{0};
-  uint64_t tick_held_from_ns_ = 0, tick_held_until_ns_ = 0;
+  std::array<TickHold, kTickHolds> tick_held_{};
   void SetOwnerOnce(int64_t uid);
   JobSeed seed_;
   // The processes' signatures, shared (declared before processes_, which

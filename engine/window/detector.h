@@ -3,13 +3,15 @@
 // beside its monitor (engine/hang/hang_detector.h,
 // engine/profile/differential_localization.h).
 //
-// Threading: OnWindow runs with the job's lock held (on the engine's window
-// thread, or on one of its detector threads beside other detectors of the
-// same job where the detector says it reads only the window's view and
-// state of its own: ConcurrentWithOthers), so a detector sees a consistent
-// JobState and must not block or call back into the engine. A detector
-// object is used for one engine and may keep state across windows (it is
-// never called concurrently with itself).
+// Threading: OnWindow runs on the engine's window thread with the job's
+// lock held, so that the detector sees a consistent JobState; it must not
+// block or call back into the engine. A detector that says it reads only
+// the window's view and state of its own (ConcurrentWithOthers) runs
+// instead without the job's lock, while the ingest goes on filling the
+// job's rings, on one of the window's detector threads beside the other
+// such detectors of the job. A detector object is used for one engine and
+// may keep state across windows (it is never called concurrently with
+// itself).
 #ifndef XPU_ENGINE_WINDOW_DETECTOR_H_
 #define XPU_ENGINE_WINDOW_DETECTOR_H_
 
@@ -37,9 +39,12 @@ class Detector {
   // window just closed and job.window_start_ns() is "now" for the detector.
   // Configuration (thresholds) goes to the detector's constructor.
   virtual void OnWindow(const JobState& job, DiagnosisSink& sink) = 0;
-  // True where OnWindow may run beside other detectors' OnWindow on the
-  // same job: it only reads the job, the window's built view, the shared
-  // thread-safe caches (history, metrics series) and its own state.
+  // True where OnWindow may run without the job's lock, beside other
+  // detectors' OnWindow on the same job: of the job it reads only job() and
+  // window_start_ns(); otherwise the window's built view (a copy of the
+  // window's records, the ranks' identities, the job's name and GPU
+  // model), the shared thread-safe caches (history, prepared for the
+  // window; metrics series) and its own state.
   virtual bool ConcurrentWithOthers() const { return false; }
 };
 

@@ -16,6 +16,12 @@ std::string WindowView::HostOf(int32_t rank) const {
   return it != ranks.end() && it->rank == rank ? it->host : "";
 }
 
+const xpu::v1::ProcessIdentity& WindowView::IdentityOf(int32_t rank) const {
+  static const xpu::v1::ProcessIdentity kNone;
+  auto it = identities.find(rank);
+  return it != identities.end() ? it->second : kNone;
+}
+
 const analysis::Steps& WindowView::StepsOf(const analysis::RankTrace& t) const {
   if (ranks.empty() || &t < ranks.data() || &t >= ranks.data() + ranks.size()) {
     thread_local analysis::Steps scratch;  // a trace that is not one of ranks
@@ -63,6 +69,7 @@ const WindowView& WindowViews::Make(const JobState& job,
   WindowView v;
   v.window_id = job.window_start_ns();
   v.backbone = job.job_name();
+  v.gpu_model = job.GpuModel();
   v.first_ns = UINT64_MAX;
   for (const auto& [key, p] : job.processes()) {
     const uint64_t written = p->ring.written();
@@ -77,6 +84,7 @@ const WindowView& WindowViews::Make(const JobState& job,
     analysis::RankTrace t;
     t.rank = p->identity.rank();
     t.host = p->identity.host();
+    v.identities[t.rank] = p->identity;
     const size_t n = std::min<uint64_t>(fresh, p->ring.held());
     t.ops.reserve(n);
     p->ring.ForEachLast(n, [&](const xpu_record_v1& r) {

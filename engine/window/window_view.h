@@ -5,8 +5,10 @@
 //
 // WindowViews is shared by the slowdown detectors of one engine so that the
 // view of a window is built once, by the first detector that asks for it.
-// Thread-safety: used on the window thread only, under the job's lock (the
-// engine runs detectors one job at a time).
+// Thread-safety: built and released on the window thread under the job's
+// lock (the engine runs detectors one job at a time). A built view is a
+// copy: the detectors read it without the job's lock, beside the ingest
+// that fills the job's rings with the next window's records.
 #ifndef XPU_ENGINE_WINDOW_WINDOW_VIEW_H_
 #define XPU_ENGINE_WINDOW_WINDOW_VIEW_H_
 
@@ -16,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/analysis/steps.h"
@@ -33,7 +36,12 @@ struct WindowView {
   uint64_t records = 0;
   uint64_t first_ns = 0, last_ns = 0;  // host-clock span of the records
   std::string backbone;                // job_name, for per-backbone thresholds
+  std::string gpu_model;               // JobState::GpuModel() when built
   std::string HostOf(int32_t rank) const;
+  // The identity of a rank of `ranks` as its process reported it (labels of
+  // its figures); an empty one for another rank.
+  const xpu::v1::ProcessIdentity& IdentityOf(int32_t rank) const;
+  std::unordered_map<int32_t, xpu::v1::ProcessIdentity> identities;  // of `ranks`, by rank
   // The steps of `t`, an element of `ranks` (analysis::FindSteps), found
   // once per window for every detector that asks.
   // Thread-safe once FindAllSteps ran.
