@@ -193,7 +193,7 @@ TEST(RecordRingTest, GrowsAsUsedAndTrimKeepsTheNewest) {
   EXPECT_EQ(ring.Last(512).back().seq, 399u);
 }
 
-TEST(RecordRingTest, SteadyWindowsGrowOnceToWhatTheLastWindowNeeded) {
+TEST(RecordRingTest, SteadyWindowsGrowByDoublingToWhatTheLastWindowNeeded) {
   RecordRing ring(65536);
   std::vector<xpu_record_v1> step;
   for (uint32_t i = 0; i < 100; ++i) step.push_back(MakeRecord(1, i, 1, i));
@@ -205,7 +205,10 @@ TEST(RecordRingTest, SteadyWindowsGrowOnceToWhatTheLastWindowNeeded) {
       before = ring.allocated();
     }
     if (w >= 2) {
-      EXPECT_EQ(grows, 1u) << "window " << w;
+      // 256, 512, then 528: doubling steps, never past the last window's
+      // need (records that come while a window's view is read take only
+      // their own room).
+      EXPECT_EQ(grows, 3u) << "window " << w;
       EXPECT_EQ(ring.allocated(), 128u + 400u) << "window " << w;
     }
     ring.Trim(128);

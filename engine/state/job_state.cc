@@ -46,12 +46,15 @@ void RecordRing::Append(const xpu_record_v1* r, size_t n) {
     held_ = 0;
   }
   if (held_ + n > buf_.size() && buf_.size() < capacity_) {
-    // What the last window needed, at once; beyond it, 1.5x steps
-    // (amortized appends without overshooting much).
+    // Doubling up to what the last window needed (a ring filled while the
+    // previous window's view is still read takes only the room of what
+    // came meanwhile), then 1.5x steps (amortized appends without
+    // overshooting much).
     const size_t need = held_ + n;
-    const size_t grown = need <= window_slots_
-                             ? window_slots_
-                             : std::max({need, buf_.size() + buf_.size() / 2, size_t{64}});
+    const size_t grown =
+        need <= window_slots_
+            ? std::min(window_slots_, std::max({need, 2 * buf_.size(), size_t{64}}))
+            : std::max({need, buf_.size() + buf_.size() / 2, size_t{64}});
     Resize(std::min(capacity_, grown));
   }
   const size_t cap = buf_.size();

@@ -45,7 +45,9 @@ using ::xpu::record::OpKindName;
 // read, so that an idle or finished rank holds only its newest few records,
 // not `capacity`. The buffer is sized by what the previous window needed
 // (its tail plus the window's records, at most `capacity`): a steady job's
-// ring grows once per window, to that size, not in steps past it.
+// ring grows in doubling steps to that size, not past it (so that records
+// that come while the window tick's detectors still read the previous
+// window's copy take only their own room).
 class RecordRing {
  public:
   explicit RecordRing(size_t capacity) : capacity_(capacity ? capacity : 1) {}
@@ -66,8 +68,8 @@ class RecordRing {
   size_t allocated() const { return buf_.size(); }
   // Keeps the newest `keep` records (held() <= keep after it) and frees the
   // memory beyond them; remembers how many slots this window needed, the
-  // size the buffer takes at once when the next window's records come (a
-  // second Trim with no record in between keeps that figure).
+  // size the buffer grows to when the next window's records come (a second
+  // Trim with no record in between keeps that figure).
   void Trim(size_t keep);
 
  private:
