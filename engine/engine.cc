@@ -514,7 +514,7 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
 
 // The detectors of one job that read the job itself (`with_lock`: the
 // caller holds the job's lock), or the others, which read only the window's
-// view (ConcurrentWithOthers; the caller does not hold it). One after
+// view (ReadsOnlyTheView; the caller does not hold it). One after
 // another on this thread; the view's detectors of a job of
 // --detector-parallel-min-ranks+ ranks on up to --detector-threads threads
 // at once, the longest of the last tick first. Detector i reports into
@@ -530,7 +530,7 @@ void Engine::RunDetectors(const JobState& job, bool with_lock, std::vector<Vecto
   detector_seconds_.resize(detectors_.size(), 0.0);
   std::vector<size_t> mine;
   for (size_t i = 0; i < detectors_.size(); ++i) {
-    if (detectors_[i]->ConcurrentWithOthers() != with_lock) mine.push_back(i);
+    if (detectors_[i]->ReadsOnlyTheView() != with_lock) mine.push_back(i);
   }
   const WindowView* view = views_ && !with_lock ? &views_->Get(job) : nullptr;
   const int threads = options_.detector_threads;
@@ -540,16 +540,15 @@ void Engine::RunDetectors(const JobState& job, bool with_lock, std::vector<Vecto
     view->FindAllSteps(threads);
     cost->seconds["steps"] +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-    std::vector<size_t> order = mine;
-    std::stable_sort(order.begin(), order.end(), [this](size_t a, size_t b) {
+    std::stable_sort(mine.begin(), mine.end(), [this](size_t a, size_t b) {
       return detector_seconds_[a] > detector_seconds_[b];
     });
     std::atomic<size_t> next{0};
     auto work = [&] {
-      for (size_t k; (k = next.fetch_add(1)) < order.size();) timed(order[k]);
+      for (size_t k; (k = next.fetch_add(1)) < mine.size();) timed(mine[k]);
     };
     std::vector<std::thread> pool;
-    const size_t extra = std::min<size_t>(static_cast<size_t>(threads), order.size());
+    const size_t extra = std::min<size_t>(static_cast<size_t>(threads), mine.size());
     for (size_t k = 1; k < extra; ++k) pool.emplace_back(work);
     work();
     for (std::thread& th : pool) th.join();

@@ -450,7 +450,7 @@ class FeedWhileDetecting : public Detector {
   FeedWhileDetecting(std::shared_ptr<WindowViews> views, std::function<bool()> feed)
       : views_(std::move(views)), feed_(std::move(feed)) {}
   std::string_view name() const override { return "feed_while_detecting"; }
-  bool ConcurrentWithOthers() const override { return true; }
+  bool ReadsOnlyTheView() const override { return true; }
   void OnWindow(const JobState& job, DiagnosisSink& /*sink*/) override {
     view_records.push_back(views_->Get(job).records);
     const bool free = job.mu().try_lock();

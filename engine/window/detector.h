@@ -6,7 +6,7 @@
 // Threading: OnWindow runs on the engine's window thread with the job's
 // lock held, so that the detector sees a consistent JobState; it must not
 // block or call back into the engine. A detector that says it reads only
-// the window's view and state of its own (ConcurrentWithOthers) runs
+// the window's view and state of its own (ReadsOnlyTheView) runs
 // instead without the job's lock, while the ingest goes on filling the
 // job's rings, on one of the window's detector threads beside the other
 // such detectors of the job. A detector object is used for one engine and
@@ -45,7 +45,7 @@ class Detector {
   // window's records, the ranks' identities, the job's name and GPU
   // model), the shared thread-safe caches (history, prepared for the
   // window; metrics series) and its own state.
-  virtual bool ConcurrentWithOthers() const { return false; }
+  virtual bool ReadsOnlyTheView() const { return false; }
 };
 
 // Collecting sink, for the engine and for tests.

@@ -89,7 +89,7 @@ class ViewDetector : public Detector {
   ViewDetector(std::shared_ptr<WindowViews> views, std::shared_ptr<const DetectorConfig> config)
       : views_(std::move(views)), config_(std::move(config)) {}
   // The view is built (and its steps found) before the detectors run.
-  bool ConcurrentWithOthers() const override { return true; }
+  bool ReadsOnlyTheView() const override { return true; }
 
  protected:
   double Param(const WindowView& v, std::string_view key) const {
