@@ -37,6 +37,28 @@ std::shared_ptr<spdlog::logger> Log() {
 // Finished jobs stay in memory (ranks, rings, collective table) this long
 // for post-mortem queries, then live on in SQLite only.
 constexpr uint64_t kRetainFinishedNs = 3600ull * 1000000000ull;
+// The engine pings each daemon stream after this long without a frame from
+// it, and closes the stream when the ping is not answered within the
+// timeout.
+constexpr int kStreamKeepaliveMs = 20000;
+constexpr int kStreamKeepaliveTimeoutMs = 10000;
+
+// The daemon streams' transport settings.
+void SetStreamArguments(const EngineOptions& o, grpc::ServerBuilder* builder) {
+  // Each daemon stream holds a TCP read buffer that grows towards the
+  // largest read (up to 4 MiB by default) and is kept while the stream is
+  // idle: with thousands of streams that is most of the engine's memory per
+  // stream. Reads of at most this size; a larger message takes several
+  // reads, nothing is refused (docs/scale.md, "Memory").
+  builder->AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE,
+                             static_cast<int>(o.tcp_read_chunk_bytes));
+  // A daemon that stops answering (its host or process frozen) loses its
+  // stream within keepalive time + timeout: until then the silence of its
+  // ranks counts only as far as its last batch (ProcessState::SeenUntilNs).
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kStreamKeepaliveMs);
+  builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kStreamKeepaliveTimeoutMs);
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+}
 
 std::string MakeEngineId(uint64_t now_ns) {
   char host[256] = {0};
@@ -293,13 +315,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   grpc::ServerBuilder builder;
   builder.AddListeningPort(o.listen, creds, &e->port_);
   builder.SetMaxReceiveMessageSize(static_cast<int>(o.max_receive_bytes));
-  // Each daemon stream holds a TCP read buffer that grows towards the
-  // largest read (up to 4 MiB by default) and is kept while the stream is
-  // idle: with thousands of streams that is most of the engine's memory per
-  // stream. Reads of at most this size; a larger message takes several
-  // reads, nothing is refused (docs/scale.md, "Memory").
-  builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE,
-                             static_cast<int>(o.tcp_read_chunk_bytes));
+  SetStreamArguments(o, &builder);
   builder.RegisterService(e->ingest_.get());
   builder.RegisterService(e->query_.get());
   e->hang_service_ = std::make_unique<hang::HangService>(*e->hang_, *e->authorizer_);

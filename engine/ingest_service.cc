@@ -56,6 +56,9 @@ struct IngestService::Session {
   std::vector<xpu::v1::RejectedProcess> rejected;  // for the next ack; guarded by pending_mu
   Stream_t* stream = nullptr;
   std::mutex write_mu;  // serializes writes on `stream`
+  // True until the stream ends; its processes hold it (ProcessState::
+  // stream_open) to tell a backlog from a daemon that is gone.
+  std::shared_ptr<std::atomic<bool>> open = std::make_shared<std::atomic<bool>>(true);
   std::mutex pending_mu;
   bool closed = false;  // guarded by pending_mu
   struct Pending {
@@ -185,6 +188,7 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
     if (!result.ok()) break;
   }
 
+  session->open->store(false, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> l(sessions_mu_);
     auto it = sessions_.find(daemon_id);
@@ -286,6 +290,7 @@ void IngestService::ApplyAdmitted(Session& s, JobState& job, const xpu::v1::Proc
   DecodeStats& stats = *stats_out;
   const xpu::v1::ProcessIdentity& id = pb.identity();
   ProcessState& p = job.GetOrCreateProcess(id, s.daemon_id, now);
+  if (p.stream_open != s.open) p.stream_open = s.open;
   s.processes.insert({job_id, p.key});
   records.clear();
   // Cannot fail: validated above. A compact blob that does not decode costs

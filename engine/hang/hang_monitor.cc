@@ -322,7 +322,7 @@ HangReport HangMonitor::Diagnose(const std::string& job_name, uint64_t deadline_
   report.job = job_name;
   report.on_demand = on_demand;
   std::shared_ptr<JobState> job = registry_.FindJob(job_name);
-  const JobSnapshot snap = SnapshotJob(job.get());
+  const JobSnapshot snap = SnapshotJob(job.get(), registry_.Now());
   EvidenceByProcess evidence =
       GatherEvidence(send_, job_name, snap.procs, deadline_ms, mode, caller, &report);
   if (earlier != nullptr) MergeEarlierEvidence(*earlier, &evidence);

@@ -127,14 +127,19 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   s.threshold_ns = threshold;
   s.period_ns = period;
   s.period_source = period > 0 ? source : "none";
-  // While the engine's last window tick held the job, no record was
-  // applied: those spans are no silence of the job (a 100k-rank job's tick
-  // held it for tens of seconds once; all its ranks were suspected).
+  // Silence is judged as far as the engine has seen each process
+  // (ProcessState::SeenUntilNs): batches waiting in an ingest backlog are no
+  // silence of the job (a 100k-rank job's ingest once fell tens of seconds
+  // behind, and every rank was suspected). Nor are the spans the engine's
+  // window tick held the job, when no record was applied.
   for (const auto& [key, p] : job.processes()) {
     if (p->liveness == Liveness::kExited || p->last_progress_rx_ns == 0) continue;
     const uint64_t last = p->last_progress_rx_ns;
-    if (now_ns <= last) continue;
-    const uint64_t silent = now_ns - last - job.TickHeldWithin(last, now_ns);
+    const uint64_t until = p->SeenUntilNs(now_ns);
+    if (until <= last) continue;
+    const uint64_t held = job.TickHeldWithin(last, until);
+    if (until - last <= held) continue;
+    const uint64_t silent = until - last - held;
     if (silent <= allowed) continue;
     s.ranks.push_back(p->identity.rank());
     if (s.since_ns == 0 || p->last_progress_rx_ns < s.since_ns) s.since_ns = p->last_progress_rx_ns;

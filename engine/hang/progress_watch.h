@@ -18,6 +18,12 @@
 // and evaluations are told apart by the verdict (classify.h: busy-wait),
 // not by the threshold.
 //
+// A process's silence is measured as far as the engine has seen it
+// (ProcessState::SeenUntilNs): up to the last batch its daemon sent about
+// it, plus twice the median gap between its batches, while that stream
+// is open. Batches waiting unread in an ingest that fell behind are no
+// silence of the job; once the stream is gone, all the time counts.
+//
 // This covers what the hook's per-op watch cannot see: a one-process job,
 // or one whose every rank is stuck outside collectives (Python, data
 // loading, I/O, stopped, a kernel that never ends): no collective waits,

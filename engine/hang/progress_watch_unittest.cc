@@ -93,6 +93,37 @@ TEST_F(ProgressWatchTest, TheEnginesOwnTickIsNoSilenceOfTheJob) {
   EXPECT_EQ(s->since_ns, now_);
 }
 
+TEST_F(ProgressWatchTest, AnIngestBacklogIsNoSilenceUntilTheStreamEnds) {
+  ProgressWatch w(ProgressWatchOptions{});
+  ProcessState& p = Proc(0);
+  auto open = std::make_shared<std::atomic<bool>>(true);
+  p.stream_open = open;
+  // Its daemon sent it every second, with its steps.
+  for (int i = 0; i < 8; ++i) {
+    now_ += kS;
+    p.NoteBatch(now_);
+  }
+  Steps(p, 50 * kMs, 40, now_);  // last progress and last batch at now_
+  EXPECT_EQ(p.SeenUntilNs(now_ + 30 * kS), now_ + 2 * kS);  // 2 x the 1 s gap
+  // 30 s without a batch from a stream that is still open: the engine is
+  // behind on it (the batches wait unread), the rank is not silent.
+  EXPECT_FALSE(w.Check(job_, now_ + 30 * kS).has_value());
+  // A batch naming it, with no progress: silent as far as that batch.
+  p.NoteBatch(now_ + 30 * kS);
+  std::optional<ProgressStall> s = w.Check(job_, now_ + 30 * kS);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->ranks, std::vector<int32_t>({0}));
+  EXPECT_EQ(s->since_ns, now_);
+  // The daemon is gone: all the time since counts.
+  Steps(p, 50 * kMs, 40, now_ + 31 * kS);
+  const uint64_t progress = now_;
+  p.NoteBatch(progress);
+  EXPECT_FALSE(w.Check(job_, progress + 20 * kS).has_value());
+  open->store(false);
+  EXPECT_EQ(p.SeenUntilNs(progress + 20 * kS), progress + 20 * kS);
+  EXPECT_TRUE(w.Check(job_, progress + 20 * kS).has_value());
+}
+
 TEST_F(ProgressWatchTest, ShortTicksOfSmallJobsHideNoStall) {
   ProgressWatch w(ProgressWatchOptions{});
   ProcessState& p = Proc(0);

@@ -196,8 +196,10 @@ RankEvidence EvidenceOf(const ProcessSnapshot& s, const EvidenceByProcess& evide
   r.exited = s.liveness == Liveness::kExited;
   r.open = s.open;
   if (s.last_progress_rx_ns != 0 && now_ns >= s.last_progress_rx_ns) {
-    r.progress_age_ns = static_cast<int64_t>(now_ns - s.last_progress_rx_ns);
-    r.progressing = now_ns - s.last_progress_rx_ns < threshold_ns;
+    const uint64_t age = now_ns - s.last_progress_rx_ns;
+    const uint64_t seen_age = age - std::min(age, s.unseen_ns);
+    r.progress_age_ns = static_cast<int64_t>(age);
+    r.progressing = seen_age < threshold_ns;
   }
   auto it = evidence.find({s.host, s.pid});
   const xpu::v1::HangProgress* progress = s.has_progress ? &s.progress : nullptr;
@@ -255,7 +257,7 @@ void PlaceCudaGdbRings(const CudaGdbReadings& cuda_gdb, std::vector<RankEvidence
 
 }  // namespace
 
-JobSnapshot SnapshotJob(JobState* job) {
+JobSnapshot SnapshotJob(JobState* job, uint64_t now_ns) {
   JobSnapshot snap;
   if (job == nullptr) return snap;
   std::lock_guard<std::mutex> l(job->mu());
@@ -279,6 +281,7 @@ JobSnapshot SnapshotJob(JobState* job) {
     }
     s.open = OpenIntervals(*p);
     s.last_progress_rx_ns = p->last_progress_rx_ns;
+    s.unseen_ns = now_ns - std::min(now_ns, p->SeenUntilNs(now_ns));
     snap.procs.push_back(std::move(s));
   }
   // What the stuck communicators completed before: the job's per-step

@@ -36,6 +36,9 @@ struct ProcessSnapshot {
   xpu::v1::HangProgress progress;
   std::vector<OpenInterval> open;
   uint64_t last_progress_rx_ns = 0;  // engine clock, 0 never
+  // At the snapshot, the span the engine had not seen of the process yet
+  // (now - ProcessState::SeenUntilNs): not counted in its progress's age.
+  uint64_t unseen_ns = 0;
 };
 
 struct JobSnapshot {
@@ -46,8 +49,8 @@ struct JobSnapshot {
 };
 
 // Copies what the classification needs out of `job` (null: empty) under its
-// lock.
-JobSnapshot SnapshotJob(JobState* job);
+// lock, at `now_ns` (engine clock).
+JobSnapshot SnapshotJob(JobState* job, uint64_t now_ns);
 
 // The daemons' evidence, by (host, pid) of the process.
 using EvidenceByProcess = std::map<std::pair<std::string, int32_t>, xpu::v1::ProcessEvidence>;

@@ -167,6 +167,34 @@ std::array<uint64_t, kLossReasons> JobState::Lost() const {
   return total;
 }
 
+void ProcessState::NoteBatch(uint64_t now_ns) {
+  // A process split over several messages of one batch: one gap.
+  if (last_seen_ns != 0 && now_ns >= last_seen_ns + 1000000ull) {
+    batch_gaps_ms[batch_gap_next] =
+        static_cast<uint32_t>(std::min<uint64_t>((now_ns - last_seen_ns) / 1000000ull, UINT32_MAX));
+    batch_gap_next = static_cast<uint8_t>((batch_gap_next + 1) % batch_gaps_ms.size());
+  }
+  last_seen_ns = now_ns;
+}
+
+uint64_t ProcessState::SeenUntilNs(uint64_t now_ns) const {
+  if (stream_open == nullptr || !stream_open->load(std::memory_order_relaxed)) return now_ns;
+  // The median gap: the daemon's own pace, not the stalls of an ingest
+  // that fell behind (those would widen the slack that hides them).
+  std::array<uint32_t, 8> gaps;
+  size_t n = 0;
+  for (uint32_t g : batch_gaps_ms) {
+    if (g != 0) gaps[n++] = g;
+  }
+  uint64_t gap_ms = 0;
+  if (n > 0) {
+    std::nth_element(gaps.begin(), gaps.begin() + n / 2, gaps.begin() + n);
+    gap_ms = gaps[n / 2];
+  }
+  const uint64_t slack = std::max<uint64_t>(kSeenSlackMinNs, 2 * gap_ms * 1000000ull);
+  return std::min(now_ns, last_seen_ns + slack);
+}
+
 ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
                                            const std::string& daemon_id, uint64_t now_ns) {
   const std::string key = ProcessKey(id);
@@ -206,7 +234,7 @@ ProcessState& JobState::GetOrCreateProcess(const xpu::v1::ProcessIdentity& id,
   if (slot->identity.gpu_model().empty() && !id.gpu_model().empty())
     slot->identity.set_gpu_model(id.gpu_model());
   slot->daemon_id = daemon_id;
-  slot->last_seen_ns = now_ns;
+  slot->NoteBatch(now_ns);
   if (job_name_.empty() && !id.job_name().empty()) job_name_ = id.job_name();
   last_seen_ns_ = std::max(last_seen_ns_, now_ns);
   return *slot;
@@ -346,9 +374,12 @@ WindowSummaryRow JobState::CloseWindow(uint64_t now_ns) {
 void JobState::UpdateLiveness(uint64_t now_ns, uint64_t silent_after_ns) {
   for (auto& [key, p] : processes_) {
     if (p->liveness == Liveness::kExited) continue;
-    uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
+    // Silent as far as the engine has seen it: a process whose batches wait
+    // in an ingest backlog is not silent.
+    const uint64_t last = std::max(p->last_record_rx_ns, p->first_seen_ns);
+    const uint64_t until = p->SeenUntilNs(now_ns);
     p->liveness =
-        now_ns > last && now_ns - last > silent_after_ns ? Liveness::kSilent : Liveness::kAlive;
+        until > last && until - last > silent_after_ns ? Liveness::kSilent : Liveness::kAlive;
   }
 }
 

@@ -91,6 +91,9 @@ inline constexpr size_t kRingTailRecords = 128;
 // between windows: the hang monitor reads the job's step period from them
 // (engine/hang/progress_watch.cc).
 inline constexpr size_t kPaceTailRecords = 4096;
+// The least slack ProcessState::SeenUntilNs gives a stream past its last
+// batch (daemons flush every second by default).
+inline constexpr uint64_t kSeenSlackMinNs = 2000000000ull;
 
 // Record counts by op family within a window ("step-less": no step
 // boundaries are needed to compute them).
@@ -140,6 +143,26 @@ struct ProcessState {
   Liveness liveness = Liveness::kAlive;
   uint64_t first_seen_ns = 0;
   uint64_t last_seen_ns = 0;       // engine clock: last batch for this process
+  // Open while the daemon stream that last sent this process lasts (the
+  // ingest's session); null when none did (tests, a seeded process).
+  std::shared_ptr<const std::atomic<bool>> stream_open;
+  // The latest gaps between batches naming this process (ms, a ring): how
+  // often its daemon reports it. A daemon sends every process it reads on
+  // every flush, with records or not.
+  std::array<uint32_t, 8> batch_gaps_ms{};
+  uint8_t batch_gap_next = 0;
+  // How far the engine has seen this process at `now_ns` (engine clock):
+  // its silence is known up to here. While its daemon's stream is open,
+  // that is the last batch that named it plus twice the median of its
+  // recent gaps between batches (at least kSeenSlackMinNs): a longer span
+  // without a batch is the engine's own backlog (its ingest behind, its
+  // threads starved), during which the process's batches wait unread, not
+  // a silence of the process. With no stream open (the daemon is gone, or
+  // none sent it): `now_ns`. A daemon that stops reading its stream is
+  // closed by the engine's keepalive (engine.cc) and then counts as gone.
+  uint64_t SeenUntilNs(uint64_t now_ns) const;
+  // Notes a batch naming the process at `now_ns` (sets last_seen_ns).
+  void NoteBatch(uint64_t now_ns);
   uint64_t last_record_rx_ns = 0;  // engine clock: last batch with records
   uint64_t last_record_ns = 0;     // host clock: latest record end
   // engine clock: last batch with a record of progress (a GPU op or a host

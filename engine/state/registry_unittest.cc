@@ -65,6 +65,31 @@ TEST_F(RegistryTest, RankSilentAfterTimeoutAndBackAliveOnRecords) {
   EXPECT_EQ(Of("j", "rank:0"), Liveness::kAlive);
 }
 
+TEST_F(RegistryTest, SilentAsFarAsItsOpenStreamWasRead) {
+  Feed("j", 0, "h0", 10, 5);
+  Feed("j", 1, "h1", 11, 5);
+  auto open = std::make_shared<std::atomic<bool>>(true);
+  {
+    auto j = reg_.FindJob("j");
+    std::lock_guard<std::mutex> l(j->mu());
+    for (auto& [key, p] : j->processes()) p->stream_open = open;
+  }
+  // Rank 1's daemon keeps sending it, without records; rank 0's batches
+  // stop arriving while its stream stays open (an ingest backlog).
+  for (int i = 0; i < 40; ++i) {
+    now_ += kSec;
+    auto j = reg_.FindJob("j");
+    std::lock_guard<std::mutex> l(j->mu());
+    j->processes().at("rank:1")->NoteBatch(now_);
+  }
+  reg_.UpdateLiveness();
+  EXPECT_EQ(Of("j", "rank:0"), Liveness::kAlive) << "40 s unread is the engine's backlog";
+  EXPECT_EQ(Of("j", "rank:1"), Liveness::kSilent) << "40 s of batches without records";
+  open->store(false);  // both streams end: time counts
+  reg_.UpdateLiveness();
+  EXPECT_EQ(Of("j", "rank:0"), Liveness::kSilent);
+}
+
 TEST_F(RegistryTest, ExitedIsFinalAndFinishesTheJob) {
   Feed("j", 0, "h0", 10, 1);
   Feed("j", 0, "h0", 10, 0, /*exited=*/true);
