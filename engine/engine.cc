@@ -248,6 +248,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   HttpAuth am_auth, webhook_auth;
   XPU_RETURN_IF_ERROR(ReadReceivers(o, &am_auth, &webhook_auth));
   std::unique_ptr<Engine> e(new Engine(o, std::move(clock)));
+  e->detector_config_ = config;
   const uint64_t start_ns = e->registry_.Now();
   e->engine_id_ = MakeEngineId(start_ns);
 
@@ -425,6 +426,34 @@ void Engine::ApplyMetricsRetention(const JobSummary& s, uint64_t now) {
 // the view run (the longest part at scale), so that the job's records go
 // on being applied meanwhile (a 100k-rank job's tick once held it for tens
 // of seconds, and its ranks looked silent).
+void Engine::PublishRankAges(const std::string& job, std::vector<RankAge>* ages) {
+  // A job of more than figures.gauge_max_ranks ranks shows the oldest
+  // 2 x figures.standout_ranks: the ranks that may have stopped reporting.
+  if (ages->size() <= static_cast<size_t>(detector_config_->Get("figures.gauge_max_ranks"))) {
+    for (const RankAge& a : *ages) metrics_.SetRankLastRecordAge(job, a.label, a.identity, a.age_s);
+    return;
+  }
+  auto [shown, fresh] = aged_ranks_.try_emplace(job);
+  if (fresh) {
+    // Once: the gauges of every rank, made while the job was smaller.
+    for (const RankAge& a : *ages) metrics_.RemoveRankLastRecordAge(job, a.label);
+  }
+  const auto k = static_cast<long>(std::min<double>(
+      static_cast<double>(ages->size()),
+      std::max(0.0, 2 * detector_config_->Get("figures.standout_ranks"))));
+  std::partial_sort(ages->begin(), ages->begin() + k, ages->end(),
+                    [](const RankAge& a, const RankAge& b) { return a.age_s > b.age_s; });
+  std::set<std::string> now;
+  for (auto it = ages->begin(); it != ages->begin() + k; ++it) {
+    metrics_.SetRankLastRecordAge(job, it->label, it->identity, it->age_s);
+    now.insert(it->label);
+  }
+  for (const std::string& label : shown->second) {
+    if (!now.count(label)) metrics_.RemoveRankLastRecordAge(job, label);
+  }
+  shown->second = std::move(now);
+}
+
 std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCost* cost,
                                        bool* finished) {
   JobState* job = &job_state;
@@ -466,11 +495,6 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
   lap("baseline recorder");
   JobSummary summary;
   std::vector<history::RankRow> ranks;
-  struct RankAge {  // of ranks[i], for its xpu_rank_last_record_age_seconds
-    std::string label;
-    xpu::v1::ProcessIdentity identity;
-    double age_s;
-  };
   std::vector<RankAge> ages;
   size_t by_state[3] = {0, 0, 0};
   {
@@ -502,9 +526,7 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
     held[1].until_ns = registry_.Now();
     job->set_tick_held(held);
   }
-  for (const RankAge& a : ages) {
-    metrics_.SetRankLastRecordAge(job->job(), a.label, a.identity, a.age_s);
-  }
+  PublishRankAges(job->job(), &ages);
   for (Liveness lv : {Liveness::kAlive, Liveness::kSilent, Liveness::kExited}) {
     metrics_.SetJobRanks(job->job(), LivenessName(lv), by_state[static_cast<int>(lv)]);
   }
@@ -616,6 +638,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
   for (const DaemonState& d : registry_.Daemons()) store_->EnqueueDaemon(d);
   for (const std::string& job : registry_.RetireFinishedJobs(kRetainFinishedNs)) {
     busbw_ops_.erase(job);
+    aged_ranks_.erase(job);
     metrics_.ForgetJob(job);
     ReleaseJob(job);
     Log()->info("job {} finished; kept in history only", job);

@@ -106,6 +106,13 @@ class Engine {
   };
   // TickWindow's work for one job (engine.cc).
   std::vector<Diagnosis> TickJob(JobState& job, uint64_t now, TickCost* cost, bool* finished);
+  struct RankAge {  // for a rank's xpu_rank_last_record_age_seconds
+    std::string label;
+    xpu::v1::ProcessIdentity identity;
+    double age_s;
+  };
+  // Every rank's age, or in a large job the oldest (may reorder `ages`).
+  void PublishRankAges(const std::string& job, std::vector<RankAge>* ages);
   void RunDetectors(const JobState& job, bool with_lock, std::vector<VectorSink>* sinks,
                     TickCost* cost);
   void WarnSlowTick(double seconds, const TickCost& cost);
@@ -182,6 +189,10 @@ class Engine {
 
   std::mutex tick_mu_;                                      // one window step at a time
   std::map<std::string, std::set<std::string>> busbw_ops_;  // job -> ops with a series
+  // Job of more than figures.gauge_max_ranks ranks -> the ranks whose
+  // xpu_rank_last_record_age_seconds is shown (the oldest; PublishRankAges).
+  std::map<std::string, std::set<std::string>> aged_ranks_;
+  std::shared_ptr<const DetectorConfig> detector_config_;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <functional>
+#include <set>
 #include <utility>
 
 #include "common/rpc/token.h"
@@ -313,6 +314,45 @@ TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
   // instead of showing a stale figure.
   engine_->TickWindow();
   EXPECT_EQ(engine_->metrics().Render().find("op=\"allreduce\""), std::string::npos);
+}
+
+// A job of more ranks than figures.gauge_max_ranks shows the last-record
+// age of its oldest ranks only (2 x figures.standout_ranks), and the ranks
+// that are no longer among them lose the series.
+TEST_F(IngestTest, LargeJobsShowTheOldestRanksLastRecordAges) {
+  const std::string config = ::testing::TempDir() + "/large_job_ages.conf";
+  {
+    std::ofstream f(config);
+    f << "figures.gauge_max_ranks=2\nfigures.standout_ranks=1\n";
+  }
+  EngineOptions o = TestOptions();
+  o.detector_config = config;
+  StartEngine(o);
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  auto send = [&](int rank, uint64_t seq) {
+    ASSERT_TRUE(d.Send(RankBatch("jobA", rank, 1, seq == 1, seq)));
+    ASSERT_TRUE(WaitFor([&] { return RankRecords("jobA", "rank:" + std::to_string(rank)) >= 1; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  for (int rank = 0; rank < 4; ++rank) send(rank, 1);
+  auto shown = [&] {
+    std::set<std::string> ranks;
+    const std::string text = engine_->metrics().Render();
+    for (size_t at = text.find("xpu_rank_last_record_age_seconds{"); at != std::string::npos;
+         at = text.find("xpu_rank_last_record_age_seconds{", at + 1)) {
+      const size_t r = text.find("rank=\"", at);
+      ranks.insert(text.substr(r + 6, text.find('"', r + 6) - r - 6));
+    }
+    return ranks;
+  };
+  engine_->TickWindow();
+  EXPECT_EQ(shown(), (std::set<std::string>{"0", "1"}));
+  send(0, 2);
+  send(1, 2);
+  engine_->TickWindow();
+  EXPECT_EQ(shown(), (std::set<std::string>{"2", "3"}));
+  ASSERT_TRUE(d.Finish().ok());
 }
 
 // The engine says it reads compact records and takes both forms on one

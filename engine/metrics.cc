@@ -172,6 +172,9 @@ void Metrics::SetRankLastRecordAge(const std::string& job, const std::string& ra
                                    const xpu::v1::ProcessIdentity& id, double s) {
   if (auto* g = series_.Get(job, rank_age_, rank, RankLabels(LabelsOf(job), rank, id))) g->Set(s);
 }
+void Metrics::RemoveRankLastRecordAge(const std::string& job, const std::string& rank) {
+  series_.Remove(job, rank_age_, rank);
+}
 void Metrics::SetCollectiveBusBw(const std::string& job, const std::string& op, double v) {
   prometheus::Labels l = LabelsOf(job);
   l["op"] = op;
@@ -186,8 +189,9 @@ double Metrics::Rejected(std::string_view reason) {
 }
 double Metrics::RejectedTotal() const {
   double total = 0;
-  for (const auto& fam : registry_->Collect()) {
-    if (fam.name != "xpu_ingest_rejected_total") continue;
+  // This family only: the registry's whole collection holds every rank's
+  // gauges and takes seconds at 100k ranks.
+  for (const auto& fam : rejected_.Collect()) {
     for (const auto& m : fam.metric) total += m.counter.value;
   }
   return total;

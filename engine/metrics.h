@@ -93,6 +93,7 @@ class Metrics {
   // ops (send, recv) to xpu_p2p_bandwidth_bytes_per_second.
   void SetCollectiveBusBw(const std::string& job, const std::string& op, double bytes_per_s);
   void RemoveCollectiveBusBw(const std::string& job, const std::string& op);
+  void RemoveRankLastRecordAge(const std::string& job, const std::string& rank);
   // Duration of one window step of the engine (all jobs).
   void ObserveWindowStep(double seconds);
   // Series of the reason, for tests and the status reply.

@@ -1,7 +1,7 @@
 #include "common/analysis/gemm.h"
 
 #include <algorithm>
-#include <set>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 
@@ -90,14 +90,18 @@ std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns,
     const OpSig* s = t.Sig(op.sig_id);
     return !op.timed() && s != nullptr && s->comm_nranks == 1;
   };
-  std::set<std::pair<uint32_t, uint32_t>> timed_comm;
+  // The timed collectives' (sig_id, seq), sorted for a binary search.
+  std::vector<std::pair<uint32_t, uint32_t>> timed_comm;
   for (const Op& op : t.ops) {
-    if (xpu_op_is_collective(op.kind) && op.timed()) timed_comm.emplace(op.sig_id, op.seq);
+    if (xpu_op_is_collective(op.kind) && op.timed()) timed_comm.emplace_back(op.sig_id, op.seq);
   }
+  std::sort(timed_comm.begin(), timed_comm.end());
   Intervals comm;
   for (const Op& op : t.ops) {
     if (!xpu_op_is_collective(op.kind) || op.dur_ns == 0 || one_rank_untimed(op)) continue;
-    if (!op.timed() && timed_comm.count({op.sig_id, op.seq})) continue;
+    if (!op.timed() &&
+        std::binary_search(timed_comm.begin(), timed_comm.end(), std::make_pair(op.sig_id, op.seq)))
+      continue;
     comm.emplace_back(op.start_ns, op.end_ns());
   }
   const Intervals merged = Merge(std::move(comm));
@@ -111,16 +115,23 @@ std::map<std::string, GemmStat> GemmTflops(const RankTrace& t, uint64_t from_ns,
   };
 
   std::map<std::string, GemmStat> out;
+  // Each signature's entry, found once: the key's text is made per
+  // signature, not per call (a window holds hundreds of calls of a few).
+  std::unordered_map<uint32_t, GemmStat*> by_sig;
   for (const Op& op : t.ops) {
     if (op.kind != XPU_OP_GEMM || op.start_ns < from_ns || op.start_ns >= to_ns) continue;
     const OpSig* s = t.Sig(op.sig_id);
     if (s == nullptr || s->flops <= 0) continue;
-    std::string key = GemmKey(*s);
-    GemmStat& g = out[key];
-    if (g.key.empty()) {
-      g.key = key;
-      g.sig = *s;
+    GemmStat*& slot = by_sig[op.sig_id];
+    if (slot == nullptr) {
+      std::string key = GemmKey(*s);
+      slot = &out[key];
+      if (slot->key.empty()) {
+        slot->key = std::move(key);
+        slot->sig = *s;
+      }
     }
+    GemmStat& g = *slot;
     if (!op.timed() || op.dur_ns == 0) {
       ++g.excluded_untimed;
       continue;

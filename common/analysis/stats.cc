@@ -90,18 +90,46 @@ std::vector<double> PrefixSums(const std::vector<double>& sorted) {
   return p;
 }
 
+std::vector<double> PoolIndex(const std::vector<double>& sorted) {
+  std::vector<double> index;
+  index.reserve(sorted.size() / kPoolIndexStride + 1);
+  for (size_t i = 0; i < sorted.size(); i += kPoolIndexStride) index.push_back(sorted[i]);
+  return index;
+}
+
+template <typename Bound>
+size_t PoolComplement::Search(double x, Bound bound) const {
+  if (index_ == nullptr || index_->empty()) {
+    return static_cast<size_t>(bound(pool_.begin(), pool_.end(), x) - pool_.begin());
+  }
+  // Blocks whose first sample is before x's place (by the same bound): the
+  // place is inside the last of them, or at the next block's start. The
+  // index is small enough to stay in cache; one block is a few lines.
+  const size_t b = static_cast<size_t>(bound(index_->begin(), index_->end(), x) - index_->begin());
+  if (b == 0) return 0;
+  const size_t from = (b - 1) * kPoolIndexStride;
+  const size_t to = std::min(b * kPoolIndexStride, pool_.size());
+  return static_cast<size_t>(bound(pool_.begin() + static_cast<long>(from),
+                                   pool_.begin() + static_cast<long>(to), x) -
+                             pool_.begin());
+}
+
 size_t PoolComplement::PoolLe(double x) const {
-  return static_cast<size_t>(std::upper_bound(pool_.begin(), pool_.end(), x) - pool_.begin());
+  return Search(x, [](auto a, auto b, double v) { return std::upper_bound(a, b, v); });
 }
 
 size_t PoolComplement::PoolLt(double x) const {
-  return static_cast<size_t>(std::lower_bound(pool_.begin(), pool_.end(), x) - pool_.begin());
+  return Search(x, [](auto a, auto b, double v) { return std::lower_bound(a, b, v); });
 }
 
 double PoolComplement::OtherAt(size_t k) const {
   // The smallest pool value x with #others <= x > k; others <= x is
-  // PoolLe(x) - #mine <= x, non-decreasing along the sorted pool.
-  size_t lo = 0, hi = pool_.size() - 1;
+  // PoolLe(x) - #mine <= x, non-decreasing along the sorted pool. It is at
+  // a place from k (where it is not, pool_[k] has the same value: k + 1
+  // samples are <= it) to k + |mine| (k + |mine| + 1 samples are <= that
+  // one, at most |mine| of them mine).
+  size_t lo = std::min(k, pool_.size() - 1);
+  size_t hi = std::min(k + mine_.size(), pool_.size() - 1);
   while (lo < hi) {
     const size_t mid = lo + (hi - lo) / 2;
     const double x = pool_[mid];

@@ -43,9 +43,11 @@ double Wasserstein1(std::vector<double> a, std::vector<double> b);
 // summed in another order (equal up to floating-point rounding).
 class PoolComplement {
  public:
+  // `index` (PoolIndex(pool), optional) makes each search of a large pool
+  // touch a few cache lines of it instead of one per halving.
   PoolComplement(const std::vector<double>& pool, const std::vector<double>& prefix,
-                 const std::vector<double>& mine)
-      : pool_(pool), prefix_(prefix), mine_(mine) {}
+                 const std::vector<double>& mine, const std::vector<double>* index = nullptr)
+      : pool_(pool), prefix_(prefix), mine_(mine), index_(index) {}
   size_t size() const { return pool_.size() - mine_.size(); }
   double Quantile(double q) const;
   double KsDistance() const;
@@ -56,10 +58,16 @@ class PoolComplement {
   size_t PoolLt(double x) const;   // pool samples < x
   double PoolIntegral(double u, double w) const;  // integral over [u, w] of PoolLe(x) dx
   double OtherAt(size_t k) const;  // k-th smallest (0-based) of the others
+  template <typename Bound>
+  size_t Search(double x, Bound bound) const;  // bound(pool, x) - begin, through the index
   const std::vector<double>& pool_;
   const std::vector<double>& prefix_;
   const std::vector<double>& mine_;
+  const std::vector<double>* index_;
 };
+// Every kPoolIndexStride-th sample of a sorted pool, for PoolComplement.
+inline constexpr size_t kPoolIndexStride = 64;
+std::vector<double> PoolIndex(const std::vector<double>& sorted);
 // prefix[i] = sum of sorted[0..i) (size n + 1).
 std::vector<double> PrefixSums(const std::vector<double>& sorted);
 

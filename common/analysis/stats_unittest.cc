@@ -53,7 +53,8 @@ TEST(StatsTest, Wasserstein) {
 
 // PoolComplement answers for "the pool without mine" what the explicit
 // difference answers: the same KS statistic and quantiles bit for bit, the
-// same W1 up to rounding. Random pools with many ties (integer samples).
+// same W1 up to rounding. Random pools with many ties (integer samples);
+// through a PoolIndex (pools of up to 6 of its blocks), the same figures.
 TEST(StatsTest, PoolComplementEqualsTheExplicitOthers) {
   std::mt19937 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
@@ -69,6 +70,7 @@ TEST(StatsTest, PoolComplementEqualsTheExplicitOthers) {
     }
     std::sort(pool.begin(), pool.end());
     const std::vector<double> prefix = PrefixSums(pool);
+    const std::vector<double> index = PoolIndex(pool);
     for (int i = 0; i < ranks; ++i) {
       std::vector<double> others;
       for (int j = 0; j < ranks; ++j) {
@@ -84,6 +86,10 @@ TEST(StatsTest, PoolComplementEqualsTheExplicitOthers) {
       }
       EXPECT_NEAR(pc.Wasserstein1(), Wasserstein1(mine, others), 1e-9 * (1 + pool.back()))
           << trial << "/" << i;
+      PoolComplement indexed(pool, prefix, mine, &index);
+      EXPECT_EQ(indexed.KsDistance(), pc.KsDistance()) << trial << "/" << i;
+      for (double q : {0.0, 0.1, 0.5, 0.9, 1.0}) EXPECT_EQ(indexed.Quantile(q), pc.Quantile(q));
+      EXPECT_EQ(indexed.Wasserstein1(), pc.Wasserstein1()) << trial << "/" << i;
     }
   }
 }

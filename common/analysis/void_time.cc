@@ -12,6 +12,8 @@ struct GpuIndex {
   std::vector<uint64_t> starts;
   std::vector<uint64_t> max_end;  // max end of ops[0..i]
   explicit GpuIndex(const RankTrace& t) {
+    starts.reserve(t.ops.size());
+    max_end.reserve(t.ops.size());
     uint64_t m = 0;
     for (const Op& op : t.ops) {
       if (!IsGpuOp(op.kind)) continue;
@@ -169,12 +171,23 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
   }
   v.inter_from_dataloader = !loaders.empty();
   // Per stream, the GPU ops in start order, for minority gaps.
+  // Counted first: each list is allocated once.
   std::map<uint16_t, std::vector<const Op*>> streams;
+  size_t collectives = 0;
+  {
+    std::map<uint16_t, size_t> counts;
+    for (const Op& op : t.ops) counts[op.stream] += IsGpuOp(op.kind) && op.timed();
+    for (const auto& [stream, n] : counts) {
+      if (n > 0) streams[stream].reserve(n);
+    }
+  }
   for (const Op& op : t.ops) {
     if (IsGpuOp(op.kind) && op.timed()) streams[op.stream].push_back(&op);
+    collectives += xpu_op_is_collective(op.kind);
   }
   // Ends of collectives on this rank, for cross-stream waits.
   std::vector<uint64_t> comm_ends;
+  comm_ends.reserve(collectives);
   for (const Op& op : t.ops) {
     if (xpu_op_is_collective(op.kind)) comm_ends.push_back(op.end_ns());
   }

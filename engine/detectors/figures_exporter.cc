@@ -1,6 +1,7 @@
 #include "engine/detectors/figures_exporter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <unordered_map>
 
@@ -62,14 +63,17 @@ FiguresExporter::FiguresExporter(std::shared_ptr<WindowViews> views,
       void_(Gauge(registry, "xpu_rank_void_ratio",
                   "Void percentages V_inter and V_minority of a rank (0..1), last window")),
       dataloader_(Gauge(registry, "xpu_rank_dataloader_ratio",
-                        "DataLoader time / step time of a rank (0..1), last window")) {}
-
-void FiguresExporter::Set(const std::string& job, prometheus::Family<prometheus::Gauge>& f,
-                          const prometheus::Labels& labels, double v) {
-  const std::string slot = labels.at(kRankLabel) + "/" +
-                           (labels.count("kind") ? labels.at("kind") : std::string());
-  if (prometheus::Gauge* g = series_.Get(job, f, slot, labels)) g->Set(v);
-}
+                        "DataLoader time / step time of a rank (0..1), last window")),
+      spread_(Gauge(registry, "xpu_job_rank_figure",
+                    "Lowest (stat=\"min\"), median and highest (\"max\") value of a per-rank "
+                    "figure over a job's ranks, last window")),
+      // In the order of the Figure enum.
+      specs_({{&step_, "", "step_seconds"},
+              {&void_, "inter", "void_inter"},
+              {&void_, "minority", "void_minority"},
+              {&dataloader_, "", "dataloader_ratio"},
+              {&flops_, "", "gemm_flop_per_second"},
+              {&busbw_, "", "busbw_bytes_per_second"}}) {}
 
 void FiguresExporter::DropRankHistograms(const std::string& job) {
   // Once per job: the per-rank histograms made while it was smaller.
@@ -101,21 +105,23 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
       v.ranks.size() <= static_cast<size_t>(Param(v, "figures.histogram_max_ranks"));
   if (!per_rank_histograms) DropRankHistograms(job.job());
   std::map<std::string, prometheus::Histogram*> pooled;  // family -> rank="all" histogram
-  for (const analysis::RankTrace& t : v.ranks) {
-    const std::string rank = std::to_string(t.rank);
-    const prometheus::Labels base = RankLabels(job_labels, rank, v.IdentityOf(t.rank));
+  // Each gauge's value per rank (index into v.ranks), published after the
+  // pass: a job of more than figures.gauge_max_ranks ranks shows only the
+  // ranks that stand out (Publish).
+  std::vector<std::vector<RankValue>> figures(specs_.size());
+  for (size_t i = 0; i < v.ranks.size(); ++i) {
+    const analysis::RankTrace& t = v.ranks[i];
     const analysis::Steps& st = v.StepsOf(t);
     std::vector<double> d = st.DurationsS();
     if (!d.empty()) {
-      Set(job.job(), step_, base, analysis::Mean(d));
+      figures[kStep].emplace_back(analysis::Mean(d), i);
       analysis::VoidFigures f = analysis::ComputeVoid(t, st);
       if (f.steps > 0) {
-        prometheus::Labels inter = base, minority = base;
-        inter["kind"] = "inter";
-        minority["kind"] = "minority";
-        Set(job.job(), void_, inter, f.VInter());
-        Set(job.job(), void_, minority, f.VMinority());
-        if (f.inter_from_dataloader) Set(job.job(), dataloader_, base, f.dataloader_s / f.step_s);
+        figures[kInter].emplace_back(f.VInter(), i);
+        figures[kMinority].emplace_back(f.VMinority(), i);
+        if (f.inter_from_dataloader) {
+          figures[kDataloader].emplace_back(f.dataloader_s / f.step_s, i);
+        }
       }
     }
     double flops = 0, ns = 0;
@@ -123,10 +129,10 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
       flops += g.flops;
       ns += static_cast<double>(g.total_ns);
     }
-    if (ns > 0) Set(job.job(), flops_, base, flops / (ns * 1e-9));
+    if (ns > 0) figures[kFlops].emplace_back(flops / (ns * 1e-9), i);
     auto b = bus.find(t.rank);
     if (b != bus.end() && b->second.second > 0) {
-      Set(job.job(), busbw_, base, b->second.first / b->second.second);
+      figures[kBusbw].emplace_back(b->second.first / b->second.second, i);
     }
     for (auto fam : {analysis::KernelFamily::kCompute, analysis::KernelFamily::kCommunication}) {
       std::vector<double> lat = analysis::IssueLatenciesUs(t, fam);
@@ -134,7 +140,8 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
       const std::string family = fam == analysis::KernelFamily::kCompute ? "compute" : "communication";
       prometheus::Histogram* h = nullptr;
       if (per_rank_histograms) {
-        prometheus::Labels l = base;
+        const std::string rank = std::to_string(t.rank);
+        prometheus::Labels l = RankLabels(job_labels, rank, v.IdentityOf(t.rank));
         l["family"] = family;
         h = series_.Get(job.job(), issue_, rank + "/" + family, l, IssueLatencyBuckets());
       } else {
@@ -150,6 +157,93 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
       if (h != nullptr) ObserveAll(*h, lat, IssueLatencyBuckets());
     }
   }
+  Publish(job.job(), v, job_labels, &figures);
+}
+
+void FiguresExporter::Publish(const std::string& job, const WindowView& v,
+                              const prometheus::Labels& job_labels,
+                              std::vector<std::vector<RankValue>>* values) {
+  const bool every_rank =
+      v.ranks.size() <= static_cast<size_t>(Param(v, "figures.gauge_max_ranks"));
+  const size_t side = static_cast<size_t>(std::max(0.0, Param(v, "figures.standout_ranks")));
+  std::set<std::pair<size_t, std::string>>* shown = nullptr;  // (figure, slot)
+  if (!every_rank) {
+    auto [it, fresh] = shown_.try_emplace(job);
+    if (fresh) {
+      // Once per job: the per-rank gauges made while it was smaller.
+      for (const FigureSpec& f : specs_) series_.RemoveFamily(job, *f.family);
+    }
+    shown = &it->second;
+  }
+  std::set<std::pair<size_t, std::string>> now_shown;
+  for (size_t fi = 0; fi < specs_.size(); ++fi) {
+    const FigureSpec& f = specs_[fi];
+    std::vector<RankValue>& vals = (*values)[fi];
+    // The values that are numbers (a NaN has no order): the spread's and,
+    // in a large job, the standouts'.
+    std::vector<RankValue> sorted;
+    sorted.reserve(vals.size());
+    for (const RankValue& e : vals) {
+      if (std::isfinite(e.first)) sorted.push_back(e);
+    }
+    if (!every_rank) vals = sorted;
+    if (vals.empty()) {
+      // No data this window: the gauges keep their last values.
+      if (shown != nullptr) {
+        for (auto it = shown->lower_bound({fi, ""}); it != shown->end() && it->first == fi; ++it)
+          now_shown.insert(*it);
+      }
+      continue;
+    }
+    double median = 0;
+    if (!sorted.empty()) {
+      // The job's spread: lowest, median and highest of the ranks' values.
+      const auto mid = sorted.begin() + static_cast<long>(sorted.size() / 2);
+      std::nth_element(sorted.begin(), mid, sorted.end());
+      median = mid->first;
+      const auto [lo, hi] = std::minmax_element(sorted.begin(), sorted.end());
+      for (const auto& [q, x] : {std::pair<const char*, double>{"min", lo->first},
+                                 {"median", median},
+                                 {"max", hi->first}}) {
+        prometheus::Labels l = job_labels;
+        l["figure"] = f.name;
+        l["stat"] = q;
+        if (prometheus::Gauge* g = series_.Get(job, spread_, std::string(f.name) + "/" + q, l)) {
+          g->Set(x);
+        }
+      }
+    }
+    if (!every_rank && vals.size() > 2 * side) {
+      // The ranks furthest from the median on either side.
+      auto far = [median](const RankValue& a, const RankValue& b) {
+        return std::abs(a.first - median) > std::abs(b.first - median);
+      };
+      std::vector<RankValue> below, above;
+      for (const RankValue& e : vals) (e.first < median ? below : above).push_back(e);
+      for (std::vector<RankValue>* part : {&below, &above}) {
+        const auto k = static_cast<long>(std::min(side, part->size()));
+        std::partial_sort(part->begin(), part->begin() + k, part->end(), far);
+        part->resize(static_cast<size_t>(k));
+      }
+      vals = std::move(below);
+      vals.insert(vals.end(), above.begin(), above.end());
+    }
+    for (const auto& [x, i] : vals) {
+      const int32_t r = v.ranks[i].rank;
+      const std::string rank = std::to_string(r);
+      prometheus::Labels l = RankLabels(job_labels, rank, v.IdentityOf(r));
+      if (f.kind[0] != '\0') l["kind"] = f.kind;
+      const std::string slot = rank + "/" + f.kind;
+      if (prometheus::Gauge* g = series_.Get(job, *f.family, slot, l)) g->Set(x);
+      if (shown != nullptr) now_shown.emplace(fi, slot);
+    }
+  }
+  if (shown == nullptr) return;
+  // Ranks that stood out before and no longer do lose their series.
+  for (const auto& [fi, slot] : *shown) {
+    if (!now_shown.count({fi, slot})) series_.Remove(job, *specs_[fi].family, slot);
+  }
+  *shown = std::move(now_shown);
 }
 
 }  // namespace xpu::engine

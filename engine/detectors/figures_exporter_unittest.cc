@@ -159,5 +159,54 @@ TEST_F(FiguresExporterTest, LargeJobsPoolTheirIssueLatencies) {
   EXPECT_DOUBLE_EQ(Value("xpu_rank_step_seconds", {{"rank", "1"}}), 0.010);
 }
 
+// A job of more ranks than figures.gauge_max_ranks: the gauges of the ranks
+// furthest below and above the median stay, the others go; each figure's
+// spread is published; a rank that no longer stands out loses its gauges.
+TEST(FiguresExporterLargeJobTest, ShowsOnlyTheRanksThatStandOut) {
+  prometheus::Registry registry;
+  JobSeries series;
+  FiguresExporter exporter(std::make_shared<WindowViews>(),
+                           Config({{"figures.gauge_max_ranks", 4}, {"figures.standout_ranks", 1}}),
+                           registry, series);
+  TestJob job;
+  // Six ranks, five steps each; rank r's steps last 10 + r ms, rank 3's
+  // 40 ms in the first window.
+  auto play = [&](uint64_t from, int slow) {
+    for (int r = 0; r < 6; ++r) {
+      job.Define(r, HostSig(kStep, XPU_OP_STEP));
+      const uint64_t step = (r == slow ? 40 : 10 + r) * kMs;
+      for (int s = 0; s <= 5; ++s) job.Add(r, Host(kStep, from + s * step, kUs, s));
+    }
+    job.CloseWindow();
+    EXPECT_TRUE(Diagnose(exporter, job).empty());
+  };
+  auto step_of = [&](const char* rank) {
+    return GaugeValue(registry, "xpu_rank_step_seconds",
+                      {{"xpu_job", "job-1"}, {"xpu_job_name", "gpt"}, {"rank", rank},
+                       {"Hostname", std::string("node") + (rank[0] >= '4' ? "1" : "0")}});
+  };
+  auto spread = [&](const char* q) {
+    return GaugeValue(registry, "xpu_job_rank_figure",
+                      {{"xpu_job", "job-1"}, {"xpu_job_name", "gpt"}, {"figure", "step_seconds"},
+                       {"stat", q}});
+  };
+  play(kSec, 3);
+  // Lowest 0.010 (rank 0), highest 0.040 (rank 3).
+  EXPECT_DOUBLE_EQ(step_of("0"), 0.010);
+  EXPECT_DOUBLE_EQ(step_of("3"), 0.040);
+  for (const char* r : {"1", "2", "4", "5"}) EXPECT_TRUE(std::isnan(step_of(r))) << r;
+  EXPECT_DOUBLE_EQ(spread("min"), 0.010);
+  EXPECT_DOUBLE_EQ(spread("max"), 0.040);
+  EXPECT_GT(spread("median"), 0.010);
+  EXPECT_LT(spread("median"), 0.040);
+  // Rank 5 is the slowest now: rank 3 (13 ms) is in the middle and loses
+  // its gauge.
+  play(3 * kSec, -1);
+  EXPECT_DOUBLE_EQ(step_of("5"), 0.015);
+  EXPECT_DOUBLE_EQ(step_of("0"), 0.010);
+  EXPECT_TRUE(std::isnan(step_of("3")));
+  EXPECT_DOUBLE_EQ(spread("max"), 0.015);
+}
+
 }  // namespace
 }  // namespace xpu::engine

@@ -1,6 +1,8 @@
 #include "engine/detectors/kernel_issue_stall.h"
 
 #include <algorithm>
+#include <array>
+#include <future>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +51,7 @@ class KernelIssueStallDetector::WindowPass {
     MeasurePeers();
     PoolSamples();
     FindWaitingRanks();
+    MeasureAgainstPeers();
     JudgeRanks();
     UpdateSyncBaselines();
     // "rank/cause" -> consecutive windows, this one included; a streak that
@@ -155,6 +158,7 @@ class KernelIssueStallDetector::WindowPass {
       }
       std::sort(p.sorted.begin(), p.sorted.end());
       p.prefix = analysis::PrefixSums(p.sorted);
+      p.index = analysis::PoolIndex(p.sorted);
     }
   }
 
@@ -313,20 +317,49 @@ class KernelIssueStallDetector::WindowPass {
     }
   }
 
+  // Each judged rank's distance from the pooled samples of the others, and
+  // their median: the largest share of the pass at 100k ranks (a search
+  // of the pool per sample), measured in parallel parts of the ranks; the
+  // judging stays in order.
+  void MeasureAgainstPeers() {
+    peers_.assign(data_.size(), {});
+    auto measure = [this](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i) {
+        if (waiting_[i]) continue;
+        for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
+          std::vector<double> mine = data_[i].lat.at(f);
+          if (mine.size() < min_samples_) continue;
+          std::sort(mine.begin(), mine.end());
+          const Pool& pool = pools_.at(f);
+          const analysis::PoolComplement others(pool.sorted, pool.prefix, mine, &pool.index);
+          if (others.size() < min_samples_) continue;
+          peers_[i][FamilyIndex(f)] = {true, others.KsDistance(), others.Quantile(0.5)};
+        }
+      }
+    };
+    const size_t parts = std::clamp<size_t>(data_.size() / kRanksPerPart, 1, kMaxParts);
+    const size_t per = (data_.size() + parts - 1) / parts;
+    std::vector<std::future<void>> rest;
+    for (size_t p = 1; p < parts; ++p) {
+      rest.push_back(std::async(std::launch::async, measure, p * per,
+                                std::min(data_.size(), (p + 1) * per)));
+    }
+    measure(0, std::min(data_.size(), per));
+    for (std::future<void>& r : rest) r.get();
+  }
+
   // Against the pooled samples of the other ranks (one rank stalls: GC).
   bool VsPeers(size_t i, KernelFamily f, double my_med) {
+    const PeerFigures& p = peers_[i][FamilyIndex(f)];
+    if (!p.measured || p.ks < ks_thr_ || my_med >= shift_ * p.median) return false;
     std::vector<double> mine = data_[i].lat[f];
     std::sort(mine.begin(), mine.end());
-    const Pool& pool = pools_[f];
-    const analysis::PoolComplement peers(pool.sorted, pool.prefix, mine);
-    if (peers.size() < min_samples_) return false;
-    const double ks = peers.KsDistance();
-    const double peer_med = peers.Quantile(0.5);
-    if (ks < ks_thr_ || my_med >= shift_ * peer_med) return false;
+    const Pool& pool = pools_.at(f);
+    const analysis::PoolComplement others(pool.sorted, pool.prefix, mine, &pool.index);
     stalled_[v_.ranks[i].rank].push_back(
         absl::StrCat(FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1),
-                     " us vs peers ", Fmt(peer_med, 1), " us, KS ", Fmt(ks), ", W1 ",
-                     Fmt(peers.Wasserstein1(), 1), " us"));
+                     " us vs peers ", Fmt(p.median, 1), " us, KS ", Fmt(p.ks), ", W1 ",
+                     Fmt(others.Wasserstein1(), 1), " us"));
     return true;
   }
 
@@ -504,9 +537,17 @@ class KernelIssueStallDetector::WindowPass {
   std::vector<RankData> data_;  // by index in v_.ranks
   struct Pool {
     std::vector<double> sorted, prefix;  // every rank's samples; analysis::PrefixSums
+    std::vector<double> index;           // analysis::PoolIndex
   };
   std::map<KernelFamily, Pool> pools_;
   std::vector<bool> waiting_;   // waits for a slower peer: not judged
+  struct PeerFigures {
+    bool measured = false;  // enough samples of the rank and of the others
+    double ks = 0, median = 0;
+  };
+  static size_t FamilyIndex(KernelFamily f) { return f == KernelFamily::kCompute ? 1 : 0; }
+  static constexpr size_t kRanksPerPart = 4096, kMaxParts = 4;
+  std::vector<std::array<PeerFigures, 2>> peers_;  // per rank, by FamilyIndex
   size_t peers_with_steps_ = 0;   // ranks with steps in the window
   double peer_rate_median_ = -1;  // their median synchronizations per step (2+ ranks)
   double peer_cost_median_ = -1;  // their median sync cost share (SyncCostShare)

@@ -12,15 +12,6 @@
 namespace xpu::engine::hang {
 namespace {
 
-constexpr size_t kMaxGaps = 64;
-
-uint64_t Percentile90(const std::deque<uint64_t>& v) {
-  if (v.empty()) return 0;
-  std::vector<uint64_t> s(v.begin(), v.end());
-  std::sort(s.begin(), s.end());
-  return s[(s.size() - 1) * 9 / 10];
-}
-
 std::string Secs(uint64_t ns) {
   char buf[32];
   snprintf(buf, sizeof(buf), "%.2f s", static_cast<double>(ns) * 1e-9);
@@ -28,6 +19,16 @@ std::string Secs(uint64_t ns) {
 }
 
 }  // namespace
+
+void ProgressWatch::RecentGaps::Add(uint64_t ns) {
+  us_[next_] = static_cast<uint32_t>(std::min<uint64_t>(ns / 1000, UINT32_MAX));
+  next_ = (next_ + 1) % us_.size();
+  n_ = std::min<uint32_t>(n_ + 1, us_.size());
+  std::array<uint32_t, 64> s = us_;
+  const auto at = s.begin() + (n_ - 1) * 9 / 10;
+  std::nth_element(s.begin(), at, s.begin() + n_);
+  p90_us_ = *at;
+}
 
 uint64_t ProgressWatch::StepPeriodNs(const ProcessState& p, std::string* source) {
   analysis::RankTrace t;
@@ -76,8 +77,12 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
   // the largest of the processes' 90th percentiles.
   uint64_t gap90 = 0, job_gap90 = 0;
   bool any_exited = false, any_live = false;
+  // Both maps are in key order: one walk finds each process's pace.
+  auto hint = pace.procs.begin();
   for (const auto& [key, p] : job.processes()) {
-    ProcessPace& pp = pace.procs[key];
+    while (hint != pace.procs.end() && hint->first < key) ++hint;
+    if (hint == pace.procs.end() || hint->first != key) hint = pace.procs.emplace_hint(hint, key, ProcessPace{});
+    ProcessPace& pp = (hint++)->second;
     bool startup_ends = false;
     if (!pp.stepped && p->first_step_rx_ns != 0) {
       // The first step marker: the gaps of the start-up (imports,
@@ -85,27 +90,25 @@ std::optional<ProgressStall> ProgressWatch::Check(const JobState& job, uint64_t 
       // records) are no samples of the job's pace. A process without step
       // markers keeps them all.
       pp.stepped = startup_ends = true;
-      pp.gaps.clear();
-      pp.job_gaps.clear();
+      pp.gaps.Clear();
+      pp.job_gaps.Clear();
     }
     if (p->last_progress_rx_ns != pp.last_progress_ns) {
       if (pp.in_stall || startup_ends) {
         pp.in_stall = false;  // the gap that ends a stall (or the start-up) is no sample
       } else {
         if (pp.last_progress_ns != 0 && p->last_progress_rx_ns > pp.last_progress_ns) {
-          pp.gaps.push_back(p->last_progress_rx_ns - pp.last_progress_ns);
-          if (pp.gaps.size() > kMaxGaps) pp.gaps.pop_front();
+          pp.gaps.Add(p->last_progress_rx_ns - pp.last_progress_ns);
         }
         if (p->progress_gap_unread_ns != 0) {
-          pp.job_gaps.push_back(p->progress_gap_unread_ns);
-          if (pp.job_gaps.size() > kMaxGaps) pp.job_gaps.pop_front();
+          pp.job_gaps.Add(p->progress_gap_unread_ns);
         }
       }
       p->progress_gap_unread_ns = 0;
       pp.last_progress_ns = p->last_progress_rx_ns;
     }
-    gap90 = std::max(gap90, Percentile90(pp.gaps));
-    job_gap90 = std::max(job_gap90, Percentile90(pp.job_gaps));
+    gap90 = std::max(gap90, pp.gaps.P90Ns());
+    job_gap90 = std::max(job_gap90, pp.job_gaps.P90Ns());
     if (p->liveness == Liveness::kExited) {
       any_exited = true;
     } else {

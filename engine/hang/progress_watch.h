@@ -37,7 +37,7 @@
 #define XPU_ENGINE_HANG_PROGRESS_WATCH_H_
 
 #include <cstdint>
-#include <deque>
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -86,10 +86,23 @@ class ProgressWatch {
   static uint64_t StepPeriodNs(const ProcessState& p, std::string* source);
 
  private:
+  // The last 64 gaps, in µs, and their 90th percentile, figured when a gap
+  // comes: the watch reads it for every process at every poll (500 ms), and
+  // a 100k-rank job holds 200k of these.
+  class RecentGaps {
+   public:
+    void Add(uint64_t ns);
+    void Clear() { n_ = next_ = p90_us_ = 0; }
+    uint64_t P90Ns() const { return uint64_t{p90_us_} * 1000ull; }
+
+   private:
+    std::array<uint32_t, 64> us_{};
+    uint32_t n_ = 0, next_ = 0, p90_us_ = 0;
+  };
   struct ProcessPace {
     uint64_t last_progress_ns = 0;
-    std::deque<uint64_t> gaps;      // between consecutive progress arrivals, newest last
-    std::deque<uint64_t> job_gaps;  // largest progress gap (host clock) per arrival
+    RecentGaps gaps;      // between consecutive progress arrivals
+    RecentGaps job_gaps;  // largest progress gap (host clock) per arrival
     bool in_stall = false;      // the current gap is a stall (MarkStalled)
     bool stepped = false;       // gaps from before the first step marker dropped
   };

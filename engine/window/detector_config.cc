@@ -17,6 +17,12 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"figures.histogram_max_ranks", 256,
        "jobs of up to this many ranks get a Prometheus issue-latency histogram per rank; larger "
        "ones one per family pooled over their ranks (rank=\"all\")"},
+      {"figures.gauge_max_ranks", 1024,
+       "jobs of up to this many ranks get every per-rank Prometheus gauge; larger ones only those "
+       "of the ranks that stand out (figures.standout_ranks) and each figure's spread"},
+      {"figures.standout_ranks", 8,
+       "in a larger job, the ranks furthest below and above the median of each figure that keep "
+       "their gauges (this many on each side)"},
       {"throughput.steps", 10, "N: steps in the recent mean and in each candidate best mean"},
       {"throughput.threshold", 0.05, "degraded when recent mean > best mean x (1 + threshold)"},
       {"throughput.noise_z", 3,
