@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <future>
 
 #include <grpcpp/grpcpp.h>
 
@@ -480,6 +481,21 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
     RunDetectors(*job, /*with_lock=*/true, &sinks, cost);
     held[0].until_ns = registry_.Now();
   }
+  // A large job's baseline figures are measured beside the detectors that
+  // read the view (they read it too, for seconds at 100k ranks); they are
+  // kept after them if the window was healthy.
+  std::future<history::BaselineRecorder::WindowFigures> figures;
+  if (recorder_ && views_ && options_.detector_threads > 1 &&
+      views_->Get(*job).ranks.size() >=
+          static_cast<size_t>(options_.detector_parallel_min_ranks)) {
+    // Every rank's steps first: the view finds a rank's steps when first
+    // asked, which is no read two threads may do at once.
+    const auto s0 = std::chrono::steady_clock::now();
+    views_->Get(*job).FindAllSteps(options_.detector_threads);
+    cost->seconds["steps"] +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+    figures = std::async(std::launch::async, [this, job] { return recorder_->Measure(*job); });
+  }
   RunDetectors(*job, /*with_lock=*/false, &sinks, cost);
   t = std::chrono::steady_clock::now();
   VectorSink sink;
@@ -489,7 +505,11 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
   hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
   FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's
   RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
-  if (recorder_) recorder_->OnWindow(*job, sink.out, now);
+  if (figures.valid()) {
+    recorder_->Take(*job, figures.get(), sink.out, now);
+  } else if (recorder_) {
+    recorder_->OnWindow(*job, sink.out, now);
+  }
   // The window's records were read: give their memory back.
   if (views_) views_->Release(job->job());
   lap("baseline recorder");

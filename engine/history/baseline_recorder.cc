@@ -43,98 +43,109 @@ bool BaselineRecorder::Healthy(const std::vector<Diagnosis>& diagnoses) {
 void BaselineRecorder::OnWindow(const JobState& job, const std::vector<Diagnosis>& diagnoses,
                                 uint64_t now_ns) {
   if (!Healthy(diagnoses)) return;
+  Take(job, Measure(job), diagnoses, now_ns);
+}
+
+BaselineRecorder::WindowFigures BaselineRecorder::Measure(const JobState& job) const {
+  WindowFigures w;
   // The job's name and GPU model as the view copied them: the recorder
   // runs without the job's lock.
   const WindowView& v = views_->Get(job);
-  if (v.ranks.empty() || v.backbone.empty()) return;
-  Run& run = runs_[job.job()];
-  const std::string& model = v.gpu_model;
-  if (run.windows > 0 && (run.gpu_model != model || run.job_name != v.backbone)) {
-    // The key changed under the job (a GPU model reported late): what was
-    // collected belongs to the old key; start over rather than mix.
-    run = Run();
-  }
-  run.job_name = v.backbone;
-  run.gpu_model = model;
-  bool any = false;
+  if (v.ranks.empty() || v.backbone.empty()) return w;
+  w.measured = true;
+  w.job_name = v.backbone;
+  w.gpu_model = v.gpu_model;
+  w.min_windows = static_cast<int>(config_->Get("history.baseline_windows", v.backbone));
+  w.keep_runs = static_cast<int>(config_->Get("history.runs", v.backbone));
 
   // Step time on the same reference rank as throughput_regression.
   for (const analysis::RankTrace& t : v.ranks) {
     std::vector<double> d = v.StepsOf(t).DurationsS();
     if (d.empty()) continue;
-    const double med = analysis::Median(d);
-    run.step.Add(med, d.size());
-    run.steps += d.size();
-    run.step_best = run.step_best > 0 ? std::min(run.step_best, med) : med;
-    any = true;
+    w.step_median_s = analysis::Median(d);
+    w.steps = d.size();
     break;
   }
 
   // Void percentages and issue latencies, per rank.
-  std::vector<double> vi, vm;
   for (const analysis::RankTrace& t : v.ranks) {
     analysis::VoidFigures f = analysis::ComputeVoid(t, v.StepsOf(t));
     if (f.steps > 0) {
-      vi.push_back(f.VInter());
-      vm.push_back(f.VMinority());
+      w.void_inter.push_back(f.VInter());
+      w.void_minority.push_back(f.VMinority());
     }
     for (auto [family, name] : {std::pair{analysis::KernelFamily::kCompute, kFamilyCompute},
                                 {analysis::KernelFamily::kCommunication, kFamilyCommunication}}) {
       std::vector<double> us = analysis::IssueLatenciesUs(t, family);
-      if (us.empty()) continue;
-      run.issue_latency[name].AddAll(us);
-      any = true;
+      if (!us.empty()) w.issue_latency[name].AddAll(us);
     }
   }
-  if (!vi.empty()) {
-    run.void_inter.Add(analysis::Median(vi), vi.size());
-    run.void_minority.Add(analysis::Median(vm), vm.size());
-    any = true;
-  }
 
-  // GEMM TFLOPS per stable signature: median over the ranks that ran it.
+  // GEMM TFLOPS per stable signature: over the ranks that ran it.
   const uint64_t min_count = static_cast<uint64_t>(config_->Get("slow_gpu.min_count", v.backbone));
-  std::map<std::string, std::pair<std::string, std::vector<double>>> gemm;
-  std::map<std::string, uint64_t> gemm_count;
   for (const analysis::RankTrace& t : v.ranks) {
     for (const auto& [key, g] : analysis::GemmTflops(t)) {
       if (g.count < min_count || g.Tflops() <= 0) continue;
-      const std::string stable = StableGemmKey(g.sig);
-      auto& slot = gemm[stable];
-      slot.first = GemmDtypeClass(g.sig.dtype);
-      slot.second.push_back(g.Tflops());
-      gemm_count[stable] += g.count;
+      Shape& slot = w.gemm[StableGemmKey(g.sig)];
+      slot.dtype = GemmDtypeClass(g.sig.dtype);
+      slot.values.push_back(g.Tflops());
+      slot.count += g.count;
     }
   }
-  for (const auto& [key, g] : gemm) {
-    auto& slot = run.gemm[key];
-    slot.first = g.first;
-    slot.second.Add(analysis::Median(g.second), gemm_count[key]);
-    any = true;
-  }
 
-  // Collective busbw per shape: median over the communicators of the shape.
-  std::map<CollectiveShape, std::vector<double>> bw;
-  std::map<CollectiveShape, uint64_t> bw_count;
+  // Collective busbw per shape: over the communicators of the shape.
   for (const analysis::CommBandwidth& c : analysis::CommunicatorBandwidth(v.ranks)) {
     if (c.BusBw() <= 0) continue;
     CollectiveShape s{OpKindName(c.kind), c.bytes, c.nranks, static_cast<int32_t>(c.hosts.size())};
-    bw[s].push_back(c.BusBw());
-    bw_count[s] += c.count;
+    Shape& slot = w.busbw[s];
+    slot.values.push_back(c.BusBw());
+    slot.count += c.count;
   }
-  for (const auto& [s, values] : bw) {
-    run.busbw[s].Add(analysis::Median(values), bw_count[s]);
+  return w;
+}
+
+void BaselineRecorder::Take(const JobState& job, WindowFigures w,
+                            const std::vector<Diagnosis>& diagnoses, uint64_t now_ns) {
+  if (!Healthy(diagnoses) || !w.measured) return;
+  Run& run = runs_[job.job()];
+  if (run.windows > 0 && (run.gpu_model != w.gpu_model || run.job_name != w.job_name)) {
+    // The key changed under the job (a GPU model reported late): what was
+    // collected belongs to the old key; start over rather than mix.
+    run = Run();
+  }
+  run.job_name = w.job_name;
+  run.gpu_model = w.gpu_model;
+  bool any = false;
+  if (w.steps > 0) {
+    run.step.Add(w.step_median_s, w.steps);
+    run.steps += w.steps;
+    run.step_best = run.step_best > 0 ? std::min(run.step_best, w.step_median_s) : w.step_median_s;
     any = true;
   }
-
+  for (const auto& [name, h] : w.issue_latency) {
+    run.issue_latency[name].Merge(h);
+    any = true;
+  }
+  if (!w.void_inter.empty()) {
+    run.void_inter.Add(analysis::Median(w.void_inter), w.void_inter.size());
+    run.void_minority.Add(analysis::Median(w.void_minority), w.void_minority.size());
+    any = true;
+  }
+  // Each figure: the median over the ranks (GEMMs) or communicators.
+  for (auto& [key, g] : w.gemm) {
+    auto& slot = run.gemm[key];
+    slot.first = g.dtype;
+    slot.second.Add(analysis::Median(std::move(g.values)), g.count);
+    any = true;
+  }
+  for (auto& [s, g] : w.busbw) {
+    run.busbw[s].Add(analysis::Median(std::move(g.values)), g.count);
+    any = true;
+  }
   if (!any) return;
   run.windows++;
-  const int min_windows = static_cast<int>(config_->Get("history.baseline_windows", v.backbone));
-  if (static_cast<int>(run.windows) < std::max(1, min_windows)) return;
-  if (writer_) {
-    writer_(Snapshot(job.job(), run, now_ns),
-            static_cast<int>(config_->Get("history.runs", v.backbone)));
-  }
+  if (static_cast<int>(run.windows) < std::max(1, w.min_windows)) return;
+  if (writer_) writer_(Snapshot(job.job(), run, now_ns), w.keep_runs);
 }
 
 RunBaseline BaselineRecorder::Snapshot(const std::string& job, const Run& r,

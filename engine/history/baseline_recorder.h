@@ -52,6 +52,31 @@ class BaselineRecorder {
   // reads the window's view and job.job() only. `diagnoses`: what they
   // reported for this job in this window. `now_ns` stamps the run.
   void OnWindow(const JobState& job, const std::vector<Diagnosis>& diagnoses, uint64_t now_ns);
+
+  // OnWindow in two parts, so that the figures can be measured beside the
+  // detectors (the engine does at detector_parallel_min_ranks ranks and
+  // more): Measure reads the window's view and the configuration only
+  // (any thread, while the view is held); Take keeps them for the run when
+  // the window is healthy (the window thread, after the detectors).
+  struct Shape {  // a GEMM signature's or a collective shape's window
+    std::string dtype;           // GEMMs: the dtype class
+    std::vector<double> values;  // per rank (GEMMs) or per communicator
+    uint64_t count = 0;          // calls behind them
+  };
+  struct WindowFigures {
+    bool measured = false;  // the view had ranks and a job name
+    std::string job_name, gpu_model;
+    double step_median_s = 0;  // of the reference rank
+    size_t steps = 0;
+    std::vector<double> void_inter, void_minority;  // per rank
+    std::map<std::string, LatencyHistogram> issue_latency;
+    std::map<std::string, Shape> gemm;  // StableGemmKey ->
+    std::map<CollectiveShape, Shape> busbw;
+    int min_windows = 1, keep_runs = 0;  // history.baseline_windows, history.runs
+  };
+  WindowFigures Measure(const JobState& job) const;
+  void Take(const JobState& job, WindowFigures figures, const std::vector<Diagnosis>& diagnoses,
+            uint64_t now_ns);
   // True when none of `diagnoses` taints a window's figures.
   static bool Healthy(const std::vector<Diagnosis>& diagnoses);
   // The job's run baseline so far; nullopt before its first healthy window.
