@@ -19,7 +19,9 @@
 // stores their median. Jobs without a job name (XPU_JOB_NAME) have no key
 // and are not recorded; a run is stored once it has history.baseline_windows
 // healthy windows.
-// Thread-safety: window thread only (like the detectors).
+// Thread-safety: the window thread (like the detectors), but Measure, which
+// reads only the view and the configuration: any thread while the view is
+// held and every rank's steps were found (WindowView::FindAllSteps).
 #ifndef XPU_ENGINE_HISTORY_BASELINE_RECORDER_H_
 #define XPU_ENGINE_HISTORY_BASELINE_RECORDER_H_
 
