@@ -485,13 +485,13 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
   // read the view (they read it too, for seconds at 100k ranks); they are
   // kept after them if the window was healthy.
   std::future<history::BaselineRecorder::WindowFigures> figures;
-  if (recorder_ && views_ && options_.detector_threads > 1 &&
-      views_->Get(*job).ranks.size() >=
-          static_cast<size_t>(options_.detector_parallel_min_ranks)) {
+  const WindowView* view = recorder_ && views_ ? &views_->Get(*job) : nullptr;
+  if (view != nullptr && options_.detector_threads > 1 &&
+      view->ranks.size() >= static_cast<size_t>(options_.detector_parallel_min_ranks)) {
     // Every rank's steps first: the view finds a rank's steps when first
     // asked, which is no read two threads may do at once.
     const auto s0 = std::chrono::steady_clock::now();
-    views_->Get(*job).FindAllSteps(options_.detector_threads);
+    view->FindAllSteps(options_.detector_threads);
     cost->seconds["steps"] +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
     figures = std::async(std::launch::async, [this, job] { return recorder_->Measure(*job); });

@@ -60,7 +60,6 @@ struct IngestService::Session {
   // stream_open) to tell a backlog from a daemon that is gone.
   std::shared_ptr<std::atomic<bool>> open = std::make_shared<std::atomic<bool>>(true);
   std::mutex pending_mu;
-  bool closed = false;  // guarded by pending_mu
   struct Pending {
     std::promise<absl::StatusOr<xpu::v1::CommandReply>> promise;
     std::chrono::steady_clock::time_point deadline;
@@ -198,8 +197,9 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
     }
   }
   {
+    // `open` is already false: a command that takes pending_mu after this
+    // sees it and fails; one before is failed here.
     std::lock_guard<std::mutex> l(session->pending_mu);
-    session->closed = true;
     for (auto& [id, p] : session->pending) {
       p.promise.set_value(absl::UnavailableError(
           absl::StrCat("daemon ", daemon_id, " disconnected before replying to command ", id)));
@@ -502,7 +502,7 @@ CommandFuture IngestService::SendCommand(const std::string& daemon_id, xpu::v1::
   const uint64_t id = cmd.command_id();
   {
     std::lock_guard<std::mutex> l(s->pending_mu);
-    if (s->closed) {
+    if (!s->open->load(std::memory_order_relaxed)) {
       promise.set_value(
           absl::UnavailableError(absl::StrCat("daemon ", daemon_id, " disconnected")));
       return fut;
