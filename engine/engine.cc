@@ -417,16 +417,6 @@ void Engine::ApplyMetricsRetention(const JobSummary& s, uint64_t now) {
   }
 }
 
-// One job's part of a window tick: close its window, run the detectors
-// (each one's time added to `cost`), queue its history rows. Returns the
-// job's findings; `finished` tells whether the job has finished.
-//
-// The job's lock is held while the window is closed and copied into its
-// view and while the detectors that read the job itself run, then again
-// while its rank rows are copied; not while the detectors that read only
-// the view run (the longest part at scale), so that the job's records go
-// on being applied meanwhile (a 100k-rank job's tick once held it for tens
-// of seconds, and its ranks looked silent).
 void Engine::PublishRankAges(const std::string& job, std::vector<RankAge>* ages) {
   // A job of more than figures.gauge_max_ranks ranks shows the oldest
   // 2 x figures.standout_ranks: the ranks that may have stopped reporting.
@@ -455,6 +445,16 @@ void Engine::PublishRankAges(const std::string& job, std::vector<RankAge>* ages)
   shown->second = std::move(now);
 }
 
+// One job's part of a window tick: close its window, run the detectors
+// (each one's time added to `cost`), queue its history rows. Returns the
+// job's findings; `finished` tells whether the job has finished.
+//
+// The job's lock is held while the window is closed and copied into its
+// view and while the detectors that read the job itself run, then again
+// while its rank rows are copied; not while the detectors that read only
+// the view run (the longest part at scale), so that the job's records go
+// on being applied meanwhile (a 100k-rank job's tick once held it for tens
+// of seconds, and its ranks looked silent).
 std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCost* cost,
                                        bool* finished) {
   JobState* job = &job_state;
