@@ -4,6 +4,7 @@
 #include <array>
 #include <future>
 #include <set>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,7 +48,6 @@ class KernelIssueStallDetector::WindowPass {
 
   void Run(DiagnosisSink& sink) {
     MeasureRanks();
-    TopUpSamples();
     MeasurePeers();
     PoolSamples();
     FindWaitingRanks();
@@ -62,9 +62,10 @@ class KernelIssueStallDetector::WindowPass {
   }
 
  private:
-  // Per rank: samples per family, steps, host events.
+  // Per rank: samples per family (by FamilyIndex), steps, host events.
   struct RankData {
-    std::map<KernelFamily, std::vector<double>> lat;
+    RankMemory* mem = nullptr;  // what the detector keeps of the rank
+    std::array<std::vector<double>, 2> lat;
     double step_s = 0;
     size_t steps = 0;
     analysis::HostTime gc, sync, dataloader;
@@ -92,31 +93,38 @@ class KernelIssueStallDetector::WindowPass {
   }
   double Param(std::string_view key) const { return d_.Param(v_, key); }
 
-  // Issue latencies per family, and the steps with the host events and
-  // collective time within them (complete steps only, so that shares and
-  // per-step counts compare like with like).
+  // Issue latencies per family (topped up, TopUp), and the steps with the
+  // host events and collective time within them (complete steps only, so
+  // that shares and per-step counts compare like with like). On the
+  // detector's thread: measured in parallel parts too, beside the other
+  // detectors and the ingest on 4 cores, 100k ranks' window ticks were no
+  // shorter (docs/scale.md).
   void MeasureRanks() {
     data_.resize(v_.ranks.size());
+    std::unordered_map<int32_t, RankMemory>& mem = d_.ranks_[job_.job()];
     for (size_t i = 0; i < v_.ranks.size(); ++i) {
-      const analysis::RankTrace& t = v_.ranks[i];
-      RankData& d = data_[i];
-      for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
-        d.lat[f] = analysis::IssueLatenciesUs(t, f);
-      }
-      const analysis::Steps& st = v_.StepsOf(t);
-      for (double s : st.DurationsS()) d.step_s += s;
-      d.steps = st.boundaries_ns.size() > 1 ? st.boundaries_ns.size() - 1 : 0;
-      const uint64_t from = d.steps ? st.boundaries_ns.front() : 0;
-      const uint64_t to = d.steps ? st.boundaries_ns.back() : UINT64_MAX;
-      d.gc = analysis::HostEventTime(t, XPU_OP_PY_GC, from, to);
-      d.sync = analysis::SyncTime(t, from, to);
-      d.sync_idle = analysis::ComputeSyncIdle(t, st);
-      d.dataloader = analysis::HostEventTime(t, XPU_OP_PY_DATALOADER, from, to);
-      for (const analysis::Op& op : t.ops) {
-        if (op.timed() && xpu_op_is_collective(op.kind) && op.start_ns >= from &&
-            op.start_ns < to) {
-          d.comm_s += static_cast<double>(op.dur_ns) * 1e-9;
-        }
+      data_[i].mem = &mem[v_.ranks[i].rank];
+      MeasureRank(v_.ranks[i], data_[i]);
+    }
+  }
+
+  void MeasureRank(const analysis::RankTrace& t, RankData& d) const {
+    for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
+      d.lat[FamilyIndex(f)] = analysis::IssueLatenciesUs(t, f);
+      TopUp(d.lat[FamilyIndex(f)], d.mem->previous[FamilyIndex(f)]);
+    }
+    const analysis::Steps& st = v_.StepsOf(t);
+    for (double s : st.DurationsS()) d.step_s += s;
+    d.steps = st.boundaries_ns.size() > 1 ? st.boundaries_ns.size() - 1 : 0;
+    const uint64_t from = d.steps ? st.boundaries_ns.front() : 0;
+    const uint64_t to = d.steps ? st.boundaries_ns.back() : UINT64_MAX;
+    d.gc = analysis::HostEventTime(t, XPU_OP_PY_GC, from, to);
+    d.sync = analysis::SyncTime(t, from, to);
+    d.sync_idle = analysis::ComputeSyncIdle(t, st);
+    d.dataloader = analysis::HostEventTime(t, XPU_OP_PY_DATALOADER, from, to);
+    for (const analysis::Op& op : t.ops) {
+      if (op.timed() && xpu_op_is_collective(op.kind) && op.start_ns >= from && op.start_ns < to) {
+        d.comm_s += static_cast<double>(op.dur_ns) * 1e-9;
       }
     }
   }
@@ -125,23 +133,31 @@ class KernelIssueStallDetector::WindowPass {
   // (long steps: 3 s windows of 85 ms steps held 16 to 18) is judged on the
   // previous window's and this one's together, so that it is judged in
   // every window and a stall can persist; the previous window's alone are
-  // never judged twice.
-  void TopUpSamples() {
-    std::map<std::string, std::vector<double>>& prev = d_.previous_[job_.job()];
-    for (size_t i = 0; i < data_.size(); ++i) {
-      for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
-        std::vector<double>& mine = data_[i].lat[f];
-        std::vector<double>& last = prev[absl::StrCat(v_.ranks[i].rank, "/", FamilyName(f))];
-        // At most min_samples kept per rank and family: memory stays
-        // linear in the job's size, whatever a window holds.
-        std::vector<double> now(
-            mine.end() - static_cast<long>(std::min(mine.size(), min_samples_)), mine.end());
-        if (!mine.empty() && mine.size() < min_samples_) {
-          mine.insert(mine.begin(), last.begin(), last.end());
-        }
-        last = std::move(now);
-      }
+  // never judged twice. `last` holds the previous window's and gets this
+  // one's: at most min_samples per rank and family, so that memory stays
+  // linear in the job's size, whatever a window holds.
+  void TopUp(std::vector<double>& mine, std::vector<double>& last) const {
+    std::vector<double> now(
+        mine.end() - static_cast<long>(std::min(mine.size(), min_samples_)), mine.end());
+    if (!mine.empty() && mine.size() < min_samples_) {
+      mine.insert(mine.begin(), last.begin(), last.end());
     }
+    last = std::move(now);
+  }
+
+  // Runs work(from, to) over the ranks' indices: in up to kMaxParts
+  // parallel parts of kRanksPerPart+ ranks, the first on this thread.
+  template <class F>
+  void InParts(F work) const {
+    const size_t n = data_.size();
+    const size_t parts = std::clamp<size_t>(n / kRanksPerPart, 1, kMaxParts);
+    const size_t per = (n + parts - 1) / parts;
+    std::vector<std::future<void>> rest;
+    for (size_t p = 1; p < parts; ++p) {
+      rest.push_back(std::async(std::launch::async, work, p * per, std::min(n, (p + 1) * per)));
+    }
+    work(0, std::min(n, per));
+    for (std::future<void>& r : rest) r.get();
   }
 
   // Every rank's samples of each family, sorted once: each rank is compared
@@ -150,10 +166,13 @@ class KernelIssueStallDetector::WindowPass {
   // samples per rank would be quadratic).
   void PoolSamples() {
     for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
-      Pool& p = pools_[f];
+      Pool& p = pools_[FamilyIndex(f)];
       p.sorted.clear();
+      size_t n = 0;
+      for (const RankData& d : data_) n += d.lat[FamilyIndex(f)].size();
+      p.sorted.reserve(n);
       for (const RankData& d : data_) {
-        const std::vector<double>& v = d.lat.at(f);
+        const std::vector<double>& v = d.lat[FamilyIndex(f)];
         p.sorted.insert(p.sorted.end(), v.begin(), v.end());
       }
       std::sort(p.sorted.begin(), p.sorted.end());
@@ -277,16 +296,15 @@ class KernelIssueStallDetector::WindowPass {
   }
 
   void JudgeRanks() {
-    std::map<std::string, Baseline>& base = d_.baseline_[job_.job()];
     jh_ = d_.history_ != nullptr ? &d_.history_->Get(job_) : nullptr;
     for (size_t i = 0; i < v_.ranks.size(); ++i) {
       const int32_t rank = v_.ranks[i].rank;
       for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
-        const std::vector<double>& mine = data_[i].lat[f];
+        const std::vector<double>& mine = data_[i].lat[FamilyIndex(f)];
         if (mine.size() < min_samples_ || waiting_[i]) continue;
         const double my_med = analysis::Median(mine);
         const bool by_peers = VsPeers(i, f, my_med);
-        Baseline& b = base[absl::StrCat(rank, "/", FamilyName(f))];
+        Baseline& b = data_[i].mem->base[FamilyIndex(f)];
         bool changed = b.windows >= baseline_windows_ && VsOwnHistory(i, f, my_med, b);
         if (!changed && jh_ != nullptr) changed = VsPreviousRuns(i, f, my_med);
         if (!changed && !by_peers) changed = SteepCdf(i, f, my_med);
@@ -323,38 +341,29 @@ class KernelIssueStallDetector::WindowPass {
   // judging stays in order.
   void MeasureAgainstPeers() {
     peers_.assign(data_.size(), {});
-    auto measure = [this](size_t from, size_t to) {
+    InParts([this](size_t from, size_t to) {
       for (size_t i = from; i < to; ++i) {
         if (waiting_[i]) continue;
         for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
-          std::vector<double> mine = data_[i].lat.at(f);
+          std::vector<double> mine = data_[i].lat[FamilyIndex(f)];
           if (mine.size() < min_samples_) continue;
           std::sort(mine.begin(), mine.end());
-          const Pool& pool = pools_.at(f);
+          const Pool& pool = pools_[FamilyIndex(f)];
           const analysis::PoolComplement others(pool.sorted, pool.prefix, mine, &pool.index);
           if (others.size() < min_samples_) continue;
           peers_[i][FamilyIndex(f)] = {true, others.KsDistance(), others.Quantile(0.5)};
         }
       }
-    };
-    const size_t parts = std::clamp<size_t>(data_.size() / kRanksPerPart, 1, kMaxParts);
-    const size_t per = (data_.size() + parts - 1) / parts;
-    std::vector<std::future<void>> rest;
-    for (size_t p = 1; p < parts; ++p) {
-      rest.push_back(std::async(std::launch::async, measure, p * per,
-                                std::min(data_.size(), (p + 1) * per)));
-    }
-    measure(0, std::min(data_.size(), per));
-    for (std::future<void>& r : rest) r.get();
+    });
   }
 
   // Against the pooled samples of the other ranks (one rank stalls: GC).
   bool VsPeers(size_t i, KernelFamily f, double my_med) {
     const PeerFigures& p = peers_[i][FamilyIndex(f)];
     if (!p.measured || p.ks < ks_thr_ || my_med >= shift_ * p.median) return false;
-    std::vector<double> mine = data_[i].lat[f];
+    std::vector<double> mine = data_[i].lat[FamilyIndex(f)];
     std::sort(mine.begin(), mine.end());
-    const Pool& pool = pools_.at(f);
+    const Pool& pool = pools_[FamilyIndex(f)];
     const analysis::PoolComplement others(pool.sorted, pool.prefix, mine, &pool.index);
     stalled_[v_.ranks[i].rank].push_back(
         absl::StrCat(FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1),
@@ -366,7 +375,7 @@ class KernelIssueStallDetector::WindowPass {
   // Against the rank's own first windows (every rank stalls from some point
   // on: a new synchronize in the model).
   bool VsOwnHistory(size_t i, KernelFamily f, double my_med, const Baseline& b) {
-    const std::vector<double>& mine = data_[i].lat[f];
+    const std::vector<double>& mine = data_[i].lat[FamilyIndex(f)];
     const double ks = analysis::KsDistance(mine, b.samples_us);
     const double hist_med = analysis::Median(b.samples_us);
     if (ks < ks_thr_ || my_med >= shift_ * hist_med) return false;
@@ -388,7 +397,7 @@ class KernelIssueStallDetector::WindowPass {
         runs < min_runs_) {
       return false;
     }
-    const std::vector<double>& mine = data_[i].lat[f];
+    const std::vector<double>& mine = data_[i].lat[FamilyIndex(f)];
     const double ks = history::KsDistance(mine, it->second);
     const double hist_med = it->second.MedianUs();
     if (ks < ks_thr_ || my_med >= shift_ * hist_med) return false;
@@ -404,7 +413,7 @@ class KernelIssueStallDetector::WindowPass {
   // or collects garbage for gc_alone_share of its steps (a job that does so
   // from its first step has no clean windows of its own to compare with).
   bool SteepCdf(size_t i, KernelFamily f, double my_med) {
-    const double below = FractionBelow(data_[i].lat[f], floor_us_);
+    const double below = FractionBelow(data_[i].lat[FamilyIndex(f)], floor_us_);
     const double step_us =
         data_[i].steps ? data_[i].step_s * 1e6 / static_cast<double>(data_[i].steps) : 0;
     const bool compressed = step_us > 0 && my_med < step_fraction_ * step_us;
@@ -539,7 +548,7 @@ class KernelIssueStallDetector::WindowPass {
     std::vector<double> sorted, prefix;  // every rank's samples; analysis::PrefixSums
     std::vector<double> index;           // analysis::PoolIndex
   };
-  std::map<KernelFamily, Pool> pools_;
+  std::array<Pool, 2> pools_;  // by FamilyIndex
   std::vector<bool> waiting_;   // waits for a slower peer: not judged
   struct PeerFigures {
     bool measured = false;  // enough samples of the rank and of the others

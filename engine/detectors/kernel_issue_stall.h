@@ -42,9 +42,11 @@
 #ifndef XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_
 #define XPU_ENGINE_DETECTORS_KERNEL_ISSUE_STALL_H_
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/detectors/streaks.h"
@@ -68,9 +70,18 @@ class KernelIssueStallDetector : public ViewDetector {
     std::vector<double> samples_us;
     int windows = 0;
   };
+  // What the detector keeps of a rank between windows, per kernel family
+  // (communication, compute).
+  struct RankMemory {
+    std::array<Baseline, 2> base;  // the rank's first windows
+    // The previous window's issue latencies, which top up a window with
+    // fewer than issue_stall.min_samples (a job of long steps: a few
+    // kernels with a valid issue latency per step).
+    std::array<std::vector<double>, 2> previous;
+  };
   std::shared_ptr<history::HistoryCache> history_;
-  // job -> "rank/family" -> baseline
-  std::map<std::string, std::map<std::string, Baseline>> baseline_;
+  // job -> rank -> what is kept of it
+  std::map<std::string, std::unordered_map<int32_t, RankMemory>> ranks_;
   Streaks streaks_;  // "rank/cause" -> consecutive windows with that stall
   struct SyncBaseline {
     double per_step_sum = 0;  // synchronizations per step, summed over the windows
@@ -78,10 +89,6 @@ class KernelIssueStallDetector : public ViewDetector {
   };
   // job -> rank -> its synchronization rate in its first windows
   std::map<std::string, std::map<int32_t, SyncBaseline>> sync_base_;
-  // job -> "rank/family" -> the previous window's issue latencies, which top
-  // up a window with fewer than issue_stall.min_samples (a job of long
-  // steps: a few kernels with a valid issue latency per step).
-  std::map<std::string, std::map<std::string, std::vector<double>>> previous_;
   class WindowPass;  // one window's judgement, step by step (kernel_issue_stall.cc)
 };
 

@@ -536,6 +536,29 @@ bool ClassifySequences(const std::vector<RankEvidence>& ranks,
       return true;
     }
     if (!missing.empty() && !shapes.empty()) {
+      // A rank known only from a table the engine is behind on may well
+      // have issued the collective since: it is not named.
+      std::vector<int32_t> unread;
+      for (const RankEvidence& r : ranks) {
+        if (r.table_behind && Contains(missing, r.rank)) unread.push_back(r.rank);
+      }
+      std::sort(unread.begin(), unread.end());
+      missing.erase(std::remove_if(missing.begin(), missing.end(),
+                                   [&](int32_t r) { return Contains(unread, r); }),
+                    missing.end());
+      const std::string unread_text =
+          "rank(s) " + Ranks(unread) + " had not issued collective seq " +
+          std::to_string(view.stuck_seq) + " as far as the engine has read them, but their " +
+          "daemons did not answer and the engine has not read all they sent";
+      if (missing.empty()) {
+        v->cls = HangClass::kNone;
+        v->evidence_behind = true;
+        v->comm_id = comm_id;
+        v->stuck_seq = view.stuck_seq;
+        v->reason = unread_text + ": no culprit named until it has";
+        return true;
+      }
+      if (!unread.empty()) v->details.push_back(unread_text + ": not named");
       v->cls = HangClass::kNonCommunication;
       v->team = "algorithm";
       v->comm_id = comm_id;

@@ -131,6 +131,11 @@ struct RankEvidence {
   // unknown), and whether that is within the job's no-progress threshold.
   int64_t progress_age_ns = -1;
   bool progressing = false;
+  // Its daemon did not answer, and the engine has not read all that the
+  // daemon sent of it (an ingest backlog: ProcessSnapshot::unseen_ns): its
+  // progress table may be older than the ranks' waits. Such a rank is not
+  // named for never issuing a collective.
+  bool table_behind = false;
 };
 
 // What the classification knows besides the ranks' evidence.
@@ -158,6 +163,10 @@ struct Verdict {
   std::vector<int32_t> ring_named;
   uint64_t comm_id = 0;
   uint32_t stuck_seq = 0;
+  // No verdict yet (cls kNone): the ranks that seem not to have issued the
+  // stuck collective are known only from tables the engine has not caught
+  // up on (RankEvidence::table_behind). The monitor looks again shortly.
+  bool evidence_behind = false;
 };
 
 // Where intra-kernel progress stops, over every ring channel the ranks'

@@ -64,6 +64,32 @@ TEST(ClassifyTest, RankThatNeverIssuedIsANonCommunicationCulprit) {
   EXPECT_NE(v.reason.find("never issued collective seq 10"), std::string::npos) << v.reason;
 }
 
+TEST(ClassifyTest, ARankTheEngineIsBehindOnIsNotNamedForNeverIssuing) {
+  // Ranks 2 and 5 seem not to have issued seq 10; their daemons did not
+  // answer and the engine has not read all they sent of rank 2.
+  auto ranks = Waiting();
+  for (int r : {2, 5}) {
+    Idle(ranks[r], "unknown");
+    ranks[r].answered = false;
+    ranks[r].native.clear();
+  }
+  ranks[2].table_behind = true;
+  Verdict v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(v.culprits, std::vector<int32_t>({5}));
+  bool said = false;
+  for (const std::string& d : v.details) said |= d.find("rank(s) 2 had not issued") == 0;
+  EXPECT_TRUE(said) << "the rank left out is said";
+  // Behind on both: no culprit yet, and the monitor is told to look again.
+  ranks[5].table_behind = true;
+  v = Classify(ranks);
+  EXPECT_EQ(v.cls, HangClass::kNone);
+  EXPECT_TRUE(v.evidence_behind);
+  EXPECT_TRUE(v.culprits.empty());
+  EXPECT_EQ(v.stuck_seq, 10u);
+  EXPECT_NE(v.reason.find("no culprit named until it has"), std::string::npos) << v.reason;
+}
+
 TEST(ClassifyTest, StoppedProcessIsForOperations) {
   auto ranks = Waiting();
   ranks[2].proc_state = "stopped";

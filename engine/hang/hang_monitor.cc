@@ -68,7 +68,7 @@ void HangMonitor::Start() {
       l.unlock();
       Poll();
       l.lock();
-      cv_.wait_for(l, std::chrono::milliseconds(options_.poll_ms), [this] { return stop_; });
+      cv_.wait_for(l, PollWait(options_.poll_ms, pass_ns_.load()), [this] { return stop_; });
     }
   });
 }
@@ -122,32 +122,32 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
   bool gone = false;
   std::string gone_ranks;
   uint64_t oldest_pending = 0;
+  // Every process, twice a second: only the figures ApplyCounters kept in
+  // its state are read here (the message of each is read for the rare
+  // suspect).
   for (const auto& [key, p] : job.processes()) {
-    const int32_t rank = p->identity.rank();
     // A hung rank writes no records and turns "silent" while its daemon still
     // reports it: only an exited rank, or one nobody reports any more (its
     // daemon is gone too), counts as gone.
     const bool unreported = now > p->last_seen_ns && now - p->last_seen_ns > kUnreportedNs;
     if (p->liveness == Liveness::kExited || (p->liveness == Liveness::kSilent && unreported)) {
       gone = true;
-      gone_ranks += absl::StrCat(gone_ranks.empty() ? "" : ",", rank, "(",
+      gone_ranks += absl::StrCat(gone_ranks.empty() ? "" : ",", p->identity.rank(), "(",
                                  p->liveness == Liveness::kExited ? "exited" : "not reported", ")");
       continue;
     }
-    if (!p->counters.has_progress()) continue;
-    const xpu::v1::HangProgress& pr = p->counters.progress();
-    if (pr.suspect()) {
+    if (p->hang_suspect) {
+      const xpu::v1::HangProgress& pr = p->counters.progress();
       consider(Suspicion{
-          absl::StrCat("rank ", rank, ": ", pr.suspect_name().empty() ? "op" : pr.suspect_name(),
-                       " seq ", pr.suspect_seq(), " outstanding beyond its threshold (",
+          absl::StrCat("rank ", p->identity.rank(), ": ",
+                       pr.suspect_name().empty() ? "op" : pr.suspect_name(), " seq ",
+                       pr.suspect_seq(), " outstanding beyond its threshold (",
                        pr.suspect_threshold_ns() / 1000000, " ms)"),
-          pr.suspect_since_ns()});
+          p->hang_suspect_since_ns});
     }
-    for (const auto& c : pr.comms()) {
-      if (c.pending_seq() != 0 && c.pending_since_ns() != 0 &&
-          (oldest_pending == 0 || c.pending_since_ns() < oldest_pending)) {
-        oldest_pending = c.pending_since_ns();
-      }
+    if (p->oldest_pending_ns != 0 &&
+        (oldest_pending == 0 || p->oldest_pending_ns < oldest_pending)) {
+      oldest_pending = p->oldest_pending_ns;
     }
   }
   if (gone && oldest_pending != 0 && now > oldest_pending &&
@@ -165,9 +165,14 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
 void HangMonitor::Poll() {
   const uint64_t now = registry_.Now();
   std::vector<std::string> live;
+  uint64_t pass_ns = 0;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     live.push_back(job->job());
+    const auto pass_start = std::chrono::steady_clock::now();
     std::optional<Suspicion> s = Suspect(*job, now);
+    pass_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now() - pass_start)
+                                         .count());
     if (s) progress_.MarkStalled(job->job());
     bool continuing = false;
     const uint64_t threshold = progress_.ThresholdNs(job->job());
@@ -203,10 +208,12 @@ void HangMonitor::Poll() {
     // A re-check that finds what the episode's full pass already reported
     // keeps that (refined) report in place instead of a quick one.
     if (!continuing || !RepeatsRefined(r)) Publish(r, now);
-    if (r.verdict.cls == HangClass::kBusyWait) {
-      // Not a fault yet (the ranks outside the collective are still busy):
-      // a second look after a second instead of after rediagnose_ns, so that
-      // a rank that has stopped becomes a verdict; the full pass runs once.
+    if (r.verdict.cls == HangClass::kBusyWait || r.verdict.evidence_behind) {
+      // Not a fault yet (the ranks outside the collective are still busy),
+      // or no culprit yet (the engine is behind on the ranks that would be
+      // named): a second look after a second instead of after
+      // rediagnose_ns, so that a rank that has stopped, or one whose
+      // batches were read, becomes a verdict; the full pass runs once.
       constexpr uint64_t kRecheckNs = 1000000000ull;
       std::lock_guard<std::mutex> l(mu_);
       episode_start_[job->job()] =
@@ -231,6 +238,16 @@ void HangMonitor::Poll() {
                                 finished->store(true);
                               }),
                               finished});
+  }
+  // Said when the wait stretches beyond poll_ms, and when it no longer does.
+  const uint64_t before = pass_ns_.exchange(pass_ns);
+  const auto poll = std::chrono::milliseconds(options_.poll_ms);
+  const auto wait = PollWait(options_.poll_ms, pass_ns);
+  if ((wait > poll) != (PollWait(options_.poll_ms, before) > poll)) {
+    Log()->info("hang watch: the suspicion passes over {} job(s) took {:.1f} ms; next poll in "
+                "{:.0f} ms",
+                live.size(), static_cast<double>(pass_ns) * 1e-6,
+                static_cast<double>(wait.count()) * 1e-6);
   }
   progress_.Retain(live);
 }

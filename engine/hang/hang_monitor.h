@@ -1,6 +1,10 @@
 // engine/hang/hang_monitor.h — the engine side of hang diagnosis.
 //
-// Suspicion (checked every poll_ms, default 500 ms, on the monitor's thread):
+// Suspicion (checked every poll_ms, default 500 ms, on the monitor's thread;
+// a pass reads every process of every job under the job's lock, so that at
+// most 1/kPollCostShare of the time goes to it: a pass that took longer than
+// poll_ms / kPollCostShare stretches the wait to kPollCostShare x its time,
+// e.g. a job of 100k ranks):
 //  - a process made no progress for longer than the job's own threshold
 //    (progress_watch.h: max(floor, multiple x the job's step period)): a
 //    one-process job, or every rank stuck outside collectives, is a hang too;
@@ -40,7 +44,9 @@
 #ifndef XPU_ENGINE_HANG_HANG_MONITOR_H_
 #define XPU_ENGINE_HANG_HANG_MONITOR_H_
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -66,6 +72,14 @@ namespace xpu::engine::hang {
 
 // Sends the "evidence" command to a daemon (engine/state/command.h).
 using EvidenceSender = CommandSender;
+
+// The suspicion passes take at most 1/kPollCostShare of the monitor's time:
+// the wait after a poll whose passes took `pass_ns` is poll_ms, or
+// kPollCostShare x pass_ns when longer.
+inline constexpr uint64_t kPollCostShare = 20;
+inline std::chrono::nanoseconds PollWait(uint64_t poll_ms, uint64_t pass_ns) {
+  return std::chrono::nanoseconds(std::max<uint64_t>(poll_ms * 1000000ull, kPollCostShare * pass_ns));
+}
 
 struct HangMonitorOptions {
   uint64_t poll_ms = 500;
@@ -155,6 +169,9 @@ class HangMonitor {
   };
   std::list<Worker> workers_;  // refinements, guarded by mu_
   std::thread thread_;
+  // The time of the last Poll's suspicion passes (Suspect, every job),
+  // which sets the wait before the next (hang::PollWait).
+  std::atomic<uint64_t> pass_ns_{0};
 };
 
 }  // namespace xpu::engine::hang

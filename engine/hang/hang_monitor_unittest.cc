@@ -77,6 +77,15 @@ class HangMonitorTest : public ::testing::Test {
     return pr.get_future();
   }
 
+  // A daemon that never answers the evidence command.
+  static EvidenceSender NoAnswer(std::string why) {
+    return [why](const std::string&, xpu::v1::Command) {
+      std::promise<absl::StatusOr<xpu::v1::CommandReply>> pr;
+      pr.set_value(absl::UnavailableError(why));
+      return pr.get_future();
+    };
+  }
+
   HangMonitorOptions Options() {
     HangMonitorOptions o;
     o.evidence_deadline_ms = 1000;
@@ -98,6 +107,14 @@ TEST_F(HangMonitorTest, NoSuspicionNoCommand) {
   EXPECT_EQ(commands_, 0);
   EXPECT_FALSE(m.Latest("j").has_value());
   EXPECT_FALSE(m.ActiveDiagnosis("j").has_value());
+}
+
+TEST(HangPollWaitTest, SlowPassesStretchTheWaitToKeepTheirShare) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(PollWait(500, 0), milliseconds(500));
+  EXPECT_EQ(PollWait(500, 20 * 1000000ull), milliseconds(500)) << "20 ms passes: 4 % of 500 ms";
+  EXPECT_EQ(PollWait(500, 250 * 1000000ull), milliseconds(250 * kPollCostShare))
+      << "a 100k-rank job's pass of 250 ms";
 }
 
 TEST_F(HangMonitorTest, SuspicionCollectsEvidenceAndNamesTheCulprit) {
@@ -154,20 +171,50 @@ TEST_F(HangMonitorTest, SuspicionCollectsEvidenceAndNamesTheCulprit) {
 
 TEST_F(HangMonitorTest, UnansweredDaemonStillGivesAVerdictFromEngineState) {
   Populate(true);
-  HangMonitor m(
-      registry_,
-      [](const std::string&, xpu::v1::Command) {
-        std::promise<absl::StatusOr<xpu::v1::CommandReply>> pr;
-        pr.set_value(absl::UnavailableError("daemon gone"));
-        return pr.get_future();
-      },
-      Options());
+  HangMonitor m(registry_, NoAnswer("daemon gone"), Options());
   m.Poll();
   m.WaitIdle();
   std::optional<HangReport> r = m.Latest("j");
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->daemons_answered, 0u);
   EXPECT_EQ(r->verdict.culprits, std::vector<int32_t>({2}));  // from the progress tables alone
+}
+
+TEST_F(HangMonitorTest, NoCulpritFromATableTheEngineIsBehindOnUntilItIsRead) {
+  Populate(true);
+  auto job = registry_.FindJob("j");
+  auto open = std::make_shared<std::atomic<bool>>(true);
+  // Every daemon stream stays open; rank 2's batches wait unread for 5 s
+  // (an ingest backlog) while the others' keep coming.
+  auto read_all_but = [&](int32_t skip) {
+    std::lock_guard<std::mutex> l(job->mu());
+    for (auto& [key, p] : job->processes()) {
+      p->stream_open = open;
+      if (p->identity.rank() != skip) p->NoteBatch(now_);
+    }
+  };
+  now_ += 5 * kS;
+  read_all_but(2);
+  HangMonitor m(registry_, NoAnswer("daemon busy"), Options());
+  m.Poll();
+  m.WaitIdle();
+  std::optional<HangReport> r = m.Latest("j");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->verdict.cls, HangClass::kNone);
+  EXPECT_TRUE(r->verdict.evidence_behind) << r->verdict.reason;
+  EXPECT_FALSE(m.ActiveDiagnosis("j").has_value()) << "no culprit named from an unread table";
+  // Rank 2's batches are read (it still has not issued seq 7): the next
+  // look, a second later, names it.
+  now_ += 2 * kS;
+  read_all_but(-1);
+  m.Poll();
+  m.WaitIdle();
+  r = m.Latest("j");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->verdict.cls, HangClass::kNonCommunication);
+  EXPECT_EQ(r->verdict.culprits, std::vector<int32_t>({2}));
+  ASSERT_TRUE(m.ActiveDiagnosis("j").has_value());
+  EXPECT_EQ(m.ActiveDiagnosis("j")->ranks, std::vector<int32_t>({2}));
 }
 
 TEST_F(HangMonitorTest, CollectNowNeedsALiveJob) {

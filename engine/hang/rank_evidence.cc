@@ -207,6 +207,7 @@ RankEvidence EvidenceOf(const ProcessSnapshot& s, const EvidenceByProcess& evide
     progress = ApplyEvidence(it->second, progress, &r, sum, cuda_gdb);
   } else {
     r.answered = false;
+    r.table_behind = s.unseen_ns > 0;
     r.proc_state = r.exited ? "gone" : "unknown";
   }
   if (progress != nullptr) {

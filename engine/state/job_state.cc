@@ -320,6 +320,15 @@ void JobState::ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, u
     p.lost[kLossDaemonBuffer] = c.records_dropped_daemon();
     p.lost[kLossEngineRejected] = c.records_rejected();
     p.lost[kLossRingTruncated] = c.records_truncated();
+    p.hang_suspect = c.has_progress() && c.progress().suspect();
+    p.hang_suspect_since_ns = p.hang_suspect ? c.progress().suspect_since_ns() : 0;
+    p.oldest_pending_ns = 0;
+    for (const auto& cp : c.progress().comms()) {
+      if (cp.pending_seq() != 0 && cp.pending_since_ns() != 0 &&
+          (p.oldest_pending_ns == 0 || cp.pending_since_ns() < p.oldest_pending_ns)) {
+        p.oldest_pending_ns = cp.pending_since_ns();
+      }
+    }
   }
   p.lost[kLossUndefinedSignature] = p.unknown_sig;
   // Counts from other processes: a sum that could wrap saturates instead.

@@ -143,6 +143,14 @@ struct ProcessState {
   Liveness liveness = Liveness::kAlive;
   uint64_t first_seen_ns = 0;
   uint64_t last_seen_ns = 0;       // engine clock: last batch for this process
+  // The hang figures of `counters` (JobState::ApplyCounters), so that the
+  // hang monitor's poll reads them here and does not walk every process's
+  // message twice a second: whether the hook's watch flags an op
+  // outstanding beyond its threshold, and since when; the oldest start of
+  // a collective the process waits in (0: none).
+  bool hang_suspect = false;
+  uint64_t hang_suspect_since_ns = 0;
+  uint64_t oldest_pending_ns = 0;
   // Open while the daemon stream that last sent this process lasts (the
   // ingest's session); null when none did (tests, a seeded process).
   std::shared_ptr<const std::atomic<bool>> stream_open;

@@ -90,6 +90,36 @@ TEST_F(RegistryTest, SilentAsFarAsItsOpenStreamWasRead) {
   EXPECT_EQ(Of("j", "rank:0"), Liveness::kSilent);
 }
 
+TEST_F(RegistryTest, CountersKeepTheHangFiguresTheMonitorReads) {
+  Feed("j", 0, "h0", 10, 1);
+  auto j = reg_.FindJob("j");
+  std::lock_guard<std::mutex> l(j->mu());
+  ProcessState& p = *j->processes().at("rank:0");
+  auto apply = [&](bool suspect, std::vector<uint64_t> pending_since) {
+    xpu::v1::ProcessBatch pb;
+    xpu::v1::HangProgress* pr = pb.mutable_counters()->mutable_progress();
+    for (uint64_t since : pending_since) {
+      xpu::v1::CommProgress* c = pr->add_comms();
+      c->set_pending_seq(since ? 7 : 0);
+      c->set_pending_since_ns(since);
+    }
+    pr->set_suspect(suspect);
+    pr->set_suspect_since_ns(suspect ? 5 * kSec : 0);
+    j->ApplyCounters(p, pb, reg_.Now());
+  };
+  apply(true, {900 * kSec, 0, 800 * kSec, 950 * kSec});
+  EXPECT_TRUE(p.hang_suspect);
+  EXPECT_EQ(p.hang_suspect_since_ns, 5 * kSec);
+  EXPECT_EQ(p.oldest_pending_ns, 800 * kSec) << "the oldest of the communicators' waits";
+  // A batch without counters changes nothing; the next counters replace them.
+  j->ApplyCounters(p, xpu::v1::ProcessBatch(), reg_.Now());
+  EXPECT_EQ(p.oldest_pending_ns, 800 * kSec);
+  apply(false, {0});
+  EXPECT_FALSE(p.hang_suspect);
+  EXPECT_EQ(p.hang_suspect_since_ns, 0u);
+  EXPECT_EQ(p.oldest_pending_ns, 0u);
+}
+
 TEST_F(RegistryTest, ExitedIsFinalAndFinishesTheJob) {
   Feed("j", 0, "h0", 10, 1);
   Feed("j", 0, "h0", 10, 0, /*exited=*/true);
