@@ -113,8 +113,10 @@ std::optional<HangReport> HangMonitor::Latest(const std::string& job) const {
   return it->second;
 }
 
-std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64_t now) {
+std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64_t now,
+                                                           uint64_t* held_ns) {
   std::lock_guard<std::mutex> l(job.mu());
+  const auto held_from = std::chrono::steady_clock::now();
   std::optional<Suspicion> s;
   auto consider = [&s](Suspicion c) {
     if (!s || (c.stall_since_ns != 0 && c.stall_since_ns < s->stall_since_ns)) s = std::move(c);
@@ -159,6 +161,9 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
   if (std::optional<ProgressStall> st = progress_.Check(job, now)) {
     consider(Suspicion{st->trigger, st->since_ns});
   }
+  *held_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::chrono::steady_clock::now() - held_from)
+                                       .count());
   return s;
 }
 
@@ -168,11 +173,9 @@ void HangMonitor::Poll() {
   uint64_t pass_ns = 0;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     live.push_back(job->job());
-    const auto pass_start = std::chrono::steady_clock::now();
-    std::optional<Suspicion> s = Suspect(*job, now);
-    pass_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                         std::chrono::steady_clock::now() - pass_start)
-                                         .count());
+    uint64_t held_ns = 0;
+    std::optional<Suspicion> s = Suspect(*job, now, &held_ns);
+    pass_ns += held_ns;
     if (s) progress_.MarkStalled(job->job());
     bool continuing = false;
     const uint64_t threshold = progress_.ThresholdNs(job->job());

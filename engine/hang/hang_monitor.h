@@ -1,10 +1,10 @@
 // engine/hang/hang_monitor.h — the engine side of hang diagnosis.
 //
 // Suspicion (checked every poll_ms, default 500 ms, on the monitor's thread;
-// a pass reads every process of every job under the job's lock, so that at
-// most 1/kPollCostShare of the time goes to it: a pass that took longer than
-// poll_ms / kPollCostShare stretches the wait to kPollCostShare x its time,
-// e.g. a job of 100k ranks):
+// a pass reads every process of every job under the job's lock, so that a
+// pass that held it longer than poll_ms / kPollCostShare stretches the wait
+// to kPollCostShare x that time, at most kMaxPollWaitMs: a job of 100k
+// ranks):
 //  - a process made no progress for longer than the job's own threshold
 //    (progress_watch.h: max(floor, multiple x the job's step period)): a
 //    one-process job, or every rank stuck outside collectives, is a hang too;
@@ -73,12 +73,17 @@ namespace xpu::engine::hang {
 // Sends the "evidence" command to a daemon (engine/state/command.h).
 using EvidenceSender = CommandSender;
 
-// The suspicion passes take at most 1/kPollCostShare of the monitor's time:
-// the wait after a poll whose passes took `pass_ns` is poll_ms, or
-// kPollCostShare x pass_ns when longer.
+// The suspicion passes hold the jobs' locks for at most 1/kPollCostShare of
+// the monitor's time, up to a wait of kMaxPollWaitMs: the wait after a poll
+// whose passes held the locks for `pass_ns` (waiting for a lock is not
+// counted) is poll_ms, or kPollCostShare x pass_ns when longer, at most
+// kMaxPollWaitMs (the hooks' hang floor is 10 s by default).
 inline constexpr uint64_t kPollCostShare = 20;
+inline constexpr uint64_t kMaxPollWaitMs = 3000;
 inline std::chrono::nanoseconds PollWait(uint64_t poll_ms, uint64_t pass_ns) {
-  return std::chrono::nanoseconds(std::max<uint64_t>(poll_ms * 1000000ull, kPollCostShare * pass_ns));
+  return std::chrono::nanoseconds(std::clamp<uint64_t>(kPollCostShare * pass_ns,
+                                                       poll_ms * 1000000ull,
+                                                       std::max(poll_ms, kMaxPollWaitMs) * 1000000ull));
 }
 
 struct HangMonitorOptions {
@@ -136,7 +141,8 @@ class HangMonitor {
     std::string trigger;
     uint64_t stall_since_ns = 0;
   };
-  std::optional<Suspicion> Suspect(JobState& job, uint64_t now);
+  // `held_ns` gets how long the pass held the job's lock.
+  std::optional<Suspicion> Suspect(JobState& job, uint64_t now, uint64_t* held_ns);
   // One pass: snapshot, evidence of `mode`, verdict. `earlier` (may be
   // null) completes the evidence; `evidence_out` (may be null) gets it.
   HangReport Diagnose(const std::string& job, uint64_t deadline_ms, bool on_demand,

@@ -113,8 +113,11 @@ TEST(HangPollWaitTest, SlowPassesStretchTheWaitToKeepTheirShare) {
   using std::chrono::milliseconds;
   EXPECT_EQ(PollWait(500, 0), milliseconds(500));
   EXPECT_EQ(PollWait(500, 20 * 1000000ull), milliseconds(500)) << "20 ms passes: 4 % of 500 ms";
-  EXPECT_EQ(PollWait(500, 250 * 1000000ull), milliseconds(250 * kPollCostShare))
-      << "a 100k-rank job's pass of 250 ms";
+  EXPECT_EQ(PollWait(500, 100 * 1000000ull), milliseconds(100 * kPollCostShare))
+      << "a 100k-rank job's pass of 100 ms";
+  EXPECT_EQ(PollWait(500, 1000 * 1000000ull), milliseconds(kMaxPollWaitMs))
+      << "never longer than kMaxPollWaitMs";
+  EXPECT_EQ(PollWait(5000, 1000 * 1000000ull), milliseconds(5000)) << "nor shorter than poll_ms";
 }
 
 TEST_F(HangMonitorTest, SuspicionCollectsEvidenceAndNamesTheCulprit) {
