@@ -304,7 +304,6 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
       modelled = uint64_t(double(NcclSize(g.kind, g.count, ElementBytes(g.dtype), rep.world)) *
                           BusFactor(g.kind, rep.world) / m.gbps);
     }
-    bool tracked_seen = false;
     for (size_t i = 0; i < recs.size(); ++i) {
       const xpu_record_v1& r = recs[i];
       const bool timed = (r.flags & XPU_REC_TIMED) != 0;
@@ -325,14 +324,15 @@ void CheckProbeRing(const ProbeReport& rep, const RingFile& ring, const ProbeMod
       EXPECT_FALSE(r.flags & XPU_REC_HOST);
       EXPECT_NE(timed, (r.flags & XPU_REC_NOT_TIMED) != 0) << "flags " << r.flags;
       // Ops issued before the hook's event pool exists are recorded from CPU
-      // times (UNTRACKED); only the warm-up may have them, and only first.
+      // times (UNTRACKED); only the warm-up may have them. Mostly first, but
+      // not only: the completion thread creates the pool in chunks and an op
+      // may find the first chunk taken before the next is made or events
+      // come back (seen on a loaded 2-CPU machine); it is counted the same
+      // way (XPU_CNT_EVENT_POOL_EMPTY, checked below).
       const bool is_untracked = (r.flags & XPU_REC_UNTRACKED) != 0;
       if (is_untracked) {
         ++untracked;
         EXPECT_EQ(id, warmup_sig) << "untracked op after the warm-up";
-        EXPECT_FALSE(tracked_seen) << "untracked op after a tracked one";
-      } else {
-        tracked_seen = true;
       }
       const bool policy_timed =
           kind == "kernel" || m.timing == "all" || Sampled(i + 1, m.first, m.every);
