@@ -4,7 +4,6 @@
 #include <array>
 #include <future>
 #include <set>
-#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

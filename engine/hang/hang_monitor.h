@@ -1,10 +1,8 @@
 // engine/hang/hang_monitor.h — the engine side of hang diagnosis.
 //
 // Suspicion (checked every poll_ms, default 500 ms, on the monitor's thread;
-// a pass reads every process of every job under the job's lock, so that a
-// pass that held it longer than poll_ms / kPollCostShare stretches the wait
-// to kPollCostShare x that time, at most kMaxPollWaitMs: a job of 100k
-// ranks):
+// longer when a pass holds the jobs' locks long, as in a job of 100k ranks:
+// PollWait):
 //  - a process made no progress for longer than the job's own threshold
 //    (progress_watch.h: max(floor, multiple x the job's step period)): a
 //    one-process job, or every rank stuck outside collectives, is a hang too;
