@@ -103,6 +103,7 @@ IngestLimits LimitsFrom(const EngineOptions& o) {
   limits.max_ranks_per_job = o.max_ranks_per_job;
   limits.max_processes_per_stream = o.max_processes_per_stream;
   limits.max_job_buffer_bytes = o.max_job_buffer_mb << 20;
+  limits.max_queued_writes = o.max_queued_writes;
   return limits;
 }
 
@@ -298,7 +299,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   }
 
   e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, *e->authorizer_,
-                                               e->engine_id_, e->store_.get(), LimitsFrom(o));
+                                               e->engine_id_, e->store_.get(), LimitsFrom(o),
+                                               o.ingest_threads);
   if (!o.replica_id.empty()) {
     e->ingest_->SetRouter([p = e.get()](const std::string& job) { return p->Route(job); },
                           o.replica_id);

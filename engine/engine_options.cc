@@ -46,6 +46,13 @@ void AddMemoryFlags(CLI::App& app, EngineOptions* o) {
       ->type_name("N")
       ->capture_default_str()
       ->check(CLI::Range(2, 100000000));
+  app.add_option("--ingest-threads", o->ingest_threads,
+                 "threads that handle the batches the daemons send, whatever the number of "
+                 "daemons (gRPC reads the streams on its own few threads); a job's batches take "
+                 "its lock, so more threads help when several jobs send at once")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   app.add_option("--malloc-arenas", o->malloc_arenas,
                  "memory allocator arenas (glibc M_ARENA_MAX): fewer arenas hold less freed "
                  "memory per thread; 0 = glibc's default, 8 per core")
@@ -216,6 +223,12 @@ void AddLimitFlags(CLI::App& app, EngineOptions* o) {
       ->group(kLimits);
   app.add_option("--max-processes-per-stream", o->max_processes_per_stream,
                  "processes one daemon stream may send")
+      ->type_name("N")
+      ->transform(flags::UnsignedAtLeast(1))
+      ->group(kLimits);
+  app.add_option("--max-queued-writes", o->max_queued_writes,
+                 "messages the engine may hold for one daemon that has not read them yet "
+                 "(batch acknowledgements, commands): one more cancels its stream")
       ->type_name("N")
       ->transform(flags::UnsignedAtLeast(1))
       ->group(kLimits);

@@ -37,6 +37,7 @@ struct EngineOptions {
   uint64_t max_ranks_per_job = 131072;
   uint64_t max_processes_per_stream = 8192;
   uint64_t max_job_buffer_mb = 65536;
+  uint64_t max_queued_writes = 1024;
   std::string tls_cert;
   std::string tls_key;
   std::string tls_client_ca;
@@ -52,6 +53,8 @@ struct EngineOptions {
   // another on the window thread); used for jobs of detector_parallel_min_ranks+.
   int detector_threads = 4;
   int detector_parallel_min_ranks = 1024;
+  // Threads that handle what the daemons' streams read (engine/ingest_stream.h).
+  int ingest_threads = 4;
   std::string log_level = "info";
   // Diagnoses out of the engine (engine/alerting/): Alertmanager base URL
   // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.

@@ -4,7 +4,6 @@
 #include <array>
 #include <chrono>
 #include <set>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging/logging.h"
@@ -17,19 +16,6 @@ namespace {
 std::shared_ptr<spdlog::logger> Log() {
   static auto log = logging::GetLogger("ingest");
   return log;
-}
-
-// Read() returns false both for a clean half-close and for a call that gRPC
-// failed (oversized message, transport error, client cancel). The sync API
-// reports the cancellation asynchronously, so give it a moment to arrive. A
-// clean close costs this wait once per daemon disconnect.
-bool StreamWasCancelled(grpc::ServerContext* ctx) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(250);
-  while (!ctx->IsCancelled()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
 }
 
 // One warning per second on per-batch paths.
@@ -54,8 +40,8 @@ struct IngestService::Session {
   // only the stream's thread.
   std::set<std::string> served_jobs;
   std::vector<xpu::v1::RejectedProcess> rejected;  // for the next ack; guarded by pending_mu
-  Stream_t* stream = nullptr;
-  std::mutex write_mu;  // serializes writes on `stream`
+  IngestStream* stream = nullptr;  // null once the stream ended; guarded by write_mu
+  std::mutex write_mu;
   // True until the stream ends; its processes hold it (ProcessState::
   // stream_open) to tell a backlog from a daemon that is gone.
   std::shared_ptr<std::atomic<bool>> open = std::make_shared<std::atomic<bool>>(true);
@@ -69,27 +55,67 @@ struct IngestService::Session {
 
 IngestService::IngestService(Registry& registry, Metrics& metrics,
                              const auth::Authorizer& authorizer, std::string engine_id,
-                             history::Store* store, IngestLimits limits)
+                             history::Store* store, IngestLimits limits, int threads)
     : registry_(registry),
       metrics_(metrics),
       authorizer_(authorizer),
       engine_id_(std::move(engine_id)),
       store_(store),
-      limits_(limits) {}
+      limits_(limits),
+      workers_(threads) {}
 
-grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream,
-                                      xpu::v1::DaemonHello* hello, auth::Caller* caller) {
-  xpu::v1::DaemonMessage first;
-  if (!stream->Read(&first)) {
-    metrics_.AddRejected("stream_aborted");
-    return grpc::Status(grpc::StatusCode::CANCELLED, "stream ended before DaemonHello");
+// What one stream reads goes to its session; the first message opens it.
+class IngestService::Connection final : public IngestStream::Handler {
+ public:
+  Connection(IngestService* service, IngestStream* stream) : service_(service), stream_(stream) {}
+
+  grpc::Status OnMessage(const xpu::v1::DaemonMessage& m) override {
+    if (!session_) return service_->Open(stream_, m, &session_);
+    return service_->Dispatch(session_, m);
   }
+  void OnEnd(const grpc::Status& why) override {
+    if (session_) {
+      service_->Close(session_, why);
+    } else if (why.ok() && !stream_->cancelled()) {
+      service_->metrics_.AddRejected("no_hello");  // closed before saying who it is
+    }
+  }
+  // Includes messages over --max-receive-mb: gRPC refuses those with
+  // RESOURCE_EXHAUSTED (the daemon sees that status) before any byte
+  // reaches the engine, so this is where they are counted.
+  void OnCancelled() override { service_->metrics_.AddRejected("stream_aborted"); }
+  void OnWriteBacklog() override {
+    service_->metrics_.AddRejected("write_backlog");
+    if (g_reject_log.Allow()) {
+      Log()->warn("daemon {} did not read the last {} messages the engine wrote; its stream is "
+                  "cancelled",
+                  session_ ? session_->daemon_id : stream_->context()->peer(),
+                  service_->limits_.max_queued_writes);
+    }
+  }
+
+ private:
+  IngestService* const service_;
+  IngestStream* const stream_;
+  std::shared_ptr<Session> session_;
+};
+
+grpc::ServerBidiReactor<xpu::v1::DaemonMessage, xpu::v1::EngineMessage>* IngestService::Stream(
+    grpc::CallbackServerContext* ctx) {
+  auto* stream = new IngestStream(ctx, &workers_, limits_.max_queued_writes);
+  stream->Start(std::make_unique<Connection>(this, stream));
+  return stream;
+}
+
+grpc::Status IngestService::Handshake(IngestStream* stream, const xpu::v1::DaemonMessage& first,
+                                      auth::Caller* caller) {
+  grpc::CallbackServerContext* ctx = stream->context();
   if (!first.has_hello()) {
     metrics_.AddRejected("no_hello");
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                         "the first message of Ingest.Stream must be a DaemonHello");
   }
-  *hello = first.hello();
+  const xpu::v1::DaemonHello* hello = &first.hello();
   if (hello->protocol_version() != kProtocolVersion) {
     metrics_.AddRejected("protocol_version");
     if (g_reject_log.Allow()) {
@@ -125,68 +151,57 @@ grpc::Status IngestService::Handshake(grpc::ServerContext* ctx, Stream_t* stream
   ack.mutable_ack()->set_engine_id(engine_id_);
   ack.mutable_ack()->set_replica_id(replica_id_);
   ack.mutable_ack()->set_compact_records(true);  // DecodeProcessBatch reads both forms
-  if (!stream->Write(ack))
+  if (!stream->Write(std::move(ack)))
     return grpc::Status(grpc::StatusCode::CANCELLED, "stream closed during hello");
   return grpc::Status::OK;
 }
 
-grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
-  xpu::v1::DaemonHello hello;
+grpc::Status IngestService::Open(IngestStream* stream, const xpu::v1::DaemonMessage& first,
+                                 std::shared_ptr<Session>* out) {
   auth::Caller caller;
-  if (grpc::Status st = Handshake(ctx, stream, &hello, &caller); !st.ok()) return st;
-  const std::string daemon_id = hello.daemon_id();
+  if (grpc::Status st = Handshake(stream, first, &caller); !st.ok()) return st;
+  const xpu::v1::DaemonHello& hello = first.hello();
   auto session = std::make_shared<Session>();
-  session->daemon_id = daemon_id;
-  session->ack_key = absl::StrCat(daemon_id, "#", next_command_id_.fetch_add(1));
+  session->daemon_id = hello.daemon_id();
+  session->ack_key = absl::StrCat(hello.daemon_id(), "#", next_command_id_.fetch_add(1));
   session->caller = caller;
   session->stream = stream;
   {
     std::lock_guard<std::mutex> l(sessions_mu_);
-    sessions_[daemon_id] = session;  // a reconnect replaces the old session
+    sessions_[session->daemon_id] = session;  // a reconnect replaces the old session
   }
-  registry_.DaemonConnected(daemon_id, hello.host(), hello.version());
+  registry_.DaemonConnected(session->daemon_id, hello.host(), hello.version());
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
-  Log()->info("daemon {} ({}, {}) connected from {} as {}", daemon_id, hello.host(),
-              hello.version(), ctx->peer(), caller.name);
+  Log()->info("daemon {} ({}, {}) connected from {} as {}", session->daemon_id, hello.host(),
+              hello.version(), stream->context()->peer(), caller.name);
+  *out = std::move(session);
+  return grpc::Status::OK;
+}
 
-  grpc::Status result = grpc::Status::OK;
-  xpu::v1::DaemonMessage msg;
-  while (true) {
-    if (!stream->Read(&msg)) {
-      if (StreamWasCancelled(ctx)) {
-        // Includes messages over --max-receive-mb: gRPC rejects those with
-        // RESOURCE_EXHAUSTED (the daemon sees that status) before any byte
-        // reaches us, so this is where they are counted.
-        metrics_.AddRejected("stream_aborted");
-        result = grpc::Status(grpc::StatusCode::CANCELLED, "stream aborted");
-      }
-      break;
-    }
-    switch (msg.msg_case()) {
-      case xpu::v1::DaemonMessage::kBatch:
-        result = HandleBatch(session, msg.batch());
-        break;
-      case xpu::v1::DaemonMessage::kHeartbeat:
-        registry_.DaemonSeen(daemon_id, 0, 0, 0);
-        break;
-      case xpu::v1::DaemonMessage::kReply:
-        registry_.DaemonSeen(daemon_id, 0, 0, 0);
-        HandleReply(*session, msg.reply());
-        break;
-      case xpu::v1::DaemonMessage::kHello:
-        metrics_.AddRejected("duplicate_hello");
-        result = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              "DaemonHello may only be the first message of a stream");
-        break;
-      default:
-        metrics_.AddRejected("empty_message");
-        result =
-            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "DaemonMessage without a payload");
-        break;
-    }
-    if (!result.ok()) break;
+grpc::Status IngestService::Dispatch(const std::shared_ptr<Session>& s,
+                                     const xpu::v1::DaemonMessage& msg) {
+  switch (msg.msg_case()) {
+    case xpu::v1::DaemonMessage::kBatch:
+      return HandleBatch(s, msg.batch());
+    case xpu::v1::DaemonMessage::kHeartbeat:
+      registry_.DaemonSeen(s->daemon_id, 0, 0, 0);
+      return grpc::Status::OK;
+    case xpu::v1::DaemonMessage::kReply:
+      registry_.DaemonSeen(s->daemon_id, 0, 0, 0);
+      HandleReply(*s, msg.reply());
+      return grpc::Status::OK;
+    case xpu::v1::DaemonMessage::kHello:
+      metrics_.AddRejected("duplicate_hello");
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "DaemonHello may only be the first message of a stream");
+    default:
+      metrics_.AddRejected("empty_message");
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "DaemonMessage without a payload");
   }
+}
 
+void IngestService::Close(const std::shared_ptr<Session>& session, const grpc::Status& why) {
+  const std::string& daemon_id = session->daemon_id;
   session->open->store(false, std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> l(sessions_mu_);
@@ -206,16 +221,18 @@ grpc::Status IngestService::Stream(grpc::ServerContext* ctx, Stream_t* stream) {
     }
     session->pending.clear();
   }
+  IngestStream* stream;
   {
-    // After this no SendCommand can touch the stream object gRPC is about to
-    // destroy.
+    // After this nothing outside the stream can write on it: it finishes
+    // once what is queued is written, and gRPC then deletes it.
     std::lock_guard<std::mutex> l(session->write_mu);
+    stream = session->stream;
     session->stream = nullptr;
   }
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
+  const bool aborted = why.ok() && stream != nullptr && stream->cancelled();
   Log()->info("daemon {} disconnected: {}", daemon_id,
-              result.ok() ? "end of stream" : result.error_message());
-  return result;
+              !why.ok() ? why.error_message() : aborted ? "stream aborted" : "end of stream");
 }
 
 grpc::Status IngestService::HandleBatch(const std::shared_ptr<Session>& s,
@@ -393,7 +410,7 @@ grpc::Status IngestService::RouteBatch(const std::shared_ptr<Session>& s,
                     job, r.replica_id, r.address);
       }
       std::lock_guard<std::mutex> l(s->write_mu);
-      if (s->stream != nullptr) s->stream->Write(m);
+      if (s->stream != nullptr) s->stream->Write(std::move(m));
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           absl::StrCat("job ", job, " is served by engine replica ", r.replica_id,
                                        " at ", r.address));
@@ -466,7 +483,7 @@ void IngestService::Acknowledge(const std::shared_ptr<Session>& s, uint64_t batc
     }
     if (batch_seq == 0 && ack->rejected_size() == 0) return;
     std::lock_guard<std::mutex> l(session->write_mu);
-    if (session->stream != nullptr) session->stream->Write(m);
+    if (session->stream != nullptr) session->stream->Write(std::move(m));
   };
   if (store_ == nullptr) {
     send_ack();
@@ -517,7 +534,7 @@ CommandFuture IngestService::SendCommand(const std::string& daemon_id, xpu::v1::
   bool written = false;
   {
     std::lock_guard<std::mutex> l(s->write_mu);
-    if (s->stream != nullptr) written = s->stream->Write(m);
+    if (s->stream != nullptr) written = s->stream->Write(std::move(m));
   }
   if (!written) {
     std::lock_guard<std::mutex> l(s->pending_mu);

@@ -42,10 +42,10 @@
 // are memcpy'd out of the blob into a per-thread buffer and applied in bulk.
 // No per-record protobuf objects, no per-record logging.
 //
-// Threading: gRPC's sync server runs each stream on its own thread.
-// SendCommand may be called from any thread; it writes on the daemon's
-// stream under that session's write lock (gRPC allows one reader and one
-// writer concurrently).
+// Threading: streams are on gRPC's callback API (engine/ingest_stream.h):
+// what they read is handled on `threads` worker threads, one message of a
+// stream at a time, whatever the number of daemons. SendCommand may be
+// called from any thread; it queues the command on the daemon's stream.
 #ifndef XPU_ENGINE_INGEST_SERVICE_H_
 #define XPU_ENGINE_INGEST_SERVICE_H_
 
@@ -65,6 +65,7 @@
 #include "absl/status/statusor.h"
 #include "engine/auth/authorizer.h"
 #include "engine/history/store.h"
+#include "engine/ingest_stream.h"
 #include "engine/metrics.h"
 #include "engine/state/batch_decoder.h"
 #include "engine/state/command.h"
@@ -93,17 +94,25 @@ struct IngestLimits {
   size_t max_ranks_per_job = 131072;
   size_t max_processes_per_stream = 8192;
   uint64_t max_job_buffer_bytes = 64ull << 30;  // recent-record rings of one job
+  // Messages queued for one daemon that it has not read yet (acknowledgements,
+  // commands): one more cancels its stream.
+  size_t max_queued_writes = 1024;
 };
 
-class IngestService final : public xpu::v1::Ingest::Service {
+class IngestService final : public xpu::v1::Ingest::CallbackService {
  public:
   // `store` null: batches are acknowledged at once (nothing is durable).
+  // `threads`: the workers that handle what the streams read.
   IngestService(Registry& registry, Metrics& metrics, const auth::Authorizer& authorizer,
-                std::string engine_id, history::Store* store, IngestLimits limits);
+                std::string engine_id, history::Store* store, IngestLimits limits,
+                int threads = kDefaultThreads);
+  static constexpr int kDefaultThreads = 4;
+  // Destroy after the server's Shutdown: the streams gRPC ends then are
+  // finished on this service's workers.
+  ~IngestService() override = default;
 
-  grpc::Status Stream(
-      grpc::ServerContext* ctx,
-      grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>* stream) override;
+  grpc::ServerBidiReactor<xpu::v1::DaemonMessage, xpu::v1::EngineMessage>* Stream(
+      grpc::CallbackServerContext* ctx) override;
 
   // Sends `cmd` to the daemon's stream; the future resolves with its
   // CommandReply, or an error when the daemon is not connected or its stream
@@ -123,10 +132,17 @@ class IngestService final : public xpu::v1::Ingest::Service {
 
  private:
   struct Session;
-  using Stream_t = grpc::ServerReaderWriter<xpu::v1::EngineMessage, xpu::v1::DaemonMessage>;
+  class Connection;
 
-  grpc::Status Handshake(grpc::ServerContext* ctx, Stream_t* stream, xpu::v1::DaemonHello* hello,
+  // The stream's first message: a valid hello opens its session (`*out`).
+  grpc::Status Open(IngestStream* stream, const xpu::v1::DaemonMessage& first,
+                    std::shared_ptr<Session>* out);
+  grpc::Status Handshake(IngestStream* stream, const xpu::v1::DaemonMessage& first,
                          auth::Caller* caller);
+  // Every later message of the session's stream.
+  grpc::Status Dispatch(const std::shared_ptr<Session>& s, const xpu::v1::DaemonMessage& msg);
+  // The session's stream ended with `why`.
+  void Close(const std::shared_ptr<Session>& s, const grpc::Status& why);
   grpc::Status HandleBatch(const std::shared_ptr<Session>& s, const xpu::v1::Batch& batch);
   // Whether the process of `pb` may be applied: the reason if not. Caller
   // holds job->mu().
@@ -164,6 +180,7 @@ class IngestService final : public xpu::v1::Ingest::Service {
   std::atomic<uint64_t> next_command_id_{1};
   std::mutex sessions_mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_;
+  IngestWorkers workers_;  // last: stopped first
 };
 
 }  // namespace xpu::engine

@@ -266,6 +266,33 @@ TEST_F(IngestTest, CommandsRoundTripToTheDaemon) {
   EXPECT_EQ(engine_->SendCommand("nobody", cmd).get().status().code(), absl::StatusCode::kNotFound);
 }
 
+// A daemon that reads nothing the engine writes loses its stream once
+// --max-queued-writes messages wait for it; the engine does not hold more.
+TEST_F(IngestTest, ADaemonThatReadsNothingLosesItsStreamAtTheWriteCap) {
+  EngineOptions o = TestOptions();
+  o.max_queued_writes = 4;
+  StartEngine(o);
+  FakeDaemon d(engine_->port(), "d1");
+  ASSERT_TRUE(d.Hello());
+  ASSERT_TRUE(WaitFor([&] { return engine_->registry().DaemonsConnected() == 1; }));
+  xpu::v1::Command cmd;
+  cmd.set_kind("history");
+  cmd.set_job(std::string(256 << 10, 'j'));  // 256 KiB: the transport's buffers fill soon
+  std::vector<CommandFuture> sent;
+  for (int i = 0; i < 1024 && engine_->metrics().Rejected("write_backlog") == 0; ++i)
+    sent.push_back(engine_->SendCommand("d1", cmd));
+  EXPECT_EQ(engine_->metrics().Rejected("write_backlog"), 1u);
+  EXPECT_LT(sent.size(), 1024u);
+  // Every command ends: refused at the cap, or failed when the stream ended.
+  for (CommandFuture& f : sent) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    EXPECT_EQ(f.get().status().code(), absl::StatusCode::kUnavailable);
+  }
+  EXPECT_TRUE(WaitFor([&] { return engine_->registry().DaemonsConnected() == 0; }));
+  EXPECT_EQ(d.Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_EQ(engine_->metrics().Rejected("stream_aborted"), 0u);  // counted once, as the backlog
+}
+
 TEST_F(IngestTest, UnansweredCommandExpires) {
   StartEngine();
   FakeDaemon d(engine_->port(), "d1");

@@ -45,7 +45,7 @@ namespace xpu::engine {
 inline constexpr const char* kRejectReasons[] = {
     "stream_aborted", "no_hello",      "protocol_version", "token",       "hello_invalid",
     "duplicate_hello", "empty_message", "record_blob_size", "no_identity",
-    "record_undecodable"};
+    "record_undecodable", "write_backlog"};
 
 class Metrics {
  public:

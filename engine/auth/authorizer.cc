@@ -70,7 +70,8 @@ Authorizer::Authorizer(AuthorizerOptions options, const LocalIdentityServer* loc
       owner_of_(std::move(owner_of)),
       now_(std::move(now)) {}
 
-Caller Authorizer::IdentifyToken(std::string_view token, const grpc::ServerContext* ctx) const {
+Caller Authorizer::IdentifyToken(std::string_view token,
+                                 const grpc::ServerContextBase* ctx) const {
   if (!token.empty()) {
     const LocalIdentityServer* local = local_.load();
     if (local != nullptr && token.rfind(rpc::kLocalTokenPrefix, 0) == 0) {

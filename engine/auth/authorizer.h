@@ -61,7 +61,7 @@ class Authorizer {
   Caller Identify(const grpc::ServerContext& ctx) const;
   // The caller behind `token` (Ingest: DaemonHello.token); `ctx` for the
   // certificate when the token says nothing.
-  Caller IdentifyToken(std::string_view token, const grpc::ServerContext* ctx) const;
+  Caller IdentifyToken(std::string_view token, const grpc::ServerContextBase* ctx) const;
 
   // OK (with *caller) when the caller holds `p` (on some job at least);
   // UNAUTHENTICATED without a credential, PERMISSION_DENIED without `p`.
