@@ -156,7 +156,8 @@ scale: build
 
 scale-100k: build
 	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 100000 --window-s 30 \
-	  --windows 4 --out $(SCALE_OUT)-100k --docs docs/scale.md --section 100k
+	  --windows 4 --sim-arg=--engine-arg=--malloc-arenas=2 \
+	  --out $(SCALE_OUT)-100k --docs docs/scale.md --section 100k
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-fuzz

@@ -266,6 +266,41 @@ TEST_F(IngestTest, CommandsRoundTripToTheDaemon) {
   EXPECT_EQ(engine_->SendCommand("nobody", cmd).get().status().code(), absl::StatusCode::kNotFound);
 }
 
+// Many daemons, one ingest worker: every stream's batches are applied and
+// acknowledged in order, none waiting for a thread of its own.
+TEST_F(IngestTest, ManyDaemonsShareOneIngestWorker) {
+  EngineOptions o = TestOptions();
+  o.ingest_threads = 1;
+  StartEngine(o);
+  constexpr int kDaemons = 64;
+  std::vector<std::unique_ptr<FakeDaemon>> daemons;
+  for (int i = 0; i < kDaemons; ++i) {
+    daemons.push_back(std::make_unique<FakeDaemon>(engine_->port(), "d" + std::to_string(i)));
+    ASSERT_TRUE(daemons.back()->Hello());
+  }
+  for (uint64_t seq = 1; seq <= 3; ++seq) {
+    for (int i = 0; i < kDaemons; ++i)
+      ASSERT_TRUE(daemons[i]->Send(RankBatch("job1", i, 10 * seq, seq == 1, seq)));
+  }
+  for (int i = 0; i < kDaemons; ++i) {
+    const std::string key = "rank:" + std::to_string(i);
+    ASSERT_TRUE(WaitFor([&] { return RankRecords("job1", key) == 60; })) << key;
+    // Acknowledgements of one stream may coalesce; they come in order.
+    uint64_t acked = 0;
+    while (acked < 3) {
+      xpu::v1::EngineMessage m;
+      ASSERT_TRUE(daemons[i]->Read(&m)) << key;
+      ASSERT_TRUE(m.has_batch_ack());
+      EXPECT_GT(m.batch_ack().batch_seq(), acked);
+      acked = m.batch_ack().batch_seq();
+    }
+    EXPECT_EQ(acked, 3u);
+  }
+  EXPECT_EQ(engine_->registry().DaemonsConnected(), static_cast<size_t>(kDaemons));
+  for (auto& d : daemons) EXPECT_TRUE(d->Finish().ok());
+  EXPECT_TRUE(WaitFor([&] { return engine_->registry().DaemonsConnected() == 0; }));
+}
+
 // A daemon that reads nothing the engine writes loses its stream once
 // --max-queued-writes messages wait for it; the engine does not hold more.
 TEST_F(IngestTest, ADaemonThatReadsNothingLosesItsStreamAtTheWriteCap) {

@@ -2,8 +2,10 @@
 // the few worker threads that handle what every stream reads.
 //
 // Why: a cluster has a daemon per host, so a 100k-rank job is 12,500
-// streams. gRPC's sync API holds a thread per stream, each blocked in its
-// own Read; the callback API reads them all on gRPC's few poller threads.
+// streams. gRPC's synchronous API would hold a thread per stream, each
+// blocked in its own Read (docs/scale.md: 12,561 engine threads at 100k
+// ranks, and 12 % more CPU per rank); the callback API reads them all on
+// gRPC's few poller threads.
 // What a stream reads is handled on IngestWorkers' threads, never on
 // gRPC's: handling a batch takes its job's lock, which the window tick may
 // hold for seconds, and may write to the history database.
@@ -11,7 +13,7 @@
 // Order and flow: a stream reads its next message only once its handler
 // has finished with the last one, so one stream's messages are handled in
 // order, one at a time, and a daemon that sends faster than the engine
-// handles waits in HTTP/2 flow control, as it did with a thread per stream.
+// handles waits in HTTP/2 flow control.
 //
 // Writes (hello and batch acknowledgements, commands, redirects) may come
 // from any thread; they are queued and written one at a time. A daemon that

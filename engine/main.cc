@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Before any thread allocates: every thread that mallocs may otherwise
-  // get an arena of its own (gRPC runs a thread per daemon stream), each
-  // holding its freed memory.
+  // get an arena of its own (gRPC's threads, the ingest workers, the
+  // detector threads), each holding its freed memory.
   if (opts->malloc_arenas > 0) mallopt(M_ARENA_MAX, opts->malloc_arenas);
   (void)xpu::logging::InitLogging({"xpu-engine", opts->log_level, /*file=*/""});  // stderr
 
