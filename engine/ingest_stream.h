@@ -112,9 +112,9 @@ class IngestStream final
   void OnDone() override;
 
  private:
-  void Handle();                // worker: the message in in_
-  void End(grpc::Status why);   // worker: OnEnd, then Finish after the writes
-  bool FinishWantedLocked();    // needs mu_: true when Finish is to be called now
+  void Handle();               // worker: the message in in_
+  void End(grpc::Status why);  // worker: OnEnd, then Finish after the writes
+  bool FinishWantedLocked();   // needs mu_: true when Finish is to be called now
 
   grpc::CallbackServerContext* const ctx_;
   IngestWorkers* const workers_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 namespace xpu::analysis {
 namespace {
@@ -83,6 +84,36 @@ double PauseThresholdS(const std::vector<uint64_t>& b, uint64_t from_ns, uint64_
   if (d.size() < 3) return 0;
   std::nth_element(d.begin(), d.begin() + static_cast<long>(d.size() / 2), d.end());
   return kPauseFactor * d[d.size() / 2];
+}
+
+// The GPU time, in a gap between two timed ops of a stream, of the untimed
+// occurrences launched on it between them (they ran there, in order): for
+// an op whose signature has GPU-timed occurrences in the trace, their mean
+// duration (`typical`); for one without, all of the gap up to its observed
+// completion (an upper bound), returned as a later start of the gap.
+// `untimed` lists each stream's untimed ops in start (= CPU launch) order.
+struct UntimedWork {
+  uint64_t gap_start = 0;  // the gap starts no earlier
+  uint64_t busy_ns = 0;    // estimated GPU time inside the gap
+};
+UntimedWork UntimedIn(const std::map<uint16_t, std::vector<const Op*>>& untimed,
+                      const std::unordered_map<uint32_t, uint64_t>& typical, uint16_t stream,
+                      const Op& prev, const Op& next) {
+  UntimedWork w;
+  auto u = untimed.find(stream);
+  if (u == untimed.end()) return w;
+  const std::vector<const Op*>& ops = u->second;
+  auto it = std::upper_bound(ops.begin(), ops.end(), prev.launch_ns(),
+                             [](uint64_t x, const Op* op) { return x < op->start_ns; });
+  for (; it != ops.end() && (*it)->start_ns < next.launch_ns(); ++it) {
+    auto d = typical.find((*it)->sig_id);
+    if (d != typical.end()) {
+      w.busy_ns += d->second;
+    } else {
+      w.gap_start = std::max(w.gap_start, std::min((*it)->end_ns(), next.start_ns));
+    }
+  }
+  return w;
 }
 
 }  // namespace
@@ -181,9 +212,27 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
       if (n > 0) streams[stream].reserve(n);
     }
   }
+  // Per stream, the traced GPU ops that were not GPU-timed (the sampler's
+  // completion-tracked occurrences), by CPU launch: they ran between the
+  // timed ops launched before and after them.
+  std::map<uint16_t, std::vector<const Op*>> untimed;
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> timed_sum;  // sig -> (ns, n)
   for (const Op& op : t.ops) {
-    if (IsGpuOp(op.kind) && op.timed()) streams[op.stream].push_back(&op);
+    if (IsGpuOp(op.kind) && op.timed()) {
+      streams[op.stream].push_back(&op);
+      auto& [ns, n] = timed_sum[op.sig_id];
+      ns += op.dur_ns;
+      ++n;
+    }
+    if (IsGpuOp(op.kind) && !op.timed() && (op.flags & XPU_REC_NOT_TIMED))
+      untimed[op.stream].push_back(&op);
     collectives += xpu_op_is_collective(op.kind);
+  }
+  // The mean GPU time of each signature's timed occurrences: what its
+  // untimed ones are taken to have run.
+  std::unordered_map<uint32_t, uint64_t> typical;
+  if (!untimed.empty()) {
+    for (const auto& [sig, sum] : timed_sum) typical[sig] = sum.first / sum.second;
   }
   // Ends of collectives on this rank, for cross-stream waits.
   std::vector<uint64_t> comm_ends;
@@ -247,9 +296,14 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
         uint64_t gap_start = prev->end_ns();
         auto ce = std::upper_bound(comm_ends.begin(), comm_ends.end(), next->start_ns);
         if (ce != comm_ends.begin() && *(ce - 1) > gap_start) gap_start = *(ce - 1);
+        // Traced ops launched between the two ran in the gap (the sampler's
+        // untimed occurrences): traced work, not minority.
+        const UntimedWork w = UntimedIn(untimed, typical, stream, *prev, *next);
+        gap_start = std::max(gap_start, w.gap_start);
         const uint64_t traced = others[stream].Covered(gap_start, next->start_ns);
         v.cross_s += static_cast<double>(traced) * 1e-9;
-        v.minority_s += static_cast<double>(next->start_ns - gap_start - traced) * 1e-9;
+        const uint64_t gap = next->start_ns - gap_start - traced;
+        v.minority_s += static_cast<double>(gap - std::min(gap, w.busy_ns)) * 1e-9;
       }
     }
   }

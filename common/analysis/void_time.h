@@ -20,8 +20,13 @@
 // it through an event). While traced compute ops of another stream of the
 // rank run inside such a gap (GEMMs on a second stream that occupy the
 // GPU), that part is traced work, not minority time: it goes to cross_s.
-// This is an estimate from the traced data only; it never counts host
-// starvation as minority time.
+// Only GPU-timed ops bound a gap; the sampler's completion-tracked
+// occurrences (XPU_REC_NOT_TIMED) launched on the stream between the two
+// ran inside it: each takes the mean GPU time of its signature's timed
+// occurrences in the trace out of the gap, and one whose signature has
+// none takes all of the gap up to its observed completion (an upper
+// bound). This is an estimate from the traced data only; it never counts
+// host starvation or traced work as minority time.
 //
 // Pauses: a step longer than kPauseFactor x the median step of the span
 // (a checkpoint, an evaluation, a stopped process, or a window that holds

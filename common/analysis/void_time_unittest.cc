@@ -117,6 +117,50 @@ TEST(VoidTest, TracedWorkOnAnotherStreamIsNotMinorityTime) {
   EXPECT_NEAR(v.cross_s, 50e-6, 1e-12);
 }
 
+// The sampler's completion-tracked occurrences (not GPU-timed) launched
+// between two timed ops ran in the gap between them: traced work, not
+// minority time.
+TEST(VoidTest, UntimedOccurrencesInAGapAreNotMinorityTime) {
+  const uint64_t us = 1000;
+  // A kernel occurrence (signature 3: its timed ones ran 200, 100 and 600
+  // us, 300 on average) launched at 300 us, between the kernel's launch at
+  // 190 us and the timed GEMM's at 350 us. The 400..500 us gap is shorter
+  // than its 300 us: no minority time.
+  RankTrace t = TwoSteps();
+  t.ops.push_back(MakeOp(3, XPU_OP_KERNEL, 300 * us, 170 * us, 5, XPU_REC_NOT_TIMED, 1));
+  t.Sort();
+  EXPECT_NEAR(ComputeVoid(t, FindSteps(t)).minority_s, 0, 1e-12);
+  // A signature never timed in the trace: the gap counts from its observed
+  // completion (470 us), 30 us.
+  RankTrace untimed_sig = TwoSteps();
+  untimed_sig.sigs[6] = Gemm(64, 64, 64);
+  untimed_sig.ops.push_back(
+      MakeOp(6, XPU_OP_GEMM, 300 * us, 170 * us, 5, XPU_REC_NOT_TIMED, 1));
+  untimed_sig.Sort();
+  EXPECT_NEAR(ComputeVoid(untimed_sig, FindSteps(untimed_sig)).minority_s, 30e-6, 1e-12);
+  // One whose timed occurrences are short: only their time is traced work.
+  // A kernel of signature 7 (timed once elsewhere in the trace: 20 us) in
+  // the gap, made 400 us long: 380 us of minority time.
+  RankTrace mean = TwoSteps();
+  mean.sigs[7] = Simple(XPU_OP_KERNEL);
+  mean.ops.push_back(MakeOp(7, XPU_OP_KERNEL, 1960 * us, 20 * us, 8, XPU_REC_TIMED, 1, 5 * us));
+  mean.ops.push_back(MakeOp(7, XPU_OP_KERNEL, 300 * us, 60 * us, 5, XPU_REC_NOT_TIMED, 1));
+  for (Op& op : mean.ops) {
+    if (op.kind != XPU_OP_GEMM || !op.timed()) continue;
+    op.start_ns = 800 * us;  // gap 400..800 us, still launched at 350 us
+    op.issue_latency_ns = 450 * us;
+  }
+  mean.Sort();
+  EXPECT_NEAR(ComputeVoid(mean, FindSteps(mean)).minority_s, 380e-6, 1e-12);
+  // Launched before the kernel (it ran before it) or on another stream:
+  // the gap stays minority time.
+  RankTrace before = TwoSteps();
+  before.ops.push_back(MakeOp(4, XPU_OP_GEMM, 150 * us, 400 * us, 5, XPU_REC_NOT_TIMED, 1));
+  before.ops.push_back(MakeOp(4, XPU_OP_GEMM, 300 * us, 250 * us, 6, XPU_REC_NOT_TIMED, 2));
+  before.Sort();
+  EXPECT_NEAR(ComputeVoid(before, FindSteps(before)).minority_s, 100e-6, 1e-12);
+}
+
 // GPU idle after sync returns. Step 1 of TwoSteps: the GPU runs the kernel
 // 200..400 us and the GEMM 500..700 us (launched at 350), the kernel
 // 900..1000 us (launched at 880).
