@@ -56,7 +56,8 @@ TEST_F(IngestTest, AcceptsBatchesAndAnswersQueries) {
   xpu::v1::RanksRequest rreq;
   rreq.set_job("job1");
   xpu::v1::RanksReply ranks;
-  ASSERT_TRUE(query_->Ranks(&c1, rreq, &ranks).ok());
+  const grpc::Status st = query_->Ranks(&c1, rreq, &ranks);
+  ASSERT_TRUE(st.ok()) << st.error_code() << ": " << st.error_message();
   ASSERT_EQ(ranks.ranks_size(), 2);
   EXPECT_EQ(ranks.ranks(0).rank(), 0);
   EXPECT_EQ(ranks.ranks(0).records(), 110u);
