@@ -27,11 +27,6 @@ void IngestWorkers::Post(std::function<void()> task) {
   cv_.notify_one();
 }
 
-size_t IngestWorkers::queued() const {
-  std::lock_guard<std::mutex> l(mu_);
-  return tasks_.size();
-}
-
 void IngestWorkers::Run() {
   std::unique_lock<std::mutex> l(mu_);
   while (true) {

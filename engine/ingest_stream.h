@@ -54,14 +54,11 @@ class IngestWorkers {
   IngestWorkers& operator=(const IngestWorkers&) = delete;
 
   void Post(std::function<void()> task);
-  // Tasks posted and not yet started.
-  size_t queued() const;
-  int threads() const { return static_cast<int>(threads_.size()); }
 
  private:
   void Run();
 
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
   bool stopping_ = false;

@@ -86,6 +86,22 @@ double PauseThresholdS(const std::vector<uint64_t>& b, uint64_t from_ns, uint64_
   return kPauseFactor * d[d.size() / 2];
 }
 
+// The mean GPU time of each signature's ops in `streams` (timed ops).
+std::unordered_map<uint32_t, uint64_t> MeanDurations(
+    const std::map<uint16_t, std::vector<const Op*>>& streams) {
+  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> sum;  // sig -> (ns, n)
+  for (const auto& [stream, ops] : streams) {
+    for (const Op* op : ops) {
+      auto& [ns, n] = sum[op->sig_id];
+      ns += op->dur_ns;
+      ++n;
+    }
+  }
+  std::unordered_map<uint32_t, uint64_t> mean;
+  for (const auto& [sig, s] : sum) mean[sig] = s.first / s.second;
+  return mean;
+}
+
 // The GPU time, in a gap between two timed ops of a stream, of the untimed
 // occurrences launched on it between them (they ran there, in order): for
 // an op whose signature has GPU-timed occurrences in the trace, their mean
@@ -216,24 +232,16 @@ VoidFigures ComputeVoid(const RankTrace& t, const Steps& steps, uint64_t from_ns
   // completion-tracked occurrences), by CPU launch: they ran between the
   // timed ops launched before and after them.
   std::map<uint16_t, std::vector<const Op*>> untimed;
-  std::unordered_map<uint32_t, std::pair<uint64_t, uint64_t>> timed_sum;  // sig -> (ns, n)
   for (const Op& op : t.ops) {
-    if (IsGpuOp(op.kind) && op.timed()) {
-      streams[op.stream].push_back(&op);
-      auto& [ns, n] = timed_sum[op.sig_id];
-      ns += op.dur_ns;
-      ++n;
-    }
+    if (IsGpuOp(op.kind) && op.timed()) streams[op.stream].push_back(&op);
     if (IsGpuOp(op.kind) && !op.timed() && (op.flags & XPU_REC_NOT_TIMED))
       untimed[op.stream].push_back(&op);
     collectives += xpu_op_is_collective(op.kind);
   }
   // The mean GPU time of each signature's timed occurrences: what its
-  // untimed ones are taken to have run.
-  std::unordered_map<uint32_t, uint64_t> typical;
-  if (!untimed.empty()) {
-    for (const auto& [sig, sum] : timed_sum) typical[sig] = sum.first / sum.second;
-  }
+  // untimed ones are taken to have run (only a trace that has some).
+  const std::unordered_map<uint32_t, uint64_t> typical =
+      untimed.empty() ? std::unordered_map<uint32_t, uint64_t>() : MeanDurations(streams);
   // Ends of collectives on this rank, for cross-stream waits.
   std::vector<uint64_t> comm_ends;
   comm_ends.reserve(collectives);
