@@ -25,7 +25,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   python3-pip prometheus prometheus-alertmanager clang \
   yamllint python3-venv python3-yaml patchelf docker-compose \
   libcli11-dev nlohmann-json3-dev libcurl4-openssl-dev openssl libprotoc-dev \
-  libpq-dev postgresql-15
+  libpq-dev postgresql-15 libjemalloc-dev
 # Only for `make images` and `make stack` (image builder, compose, a Debian
 # base made from Debian's packages where no registry is reachable; the CNI
 # dnsname plugin resolves compose service names under podman).
@@ -156,7 +156,7 @@ scale: build
 
 scale-100k: build
 	bench/scale/run_scale.py --sim $(BUILD)/tools/sim/xpu-sim --ranks 100000 --window-s 30 \
-	  --windows 4 --sim-arg=--engine-arg=--malloc-arenas=2 \
+	  --windows 4 \
 	  --out $(SCALE_OUT)-100k --docs docs/scale.md --section 100k
 
 clean:

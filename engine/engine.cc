@@ -490,11 +490,12 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
   const WindowView* view = recorder_ && views_ ? &views_->Get(*job) : nullptr;
   if (view != nullptr && options_.detector_threads > 1 &&
       view->ranks.size() >= static_cast<size_t>(options_.detector_parallel_min_ranks)) {
-    // Every rank's steps first: the view finds a rank's steps when first
-    // asked, which is no read two threads may do at once.
+    // Every rank's figures first (steps, void, GEMMs): the view finds a
+    // rank's figures when first asked, which is no read two threads may do
+    // at once.
     const auto s0 = std::chrono::steady_clock::now();
-    view->FindAllSteps(options_.detector_threads);
-    cost->seconds["steps"] +=
+    view->FindAll(options_.detector_threads);
+    cost->seconds["rank figures"] +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
     figures = std::async(std::launch::async, [this, job] { return recorder_->Measure(*job); });
   }
@@ -597,8 +598,8 @@ void Engine::RunDetectors(const JobState& job, bool with_lock, std::vector<Vecto
   if (threads > 1 && view != nullptr && mine.size() > 1 &&
       view->ranks.size() >= static_cast<size_t>(options_.detector_parallel_min_ranks)) {
     auto t = std::chrono::steady_clock::now();
-    view->FindAllSteps(threads);
-    cost->seconds["steps"] +=
+    view->FindAll(threads);
+    cost->seconds["rank figures"] +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     std::stable_sort(mine.begin(), mine.end(), [this](size_t a, size_t b) {
       return detector_seconds_[a] > detector_seconds_[b];
@@ -696,7 +697,10 @@ std::vector<Diagnosis> Engine::TickWindow() {
   // The window's views and the rings' window records were freed: hand the
   // allocator's free pages back to the system, so that the engine's memory
   // is what it holds, not the high-water mark of every window (glibc keeps
-  // freed memory in its arenas otherwise).
+  // freed memory in its arenas otherwise; under jemalloc, the engine's
+  // default, glibc's heap is unused and this returns at once: jemalloc's
+  // background thread gives freed pages back about a second after they
+  // are freed).
   malloc_trim(0);
   metrics_.SetDaemonsConnected(registry_.DaemonsConnected());
   const double took =

@@ -54,8 +54,10 @@ void AddMemoryFlags(CLI::App& app, EngineOptions* o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   app.add_option("--malloc-arenas", o->malloc_arenas,
-                 "memory allocator arenas (glibc M_ARENA_MAX): fewer arenas hold less freed "
-                 "memory per thread; 0 = glibc's default, 8 per core")
+                 "glibc's allocator arenas (M_ARENA_MAX), for an engine built without jemalloc "
+                 "(-DXPU_ENGINE_JEMALLOC=OFF): fewer arenas hold less freed memory per thread; "
+                 "0 = glibc's default, 8 per core. The default build uses jemalloc, which "
+                 "MALLOC_CONF tunes (narenas:N)")
       ->type_name("N")
       ->check(CLI::Range(0, 1024));
 }

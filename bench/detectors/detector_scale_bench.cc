@@ -12,7 +12,9 @@
 // the ratio of its figure at the largest rank count to its figure at the
 // smallest. A detector whose cost per rank grows with the rank count is
 // superlinear; the engine's goal is flat (within 2x) from 8 to 100k ranks
-// (docs/scale.md). The view build ("window view") is measured as well.
+// (docs/scale.md). The view build ("window view") and the per-rank figures
+// the view finds once for every detector ("rank figures": steps, void and
+// GEMM figures) are measured as well.
 //
 //   detector_scale_bench [--ranks 1000,4000,16000] [--windows 3]
 //                        [--fault slow_gpu:RANK[:WINDOW]]... [--layout dp]
@@ -90,8 +92,11 @@ SizeResult RunSize(int32_t ranks, int windows, const std::string& layout,
     job.CloseWindow(kWindowNs);
     std::map<std::string, double> spent;
     double t = CpuS();
-    views->BuildAndTrim(job.state());
+    const xpu::engine::WindowView& view = views->BuildAndTrim(job.state());
     spent["window view"] = CpuS() - t;
+    t = CpuS();
+    view.FindAll(1);  // as the engine's tick does before the detectors
+    spent["rank figures"] = CpuS() - t;
     xpu::engine::VectorSink sink;
     for (auto& d : detectors) {
       t = CpuS();
@@ -114,7 +119,8 @@ SizeResult RunSize(int32_t ranks, int windows, const std::string& layout,
 int main(int argc, char** argv) {
   CLI::App app{
       "detector_scale_bench: each slowdown detector's CPU time per rank per window at several "
-      "rank counts (the process's CPU time, one detector at a time), from xpu-sim's cluster model; and the ratio of the largest "
+      "rank counts (the process's CPU time, one detector at a time), from xpu-sim's cluster model; "
+      "and the ratio of the largest "
       "rank count's figure to the smallest's (1 is linear in the ranks)."};
   std::string ranks_text = "1000,4000,16000", layout = "dp";
   int windows = 3;

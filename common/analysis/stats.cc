@@ -109,9 +109,9 @@ size_t PoolComplement::Search(double x, Bound bound) const {
   if (b == 0) return 0;
   const size_t from = (b - 1) * kPoolIndexStride;
   const size_t to = std::min(b * kPoolIndexStride, pool_.size());
-  return static_cast<size_t>(bound(pool_.begin() + static_cast<long>(from),
-                                   pool_.begin() + static_cast<long>(to), x) -
-                             pool_.begin());
+  return static_cast<size_t>(
+      bound(pool_.begin() + static_cast<long>(from), pool_.begin() + static_cast<long>(to), x) -
+      pool_.begin());
 }
 
 size_t PoolComplement::PoolLe(double x) const {
@@ -120,6 +120,20 @@ size_t PoolComplement::PoolLe(double x) const {
 
 size_t PoolComplement::PoolLt(double x) const {
   return Search(x, [](auto a, auto b, double v) { return std::lower_bound(a, b, v); });
+}
+
+size_t PoolComplement::PoolLeFrom(size_t from, double x) const {
+  // Galloping from `from`: a run of samples equal to x is usually short and
+  // in the cache lines just read; a long one costs its logarithm.
+  size_t lo = from, step = 1;
+  while (lo + step <= pool_.size() && pool_[lo + step - 1] <= x) {
+    lo += step;
+    step *= 2;
+  }
+  const size_t hi = std::min(lo + step, pool_.size());
+  return static_cast<size_t>(std::upper_bound(pool_.begin() + static_cast<long>(lo),
+                                              pool_.begin() + static_cast<long>(hi), x) -
+                             pool_.begin());
 }
 
 double PoolComplement::OtherAt(size_t k) const {
@@ -135,7 +149,7 @@ double PoolComplement::OtherAt(size_t k) const {
     const double x = pool_[mid];
     const size_t mine_le =
         static_cast<size_t>(std::upper_bound(mine_.begin(), mine_.end(), x) - mine_.begin());
-    if (PoolLe(x) - mine_le > k) {
+    if (PoolLeFrom(mid, x) - mine_le > k) {
       hi = mid;
     } else {
       lo = mid + 1;
@@ -168,7 +182,11 @@ double PoolComplement::KsDistance() const {
     const double v = mine_[i];
     size_t j = i;
     while (j < mine_.size() && mine_[j] <= v) ++j;
-    const size_t others_lt = PoolLt(v) - i, others_le = PoolLe(v) - j;
+    // One search per value: the pool's samples equal to v follow the first
+    // of them, in the cache lines that search read last.
+    const size_t lt = PoolLt(v);
+    const size_t le = PoolLeFrom(lt, v);
+    const size_t others_lt = lt - i, others_le = le - j;
     d = std::max(d, std::fabs(static_cast<double>(i) / na - static_cast<double>(others_lt) / nb));
     d = std::max(d, std::fabs(static_cast<double>(j) / na - static_cast<double>(others_le) / nb));
     i = j;
@@ -198,8 +216,10 @@ double PoolComplement::Wasserstein1() const {
     } else if (k <= pool_.size()) {
       cross = std::clamp(pool_[k - 1], u, w);
     }
-    const double below = c * (cross - u) - (PoolIntegral(u, cross) - static_cast<double>(a) * (cross - u)) / nb;
-    const double above = (PoolIntegral(cross, w) - static_cast<double>(a) * (w - cross)) / nb - c * (w - cross);
+    const double below =
+        c * (cross - u) - (PoolIntegral(u, cross) - static_cast<double>(a) * (cross - u)) / nb;
+    const double above =
+        (PoolIntegral(cross, w) - static_cast<double>(a) * (w - cross)) / nb - c * (w - cross);
     return below + above;
   };
   double total = piece(pool_.front(), mine_.front(), 0, 0);

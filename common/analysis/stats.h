@@ -56,6 +56,8 @@ class PoolComplement {
  private:
   size_t PoolLe(double x) const;   // pool samples <= x
   size_t PoolLt(double x) const;   // pool samples < x
+  // PoolLe(x) for `from` <= it, with the pool's samples before `from` <= x.
+  size_t PoolLeFrom(size_t from, double x) const;
   double PoolIntegral(double u, double w) const;  // integral over [u, w] of PoolLe(x) dx
   double OtherAt(size_t k) const;  // k-th smallest (0-based) of the others
   template <typename Bound>

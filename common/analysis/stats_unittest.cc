@@ -94,5 +94,32 @@ TEST(StatsTest, PoolComplementEqualsTheExplicitOthers) {
   }
 }
 
+// Long runs of equal samples (a latency the clock rounds to one value on
+// thousands of calls): the same figures as the explicit others.
+TEST(StatsTest, PoolComplementWithLongRunsOfEqualSamples) {
+  std::vector<std::vector<double>> per_rank = {
+      std::vector<double>(3000, 5.0), std::vector<double>(2000, 5.0), {}};
+  for (int i = 0; i < 700; ++i) per_rank[1].push_back(i % 7);
+  for (int i = 0; i < 900; ++i) per_rank[2].push_back(i % 2 ? 5.0 : 9.0);
+  std::vector<double> pool;
+  for (const auto& v : per_rank) pool.insert(pool.end(), v.begin(), v.end());
+  std::sort(pool.begin(), pool.end());
+  const std::vector<double> prefix = PrefixSums(pool);
+  const std::vector<double> index = PoolIndex(pool);
+  for (size_t i = 0; i < per_rank.size(); ++i) {
+    std::vector<double> others;
+    for (size_t j = 0; j < per_rank.size(); ++j) {
+      if (j != i) others.insert(others.end(), per_rank[j].begin(), per_rank[j].end());
+    }
+    std::vector<double> mine = per_rank[i];
+    std::sort(mine.begin(), mine.end());
+    const PoolComplement pc(pool, prefix, mine, &index);
+    EXPECT_EQ(pc.KsDistance(), KsDistance(mine, others)) << i;
+    for (double q : {0.0, 0.3, 0.5, 0.99, 1.0}) {
+      EXPECT_EQ(pc.Quantile(q), Quantile(others, q)) << i << " q " << q;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace xpu::analysis

@@ -115,7 +115,7 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
     std::vector<double> d = st.DurationsS();
     if (!d.empty()) {
       figures[kStep].emplace_back(analysis::Mean(d), i);
-      analysis::VoidFigures f = analysis::ComputeVoid(t, st);
+      const analysis::VoidFigures& f = v.VoidOf(t);
       if (f.steps > 0) {
         figures[kInter].emplace_back(f.VInter(), i);
         figures[kMinority].emplace_back(f.VMinority(), i);
@@ -125,7 +125,7 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
       }
     }
     double flops = 0, ns = 0;
-    for (const auto& [key, g] : analysis::GemmTflops(t)) {
+    for (const auto& [key, g] : v.GemmsOf(t)) {
       flops += g.flops;
       ns += static_cast<double>(g.total_ns);
     }

@@ -18,8 +18,7 @@ void SlowDataloaderDetector::OnWindow(const JobState& job, DiagnosisSink& sink) 
   std::vector<int32_t> ranks;
   std::vector<double> share, dl_ms_per_step;
   for (const analysis::RankTrace& t : v.ranks) {
-    const analysis::Steps& st = v.StepsOf(t);
-    analysis::VoidFigures f = analysis::ComputeVoid(t, st);
+    const analysis::VoidFigures& f = v.VoidOf(t);
     if (f.steps == 0 || !f.inter_from_dataloader) continue;
     ranks.push_back(t.rank);
     share.push_back(f.dataloader_s / f.step_s);

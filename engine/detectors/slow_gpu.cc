@@ -182,11 +182,11 @@ void SlowGpuDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   JudgedMap judged;
   std::map<std::string, double> flops;  // shape -> FLOP per call
   for (const analysis::RankTrace& t : v.ranks) {
-    for (auto& [key, g] : analysis::GemmTflops(t, 0, UINT64_MAX, /*mark_concurrent=*/true)) {
+    for (const auto& [key, g] : v.GemmsOf(t)) {
       if (g.count < min_count) continue;
       flops[key] = g.sig.flops;
       by_shape[key].emplace_back(t.rank, g.Tflops());
-      calls[{key, t.rank}] = std::move(g.call_tflops);
+      calls[{key, t.rank}] = g.call_tflops;
       std::vector<uint8_t>& j = judged[{key, t.rank}];
       j.resize(g.call_concurrent.size());
       for (size_t i = 0; i < j.size(); ++i) {

@@ -32,7 +32,7 @@ std::pair<int32_t, double> SlowestComputeMember(const WindowView& v,
   std::map<int32_t, std::map<std::string, double>> tflops;  // rank -> shape -> TFLOPS
   for (const analysis::RankTrace& t : v.ranks) {
     if (!members.count(t.rank)) continue;
-    for (const auto& [key, g] : analysis::GemmTflops(t)) {
+    for (const auto& [key, g] : v.GemmsOf(t)) {
       if (g.count > 0) tflops[t.rank][key] = g.Tflops();
     }
   }

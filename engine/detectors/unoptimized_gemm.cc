@@ -42,7 +42,7 @@ WindowShapes CollectShapes(const WindowView& v, uint64_t min_count, double min_f
   WindowShapes w;
   std::set<std::string> seen;
   for (const analysis::RankTrace& t : v.ranks) {
-    for (const auto& [key, g] : analysis::GemmTflops(t)) {
+    for (const auto& [key, g] : v.GemmsOf(t)) {
       seen.insert(key);
       w.overlapped += g.excluded_overlap;
       w.untimed += g.excluded_untimed;

@@ -26,8 +26,7 @@ void VoidInterDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   Diagnosis d = NewDiagnosis(job, "void_inter", Team::kAlgorithm);
   std::vector<std::string> lines;
   for (const analysis::RankTrace& t : v.ranks) {
-    const analysis::Steps& st = v.StepsOf(t);
-    analysis::VoidFigures f = analysis::ComputeVoid(t, st);
+    const analysis::VoidFigures& f = v.VoidOf(t);
     if (f.steps == 0) continue;
     const double vi = f.VInter();
     const VoidBaseline::Verdict verdict =

@@ -33,7 +33,7 @@ void VoidMinorityDetector::OnWindow(const JobState& job, DiagnosisSink& sink) {
   std::vector<Figure> figs;
   std::vector<double> all;
   for (const analysis::RankTrace& t : v.ranks) {
-    analysis::VoidFigures f = analysis::ComputeVoid(t, v.StepsOf(t));
+    const analysis::VoidFigures& f = v.VoidOf(t);
     if (f.steps == 0) continue;
     figs.push_back({t.rank, f});
     all.push_back(f.VMinority());

@@ -69,7 +69,7 @@ BaselineRecorder::WindowFigures BaselineRecorder::Measure(const JobState& job) c
 
   // Void percentages and issue latencies, per rank.
   for (const analysis::RankTrace& t : v.ranks) {
-    analysis::VoidFigures f = analysis::ComputeVoid(t, v.StepsOf(t));
+    const analysis::VoidFigures& f = v.VoidOf(t);
     if (f.steps > 0) {
       w.void_inter.push_back(f.VInter());
       w.void_minority.push_back(f.VMinority());
@@ -84,7 +84,7 @@ BaselineRecorder::WindowFigures BaselineRecorder::Measure(const JobState& job) c
   // GEMM TFLOPS per stable signature: over the ranks that ran it.
   const uint64_t min_count = static_cast<uint64_t>(config_->Get("slow_gpu.min_count", v.backbone));
   for (const analysis::RankTrace& t : v.ranks) {
-    for (const auto& [key, g] : analysis::GemmTflops(t)) {
+    for (const auto& [key, g] : v.GemmsOf(t)) {
       if (g.count < min_count || g.Tflops() <= 0) continue;
       Shape& slot = w.gemm[StableGemmKey(g.sig)];
       slot.dtype = GemmDtypeClass(g.sig.dtype);

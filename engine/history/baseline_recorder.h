@@ -21,7 +21,7 @@
 // healthy windows.
 // Thread-safety: the window thread (like the detectors), but Measure, which
 // reads only the view and the configuration: any thread while the view is
-// held and every rank's steps were found (WindowView::FindAllSteps).
+// held and every rank's steps were found (WindowView::FindAll).
 #ifndef XPU_ENGINE_HISTORY_BASELINE_RECORDER_H_
 #define XPU_ENGINE_HISTORY_BASELINE_RECORDER_H_
 

@@ -10,9 +10,8 @@ namespace xpu::engine {
 std::string WindowView::HostOf(int32_t rank) const {
   // ranks is sorted by rank (Get): a binary search, so that naming the hosts
   // of many ranks stays linear in the job's size.
-  auto it = std::lower_bound(
-      ranks.begin(), ranks.end(), rank,
-      [](const analysis::RankTrace& t, int32_t r) { return t.rank < r; });
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank,
+                             [](const analysis::RankTrace& t, int32_t r) { return t.rank < r; });
   return it != ranks.end() && it->rank == rank ? it->host : "";
 }
 
@@ -22,22 +21,55 @@ const xpu::v1::ProcessIdentity& WindowView::IdentityOf(int32_t rank) const {
   return it != identities.end() ? it->second : kNone;
 }
 
+WindowView::RankFigures* WindowView::SlotOf(const analysis::RankTrace& t) const {
+  if (ranks.empty() || &t < ranks.data() || &t >= ranks.data() + ranks.size()) return nullptr;
+  if (figures_.size() != ranks.size()) figures_.resize(ranks.size());
+  return &figures_[static_cast<size_t>(&t - ranks.data())];
+}
+
 const analysis::Steps& WindowView::StepsOf(const analysis::RankTrace& t) const {
-  if (ranks.empty() || &t < ranks.data() || &t >= ranks.data() + ranks.size()) {
-    thread_local analysis::Steps scratch;  // a trace that is not one of ranks
+  RankFigures* f = SlotOf(t);
+  if (f == nullptr) {
+    thread_local analysis::Steps scratch;
     scratch = analysis::FindSteps(t);
     return scratch;
   }
-  const size_t i = static_cast<size_t>(&t - ranks.data());
-  if (steps_.size() != ranks.size()) steps_.resize(ranks.size());
-  if (!steps_[i]) steps_[i] = std::make_unique<analysis::Steps>(analysis::FindSteps(t));
-  return *steps_[i];
+  if (!f->steps) f->steps = std::make_unique<analysis::Steps>(analysis::FindSteps(t));
+  return *f->steps;
 }
 
-void WindowView::FindAllSteps(int threads) const {
-  if (steps_.size() != ranks.size()) steps_.resize(ranks.size());
+const analysis::VoidFigures& WindowView::VoidOf(const analysis::RankTrace& t) const {
+  RankFigures* f = SlotOf(t);
+  if (f == nullptr) {
+    thread_local analysis::VoidFigures scratch;
+    scratch = analysis::ComputeVoid(t, StepsOf(t));
+    return scratch;
+  }
+  if (!f->voids)
+    f->voids = std::make_unique<analysis::VoidFigures>(analysis::ComputeVoid(t, StepsOf(t)));
+  return *f->voids;
+}
+
+const std::map<std::string, analysis::GemmStat>& WindowView::GemmsOf(
+    const analysis::RankTrace& t) const {
+  auto find = [&t] { return analysis::GemmTflops(t, 0, UINT64_MAX, /*mark_concurrent=*/true); };
+  RankFigures* f = SlotOf(t);
+  if (f == nullptr) {
+    thread_local std::map<std::string, analysis::GemmStat> scratch;
+    scratch = find();
+    return scratch;
+  }
+  if (!f->gemms) f->gemms = std::make_unique<std::map<std::string, analysis::GemmStat>>(find());
+  return *f->gemms;
+}
+
+void WindowView::FindAll(int threads) const {
+  if (figures_.size() != ranks.size()) figures_.resize(ranks.size());
   auto part = [this](size_t from, size_t to) {
-    for (size_t i = from; i < to; ++i) StepsOf(ranks[i]);  // distinct slots per thread
+    for (size_t i = from; i < to; ++i) {  // distinct slots per thread
+      VoidOf(ranks[i]);                   // and its steps
+      GemmsOf(ranks[i]);
+    }
   };
   const size_t n = ranks.size();
   const size_t t = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / 256 + 1);

@@ -21,8 +21,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/analysis/gemm.h"
 #include "common/analysis/steps.h"
 #include "common/analysis/trace.h"
+#include "common/analysis/void_time.h"
 #include "engine/state/diagnosis.h"
 #include "engine/state/job_state.h"
 #include "engine/window/detector.h"
@@ -42,16 +44,31 @@ struct WindowView {
   // its figures); an empty one for another rank.
   const xpu::v1::ProcessIdentity& IdentityOf(int32_t rank) const;
   std::unordered_map<int32_t, xpu::v1::ProcessIdentity> identities;  // of `ranks`, by rank
-  // The steps of `t`, an element of `ranks` (analysis::FindSteps), found
-  // once per window for every detector that asks.
-  // Thread-safe once FindAllSteps ran.
+  // Per-rank figures that several detectors read, found once per window
+  // for all of them (each was found by up to five of them at 100k ranks):
+  // the steps of `t`, an element of `ranks` (analysis::FindSteps); its void
+  // figures over those steps (analysis::ComputeVoid); its GEMM figures per
+  // shape (analysis::GemmTflops, with each call's concurrency and issue
+  // latency marked). For a trace that is not one of `ranks`, found anew
+  // into a per-thread scratch copy.
+  // Thread-safe once FindAll ran.
   const analysis::Steps& StepsOf(const analysis::RankTrace& t) const;
-  // Finds every rank's steps now, on up to `threads` threads, so that
-  // StepsOf only reads (detectors then run concurrently).
-  void FindAllSteps(int threads) const;
+  const analysis::VoidFigures& VoidOf(const analysis::RankTrace& t) const;
+  const std::map<std::string, analysis::GemmStat>& GemmsOf(const analysis::RankTrace& t) const;
+  // Finds every rank's figures now, on up to `threads` threads, so that
+  // the accessors above only read (detectors then run concurrently).
+  void FindAll(int threads) const;
 
  private:
-  mutable std::vector<std::unique_ptr<analysis::Steps>> steps_;  // by index in ranks
+  struct RankFigures {
+    std::unique_ptr<analysis::Steps> steps;
+    std::unique_ptr<analysis::VoidFigures> voids;
+    std::unique_ptr<std::map<std::string, analysis::GemmStat>> gemms;
+  };
+  // The slot of `t` (created unless FindAll ran), or null for a trace that
+  // is not one of `ranks`.
+  RankFigures* SlotOf(const analysis::RankTrace& t) const;
+  mutable std::vector<RankFigures> figures_;  // by index in ranks
 };
 
 class WindowViews {

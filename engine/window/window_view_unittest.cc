@@ -116,6 +116,58 @@ TEST(WindowViewTest, RetainForgetsRetiredJobs) {
   EXPECT_EQ(views.Get(job).records, 0u);
 }
 
+// Steps of 10 kernels each on 600 ranks (enough for FindAll to use several
+// threads): a GEMM then a 1 ms gap on odd ranks, 0.1 ms on even ones.
+TEST(WindowViewTest, EachRanksFiguresAreFoundOnceAndMatchTheAnalyses) {
+  TestJob job;
+  constexpr uint32_t kStep = 1, kGemm = 2;
+  constexpr int kRanks = 600;
+  for (int r = 0; r < kRanks; ++r) {
+    job.Define(r, HostSig(kStep, XPU_OP_STEP));
+    job.Define(r, GemmSig(kGemm, 1024, 1024, 1024));
+    const uint64_t gap = r % 2 ? kMs : 100 * kUs;
+    for (int i = 0; i < 40; ++i) {
+      const uint64_t at = kSec + static_cast<uint64_t>(i) * (kMs + gap);
+      if (i % 10 == 0) job.Add(r, Host(kStep, at, kUs, static_cast<uint32_t>(i / 10)));
+      job.Add(r, Timed(kGemm, at, kMs, static_cast<uint32_t>(i + 1), 5 * kMs));
+    }
+    job.Add(r, Host(kStep, kSec + 40 * (kMs + gap), kUs, 4));
+  }
+  job.CloseWindow();
+  WindowViews views;
+  const WindowView& v = views.Get(job);
+  ASSERT_EQ(v.ranks.size(), static_cast<size_t>(kRanks));
+  v.FindAll(4);
+  for (const int i : {0, 1, 299, 599}) {
+    const analysis::RankTrace& t = v.ranks[static_cast<size_t>(i)];
+    const analysis::Steps steps = analysis::FindSteps(t);
+    EXPECT_EQ(v.StepsOf(t).DurationsS(), steps.DurationsS()) << "rank " << i;
+    ASSERT_EQ(steps.DurationsS().size(), 4u);
+    const analysis::VoidFigures want = analysis::ComputeVoid(t, steps);
+    const analysis::VoidFigures& got = v.VoidOf(t);
+    EXPECT_EQ(got.steps, want.steps);
+    EXPECT_DOUBLE_EQ(got.VInter(), want.VInter());
+    EXPECT_DOUBLE_EQ(got.VMinority(), want.VMinority());
+    EXPECT_GT(got.VMinority(), i % 2 ? 0.3 : 0.05) << "rank " << i;  // the gaps are untraced work
+    const auto gemms = analysis::GemmTflops(t, 0, UINT64_MAX, /*mark_concurrent=*/true);
+    const auto& cached = v.GemmsOf(t);
+    ASSERT_EQ(cached.size(), 1u);
+    ASSERT_EQ(gemms.size(), 1u);
+    EXPECT_EQ(cached.begin()->first, gemms.begin()->first);
+    EXPECT_EQ(cached.begin()->second.count, 40u);
+    EXPECT_EQ(cached.begin()->second.call_tflops, gemms.begin()->second.call_tflops);
+    EXPECT_EQ(cached.begin()->second.call_issue_us.size(), 40u);
+    // Found once: asked again, the same objects.
+    EXPECT_EQ(&v.VoidOf(t), &got);
+    EXPECT_EQ(&v.GemmsOf(t), &cached);
+  }
+  // A trace that is not one of the view's: found anew, the same figures.
+  const analysis::RankTrace copy = v.ranks[1];
+  EXPECT_DOUBLE_EQ(v.VoidOf(copy).VMinority(), v.VoidOf(v.ranks[1]).VMinority());
+  EXPECT_NE(&v.VoidOf(copy), &v.VoidOf(v.ranks[1]));
+  EXPECT_EQ(v.GemmsOf(copy).begin()->second.count, 40u);
+}
+
 TEST(WindowViewTest, NewDiagnosisAndFigures) {
   TestJob job;
   job.CloseWindow();
