@@ -21,46 +21,32 @@ const xpu::v1::ProcessIdentity& WindowView::IdentityOf(int32_t rank) const {
   return it != identities.end() ? it->second : kNone;
 }
 
-WindowView::RankFigures* WindowView::SlotOf(const analysis::RankTrace& t) const {
-  if (ranks.empty() || &t < ranks.data() || &t >= ranks.data() + ranks.size()) return nullptr;
+template <typename T, typename Find>
+const T& WindowView::Cached(const analysis::RankTrace& t, std::optional<T> RankFigures::*member,
+                            Find find) const {
+  if (ranks.empty() || &t < ranks.data() || &t >= ranks.data() + ranks.size()) {
+    thread_local T scratch;
+    scratch = find();
+    return scratch;
+  }
   if (figures_.size() != ranks.size()) figures_.resize(ranks.size());
-  return &figures_[static_cast<size_t>(&t - ranks.data())];
+  std::optional<T>& slot = figures_[static_cast<size_t>(&t - ranks.data())].*member;
+  if (!slot) slot = find();
+  return *slot;
 }
 
 const analysis::Steps& WindowView::StepsOf(const analysis::RankTrace& t) const {
-  RankFigures* f = SlotOf(t);
-  if (f == nullptr) {
-    thread_local analysis::Steps scratch;
-    scratch = analysis::FindSteps(t);
-    return scratch;
-  }
-  if (!f->steps) f->steps = std::make_unique<analysis::Steps>(analysis::FindSteps(t));
-  return *f->steps;
+  return Cached(t, &RankFigures::steps, [&t] { return analysis::FindSteps(t); });
 }
 
 const analysis::VoidFigures& WindowView::VoidOf(const analysis::RankTrace& t) const {
-  RankFigures* f = SlotOf(t);
-  if (f == nullptr) {
-    thread_local analysis::VoidFigures scratch;
-    scratch = analysis::ComputeVoid(t, StepsOf(t));
-    return scratch;
-  }
-  if (!f->voids)
-    f->voids = std::make_unique<analysis::VoidFigures>(analysis::ComputeVoid(t, StepsOf(t)));
-  return *f->voids;
+  return Cached(t, &RankFigures::voids, [&] { return analysis::ComputeVoid(t, StepsOf(t)); });
 }
 
 const std::map<std::string, analysis::GemmStat>& WindowView::GemmsOf(
     const analysis::RankTrace& t) const {
-  auto find = [&t] { return analysis::GemmTflops(t, 0, UINT64_MAX, /*mark_concurrent=*/true); };
-  RankFigures* f = SlotOf(t);
-  if (f == nullptr) {
-    thread_local std::map<std::string, analysis::GemmStat> scratch;
-    scratch = find();
-    return scratch;
-  }
-  if (!f->gemms) f->gemms = std::make_unique<std::map<std::string, analysis::GemmStat>>(find());
-  return *f->gemms;
+  return Cached(t, &RankFigures::gemms,
+                [&t] { return analysis::GemmTflops(t, 0, UINT64_MAX, /*mark_concurrent=*/true); });
 }
 
 void WindowView::FindAll(int threads) const {

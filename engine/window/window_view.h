@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -61,13 +62,15 @@ struct WindowView {
 
  private:
   struct RankFigures {
-    std::unique_ptr<analysis::Steps> steps;
-    std::unique_ptr<analysis::VoidFigures> voids;
-    std::unique_ptr<std::map<std::string, analysis::GemmStat>> gemms;
+    std::optional<analysis::Steps> steps;
+    std::optional<analysis::VoidFigures> voids;
+    std::optional<std::map<std::string, analysis::GemmStat>> gemms;
   };
-  // The slot of `t` (created unless FindAll ran), or null for a trace that
-  // is not one of `ranks`.
-  RankFigures* SlotOf(const analysis::RankTrace& t) const;
+  // The figure `member` of `t`, found by find() when first asked; for a
+  // trace that is not one of `ranks`, found anew into a per-thread copy.
+  template <typename T, typename Find>
+  const T& Cached(const analysis::RankTrace& t, std::optional<T> RankFigures::*member,
+                  Find find) const;
   mutable std::vector<RankFigures> figures_;  // by index in ranks
 };
 
