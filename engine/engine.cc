@@ -2,11 +2,15 @@
 
 #include <grp.h>
 #include <malloc.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <future>
 
 #include <grpcpp/grpcpp.h>
@@ -43,6 +47,9 @@ constexpr uint64_t kRetainFinishedNs = 3600ull * 1000000000ull;
 // timeout.
 constexpr int kStreamKeepaliveMs = 20000;
 constexpr int kStreamKeepaliveTimeoutMs = 10000;
+// At most one line a minute about late records (NoteLateRecords): the
+// counter has them all.
+logging::RateLimiter g_late_log(1, 60000000000ull);
 
 // The daemon streams' transport settings.
 void SetStreamArguments(const EngineOptions& o, grpc::ServerBuilder* builder) {
@@ -52,7 +59,7 @@ void SetStreamArguments(const EngineOptions& o, grpc::ServerBuilder* builder) {
   // stream. Reads of at most this size; a larger message takes several
   // reads, nothing is refused (docs/scale.md, "Memory").
   builder->AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE,
-                             static_cast<int>(o.tcp_read_chunk_bytes));
+                              static_cast<int>(o.tcp_read_chunk_bytes));
   // A daemon that stops answering (its host or process frozen) loses its
   // stream within keepalive time + timeout: until then the silence of its
   // ranks counts only as far as its last batch (ProcessState::SeenUntilNs).
@@ -123,8 +130,10 @@ absl::StatusOr<int64_t> GroupId(const std::string& name, const char* flag) {
 absl::Status Engine::SetUpAccess(const EngineOptions& o) {
   auth::AuthorizerOptions a;
   const std::pair<const std::string*, std::string*> files[] = {
-      {&o.token_file, &a.shared_token},     {&o.read_token_file, &a.read_token},
-      {&o.act_token_file, &a.act_token},    {&o.admin_token_file, &a.admin_token},
+      {&o.token_file, &a.shared_token},
+      {&o.read_token_file, &a.read_token},
+      {&o.act_token_file, &a.act_token},
+      {&o.admin_token_file, &a.admin_token},
       {&o.ingest_token_file, &a.ingest_token}};
   for (const auto& [file, secret] : files) {
     if (file->empty()) continue;
@@ -140,12 +149,12 @@ absl::Status Engine::SetUpAccess(const EngineOptions& o) {
 
 absl::Status Engine::StartIdentity(const EngineOptions& o) {
   if (o.identity_socket == "off") return absl::OkStatus();
-  const std::string name =
-      o.identity_socket == "auto" || o.identity_socket.empty() ? rpc::LocalIdentityName(port_)
-                                                               : o.identity_socket;
-  XPU_ASSIGN_OR_RETURN(identity_,
-                       auth::LocalIdentityServer::Start(
-                           name, admin_gid_, static_cast<uint64_t>(o.identity_ttl_s * 1e9)));
+  const std::string name = o.identity_socket == "auto" || o.identity_socket.empty()
+                               ? rpc::LocalIdentityName(port_)
+                               : o.identity_socket;
+  XPU_ASSIGN_OR_RETURN(
+      identity_, auth::LocalIdentityServer::Start(name, admin_gid_,
+                                                  static_cast<uint64_t>(o.identity_ttl_s * 1e9)));
   authorizer_->SetLocalIdentity(identity_.get());
   return absl::OkStatus();
 }
@@ -198,12 +207,11 @@ absl::Status ReadReceivers(const EngineOptions& o, HttpAuth* alertmanager, HttpA
     if (url.empty()) continue;
     if (absl::StatusOr<HttpUrl> u = ParseHttpUrl(url); !u.ok()) return u.status();
   }
-  XPU_ASSIGN_OR_RETURN(*alertmanager, ReadHttpAuth(o.alertmanager_basic_auth_file,
-                                                   o.alertmanager_bearer_token_file,
-                                                   "Alertmanager"));
-  XPU_ASSIGN_OR_RETURN(*webhook,
-                       ReadHttpAuth(o.webhook_basic_auth_file, o.webhook_bearer_token_file,
-                                    "webhook"));
+  XPU_ASSIGN_OR_RETURN(
+      *alertmanager, ReadHttpAuth(o.alertmanager_basic_auth_file, o.alertmanager_bearer_token_file,
+                                  "Alertmanager"));
+  XPU_ASSIGN_OR_RETURN(
+      *webhook, ReadHttpAuth(o.webhook_basic_auth_file, o.webhook_bearer_token_file, "webhook"));
   if ((!alertmanager->empty() && o.alertmanager_url.empty()) ||
       (!webhook->empty() && o.webhook_url.empty())) {
     return absl::InvalidArgumentError(
@@ -229,9 +237,8 @@ void Engine::StartNotifier(const EngineOptions& o, const HttpAuth& am_auth,
     // What the webhook delivered, for a replica that takes a job over.
     no.on_webhook_delivered = [store = store_.get()](const std::vector<DeliveredEvent>& ev) {
       for (const DeliveredEvent& d : ev) {
-        store->EnqueueAlertDelivery(history::AlertDelivery{d.job, d.kind, d.subject,
-                                                           d.first_seen_ns, d.status,
-                                                           RealtimeNs()});
+        store->EnqueueAlertDelivery(history::AlertDelivery{
+            d.job, d.kind, d.subject, d.first_seen_ns, d.status, RealtimeNs()});
       }
     };
   }
@@ -289,25 +296,24 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
       e->views_, config, e->metrics_.registry(), e->metrics_.series()));
   e->tracker_ = std::make_unique<DiagnosisTracker>(static_cast<int>(o.resolve_after_windows));
   e->diagnosis_metrics_ = std::make_unique<DiagnosisMetrics>(
-      e->metrics_.registry(), e->metrics_.series(), [p = e.get()](const std::string& job) {
-        return p->metrics_.LabelsOf(job)[kJobNameLabel];
-      });
+      e->metrics_.registry(), e->metrics_.series(),
+      [p = e.get()](const std::string& job) { return p->metrics_.LabelsOf(job)[kJobNameLabel]; });
   e->StartNotifier(o, am_auth, webhook_auth);
 
   if (o.metrics_addr != "off" && !o.metrics_addr.empty()) {
     XPU_RETURN_IF_ERROR(e->metrics_.Serve(o.metrics_addr));
   }
 
-  e->ingest_ = std::make_unique<IngestService>(e->registry_, e->metrics_, *e->authorizer_,
-                                               e->engine_id_, e->store_.get(), LimitsFrom(o),
-                                               o.ingest_threads);
+  e->ingest_ =
+      std::make_unique<IngestService>(e->registry_, e->metrics_, *e->authorizer_, e->engine_id_,
+                                      e->store_.get(), LimitsFrom(o), o.ingest_threads);
   if (!o.replica_id.empty()) {
     e->ingest_->SetRouter([p = e.get()](const std::string& job) { return p->Route(job); },
                           o.replica_id);
   }
-  e->query_ = std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(),
-                                             *e->authorizer_, e->engine_id_, flags::Version(),
-                                             start_ns);
+  e->query_ =
+      std::make_unique<QueryService>(e->registry_, e->metrics_, e->store_.get(), *e->authorizer_,
+                                     e->engine_id_, flags::Version(), start_ns);
   if (!o.replica_id.empty()) {
     e->query_->SetReplicas(o.replica_id, [p = e.get()] { return p->ListReplicas(); });
   }
@@ -326,8 +332,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Start(const EngineOptions& o, Cl
   builder.RegisterService(e->hang_service_.get());
   e->profile_service_ = std::make_unique<profile::ProfileService>(*e->profile_, *e->authorizer_);
   builder.RegisterService(e->profile_service_.get());
-  e->history_service_ =
-      std::make_unique<history::HistoryService>(e->store_.get(), *e->authorizer_);
+  e->history_service_ = std::make_unique<history::HistoryService>(e->store_.get(), *e->authorizer_);
   builder.RegisterService(e->history_service_.get());
   e->server_ = builder.BuildAndStart();
   if (!e->server_ || e->port_ == 0) {
@@ -384,12 +389,32 @@ void Engine::Wait() {
   cv_.wait(l, [&] { return stopping_; });
 }
 
+// The window thread's niceness, raised by --window-nice; the threads it
+// starts (detectors, figures, the view's parts) inherit it (Linux: nice is
+// per thread). Without it the detector threads of a large job take the
+// ingest's cores for the whole tick, and the window's last batches land
+// in the next one.
+void Engine::LowerWindowPriority() {
+  if (options_.window_nice <= 0) return;
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int now = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+  if (errno == 0 &&
+      setpriority(PRIO_PROCESS, static_cast<id_t>(tid), now + options_.window_nice) == 0) {
+    Log()->debug("window tick threads at nice {}", now + options_.window_nice);
+    return;
+  }
+  Log()->warn("--window-nice {}: could not lower the window thread's priority: {}",
+              options_.window_nice, strerror(errno));
+}
+
 void Engine::WindowLoop() {
   // Windows end at multiples of the period since the Unix epoch, whatever
   // the start time or the length of a tick: every engine (and xpu-sim,
   // docs/scale.md) knows where a window ends, and a slow tick does not shift
   // the windows after it.
   const int64_t period_ms = std::max<int64_t>(1, static_cast<int64_t>(options_.window_s * 1000));
+  LowerWindowPriority();
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
     const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -431,9 +456,9 @@ void Engine::PublishRankAges(const std::string& job, std::vector<RankAge>* ages)
     // Once: the gauges of every rank, made while the job was smaller.
     for (const RankAge& a : *ages) metrics_.RemoveRankLastRecordAge(job, a.label);
   }
-  const auto k = static_cast<long>(std::min<double>(
-      static_cast<double>(ages->size()),
-      std::max(0.0, 2 * detector_config_->Get("figures.standout_ranks"))));
+  const auto k = static_cast<long>(
+      std::min<double>(static_cast<double>(ages->size()),
+                       std::max(0.0, 2 * detector_config_->Get("figures.standout_ranks"))));
   std::partial_sort(ages->begin(), ages->begin() + k, ages->end(),
                     [](const RankAge& a, const RankAge& b) { return a.age_s > b.age_s; });
   std::set<std::string> now;
@@ -474,9 +499,12 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
     held[0].from_ns = registry_.Now();
     ApplyMetricsRetention(Summarize(*job), now);
     row = job->CloseWindow(now);
+    NoteLateRecords(*job, row);
     t = std::chrono::steady_clock::now();
-    if (views_) views_->BuildAndTrim(*job);  // rings cut as copied: records held once
-    job->TrimRings();                        // (cut already) counts the rings' memory
+    if (views_) {  // rings cut as copied: records held once
+      views_->BuildAndTrim(*job, kRingTailRecords, kPaceTailRecords, options_.detector_threads);
+    }
+    job->TrimRings();  // (cut already) counts the rings' memory
     lap("window view");
     if (history_) history_->Prepare(*job);
     lap("history");
@@ -505,7 +533,7 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
   for (VectorSink& s : sinks) {  // the detectors' order
     for (Diagnosis& d : s.out) sink.out.push_back(std::move(d));
   }
-  hang::FoldSilenceIntoHang(&sink.out);  // a hung job's silence is the hang's
+  hang::FoldSilenceIntoHang(&sink.out);   // a hung job's silence is the hang's
   FoldSymptomsIntoCauses(&sink.out);      // a symptom a cause explains is the cause's
   RouteRegressionsCauseFirst(&sink.out);  // a regression goes where its cause goes
   if (figures.valid()) {
@@ -617,6 +645,24 @@ void Engine::RunDetectors(const JobState& job, bool with_lock, std::vector<Vecto
     for (size_t i : mine) timed(i);
   }
   for (size_t i : mine) cost->seconds[detectors_[i]->name()] += detector_seconds_[i];
+}
+
+// Records that came after their window was analysed (the ingest was
+// behind: the tick held the job, or the engine's cores were short) are
+// analysed in the window they arrived in: counted, and told in the log.
+void Engine::NoteLateRecords(const JobState& job, const WindowSummaryRow& row) {
+  if (row.late_records == 0) return;
+  metrics_.AddLateRecords(job.job(), row.late_records);
+  if (g_late_log.Allow()) {
+    Log()->warn(
+        "job {}: {} of the window's {} records ({:.1f} %) ended over {:.0f} s before it began: "
+        "they reached the engine after their own window was analysed (the ingest was behind) "
+        "and are analysed in this one (xpu_ingest_records_late_total)",
+        job.job(), row.late_records, row.records,
+        100.0 * static_cast<double>(row.late_records) /
+            static_cast<double>(std::max<uint64_t>(1, row.records)),
+        kLateRecordSlackNs * 1e-9);
+  }
 }
 
 // A tick that takes more than half a window is told in the log with where

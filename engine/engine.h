@@ -31,10 +31,10 @@
 
 #include "absl/status/statusor.h"
 #include "engine/alerting/alert_notifier.h"
-#include "engine/auth/authorizer.h"
-#include "engine/auth/local_identity_server.h"
 #include "engine/alerting/diagnosis_metrics.h"
 #include "engine/alerting/diagnosis_tracker.h"
+#include "engine/auth/authorizer.h"
+#include "engine/auth/local_identity_server.h"
 #include "engine/detectors/figures_exporter.h"
 #include "engine/engine_options.h"
 #include "engine/hang/hang_monitor.h"
@@ -115,6 +115,8 @@ class Engine {
   void PublishRankAges(const std::string& job, std::vector<RankAge>* ages);
   void RunDetectors(const JobState& job, bool with_lock, std::vector<VectorSink>* sinks,
                     TickCost* cost);
+  void NoteLateRecords(const JobState& job, const WindowSummaryRow& row);
+  void LowerWindowPriority();
   void WarnSlowTick(double seconds, const TickCost& cost);
   void ApplyMetricsRetention(const JobSummary& s, uint64_t now);
   // Credentials from the options (files read now); the identity socket
@@ -125,8 +127,7 @@ class Engine {
   // holds, and /healthz and the metrics that tell of its writes.
   absl::Status OpenStore(const EngineOptions& o);
   // Diagnosis delivery (Alertmanager, webhook); none when neither is set.
-  void StartNotifier(const EngineOptions& o, const HttpAuth& am_auth,
-                     const HttpAuth& webhook_auth);
+  void StartNotifier(const EngineOptions& o, const HttpAuth& am_auth, const HttpAuth& webhook_auth);
 
   // Engine replicas (engine_replica.cc).
   static absl::Status CheckReplicaOptions(const EngineOptions& o);
@@ -162,7 +163,7 @@ class Engine {
   std::unique_ptr<profile::ProfileMonitor> profile_;
   std::unique_ptr<profile::ProfileService> profile_service_;
   std::vector<std::unique_ptr<Detector>> detectors_;
-  std::vector<double> detector_seconds_;  // by detector: its last OnWindow's seconds
+  std::vector<double> detector_seconds_;                 // by detector: its last OnWindow's seconds
   std::shared_ptr<WindowViews> views_;                   // shared by the slowdown detectors
   std::shared_ptr<history::HistoryCache> history_;       // previous runs, calibrations
   std::unique_ptr<history::BaselineRecorder> recorder_;  // healthy windows -> store

@@ -53,6 +53,13 @@ void AddMemoryFlags(CLI::App& app, EngineOptions* o) {
       ->type_name("N")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  app.add_option("--window-nice", o->window_nice,
+                 "niceness added to the window tick's threads (the detectors'), so that the "
+                 "ingest goes first when the engine's cores are short: records applied late land "
+                 "in the next window (xpu_ingest_records_late_total); 0 runs them as the rest")
+      ->type_name("N")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 19));
   app.add_option("--malloc-arenas", o->malloc_arenas,
                  "glibc's allocator arenas (M_ARENA_MAX), for an engine built without jemalloc "
                  "(-DXPU_ENGINE_JEMALLOC=OFF): fewer arenas hold less freed memory per thread; "
@@ -317,10 +324,10 @@ absl::Status ValidateSecurity(const EngineOptions& o) {
   }
   if (o.metrics_addr != "off" && !o.metrics_addr.empty() && !o.metrics_allow_remote) {
     if (absl::Status lo = rpc::CheckLoopback(o.metrics_addr); !lo.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "refusing to serve /metrics on ", o.metrics_addr, " (", lo.message(),
-          "): it carries job names and figures without authentication; give "
-          "--metrics-allow-remote if that is intended"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("refusing to serve /metrics on ", o.metrics_addr, " (", lo.message(),
+                       "): it carries job names and figures without authentication; give "
+                       "--metrics-allow-remote if that is intended"));
     }
   }
   if (o.identity_socket == "off" && !tokens && o.tls_client_ca.empty()) {

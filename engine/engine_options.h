@@ -27,11 +27,11 @@ struct EngineOptions {
   // "off", or a name) and how long its tokens hold.
   std::string identity_socket = "auto";
   double identity_ttl_s = 3600;
-  std::string admin_group;     // members act on every job, as root does
+  std::string admin_group;            // members act on every job, as root does
   bool metrics_allow_remote = false;  // a non-loopback --metrics-addr on purpose
-  std::string db_group;        // history files 0640 with this group (else 0600)
-  uint64_t db_max_mb = 0;      // SQLite page limit (0: none)
-  uint64_t db_retry_rows = 200000;  // failed history rows kept for retry
+  std::string db_group;               // history files 0640 with this group (else 0600)
+  uint64_t db_max_mb = 0;             // SQLite page limit (0: none)
+  uint64_t db_retry_rows = 200000;    // failed history rows kept for retry
   // Caps (engine/ingest_service.h, IngestLimits).
   uint64_t max_jobs = 1024;
   uint64_t max_ranks_per_job = 131072;
@@ -44,7 +44,7 @@ struct EngineOptions {
   double silent_after_s = 30;
   double window_s = 10;
   uint64_t max_receive_bytes = 64ull << 20;
-  uint64_t ring_records = 65536;  // recent records kept per rank
+  uint64_t ring_records = 65536;             // recent records kept per rank
   uint64_t tcp_read_chunk_bytes = 16 << 10;  // largest read of a stream (gRPC)
   // glibc malloc arenas of the process (mallopt M_ARENA_MAX, set by main
   // before any thread starts); 0 = glibc's default (8 per core).
@@ -55,6 +55,10 @@ struct EngineOptions {
   int detector_parallel_min_ranks = 1024;
   // Threads that handle what the daemons' streams read (engine/ingest_stream.h).
   int ingest_threads = 4;
+  // Nice value added to the window thread and the threads it starts (the
+  // detectors'): the ingest goes first when the cores are short, so that a
+  // window's records are in it when it is analysed. 0 = as the engine.
+  int window_nice = 5;
   std::string log_level = "info";
   // Diagnoses out of the engine (engine/alerting/): Alertmanager base URL
   // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.
@@ -83,8 +87,8 @@ struct EngineOptions {
   std::string replica_id;
   std::string advertise_addr;  // where daemons reach this replica; "" = from --listen
   double lease_ttl_s = 0;      // 0 = half of window_s, at least 1 s
-  bool help = false;                 // --help was given (EngineUsage() is the text)
-  bool version = false;              // --version was given
+  bool help = false;           // --help was given (EngineUsage() is the text)
+  bool version = false;        // --version was given
 };
 
 // Parses --flag=value and --flag value forms (common/cli/flags.h). Unknown

@@ -37,6 +37,9 @@ Metrics::Metrics()
       skipped_(Build(prometheus::BuildCounter(), *registry_, "xpu_ingest_records_skipped_total",
                      "Records skipped by ingest validation (e.g. unknown sig id), per job and "
                      "reason")),
+      late_(Build(prometheus::BuildCounter(), *registry_, "xpu_ingest_records_late_total",
+                  "Records that reached the engine after the window they belong to was analysed "
+                  "(its ingest was behind); analysed in the next window, per job")),
       dropped_(Build(prometheus::BuildCounter(), *registry_, "xpu_records_dropped_total",
                      "Records the hooks wrote that never reached analysis, per job and reason "
                      "(docs/reliability.md)")),
@@ -105,6 +108,7 @@ void Metrics::EnsureJob(const std::string& job, const std::string& job_name) {
     labels = it->second;
   }
   series_.Get(job, records_, labels);
+  series_.Get(job, late_, labels);
   for (int r = 0; r < kLossReasons; ++r) {
     prometheus::Labels l = labels;
     l["reason"] = std::string(LossReasonName(r));
@@ -125,6 +129,9 @@ prometheus::Labels Metrics::LabelsOf(const std::string& job) const {
 
 void Metrics::AddIngestedRecords(const std::string& job, uint64_t n) {
   if (auto* c = series_.Get(job, records_, LabelsOf(job))) c->Increment(static_cast<double>(n));
+}
+void Metrics::AddLateRecords(const std::string& job, uint64_t n) {
+  if (auto* c = series_.Get(job, late_, LabelsOf(job))) c->Increment(static_cast<double>(n));
 }
 void Metrics::AddBatch() { batches_.Add({}).Increment(); }
 void Metrics::AddRejected(std::string_view reason) {

@@ -43,9 +43,9 @@ namespace xpu::engine {
 // Ingest rejection reasons (xpu_ingest_rejected_total{reason}); each series
 // exists from the start at 0.
 inline constexpr const char* kRejectReasons[] = {
-    "stream_aborted", "no_hello",      "protocol_version", "token",       "hello_invalid",
-    "duplicate_hello", "empty_message", "record_blob_size", "no_identity",
-    "record_undecodable", "write_backlog"};
+    "stream_aborted", "no_hello",           "protocol_version", "token",
+    "hello_invalid",  "duplicate_hello",    "empty_message",    "record_blob_size",
+    "no_identity",    "record_undecodable", "write_backlog"};
 
 class Metrics {
  public:
@@ -66,6 +66,9 @@ class Metrics {
   prometheus::Labels LabelsOf(const std::string& job) const;
 
   void AddIngestedRecords(const std::string& job, uint64_t n);
+  // Records that arrived after their window was analysed
+  // (WindowSummaryRow::late_records).
+  void AddLateRecords(const std::string& job, uint64_t n);
   void AddBatch();
   void AddRejected(std::string_view reason);
   // A daemon stream sent to the engine replica that serves its job.
@@ -116,6 +119,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& batches_;
   prometheus::Family<prometheus::Counter>& rejected_;
   prometheus::Family<prometheus::Counter>& skipped_;
+  prometheus::Family<prometheus::Counter>& late_;
   prometheus::Family<prometheus::Counter>& dropped_;
   prometheus::Family<prometheus::Gauge>& daemons_;
   prometheus::Family<prometheus::Gauge>& job_ranks_;

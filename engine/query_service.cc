@@ -42,6 +42,7 @@ void FillJob(const JobSummary& s, xpu::v1::JobInfo* j) {
   j->set_records_dropped(s.dropped);
   j->set_owner_uid(s.owner_uid);
   j->set_analysed_until_ns(s.analysed_until_ns);
+  j->set_records_late(s.records_late);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 // superlinear; the engine's goal is flat (within 2x) from 8 to 100k ranks
 // (docs/scale.md). The view build ("window view") and the per-rank figures
 // the view finds once for every detector ("rank figures": steps, void and
-// GEMM figures) are measured as well.
+// GEMM figures, and the communicators' bandwidth) are measured as well.
 //
 //   detector_scale_bench [--ranks 1000,4000,16000] [--windows 3]
 //                        [--fault slow_gpu:RANK[:WINDOW]]... [--layout dp]

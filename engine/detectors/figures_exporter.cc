@@ -86,7 +86,7 @@ void FiguresExporter::OnWindow(const JobState& job, DiagnosisSink& /*sink*/) {
   // The job's name and the ranks' identities as the view copied them: the
   // exporter runs without the job's lock.
   const prometheus::Labels job_labels = JobLabels(job.job(), v.backbone);
-  const std::vector<analysis::CommBandwidth> comms = analysis::CommunicatorBandwidth(v.ranks);
+  const std::vector<analysis::CommBandwidth>& comms = v.Communicators();
   // Per rank, the bus bytes and seconds of the communicators it is in,
   // summed in the communicators' order (one pass over their members).
   std::unordered_map<int32_t, std::pair<double, double>> bus;  // rank -> (bytes, seconds)

@@ -255,7 +255,7 @@ class SlowLinkDetector::WindowPass {
   // collectives under slow_link.min_bytes: latency-bound, their busbw says
   // nothing of a link.
   std::vector<analysis::CommBandwidth> LinkCommunicators() const {
-    std::vector<analysis::CommBandwidth> comms = analysis::CommunicatorBandwidth(v_.ranks);
+    std::vector<analysis::CommBandwidth> comms = v_.Communicators();
     const double min_bytes = Param("slow_link.min_bytes");
     comms.erase(std::remove_if(comms.begin(), comms.end(),
                                [&](const analysis::CommBandwidth& c) {

@@ -94,7 +94,7 @@ BaselineRecorder::WindowFigures BaselineRecorder::Measure(const JobState& job) c
   }
 
   // Collective busbw per shape: over the communicators of the shape.
-  for (const analysis::CommBandwidth& c : analysis::CommunicatorBandwidth(v.ranks)) {
+  for (const analysis::CommBandwidth& c : v.Communicators()) {
     if (c.BusBw() <= 0) continue;
     CollectiveShape s{OpKindName(c.kind), c.bytes, c.nranks, static_cast<int32_t>(c.hosts.size())};
     Shape& slot = w.busbw[s];

@@ -132,8 +132,8 @@ JobState::JobState(std::string job, std::string job_name, size_t ring_capacity, 
 
 std::string_view LossReasonName(int reason) {
   static constexpr std::string_view kNames[kLossReasons] = {
-      "ring_full",      "ring_corrupt",  "ring_lapped",     "ring_abandoned",
-      "ring_resync",    "daemon_restart", "daemon_buffer", "engine_rejected",
+      "ring_full",           "ring_corrupt",   "ring_lapped",       "ring_abandoned",
+      "ring_resync",         "daemon_restart", "daemon_buffer",     "engine_rejected",
       "undefined_signature", "ring_truncated", "record_undecodable"};
   return reason >= 0 && reason < kLossReasons ? kNames[reason] : "unknown";
 }
@@ -262,6 +262,12 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
   if (p.liveness == Liveness::kSilent) p.liveness = Liveness::kAlive;
   const int32_t rank = p.identity.rank();
   uint64_t last_end = p.last_record_ns;
+  // Records of a process known before this window began that ended before
+  // it (with the slack) came after their own window's analysis.
+  const uint64_t late_before =
+      p.first_seen_ns < window_start_ns_ && window_start_ns_ > kLateRecordSlackNs
+          ? window_start_ns_ - kLateRecordSlackNs
+          : 0;
   for (size_t i = 0; i < n; ++i) {
     const xpu_record_v1& rec = r[i];
     const SignatureInfo* s = p.sigs.Find(rec.sig_id);
@@ -269,6 +275,7 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
     const uint16_t kind = s->abi.kind;
     p.window_kinds.Add(kind);
     const uint64_t dur = xpu_record_duration_ns(&rec);
+    window_late_records_ += rec.start_ns + dur < late_before;
     if (kind == XPU_OP_STEP && p.first_step_rx_ns == 0) {
       p.first_step_rx_ns = now_ns;
       p.progress_gap_unread_ns = 0;  // start-up gaps are not the job's pace
@@ -347,6 +354,9 @@ WindowSummaryRow JobState::CloseWindow(uint64_t now_ns) {
   row.job = job_;
   row.window_start_ns = window_start_ns_;
   row.window_end_ns = now_ns;
+  row.late_records = window_late_records_;
+  late_records_ += window_late_records_;
+  window_late_records_ = 0;
   std::map<std::string, GemmWindowRow> gemm;
   for (auto& [key, p] : processes_) {
     row.records += p->window_records;
@@ -396,8 +406,9 @@ const ProcessState* JobState::PaceProcess() const {
   const ProcessState* pace = nullptr;
   for (const auto& [key, p] : processes_) {
     if (p->ring.written() == 0) continue;
-    if (pace == nullptr || (p->identity.rank() >= 0 && (pace->identity.rank() < 0 ||
-                                                        p->identity.rank() < pace->identity.rank())))
+    if (pace == nullptr ||
+        (p->identity.rank() >= 0 &&
+         (pace->identity.rank() < 0 || p->identity.rank() < pace->identity.rank())))
       pace = p.get();
   }
   return pace;

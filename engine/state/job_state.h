@@ -73,7 +73,7 @@ class RecordRing {
   void Trim(size_t keep);
 
  private:
-  void Resize(size_t slots);  // keeps the newest min(held_, slots) records
+  void Resize(size_t slots);        // keeps the newest min(held_, slots) records
   std::vector<xpu_record_v1> buf_;  // slot of position p: p % buf_.size()
   size_t capacity_;
   size_t held_ = 0;
@@ -94,6 +94,10 @@ inline constexpr size_t kPaceTailRecords = 4096;
 // The least slack ProcessState::SeenUntilNs gives a stream past its last
 // batch (daemons flush every second by default).
 inline constexpr uint64_t kSeenSlackMinNs = 2000000000ull;
+// A record that ended more than this before the window being filled began
+// (host clock against engine clock) arrived after its own window was
+// analysed: the engine's ingest was behind (a daemon flushes every second).
+inline constexpr uint64_t kLateRecordSlackNs = 2000000000ull;
 
 // Record counts by op family within a window ("step-less": no step
 // boundaries are needed to compute them).
@@ -142,7 +146,7 @@ struct ProcessState {
   RecordRing ring;
   Liveness liveness = Liveness::kAlive;
   uint64_t first_seen_ns = 0;
-  uint64_t last_seen_ns = 0;       // engine clock: last batch for this process
+  uint64_t last_seen_ns = 0;  // engine clock: last batch for this process
   // The hang figures of `counters` (JobState::ApplyCounters), so that the
   // hang monitor's poll reads them here and does not walk every process's
   // message twice a second: whether the hook's watch flags an op
@@ -188,8 +192,8 @@ struct ProcessState {
   uint64_t first_step_rx_ns = 0;
   uint64_t records = 0;
   uint64_t unknown_sig = 0;
-  uint64_t dropped = 0;  // every loss of lost[] (cumulative, saturating)
-  std::array<uint64_t, kLossReasons> lost{};           // by LossReason
+  uint64_t dropped = 0;                       // every loss of lost[] (cumulative, saturating)
+  std::array<uint64_t, kLossReasons> lost{};  // by LossReason
   std::array<uint64_t, kLossReasons> lost_reported{};  // what the metrics have seen
   // Ring position of the next record not yet received: a record sent again
   // (daemon reconnect or restart) below it is dropped as a duplicate.
@@ -230,6 +234,10 @@ struct WindowSummaryRow {
   uint64_t window_start_ns = 0;
   uint64_t window_end_ns = 0;
   uint64_t records = 0;
+  // Of `records`, those that belonged to an earlier window (ended over
+  // kLateRecordSlackNs before this one began, from processes known then):
+  // they are analysed in this window instead.
+  uint64_t late_records = 0;
   KindCounts kinds;
   std::vector<GemmWindowRow> gemm;
   std::vector<CollectiveWindowRow> collectives;
@@ -318,11 +326,16 @@ class JobState {
   uint64_t first_seen_ns() const { return first_seen_ns_; }
   uint64_t last_seen_ns() const { return last_seen_ns_; }
   uint64_t records() const { return records_; }
+  // Records that came after their window was analysed, since the job began
+  // (WindowSummaryRow::late_records of every window closed).
+  uint64_t late_records() const { return late_records_; }
   uint64_t window_start_ns() const { return window_start_ns_; }
   // The end of the latest window whose analysis finished (its diagnoses
   // are queued for the history); 0 before the first. Read without the lock.
   uint64_t analysed_until_ns() const { return analysed_until_ns_.load(std::memory_order_acquire); }
-  void set_analysed_until_ns(uint64_t ns) { analysed_until_ns_.store(ns, std::memory_order_release); }
+  void set_analysed_until_ns(uint64_t ns) {
+    analysed_until_ns_.store(ns, std::memory_order_release);
+  }
   // When (engine clock) the engine's last window tick held the job's lock
   // (at most kTickHolds spans: it lets go while the window's detectors
   // read their copy of the records): no record could be applied meanwhile,
@@ -349,6 +362,8 @@ class JobState {
   uint64_t last_seen_ns_;
   uint64_t window_start_ns_;
   uint64_t records_ = 0;
+  uint64_t window_late_records_ = 0;  // WindowSummaryRow::late_records so far
+  uint64_t late_records_ = 0;         // of the windows closed
   std::atomic<int64_t> owner_uid_{-1};
   std::atomic<uint64_t> analysed_until_ns_{0};
   std::array<TickHold, kTickHolds> tick_held_{};

@@ -151,6 +151,7 @@ JobSummary Summarize(const JobState& job) {
   s.dropped = job.Dropped();
   s.owner_uid = job.owner_uid();
   s.analysed_until_ns = job.analysed_until_ns();
+  s.records_late = job.late_records();
   s.lost = job.Lost();
   return s;
 }

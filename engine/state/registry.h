@@ -56,6 +56,7 @@ struct JobSummary {
   uint64_t dropped = 0;   // every loss of its processes
   int64_t owner_uid = -1; // uid of its processes; -1 unknown
   uint64_t analysed_until_ns = 0;  // JobState::analysed_until_ns
+  uint64_t records_late = 0;       // JobState::late_records
   std::array<uint64_t, kLossReasons> lost{};  // `dropped` by reason (live jobs only)
 };
 

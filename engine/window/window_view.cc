@@ -49,8 +49,15 @@ const std::map<std::string, analysis::GemmStat>& WindowView::GemmsOf(
                 [&t] { return analysis::GemmTflops(t, 0, UINT64_MAX, /*mark_concurrent=*/true); });
 }
 
+const std::vector<analysis::CommBandwidth>& WindowView::Communicators() const {
+  if (!comms_) comms_ = analysis::CommunicatorBandwidth(ranks);
+  return *comms_;
+}
+
 void WindowView::FindAll(int threads) const {
   if (figures_.size() != ranks.size()) figures_.resize(ranks.size());
+  std::thread comms;
+  if (!comms_) comms = std::thread([this] { Communicators(); });
   auto part = [this](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) {  // distinct slots per thread
       VoidOf(ranks[i]);                   // and its steps
@@ -59,24 +66,48 @@ void WindowView::FindAll(int threads) const {
   };
   const size_t n = ranks.size();
   const size_t t = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / 256 + 1);
-  if (t <= 1) return part(0, n);
   std::vector<std::thread> pool;
   for (size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
   part(0, n / t);
   for (std::thread& th : pool) th.join();
+  if (comms.joinable()) comms.join();
 }
 
-const WindowView& WindowViews::Get(const JobState& job) { return Make(job, nullptr); }
+const WindowView& WindowViews::Get(const JobState& job) { return Make(job, nullptr, 1); }
 
-const WindowView& WindowViews::BuildAndTrim(JobState& job, size_t keep, size_t pace_keep) {
+const WindowView& WindowViews::BuildAndTrim(JobState& job, size_t keep, size_t pace_keep,
+                                            int threads) {
   const ProcessState* pace = job.PaceProcess();
-  return Make(job, [pace, keep, pace_keep](ProcessState& p) {
-    p.ring.Trim(&p == pace ? std::max(keep, pace_keep) : keep);
-  });
+  return Make(
+      job,
+      [pace, keep, pace_keep](ProcessState& p) {
+        p.ring.Trim(&p == pace ? std::max(keep, pace_keep) : keep);
+      },
+      threads);
 }
+
+namespace {
+
+// The trace of one rank from the newest `n` records of its ring.
+analysis::RankTrace TraceOf(const ProcessState& p, size_t n) {
+  analysis::RankTrace t;
+  t.rank = p.identity.rank();
+  t.host = p.identity.host();
+  t.ops.reserve(n);
+  p.ring.ForEachLast(n, [&](const xpu_record_v1& r) {
+    const SignatureInfo* s = p.sigs.Find(r.sig_id);
+    if (s == nullptr) return;
+    if (!t.sigs.count(r.sig_id)) t.sigs[r.sig_id] = analysis::OpSigFromAbi(s->abi, s->name);
+    t.ops.emplace_back(analysis::OpFromRecord(r, s->abi.kind));
+  });
+  t.Sort();
+  return t;
+}
+
+}  // namespace
 
 const WindowView& WindowViews::Make(const JobState& job,
-                                    const std::function<void(ProcessState&)>& trim) {
+                                    const std::function<void(ProcessState&)>& trim, int threads) {
   PerJob& pj = jobs_[job.job()];
   if (pj.built && pj.view.window_id == job.window_start_ns()) {
     if (trim) {
@@ -88,35 +119,48 @@ const WindowView& WindowViews::Make(const JobState& job,
   v.window_id = job.window_start_ns();
   v.backbone = job.job_name();
   v.gpu_model = job.GpuModel();
-  v.first_ns = UINT64_MAX;
+  // The ranks with records since the last view (cursors moved on here, one
+  // thread), then their traces, in parallel parts: the window tick builds
+  // the view holding the job's lock, which stops the job's ingest (100k
+  // ranks' took 4 s on one thread).
+  struct Fresh {
+    ProcessState* p;
+    size_t n;
+  };
+  std::vector<Fresh> fresh;
   for (const auto& [key, p] : job.processes()) {
     const uint64_t written = p->ring.written();
     uint64_t& cur = pj.cursor[key];
     if (cur > written) cur = 0;  // a restarted rank's ring is new
-    const uint64_t fresh = written - cur;
+    const uint64_t n = written - cur;
     cur = written;
-    if (p->identity.rank() < 0 || fresh == 0) {
+    if (p->identity.rank() < 0 || n == 0) {
       if (trim) trim(*p);
       continue;
     }
-    analysis::RankTrace t;
-    t.rank = p->identity.rank();
-    t.host = p->identity.host();
-    v.identities[t.rank] = p->identity;
-    const size_t n = std::min<uint64_t>(fresh, p->ring.held());
-    t.ops.reserve(n);
-    p->ring.ForEachLast(n, [&](const xpu_record_v1& r) {
-      const SignatureInfo* s = p->sigs.Find(r.sig_id);
-      if (s == nullptr) return;
-      if (!t.sigs.count(r.sig_id)) t.sigs[r.sig_id] = analysis::OpSigFromAbi(s->abi, s->name);
-      const analysis::Op& op = t.ops.emplace_back(analysis::OpFromRecord(r, s->abi.kind));
+    fresh.push_back({p.get(), static_cast<size_t>(std::min<uint64_t>(n, p->ring.held()))});
+    v.identities[p->identity.rank()] = p->identity;
+  }
+  v.ranks.resize(fresh.size());
+  auto part = [&](size_t from, size_t to) {
+    for (size_t i = from; i < to; ++i) {  // distinct processes and slots per thread
+      v.ranks[i] = TraceOf(*fresh[i].p, fresh[i].n);
+      if (trim) trim(*fresh[i].p);
+    }
+  };
+  const size_t n = fresh.size();
+  const size_t t = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / 1024 + 1);
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
+  part(0, n / t);
+  for (std::thread& th : pool) th.join();
+  v.first_ns = UINT64_MAX;
+  for (const analysis::RankTrace& r : v.ranks) {
+    v.records += r.ops.size();
+    for (const analysis::Op& op : r.ops) {
       v.first_ns = std::min(v.first_ns, op.start_ns);
       v.last_ns = std::max(v.last_ns, op.end_ns());
-    });
-    if (trim) trim(*p);
-    v.records += t.ops.size();
-    t.Sort();
-    v.ranks.push_back(std::move(t));
+    }
   }
   if (v.records == 0) v.first_ns = 0;
   std::sort(

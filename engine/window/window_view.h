@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/analysis/collective.h"
 #include "common/analysis/gemm.h"
 #include "common/analysis/steps.h"
 #include "common/analysis/trace.h"
@@ -56,8 +57,16 @@ struct WindowView {
   const analysis::Steps& StepsOf(const analysis::RankTrace& t) const;
   const analysis::VoidFigures& VoidOf(const analysis::RankTrace& t) const;
   const std::map<std::string, analysis::GemmStat>& GemmsOf(const analysis::RankTrace& t) const;
-  // Finds every rank's figures now, on up to `threads` threads, so that
-  // the accessors above only read (detectors then run concurrently).
+  // The window's communicators with their last-arrival bandwidth
+  // (analysis::CommunicatorBandwidth over every rank), found once for the
+  // slow-link detector, the figures exporter and the baseline recorder
+  // (each grouped every rank's collectives anew, at once: under tp8pp4 the
+  // three groupings were a quarter of the engine's memory in a tick).
+  // Thread-safe once FindAll ran.
+  const std::vector<analysis::CommBandwidth>& Communicators() const;
+  // Finds every rank's figures and the communicators now, on up to
+  // `threads` threads (the communicators on one more), so that the
+  // accessors above only read (detectors then run concurrently).
   void FindAll(int threads) const;
 
  private:
@@ -72,6 +81,7 @@ struct WindowView {
   const T& Cached(const analysis::RankTrace& t, std::optional<T> RankFigures::*member,
                   Find find) const;
   mutable std::vector<RankFigures> figures_;  // by index in ranks
+  mutable std::optional<std::vector<analysis::CommBandwidth>> comms_;
 };
 
 class WindowViews {
@@ -83,8 +93,9 @@ class WindowViews {
   // (JobState::TrimRings's `keep`, `pace_keep` for the pace process) as
   // soon as its window records are copied, so that the rings' window
   // records and the decoded view do not coexist. Get then returns it.
+  // Built on up to `threads` threads (a part per 1,024+ ranks).
   const WindowView& BuildAndTrim(JobState& job, size_t keep = kRingTailRecords,
-                                 size_t pace_keep = kPaceTailRecords);
+                                 size_t pace_keep = kPaceTailRecords, int threads = 1);
   // Frees the job's view once the window's analyses are done (the cursors
   // stay): the records of a window are not held until the next one.
   void Release(const std::string& job);
@@ -98,8 +109,10 @@ class WindowViews {
     bool built = false;
   };
   // Builds the view of `job` unless built; calls trim(p) for every process
-  // once its records are in the view (trim may be empty).
-  const WindowView& Make(const JobState& job, const std::function<void(ProcessState&)>& trim);
+  // once its records are in the view (trim may be empty), on up to
+  // `threads` threads.
+  const WindowView& Make(const JobState& job, const std::function<void(ProcessState&)>& trim,
+                         int threads);
   std::map<std::string, PerJob> jobs_;
 };
 

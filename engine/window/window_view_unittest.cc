@@ -101,6 +101,65 @@ TEST(WindowViewTest, BuildAndTrimLeavesEachRingItsTailAndTheSameView) {
   EXPECT_EQ(other.allocated(), 16u);
 }
 
+// Built on several threads (a part per 1,024+ ranks), the view is the one
+// built on one: the same ranks in order, the same ops and signatures, every
+// ring trimmed.
+TEST(WindowViewTest, BuiltInPartsOnSeveralThreadsIsTheSameView) {
+  TestJob one, four;
+  for (TestJob* job : {&one, &four}) {
+    for (int32_t r = 2999; r >= 0; --r) {  // created out of rank order
+      job->Define(r, KernelSig(1, "k"));
+      job->Define(r, GemmSig(2, 64, 64, 64));
+      std::vector<xpu_record_v1> recs;
+      for (uint32_t i = 0; i < 40; ++i) {
+        // Out of order within the rank: sorted in the view.
+        recs.push_back(Timed(1 + i % 2, 100000 * r + 1000 * (40 - i), 5 + r % 7, i));
+      }
+      job->Add(r, recs);
+    }
+    job->CloseWindow();
+  }
+  WindowViews v1, v4;
+  const WindowView& a = v1.BuildAndTrim(one.state(), 16, 64, 1);
+  const WindowView& b = v4.BuildAndTrim(four.state(), 16, 64, 4);
+  ASSERT_EQ(a.ranks.size(), 3000u);
+  ASSERT_EQ(b.ranks.size(), a.ranks.size());
+  EXPECT_EQ(b.records, a.records);
+  EXPECT_EQ(b.records, 3000u * 40);
+  EXPECT_EQ(b.first_ns, a.first_ns);
+  EXPECT_EQ(b.last_ns, a.last_ns);
+  EXPECT_EQ(b.identities.size(), 3000u);
+  for (size_t i = 0; i < a.ranks.size(); ++i) {
+    ASSERT_EQ(b.ranks[i].rank, static_cast<int32_t>(i));
+    EXPECT_EQ(Starts(b.ranks[i]), Starts(a.ranks[i])) << i;
+    EXPECT_EQ(b.ranks[i].sigs.size(), 2u) << i;
+    EXPECT_EQ(b.ranks[i].Sig(2)->m, 64u) << i;
+  }
+  for (const auto& [key, p] : four.state().processes()) {
+    EXPECT_EQ(p->ring.held(), p->identity.rank() == 0 ? 40u : 16u) << key;
+  }
+}
+
+// A record that ended well before the window being filled began came after
+// its own window was analysed: counted late, once, in the window it joins.
+// Not so a record near the boundary (a daemon flushes every second), nor
+// the backlog of a process first seen in this window.
+TEST(WindowViewTest, RecordsOfAnAnalysedWindowAreCountedLate) {
+  TestJob job;
+  job.Define(0, KernelSig(1));
+  job.Add(0, Timed(1, TestJob::kStartNs + 1 * kSec, 10));
+  job.CloseWindow();                                        // [start, start + 60 s)
+  job.Add(0, Timed(1, TestJob::kStartNs + 30 * kSec, 10));  // late
+  job.Add(0, Timed(1, TestJob::kStartNs + 59 * kSec, 10));  // within the slack
+  job.Add(0, Timed(1, TestJob::kStartNs + 61 * kSec, 10));  // in this window
+  job.Define(1, KernelSig(1));                              // a new process
+  job.Add(1, Timed(1, TestJob::kStartNs + 30 * kSec, 10));  // its backlog
+  const WindowSummaryRow row = job.state().CloseWindow(job.now() + 60 * kSec);
+  EXPECT_EQ(row.records, 4u);
+  EXPECT_EQ(row.late_records, 1u);
+  EXPECT_EQ(job.state().CloseWindow(job.now() + 120 * kSec).late_records, 0u);
+}
+
 TEST(WindowViewTest, RetainForgetsRetiredJobs) {
   TestJob job;
   job.Define(0, KernelSig(1));
@@ -117,14 +176,19 @@ TEST(WindowViewTest, RetainForgetsRetiredJobs) {
 }
 
 // Steps of 10 kernels each on 600 ranks (enough for FindAll to use several
-// threads): a GEMM then a 1 ms gap on odd ranks, 0.1 ms on even ones.
+// threads): a GEMM then a 1 ms gap on odd ranks, 0.1 ms on even ones; an
+// all-reduce of every rank per step.
 TEST(WindowViewTest, EachRanksFiguresAreFoundOnceAndMatchTheAnalyses) {
   TestJob job;
-  constexpr uint32_t kStep = 1, kGemm = 2;
+  constexpr uint32_t kStep = 1, kGemm = 2, kAllReduce = 3;
   constexpr int kRanks = 600;
   for (int r = 0; r < kRanks; ++r) {
     job.Define(r, HostSig(kStep, XPU_OP_STEP));
     job.Define(r, GemmSig(kGemm, 1024, 1024, 1024));
+    job.Define(r, CollSig(kAllReduce, XPU_OP_ALLREDUCE, 1 << 20, 7, r, kRanks));
+    for (uint32_t s = 0; s < 4; ++s) {
+      job.Add(r, Timed(kAllReduce, 2 * kSec + s * kSec + static_cast<uint64_t>(r) * kUs, kMs, s));
+    }
     const uint64_t gap = r % 2 ? kMs : 100 * kUs;
     for (int i = 0; i < 40; ++i) {
       const uint64_t at = kSec + static_cast<uint64_t>(i) * (kMs + gap);
@@ -166,6 +230,16 @@ TEST(WindowViewTest, EachRanksFiguresAreFoundOnceAndMatchTheAnalyses) {
   EXPECT_DOUBLE_EQ(v.VoidOf(copy).VMinority(), v.VoidOf(v.ranks[1]).VMinority());
   EXPECT_NE(&v.VoidOf(copy), &v.VoidOf(v.ranks[1]));
   EXPECT_EQ(v.GemmsOf(copy).begin()->second.count, 40u);
+  // The communicators, found once by FindAll, as the analysis finds them.
+  const std::vector<analysis::CommBandwidth> comms = analysis::CommunicatorBandwidth(v.ranks);
+  const std::vector<analysis::CommBandwidth>& cached = v.Communicators();
+  ASSERT_EQ(comms.size(), 1u);
+  ASSERT_EQ(cached.size(), 1u);
+  EXPECT_EQ(cached[0].count, 4u);
+  EXPECT_EQ(cached[0].ranks.size(), static_cast<size_t>(kRanks));
+  EXPECT_DOUBLE_EQ(cached[0].BusBw(), comms[0].BusBw());
+  EXPECT_GT(cached[0].BusBw(), 0);
+  EXPECT_EQ(&v.Communicators(), &cached);
 }
 
 TEST(WindowViewTest, NewDiagnosisAndFigures) {

@@ -72,7 +72,8 @@ absl::StatusOr<std::string> MakeTokenFile(std::string* token) {
     token->push_back(kHex[c & 15]);
   }
   char dir[] = "/tmp/xpu-sim-token-XXXXXX";
-  if (mkdtemp(dir) == nullptr) return absl::InternalError("cannot create a directory for the token");
+  if (mkdtemp(dir) == nullptr)
+    return absl::InternalError("cannot create a directory for the token");
   const std::string path = std::string(dir) + "/token";
   std::ofstream f(path);
   f << *token << "\n";
@@ -161,6 +162,9 @@ class Simulation {
   uint64_t rss_baseline_ = 0;
   json::Json queries_;
   double analysis_lag_s_ = -1;
+  // The job's records that reached the engine after their window was
+  // analysed (JobInfo.records_late), as of the last AnalysedUntil; -1 unknown.
+  int64_t records_late_ = -1;
 };
 
 absl::Status Simulation::StartEngine() {
@@ -204,7 +208,8 @@ absl::Status Simulation::Connect() {
     args.SetMaxReceiveMessageSize(256 << 20);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one TCP connection per channel
     args.SetInt("xpu-sim.connection", i);
-    channels_.push_back(grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
+    channels_.push_back(
+        grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args));
     stubs_.push_back(xpu::v1::Ingest::NewStub(channels_.back()));
   }
   query_ = xpu::v1::Query::NewStub(channels_.front());
@@ -254,7 +259,8 @@ void Simulation::FillProcess(int32_t r, uint64_t now, size_t from, size_t to,
   uint64_t& read = records_read_[static_cast<size_t>(r)];
   read += to - from;
   xpu::v1::ProcessCounters* c = pb->mutable_counters();
-  for (int i = 0; i < XPU_CNT_INTERNAL + 1; ++i) c->add_hook(i == XPU_CNT_RECORDS_WRITTEN ? read : 0);
+  for (int i = 0; i < XPU_CNT_INTERNAL + 1; ++i)
+    c->add_hook(i == XPU_CNT_RECORDS_WRITTEN ? read : 0);
   c->set_records_read(read);
   const bool stopped = model_.Role(r) == HangRole::kStopped;
   c->set_heartbeat_ns(stopped ? model_.hang().since_ns : now);
@@ -313,8 +319,7 @@ void Simulation::SendWindow(uint64_t start, uint64_t delta, WindowStats* s) {
   // have left to flush: they go at once, as before the stall.
   const bool burst = model_.hang().active;
   for (size_t i = 0; i < std::max<size_t>(1, slices); ++i) {
-    const uint64_t at =
-        start + delta + (burst ? 0 : i * window_ns_ / std::max<size_t>(1, slices));
+    const uint64_t at = start + delta + (burst ? 0 : i * window_ns_ / std::max<size_t>(1, slices));
     flag_hang(at);
     SleepUntilNs(at);
     const auto t = std::chrono::steady_clock::now();
@@ -334,7 +339,8 @@ std::pair<uint64_t, uint64_t> Simulation::SendAll(bool with_records, size_t step
   const int32_t hosts = model_.hosts();
   int threads = o_.threads > 0 ? o_.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, std::min(threads, static_cast<int>(hosts)));
-  std::vector<uint64_t> recs(static_cast<size_t>(threads), 0), bytes(static_cast<size_t>(threads), 0);
+  std::vector<uint64_t> recs(static_cast<size_t>(threads), 0),
+      bytes(static_cast<size_t>(threads), 0);
   std::vector<std::thread> pool;
   const uint64_t now = NowNs();
   for (int t = 0; t < threads; ++t) {
@@ -377,7 +383,8 @@ void Simulation::PollDiagnoses() {
   }
   for (const xpu::v1::DiagnosisInfo& d : reply.diagnoses()) {
     DiagnosisSeen& s = seen_[{d.kind(), d.subject()}];
-    if (s.first_seen_ns == 0 || d.first_seen_ns() < s.first_seen_ns) s.first_seen_ns = d.first_seen_ns();
+    if (s.first_seen_ns == 0 || d.first_seen_ns() < s.first_seen_ns)
+      s.first_seen_ns = d.first_seen_ns();
     s.kind = d.kind();
     s.subject = d.subject();
     s.team = d.team();
@@ -393,8 +400,8 @@ void Simulation::PrintProgress(int w, const WindowStats& s) {
   if (!o_.progress) return;
   std::string diag;
   for (const auto& [key, d] : seen_) {
-    absl::StrAppend(&diag, diag.empty() ? "" : ", ", d.kind, "[", RankListString(d.ranks).substr(0, 24),
-                    "] ", d.team);
+    absl::StrAppend(&diag, diag.empty() ? "" : ", ", d.kind, "[",
+                    RankListString(d.ranks).substr(0, 24), "] ", d.team);
   }
   std::string eng;
   if (engine_) {
@@ -406,9 +413,9 @@ void Simulation::PrintProgress(int w, const WindowStats& s) {
           "xpu-sim: window %d/%d: steps span %.2f s; %llu records, %s sent in %.2f s (built in "
           "%.2f s)%s%s%s\n",
           w + 1, o_.windows, static_cast<double>(model_.last_span_ns()) * 1e-9,
-          static_cast<unsigned long long>(s.records),
-          Mb(static_cast<double>(s.bytes)).c_str(), s.send_s, s.build_s, s.late ? " LATE" : "",
-          eng.c_str(), diag.empty() ? "" : ("; diagnoses: " + diag).c_str());
+          static_cast<unsigned long long>(s.records), Mb(static_cast<double>(s.bytes)).c_str(),
+          s.send_s, s.build_s, s.late ? " LATE" : "", eng.c_str(),
+          diag.empty() ? "" : ("; diagnoses: " + diag).c_str());
 }
 
 absl::StatusOr<SimReport> Simulation::Run() {
@@ -468,7 +475,10 @@ std::optional<uint64_t> Simulation::AnalysedUntil() {
   xpu::v1::JobsReply reply;
   if (!query_->Jobs(&ctx, req, &reply).ok()) return std::nullopt;
   for (const xpu::v1::JobInfo& j : reply.jobs()) {
-    if (j.job() == o_.model.job) return j.analysed_until_ns();
+    if (j.job() == o_.model.job) {
+      records_late_ = static_cast<int64_t>(j.records_late());
+      return j.analysed_until_ns();
+    }
   }
   return std::nullopt;
 }
@@ -485,7 +495,8 @@ void Simulation::WaitForAnalysis(uint64_t window_end_ns) {
     if (now >= deadline) {
       analysis_lag_s_ = -1;
       if (o_.progress) {
-        fprintf(stderr, "xpu-sim: the engine did not finish analysing the last window within %.0f s\n",
+        fprintf(stderr,
+                "xpu-sim: the engine did not finish analysing the last window within %.0f s\n",
                 static_cast<double>(deadline - window_end_ns) * 1e-9);
       }
       return;
@@ -577,6 +588,9 @@ SimReport Simulation::Report() {
   out["steps"] = model_.steps_done();
   out["records_sent"] = sent;
   out["records_dropped"] = dropped;
+  // Applied by the engine after their window was analysed: each went to
+  // the next window's analysis instead (-1: not known).
+  out["records_late"] = records_late_;
   out["bytes_sent"] = bytes;
   const double rank_steps = static_cast<double>(model_.ranks()) *
                             static_cast<double>(std::max<uint64_t>(1, steps_with_records_));

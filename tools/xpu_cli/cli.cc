@@ -136,7 +136,8 @@ json::Json JobJson(const xpu::v1::JobInfo& j) {
           {"owner_uid", j.owner_uid()},
           {"first_seen_ns", j.first_seen_ns()},
           {"last_seen_ns", j.last_seen_ns()},
-          {"analysed_until_ns", j.analysed_until_ns()}};
+          {"analysed_until_ns", j.analysed_until_ns()},
+          {"records_late", j.records_late()}};
 }
 
 json::Json LossJson(const google::protobuf::RepeatedPtrField<xpu::v1::LossCount>& lost) {
