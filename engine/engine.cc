@@ -413,18 +413,23 @@ void Engine::WindowLoop() {
   // the start time or the length of a tick: every engine (and xpu-sim,
   // docs/scale.md) knows where a window ends, and a slow tick does not shift
   // the windows after it.
+  // Each window is analysed --window-grace-s after its end, so that the
+  // records that started before the end are in it though the ingest ran
+  // behind (a 100k-rank job's tick takes most of the cores for most of the
+  // window); the records that started after the end wait for the next.
   const int64_t period_ms = std::max<int64_t>(1, static_cast<int64_t>(options_.window_s * 1000));
+  const int64_t grace_ms = static_cast<int64_t>(options_.WindowGraceS() * 1000);
   LowerWindowPriority();
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
     const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-    const std::chrono::system_clock::time_point next{
-        std::chrono::milliseconds((now_ms / period_ms + 1) * period_ms)};
+    const int64_t end_ms = ((now_ms - grace_ms) / period_ms + 1) * period_ms;
+    const std::chrono::system_clock::time_point next{std::chrono::milliseconds(end_ms + grace_ms)};
     if (cv_.wait_until(l, next, [&] { return stopping_; })) break;
     l.unlock();
-    TickWindow();
+    TickWindow(static_cast<uint64_t>(end_ms) * 1000000ull);
     l.lock();
   }
 }
@@ -472,6 +477,18 @@ void Engine::PublishRankAges(const std::string& job, std::vector<RankAge>* ages)
   shown->second = std::move(now);
 }
 
+// The view of the window `job` just closed, its rings cut as copied
+// (records held once); with `cut`, of the records that started before
+// `end` (the others wait for the next window).
+void Engine::BuildView(JobState& job, uint64_t end, bool cut) {
+  WindowCut c;
+  if (cut) {
+    c.end_ns = end;
+    c.next_ns = end + static_cast<uint64_t>(options_.window_s * 1e9);
+  }
+  views_->BuildAndTrim(job, kRingTailRecords, kPaceTailRecords, options_.detector_threads, c);
+}
+
 // One job's part of a window tick: close its window, run the detectors
 // (each one's time added to `cost`), queue its history rows. Returns the
 // job's findings; `finished` tells whether the job has finished.
@@ -482,8 +499,8 @@ void Engine::PublishRankAges(const std::string& job, std::vector<RankAge>* ages)
 // the view run (the longest part at scale), so that the job's records go
 // on being applied meanwhile (a 100k-rank job's tick once held it for tens
 // of seconds, and its ranks looked silent).
-std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCost* cost,
-                                       bool* finished) {
+std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, uint64_t end, bool cut,
+                                       TickCost* cost, bool* finished) {
   JobState* job = &job_state;
   auto t = std::chrono::steady_clock::now();
   auto lap = [&t, cost](std::string_view what) {
@@ -498,12 +515,10 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, TickCo
     std::lock_guard<std::mutex> l(job->mu());
     held[0].from_ns = registry_.Now();
     ApplyMetricsRetention(Summarize(*job), now);
-    row = job->CloseWindow(now);
+    row = job->CloseWindow(end);
     NoteLateRecords(*job, row);
     t = std::chrono::steady_clock::now();
-    if (views_) {  // rings cut as copied: records held once
-      views_->BuildAndTrim(*job, kRingTailRecords, kPaceTailRecords, options_.detector_threads);
-    }
+    if (views_) BuildView(*job, end, cut);
     job->TrimRings();  // (cut already) counts the rings' memory
     lap("window view");
     if (history_) history_->Prepare(*job);
@@ -682,18 +697,21 @@ void Engine::WarnSlowTick(double seconds, const TickCost& cost) {
               options_.window_s, cost.processes, top);
 }
 
-std::vector<Diagnosis> Engine::TickWindow() {
+std::vector<Diagnosis> Engine::TickWindow(uint64_t window_end_ns) {
   std::lock_guard<std::mutex> tick(tick_mu_);
   const auto tick_start = std::chrono::steady_clock::now();
   ApplyReplicaChanges();
   registry_.UpdateLiveness();
   const uint64_t now = registry_.Now();
+  const uint64_t end = window_end_ns != 0 ? std::min(window_end_ns, now) : now;
   std::vector<Diagnosis> all;
   std::set<std::string> ticked, finished;
   TickCost cost;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     bool done = false;
-    for (Diagnosis& d : TickJob(*job, now, &cost, &done)) all.push_back(std::move(d));
+    for (Diagnosis& d : TickJob(*job, now, end, window_end_ns != 0, &cost, &done)) {
+      all.push_back(std::move(d));
+    }
     ticked.insert(job->job());
     if (done) finished.insert(job->job());
   }
@@ -728,7 +746,7 @@ std::vector<Diagnosis> Engine::TickWindow() {
   TrackerUpdate update = tracker_->Update(&all, ticked, alive, now, finished);
   for (const Diagnosis& d : all) store_->EnqueueDiagnosis(d);
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
-    if (ticked.count(job->job())) job->set_analysed_until_ns(now);
+    if (ticked.count(job->job())) job->set_analysed_until_ns(end);
   }
   for (const ResolvedDiagnosis& r : update.resolved) {
     store_->EnqueueDiagnosisResolution(history::DiagnosisResolution{

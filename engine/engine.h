@@ -81,8 +81,11 @@ class Engine {
   CommandFuture SendCommand(const std::string& daemon_id, xpu::v1::Command cmd) {
     return ingest_->SendCommand(daemon_id, std::move(cmd));
   }
-  // One window step now; returns the diagnoses it produced.
-  std::vector<Diagnosis> TickWindow();
+  // One window step now; returns the diagnoses it produced. The window
+  // ends at `window_end_ns` (the window loop's boundary, ticked
+  // --window-grace-s after it: the records that started after it wait for
+  // the next window), or now (0: every record received is in it).
+  std::vector<Diagnosis> TickWindow(uint64_t window_end_ns = 0);
   // Adds a detector after the engine's own (for tests of the window tick;
   // call before the first tick). The views are those its detectors share.
   void AddDetector(std::unique_ptr<Detector> d) { detectors_.push_back(std::move(d)); }
@@ -105,7 +108,8 @@ class Engine {
     size_t processes = 0;
   };
   // TickWindow's work for one job (engine.cc).
-  std::vector<Diagnosis> TickJob(JobState& job, uint64_t now, TickCost* cost, bool* finished);
+  std::vector<Diagnosis> TickJob(JobState& job, uint64_t now, uint64_t end, bool cut,
+                                 TickCost* cost, bool* finished);
   struct RankAge {  // for a rank's xpu_rank_last_record_age_seconds
     std::string label;
     xpu::v1::ProcessIdentity identity;
@@ -116,6 +120,7 @@ class Engine {
   void RunDetectors(const JobState& job, bool with_lock, std::vector<VectorSink>* sinks,
                     TickCost* cost);
   void NoteLateRecords(const JobState& job, const WindowSummaryRow& row);
+  void BuildView(JobState& job, uint64_t end, bool cut);
   void LowerWindowPriority();
   void WarnSlowTick(double seconds, const TickCost& cost);
   void ApplyMetricsRetention(const JobSummary& s, uint64_t now);

@@ -53,6 +53,12 @@ void AddMemoryFlags(CLI::App& app, EngineOptions* o) {
       ->type_name("N")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  app.add_option("--window-grace-s", o->window_grace_s,
+                 "seconds after a window's end at which it is analysed: the records that "
+                 "started before the end and arrived by then are in it, those that started "
+                 "after it wait for the next window; default min(3, --window-s / 10)")
+      ->type_name("S")
+      ->check(CLI::Range(0.0, 3600.0));
   app.add_option("--window-nice", o->window_nice,
                  "niceness added to the window tick's threads (the detectors'), so that the "
                  "ingest goes first when the engine's cores are short: records applied late land "
@@ -299,6 +305,10 @@ absl::StatusOr<EngineOptions> ParseEngineFlags(const std::vector<std::string>& a
       // its own.
       return absl::InvalidArgumentError(
           absl::StripSuffix(absl::StripPrefix(r.text, "xpu-engine: "), "\n"));
+  }
+  if (o.window_grace_s >= o.window_s) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--window-grace-s ", o.window_grace_s, " must be shorter than --window-s ", o.window_s));
   }
   return o;
 }

@@ -3,6 +3,7 @@
 #ifndef XPU_ENGINE_ENGINE_OPTIONS_H_
 #define XPU_ENGINE_ENGINE_OPTIONS_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,6 +60,13 @@ struct EngineOptions {
   // detectors'): the ingest goes first when the cores are short, so that a
   // window's records are in it when it is analysed. 0 = as the engine.
   int window_nice = 5;
+  // Seconds after a window's end at which it is analysed: its records that
+  // started before the end and reached the engine within this time are in
+  // it; those that started after wait for the next. < 0: min(3, window/10).
+  double window_grace_s = -1;
+  double WindowGraceS() const {
+    return window_grace_s >= 0 ? window_grace_s : std::min(3.0, window_s / 10);
+  }
   std::string log_level = "info";
   // Diagnoses out of the engine (engine/alerting/): Alertmanager base URL
   // (POST /api/v2/alerts) and a generic JSON webhook; "" = off.

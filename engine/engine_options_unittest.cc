@@ -31,6 +31,21 @@ TEST(EngineOptionsTest, DefaultsAndParsing) {
   EXPECT_TRUE(ParseEngineFlags({"--help"})->help);
 }
 
+// A window is analysed a grace after its end: by default a tenth of the
+// window, at most 3 s; given, shorter than the window.
+TEST(EngineOptionsTest, WindowGrace) {
+  EXPECT_DOUBLE_EQ(ParseEngineFlags({})->WindowGraceS(), 1.0);
+  EXPECT_DOUBLE_EQ(ParseEngineFlags({"--window-s=60"})->WindowGraceS(), 3.0);
+  EXPECT_DOUBLE_EQ(ParseEngineFlags({"--window-s=2"})->WindowGraceS(), 0.2);
+  EXPECT_DOUBLE_EQ(ParseEngineFlags({"--window-grace-s=0"})->WindowGraceS(), 0.0);
+  EXPECT_DOUBLE_EQ(ParseEngineFlags({"--window-grace-s=4"})->WindowGraceS(), 4.0);
+  const auto bad = ParseEngineFlags({"--window-s=5", "--window-grace-s=5"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("must be shorter than --window-s"), std::string::npos);
+  EXPECT_EQ(ParseEngineFlags({})->window_nice, 5);
+  EXPECT_FALSE(ParseEngineFlags({"--window-nice=20"}).ok());
+}
+
 TEST(EngineOptionsTest, Loopback) {
   EXPECT_TRUE(IsLoopbackAddress("127.0.0.1:7441"));
   EXPECT_TRUE(IsLoopbackAddress("127.1.2.3:0"));

@@ -6,6 +6,21 @@
 #include <thread>
 
 namespace xpu::engine {
+namespace {
+
+// Runs part(from, to) over [0, n) in up to `threads` parts of at least
+// `per_part` items each, the first on this thread.
+template <typename Part>
+void InParts(size_t n, int threads, size_t per_part, const Part& part) {
+  const size_t t =
+      std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / per_part + 1);
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
+  part(0, n / t);
+  for (std::thread& th : pool) th.join();
+}
+
+}  // namespace
 
 std::string WindowView::HostOf(int32_t rank) const {
   // ranks is sorted by rank (Get): a binary search, so that naming the hosts
@@ -64,37 +79,47 @@ void WindowView::FindAll(int threads) const {
       GemmsOf(ranks[i]);
     }
   };
-  const size_t n = ranks.size();
-  const size_t t = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / 256 + 1);
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
-  part(0, n / t);
-  for (std::thread& th : pool) th.join();
+  InParts(ranks.size(), threads, 256, part);
   if (comms.joinable()) comms.join();
 }
 
-const WindowView& WindowViews::Get(const JobState& job) { return Make(job, nullptr, 1); }
+const WindowView& WindowViews::Get(const JobState& job) { return Make(job, nullptr, 1, {}); }
 
 const WindowView& WindowViews::BuildAndTrim(JobState& job, size_t keep, size_t pace_keep,
-                                            int threads) {
+                                            int threads, WindowCut cut) {
   const ProcessState* pace = job.PaceProcess();
   return Make(
       job,
-      [pace, keep, pace_keep](ProcessState& p) {
-        p.ring.Trim(&p == pace ? std::max(keep, pace_keep) : keep);
+      [pace, keep, pace_keep](ProcessState& p, size_t held) {
+        p.ring.Trim(std::max(held, &p == pace ? std::max(keep, pace_keep) : keep));
       },
-      threads);
+      threads, cut);
 }
 
 namespace {
 
-// The trace of one rank from the newest `n` records of its ring.
-analysis::RankTrace TraceOf(const ProcessState& p, size_t n) {
+// How many of the newest `n` records of p's ring, oldest first, come
+// before the cut: up to the first that started in [end_ns, next_ns).
+size_t BeforeCut(const ProcessState& p, size_t n, WindowCut cut) {
+  if (cut.end_ns == UINT64_MAX) return n;
+  size_t i = 0, before = n;
+  p.ring.ForEachLast(n, [&](const xpu_record_v1& r) {
+    if (before == n && r.start_ns >= cut.end_ns && r.start_ns < cut.next_ns) before = i;
+    ++i;
+  });
+  return before;
+}
+
+// The trace of one rank from the first `take` of the newest `n` records of
+// its ring.
+analysis::RankTrace TraceOf(const ProcessState& p, size_t n, size_t take) {
   analysis::RankTrace t;
   t.rank = p.identity.rank();
   t.host = p.identity.host();
-  t.ops.reserve(n);
+  t.ops.reserve(take);
+  size_t i = 0;
   p.ring.ForEachLast(n, [&](const xpu_record_v1& r) {
+    if (i++ >= take) return;
     const SignatureInfo* s = p.sigs.Find(r.sig_id);
     if (s == nullptr) return;
     if (!t.sigs.count(r.sig_id)) t.sigs[r.sig_id] = analysis::OpSigFromAbi(s->abi, s->name);
@@ -106,12 +131,16 @@ analysis::RankTrace TraceOf(const ProcessState& p, size_t n) {
 
 }  // namespace
 
-const WindowView& WindowViews::Make(const JobState& job,
-                                    const std::function<void(ProcessState&)>& trim, int threads) {
+const WindowView& WindowViews::Make(const JobState& job, const Trim& trim, int threads,
+                                    WindowCut cut) {
   PerJob& pj = jobs_[job.job()];
   if (pj.built && pj.view.window_id == job.window_start_ns()) {
     if (trim) {
-      for (const auto& [key, p] : job.processes()) trim(*p);
+      for (const auto& [key, p] : job.processes()) {
+        const uint64_t written = p->ring.written();
+        const uint64_t cur = std::min(pj.cursor[key], written);
+        trim(*p, static_cast<size_t>(std::min<uint64_t>(written - cur, p->ring.held())));
+      }
     }
     return pj.view;
   }
@@ -123,9 +152,12 @@ const WindowView& WindowViews::Make(const JobState& job,
   // thread), then their traces, in parallel parts: the window tick builds
   // the view holding the job's lock, which stops the job's ingest (100k
   // ranks' took 4 s on one thread).
+  // A rank's records from the first that started after the cut stay in its
+  // ring (the cursor stops before them), found in the parallel parts.
   struct Fresh {
     ProcessState* p;
     size_t n;
+    uint64_t* cursor;  // ring.written() once read: less the records held
   };
   std::vector<Fresh> fresh;
   for (const auto& [key, p] : job.processes()) {
@@ -133,27 +165,34 @@ const WindowView& WindowViews::Make(const JobState& job,
     uint64_t& cur = pj.cursor[key];
     if (cur > written) cur = 0;  // a restarted rank's ring is new
     const uint64_t n = written - cur;
-    cur = written;
     if (p->identity.rank() < 0 || n == 0) {
-      if (trim) trim(*p);
+      cur = written;
+      if (trim) trim(*p, 0);
       continue;
     }
-    fresh.push_back({p.get(), static_cast<size_t>(std::min<uint64_t>(n, p->ring.held()))});
-    v.identities[p->identity.rank()] = p->identity;
+    fresh.push_back({p.get(), static_cast<size_t>(std::min<uint64_t>(n, p->ring.held())), &cur});
   }
   v.ranks.resize(fresh.size());
+  std::vector<uint8_t> empty(fresh.size(), 0);  // every record held for the next window
   auto part = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) {  // distinct processes and slots per thread
-      v.ranks[i] = TraceOf(*fresh[i].p, fresh[i].n);
-      if (trim) trim(*fresh[i].p);
+      const Fresh& f = fresh[i];
+      const size_t take = BeforeCut(*f.p, f.n, cut);
+      *f.cursor = f.p->ring.written() - (f.n - take);
+      if (take > 0) v.ranks[i] = TraceOf(*f.p, f.n, take);
+      empty[i] = take == 0;
+      if (trim) trim(*f.p, f.n - take);
     }
   };
-  const size_t n = fresh.size();
-  const size_t t = std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / 1024 + 1);
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
-  part(0, n / t);
-  for (std::thread& th : pool) th.join();
+  InParts(fresh.size(), threads, 1024, part);
+  size_t kept = 0;  // the ranks with records in the window, in place
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    if (empty[i]) continue;
+    v.identities[fresh[i].p->identity.rank()] = fresh[i].p->identity;
+    if (kept != i) v.ranks[kept] = std::move(v.ranks[i]);
+    ++kept;
+  }
+  v.ranks.resize(kept);
   v.first_ns = UINT64_MAX;
   for (const analysis::RankTrace& r : v.ranks) {
     v.records += r.ops.size();

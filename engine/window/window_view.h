@@ -84,6 +84,16 @@ struct WindowView {
   mutable std::optional<std::vector<analysis::CommBandwidth>> comms_;
 };
 
+// Where a window ends for its view (the window tick, some seconds after the
+// end): a rank's records from the first that started at or after end_ns
+// wait in its ring for the next window. One that started at or after
+// next_ns (a clock that far ahead) does not stop the window. The default
+// takes every record received.
+struct WindowCut {
+  uint64_t end_ns = UINT64_MAX;
+  uint64_t next_ns = UINT64_MAX;
+};
+
 class WindowViews {
  public:
   // The view of the window that `job` just closed.
@@ -93,9 +103,11 @@ class WindowViews {
   // (JobState::TrimRings's `keep`, `pace_keep` for the pace process) as
   // soon as its window records are copied, so that the rings' window
   // records and the decoded view do not coexist. Get then returns it.
-  // Built on up to `threads` threads (a part per 1,024+ ranks).
+  // Built on up to `threads` threads (a part per 1,024+ ranks), of the
+  // records before `cut` (the ring keeps those after it as well).
   const WindowView& BuildAndTrim(JobState& job, size_t keep = kRingTailRecords,
-                                 size_t pace_keep = kPaceTailRecords, int threads = 1);
+                                 size_t pace_keep = kPaceTailRecords, int threads = 1,
+                                 WindowCut cut = {});
   // Frees the job's view once the window's analyses are done (the cursors
   // stay): the records of a window are not held until the next one.
   void Release(const std::string& job);
@@ -108,11 +120,12 @@ class WindowViews {
     WindowView view;
     bool built = false;
   };
-  // Builds the view of `job` unless built; calls trim(p) for every process
-  // once its records are in the view (trim may be empty), on up to
+  // Builds the view of `job` unless built; calls trim(p, held) for every
+  // process once its records before `cut` are in the view (trim may be
+  // empty; `held`: its newest records left for the next window), on up to
   // `threads` threads.
-  const WindowView& Make(const JobState& job, const std::function<void(ProcessState&)>& trim,
-                         int threads);
+  using Trim = std::function<void(ProcessState&, size_t held)>;
+  const WindowView& Make(const JobState& job, const Trim& trim, int threads, WindowCut cut);
   std::map<std::string, PerJob> jobs_;
 };
 

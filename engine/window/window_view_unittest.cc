@@ -160,6 +160,49 @@ TEST(WindowViewTest, RecordsOfAnAnalysedWindowAreCountedLate) {
   EXPECT_EQ(job.state().CloseWindow(job.now() + 120 * kSec).late_records, 0u);
 }
 
+// Cut at the window's end: a rank's records from the first that started at
+// or after it stay in its ring for the next window, however small the tail
+// the ring keeps; a record from a clock a window ahead does not stop it.
+TEST(WindowViewTest, RecordsAfterTheCutWaitForTheNextWindow) {
+  TestJob job;
+  job.Define(0, KernelSig(1));
+  job.Define(1, KernelSig(1));
+  std::vector<xpu_record_v1> recs;
+  for (uint32_t i = 0; i < 30; ++i) recs.push_back(Timed(1, 1000 + 100 * i, 5, i));
+  job.Add(0, recs);                   // starts 1000 .. 3900
+  job.Add(1, Timed(1, 500, 5, 0));    // before the cut
+  job.Add(1, Timed(1, 90000, 5, 1));  // a clock a window ahead: not waited for
+  job.Add(1, Timed(1, 800, 5, 2));
+  job.CloseWindow();
+  WindowViews views;
+  const WindowView& v =
+      views.BuildAndTrim(job.state(), /*keep=*/4, /*pace_keep=*/4, 1, WindowCut{2000, 12000});
+  ASSERT_EQ(v.ranks.size(), 2u);
+  EXPECT_EQ(v.ranks[0].ops.size(), 10u);  // 1000 .. 1900
+  EXPECT_EQ(v.ranks[0].ops.back().start_ns, 1900u);
+  EXPECT_THAT(Starts(v.ranks[1]), ElementsAre(500, 800, 90000));
+  EXPECT_EQ(v.records, 13u);
+  // The ring kept the 20 held records, not its tail of 4.
+  EXPECT_EQ(job.state().processes().at("rank:0")->ring.held(), 20u);
+  EXPECT_EQ(job.state().processes().at("rank:1")->ring.held(), 3u);
+
+  // Every record held: the rank is left out of the window, its records wait.
+  job.Add(1, Timed(1, 13000, 5, 3));
+  job.CloseWindow();
+  const WindowView& w = views.BuildAndTrim(job.state(), 4, 4, 1, WindowCut{2500, 22500});
+  ASSERT_EQ(w.ranks.size(), 1u);
+  EXPECT_EQ(w.ranks[0].rank, 0);
+  EXPECT_EQ(w.ranks[0].ops.size(), 5u);  // 2000 .. 2400
+  EXPECT_EQ(w.identities.count(1), 0u);
+
+  // The next window takes what was held.
+  job.CloseWindow();
+  const WindowView& x = views.BuildAndTrim(job.state(), 4, 4, 1, WindowCut{});
+  ASSERT_EQ(x.ranks.size(), 2u);
+  EXPECT_EQ(x.ranks[0].ops.size(), 15u);  // 2500 .. 3900
+  EXPECT_THAT(Starts(x.ranks[1]), ElementsAre(13000));
+}
+
 TEST(WindowViewTest, RetainForgetsRetiredJobs) {
   TestJob job;
   job.Define(0, KernelSig(1));

@@ -56,7 +56,7 @@ def body():
     m = re.search(r"the largest of (\d+) runs in docs/scale.md", out)
     # Rows of the simulator tables: ranks, run name, hosts, ...
     rows = sum(1 for l in open(os.path.join(REPO, "docs", "scale.md"))
-               if re.match(r"\| \d+ \| [a-z_]+ \| \d+ \|", l))
+               if re.match(r"\| \d+ \| [^|]+ \| \d+ \|", l))
     # A plan either way: the replicas that carry the ranks, or (exit status
     # 1) that a 10,000-rank job needs a replica larger than the default.
     check(rc in (0, 1) and m and int(m.group(1)) == rows and "replica(s) carry them" in out,
