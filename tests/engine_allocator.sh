@@ -8,18 +8,14 @@ set -euo pipefail
 ENGINE=$1; WANT=$2
 D=$(mktemp -d "${TMPDIR:-/tmp}/xpu-engine-alloc.XXXXXX")
 trap 'kill "${pid:-}" 2>/dev/null || true; rm -rf "$D"' EXIT
+# shellcheck source=engine_start.sh
+. "$(dirname "$0")/engine_start.sh"
 
 # Starts the engine with `env` and flags, waits for it to listen, stops it,
 # prints the allocator line of its log.
 allocator_line() {
   local log=$D/engine.$RANDOM.log
-  env "$@" >"$log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 100); do
-    grep -q "listening on" "$log" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "FAIL: the engine exited"; exit 1; }
-    sleep 0.1
-  done
+  start_engine "$log" env "$@"
   kill "$pid"; wait "$pid" || true
   grep "memory allocator:" "$log" || { cat "$log"; echo "FAIL: no allocator line"; exit 1; }
 }

@@ -7,18 +7,14 @@ set -euo pipefail
 ENGINE=$1
 D=$(mktemp -d "${TMPDIR:-/tmp}/xpu-engine-nice.XXXXXX")
 trap 'kill "${pid:-}" 2>/dev/null || true; rm -rf "$D"' EXIT
+# shellcheck source=engine_start.sh
+. "$(dirname "$0")/engine_start.sh"
 
 # Starts the engine with the flags, waits for it to listen, prints the nice
 # value of each of its threads (field 19 of /proc/PID/task/TID/stat), stops it.
 thread_nices() {
   local log=$D/engine.$RANDOM.log
-  "$ENGINE" --listen 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --db "$D/$RANDOM.db" "$@" >"$log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 100); do
-    grep -q "listening on" "$log" && break
-    kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "FAIL: the engine exited"; exit 1; }
-    sleep 0.1
-  done
+  start_engine "$log" "$ENGINE" --listen 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --db "$D/$RANDOM.db" "$@"
   sleep 0.3  # the window thread lowers its priority as it starts
   for s in /proc/"$pid"/task/*/stat; do
     # The command name may hold spaces: the fields after its ')' are fixed.

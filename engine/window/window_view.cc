@@ -98,33 +98,28 @@ const WindowView& WindowViews::BuildAndTrim(JobState& job, size_t keep, size_t p
 
 namespace {
 
-// How many of the newest `n` records of p's ring, oldest first, come
-// before the cut: up to the first that started in [end_ns, next_ns).
-size_t BeforeCut(const ProcessState& p, size_t n, WindowCut cut) {
-  if (cut.end_ns == UINT64_MAX) return n;
-  size_t i = 0, before = n;
-  p.ring.ForEachLast(n, [&](const xpu_record_v1& r) {
-    if (before == n && r.start_ns >= cut.end_ns && r.start_ns < cut.next_ns) before = i;
-    ++i;
-  });
-  return before;
-}
-
-// The trace of one rank from the first `take` of the newest `n` records of
-// its ring.
-analysis::RankTrace TraceOf(const ProcessState& p, size_t n, size_t take) {
+// The trace of one rank from the newest `n` records of its ring, oldest
+// first, up to the first that started in [cut.end_ns, cut.next_ns);
+// *taken: how many it read (the others wait for the next window). No
+// record read: no trace (rank -1).
+analysis::RankTrace TraceOf(const ProcessState& p, size_t n, WindowCut cut, size_t* taken) {
   analysis::RankTrace t;
-  t.rank = p.identity.rank();
-  t.host = p.identity.host();
-  t.ops.reserve(take);
+  t.ops.reserve(n);
   size_t i = 0;
+  bool cut_here = false;
   p.ring.ForEachLast(n, [&](const xpu_record_v1& r) {
-    if (i++ >= take) return;
+    cut_here = cut_here || (r.start_ns >= cut.end_ns && r.start_ns < cut.next_ns);
+    if (cut_here) return;
+    ++i;
     const SignatureInfo* s = p.sigs.Find(r.sig_id);
     if (s == nullptr) return;
     if (!t.sigs.count(r.sig_id)) t.sigs[r.sig_id] = analysis::OpSigFromAbi(s->abi, s->name);
     t.ops.emplace_back(analysis::OpFromRecord(r, s->abi.kind));
   });
+  *taken = i;
+  if (i == 0) return {};
+  t.rank = p.identity.rank();
+  t.host = p.identity.host();
   t.Sort();
   return t;
 }
@@ -148,12 +143,11 @@ const WindowView& WindowViews::Make(const JobState& job, const Trim& trim, int t
   v.window_id = job.window_start_ns();
   v.backbone = job.job_name();
   v.gpu_model = job.GpuModel();
-  // The ranks with records since the last view (cursors moved on here, one
-  // thread), then their traces, in parallel parts: the window tick builds
-  // the view holding the job's lock, which stops the job's ingest (100k
-  // ranks' took 4 s on one thread).
-  // A rank's records from the first that started after the cut stay in its
-  // ring (the cursor stops before them), found in the parallel parts.
+  // The ranks with records since the last view (one thread), then their
+  // traces, in parallel parts: the window tick builds the view holding the
+  // job's lock, which stops the job's ingest (100k ranks' took 4 s on one
+  // thread). A rank's records from the first that started after the cut
+  // stay in its ring: its cursor stops before them.
   struct Fresh {
     ProcessState* p;
     size_t n;
@@ -173,21 +167,19 @@ const WindowView& WindowViews::Make(const JobState& job, const Trim& trim, int t
     fresh.push_back({p.get(), static_cast<size_t>(std::min<uint64_t>(n, p->ring.held())), &cur});
   }
   v.ranks.resize(fresh.size());
-  std::vector<uint8_t> empty(fresh.size(), 0);  // every record held for the next window
   auto part = [&](size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) {  // distinct processes and slots per thread
       const Fresh& f = fresh[i];
-      const size_t take = BeforeCut(*f.p, f.n, cut);
-      *f.cursor = f.p->ring.written() - (f.n - take);
-      if (take > 0) v.ranks[i] = TraceOf(*f.p, f.n, take);
-      empty[i] = take == 0;
-      if (trim) trim(*f.p, f.n - take);
+      size_t taken = 0;
+      v.ranks[i] = TraceOf(*f.p, f.n, cut, &taken);
+      *f.cursor = f.p->ring.written() - (f.n - taken);
+      if (trim) trim(*f.p, f.n - taken);
     }
   };
   InParts(fresh.size(), threads, 1024, part);
   size_t kept = 0;  // the ranks with records in the window, in place
   for (size_t i = 0; i < fresh.size(); ++i) {
-    if (empty[i]) continue;
+    if (v.ranks[i].rank < 0) continue;  // every record held for the next window
     v.identities[fresh[i].p->identity.rank()] = fresh[i].p->identity;
     if (kept != i) v.ranks[kept] = std::move(v.ranks[i]);
     ++kept;
