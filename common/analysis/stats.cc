@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 namespace xpu::analysis {
 
@@ -15,8 +16,12 @@ double Mean(const std::vector<double>& v) {
 double Median(std::vector<double> v) { return Quantile(std::move(v), 0.5); }
 
 double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
+  return QuantileOfSorted(v, q);
+}
+
+double QuantileOfSorted(const std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
   q = std::clamp(q, 0.0, 1.0);
   double pos = q * static_cast<double>(v.size() - 1);
   size_t lo = static_cast<size_t>(std::floor(pos));
@@ -50,9 +55,13 @@ std::vector<size_t> MadOutliers(const std::vector<double>& v, double k, Tail tai
 }
 
 double KsDistance(std::vector<double> a, std::vector<double> b) {
-  if (a.empty() || b.empty()) return 0;
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
+  return KsDistanceOfSorted(a, b);
+}
+
+double KsDistanceOfSorted(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.empty() || b.empty()) return 0;
   size_t i = 0, j = 0;
   double d = 0;
   const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
@@ -66,13 +75,16 @@ double KsDistance(std::vector<double> a, std::vector<double> b) {
 }
 
 double Wasserstein1(std::vector<double> a, std::vector<double> b) {
-  if (a.empty() || b.empty()) return 0;
   std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
+  return Wasserstein1OfSorted(a, b);
+}
+
+double Wasserstein1OfSorted(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.empty() || b.empty()) return 0;
   // Integrate |F_a - F_b| over the merged breakpoints.
-  std::vector<double> xs(a);
-  xs.insert(xs.end(), b.begin(), b.end());
-  std::sort(xs.begin(), xs.end());
+  std::vector<double> xs(a.size() + b.size());
+  std::merge(a.begin(), a.end(), b.begin(), b.end(), xs.begin());
   const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
   double w = 0;
   size_t i = 0, j = 0;
@@ -82,6 +94,71 @@ double Wasserstein1(std::vector<double> a, std::vector<double> b) {
     w += std::fabs(static_cast<double>(i) / na - static_cast<double>(j) / nb) * (xs[t + 1] - xs[t]);
   }
   return w;
+}
+
+std::vector<double> EvenQuantiles(const std::vector<double>& sorted, size_t n) {
+  if (sorted.size() <= n) return sorted;
+  std::vector<double> out;
+  if (n == 0) return out;
+  out.reserve(n);
+  const double last = static_cast<double>(sorted.size() - 1);
+  for (size_t k = 0; k < n; ++k) {
+    const double pos = n == 1 ? 0.0 : last * static_cast<double>(k) / static_cast<double>(n - 1);
+    out.push_back(sorted[static_cast<size_t>(std::lround(pos))]);
+  }
+  return out;
+}
+
+std::vector<double> KsDistancesToOthers(const std::vector<const std::vector<double>*>& sets,
+                                        std::vector<double>* pool) {
+  struct Tagged {
+    double v;
+    uint32_t set;
+  };
+  size_t total = 0;
+  std::vector<size_t> sizes(sets.size());  // read per sample: no pointer to follow
+  for (size_t k = 0; k < sets.size(); ++k) total += sizes[k] = sets[k]->size();
+  std::vector<Tagged> all;
+  all.reserve(total);
+  for (size_t k = 0; k < sets.size(); ++k) {
+    for (double v : *sets[k]) all.push_back({v, static_cast<uint32_t>(k)});
+  }
+  std::sort(all.begin(), all.end(), [](const Tagged& a, const Tagged& b) { return a.v < b.v; });
+  std::vector<double> d(sets.size(), 0.0);
+  std::vector<size_t> below(sets.size(), 0);  // each set's samples before the value
+  for (size_t from = 0; from < all.size();) {
+    // The value's run: the pool has `from` samples below it, `to` up to it;
+    // each set's samples in it together.
+    size_t to = from + 1;
+    while (to < all.size() && all[to].v == all[from].v) ++to;
+    if (to - from > 1) {
+      std::sort(all.begin() + static_cast<long>(from), all.begin() + static_cast<long>(to),
+                [](const Tagged& a, const Tagged& b) { return a.set < b.set; });
+    }
+    for (size_t a = from; a < to;) {
+      const uint32_t k = all[a].set;
+      size_t b = a;
+      while (b < to && all[b].set == k) ++b;
+      const size_t mine = sizes[k], others = total - mine;
+      const size_t i = below[k], j = i + (b - a);
+      below[k] = j;
+      a = b;
+      if (others == 0) continue;
+      // The figures PoolComplement::KsDistance takes at this value.
+      const double na = static_cast<double>(mine), nb = static_cast<double>(others);
+      d[k] = std::max(d[k],
+                      std::fabs(static_cast<double>(i) / na - static_cast<double>(from - i) / nb));
+      d[k] =
+          std::max(d[k], std::fabs(static_cast<double>(j) / na - static_cast<double>(to - j) / nb));
+    }
+    from = to;
+  }
+  if (pool != nullptr) {
+    pool->clear();
+    pool->reserve(all.size());
+    for (const Tagged& t : all) pool->push_back(t.v);
+  }
+  return d;
 }
 
 std::vector<double> PrefixSums(const std::vector<double>& sorted) {

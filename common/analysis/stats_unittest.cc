@@ -51,6 +51,71 @@ TEST(StatsTest, Wasserstein) {
   EXPECT_DOUBLE_EQ(Wasserstein1({0, 10}, {0, 0}), 5);
 }
 
+// The figures of sorted samples are those of the copying forms.
+TEST(StatsTest, SortedFormsEqualTheCopyingOnes) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> value(0, 40);
+  for (int trial = 0; trial < 100; ++trial) {
+    std::vector<double> a(1 + rng() % 50), b(1 + rng() % 50);
+    for (double& x : a) x = value(rng);
+    for (double& x : b) x = value(rng);
+    const double ks = KsDistance(a, b), w1 = Wasserstein1(a, b), q = Quantile(a, 0.3);
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    EXPECT_DOUBLE_EQ(KsDistanceOfSorted(a, b), ks);
+    EXPECT_DOUBLE_EQ(Wasserstein1OfSorted(a, b), w1);
+    EXPECT_DOUBLE_EQ(QuantileOfSorted(a, 0.3), q);
+  }
+}
+
+// EvenQuantiles keeps the ends and stays within about 1/n of the samples'
+// distribution; few samples are kept whole.
+TEST(StatsTest, EvenQuantilesSummarizeTheSamples) {
+  EXPECT_EQ(EvenQuantiles({1, 2, 3}, 5), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(EvenQuantiles({1, 2, 3, 4, 5}, 3), (std::vector<double>{1, 3, 5}));
+  EXPECT_TRUE(EvenQuantiles({1, 2}, 0).empty());
+  std::mt19937 rng(5);
+  std::lognormal_distribution<double> latency(3.0, 1.0);
+  for (size_t n : {16, 64, 256}) {
+    std::vector<double> v(5000);
+    for (double& x : v) x = latency(rng);
+    std::sort(v.begin(), v.end());
+    const std::vector<double> q = EvenQuantiles(v, n);
+    ASSERT_EQ(q.size(), n);
+    EXPECT_EQ(q.front(), v.front());
+    EXPECT_EQ(q.back(), v.back());
+    EXPECT_TRUE(std::is_sorted(q.begin(), q.end()));
+    EXPECT_LE(KsDistanceOfSorted(q, v), 1.0 / static_cast<double>(n)) << n;
+  }
+}
+
+// KsDistancesToOthers gives each set what PoolComplement's KsDistance
+// gives it, bit for bit, and the sorted pool; random sets with many ties,
+// some empty.
+TEST(StatsTest, KsDistancesToOthersEqualThePoolComplements) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::vector<double>> sets(1 + rng() % 10);
+    std::vector<double> all;
+    for (std::vector<double>& s : sets) {
+      s.resize(rng() % 30);
+      for (double& x : s) x = static_cast<double>(rng() % 25) * 0.5;
+      std::sort(s.begin(), s.end());
+      all.insert(all.end(), s.begin(), s.end());
+    }
+    std::sort(all.begin(), all.end());
+    std::vector<const std::vector<double>*> ptrs;
+    for (const std::vector<double>& s : sets) ptrs.push_back(&s);
+    std::vector<double> pool;
+    const std::vector<double> d = KsDistancesToOthers(ptrs, &pool);
+    EXPECT_EQ(pool, all);
+    ASSERT_EQ(d.size(), sets.size());
+    for (size_t k = 0; k < sets.size(); ++k) {
+      EXPECT_EQ(d[k], PoolComplement(all, {}, sets[k]).KsDistance()) << trial << " " << k;
+    }
+  }
+}
+
 // PoolComplement answers for "the pool without mine" what the explicit
 // difference answers: the same KS statistic and quantiles bit for bit, the
 // same W1 up to rounding. Random pools with many ties (integer samples);

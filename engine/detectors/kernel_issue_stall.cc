@@ -15,17 +15,16 @@ namespace xpu::engine {
 namespace {
 
 using analysis::KernelFamily;
-constexpr size_t kMaxBaselineSamples = 20000;
 
 const char* FamilyName(KernelFamily f) {
   return f == KernelFamily::kCompute ? "compute" : "communication";
 }
 
-double FractionBelow(const std::vector<double>& v, double x) {
-  if (v.empty()) return 0;
-  size_t n = 0;
-  for (double s : v) n += s < x;
-  return static_cast<double>(n) / static_cast<double>(v.size());
+// Of samples sorted ascending.
+double FractionBelow(const std::vector<double>& sorted, double x) {
+  if (sorted.empty()) return 0;
+  const auto n = std::lower_bound(sorted.begin(), sorted.end(), x) - sorted.begin();
+  return static_cast<double>(n) / static_cast<double>(sorted.size());
 }
 
 struct Finding {
@@ -61,7 +60,8 @@ class KernelIssueStallDetector::WindowPass {
   }
 
  private:
-  // Per rank: samples per family (by FamilyIndex), steps, host events.
+  // Per rank: samples per family (by FamilyIndex; sorted), steps, host
+  // events.
   struct RankData {
     RankMemory* mem = nullptr;  // what the detector keeps of the rank
     std::array<std::vector<double>, 2> lat;
@@ -69,7 +69,7 @@ class KernelIssueStallDetector::WindowPass {
     size_t steps = 0;
     analysis::HostTime gc, sync, dataloader;
     analysis::SyncIdle sync_idle;  // GPU idle after sync returns
-    double comm_s = 0;  // timed collective time within the steps
+    double comm_s = 0;             // timed collective time within the steps
   };
 
   void ReadThresholds() {
@@ -109,8 +109,10 @@ class KernelIssueStallDetector::WindowPass {
 
   void MeasureRank(const analysis::RankTrace& t, RankData& d) const {
     for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
-      d.lat[FamilyIndex(f)] = analysis::IssueLatenciesUs(t, f);
-      TopUp(d.lat[FamilyIndex(f)], d.mem->previous[FamilyIndex(f)]);
+      std::vector<double>& lat = d.lat[FamilyIndex(f)];
+      lat = analysis::IssueLatenciesUs(t, f);
+      TopUp(lat, d.mem->previous[FamilyIndex(f)]);
+      std::sort(lat.begin(), lat.end());  // each comparison below reads them sorted
     }
     const analysis::Steps& st = v_.StepsOf(t);
     for (double s : st.DurationsS()) d.step_s += s;
@@ -135,13 +137,23 @@ class KernelIssueStallDetector::WindowPass {
   // never judged twice. `last` holds the previous window's and gets this
   // one's: at most min_samples per rank and family, so that memory stays
   // linear in the job's size, whatever a window holds.
-  void TopUp(std::vector<double>& mine, std::vector<double>& last) const {
-    std::vector<double> now(
-        mine.end() - static_cast<long>(std::min(mine.size(), min_samples_)), mine.end());
+  void TopUp(std::vector<double>& mine, std::vector<float>& last) const {
+    std::vector<float> now(mine.end() - static_cast<long>(std::min(mine.size(), min_samples_)),
+                           mine.end());
     if (!mine.empty() && mine.size() < min_samples_) {
       mine.insert(mine.begin(), last.begin(), last.end());
     }
     last = std::move(now);
+  }
+
+  // A window's sorted samples `mine` into the rank's baseline: at most
+  // kBaselineQuantiles of them (EvenQuantiles), merged in order.
+  static void AddToBaseline(const std::vector<double>& mine, Baseline& b) {
+    const std::vector<double> q = analysis::EvenQuantiles(mine, kBaselineQuantiles);
+    std::vector<float> merged(b.samples_us.size() + q.size());
+    std::merge(b.samples_us.begin(), b.samples_us.end(), q.begin(), q.end(), merged.begin());
+    b.samples_us = std::move(merged);
+    b.windows++;
   }
 
   // Runs work(from, to) over the ranks' indices: in up to kMaxParts
@@ -159,23 +171,23 @@ class KernelIssueStallDetector::WindowPass {
     for (std::future<void>& r : rest) r.get();
   }
 
-  // Every rank's samples of each family, sorted once: each rank is compared
-  // with the pool without its own samples (analysis::PoolComplement), which
-  // keeps the window linear in the job's size (a copy of the other ranks'
-  // samples per rank would be quadratic).
+  // Every rank's samples of each family, sorted once, and each rank's KS
+  // distance to the others' (analysis::KsDistancesToOthers: one pass, where
+  // a search of the pool per sample was the largest part of the detector at
+  // 100k ranks); each rank's median of the others is answered on the pool
+  // without its own samples (analysis::PoolComplement). Both keep the
+  // window linear in the job's size (a copy of the other ranks' samples per
+  // rank would be quadratic). The pool's prefix sums, which only the W1
+  // figure of a flagged rank reads, are summed when first needed (VsPeers):
+  // as large as the pool, a 100k-rank job's hundreds of MB.
   void PoolSamples() {
     for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
       Pool& p = pools_[FamilyIndex(f)];
-      p.sorted.clear();
-      size_t n = 0;
-      for (const RankData& d : data_) n += d.lat[FamilyIndex(f)].size();
-      p.sorted.reserve(n);
-      for (const RankData& d : data_) {
-        const std::vector<double>& v = d.lat[FamilyIndex(f)];
-        p.sorted.insert(p.sorted.end(), v.begin(), v.end());
-      }
-      std::sort(p.sorted.begin(), p.sorted.end());
-      p.prefix = analysis::PrefixSums(p.sorted);
+      std::vector<const std::vector<double>*> sets;
+      sets.reserve(data_.size());
+      for (const RankData& d : data_) sets.push_back(&d.lat[FamilyIndex(f)]);
+      p.ks = analysis::KsDistancesToOthers(sets, &p.sorted);
+      p.prefix.clear();
       p.index = analysis::PoolIndex(p.sorted);
     }
   }
@@ -226,7 +238,8 @@ class KernelIssueStallDetector::WindowPass {
   bool ExcessSyncs(size_t i) const {
     const double rate = SyncsPerStep(i), base = BaseRate(v_.ranks[i].rank);
     if (base < 0) return CostlySyncs(i) || MoreSyncsThanPeers(i);
-    return rate > sync_growth_ * base && (CostlySyncs(i) || MoreSyncsThanPeers(i) || rate >= base + 1);
+    return rate > sync_growth_ * base &&
+           (CostlySyncs(i) || MoreSyncsThanPeers(i) || rate >= base + 1);
   }
   // Synchronization that is a finding by itself, without a stall in the
   // issue latencies (syncs inside a GPU-bound forward leave most of its
@@ -301,7 +314,7 @@ class KernelIssueStallDetector::WindowPass {
       for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
         const std::vector<double>& mine = data_[i].lat[FamilyIndex(f)];
         if (mine.size() < min_samples_ || waiting_[i]) continue;
-        const double my_med = analysis::Median(mine);
+        const double my_med = analysis::QuantileOfSorted(mine, 0.5);
         const bool by_peers = VsPeers(i, f, my_med);
         Baseline& b = data_[i].mem->base[FamilyIndex(f)];
         bool changed = b.windows >= baseline_windows_ && VsOwnHistory(i, f, my_med, b);
@@ -319,38 +332,32 @@ class KernelIssueStallDetector::WindowPass {
           // (GC, synchronization), is a stall. (The sync-alone finding
           // below does not keep a family out of the baseline either: its
           // issue latencies are not the evidence.)
-          b.samples_us.insert(b.samples_us.end(), mine.begin(), mine.end());
-          if (b.samples_us.size() > kMaxBaselineSamples) {
-            b.samples_us.erase(b.samples_us.begin(), b.samples_us.end() - kMaxBaselineSamples);
-          }
-          b.windows++;
+          AddToBaseline(mine, b);
         }
       }
       if (!stalled_.count(rank) && !waiting_[i] && data_[i].steps && SyncsAlone(i)) {
-        stalled_[rank].push_back(absl::StrCat(
-            "GPU idle after synchronizations ", Fmt(SyncCostShare(i) * 100, 1),
-            " % of the step time"));
+        stalled_[rank].push_back(absl::StrCat("GPU idle after synchronizations ",
+                                              Fmt(SyncCostShare(i) * 100, 1),
+                                              " % of the step time"));
       }
     }
   }
 
-  // Each judged rank's distance from the pooled samples of the others, and
-  // their median: the largest share of the pass at 100k ranks (a search
-  // of the pool per sample), measured in parallel parts of the ranks; the
-  // judging stays in order.
+  // Each judged rank's distance from the pooled samples of the others
+  // (PoolSamples), and their median, measured in parallel parts of the
+  // ranks; the judging stays in order.
   void MeasureAgainstPeers() {
     peers_.assign(data_.size(), {});
     InParts([this](size_t from, size_t to) {
       for (size_t i = from; i < to; ++i) {
         if (waiting_[i]) continue;
         for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
-          std::vector<double> mine = data_[i].lat[FamilyIndex(f)];
+          const std::vector<double>& mine = data_[i].lat[FamilyIndex(f)];
           if (mine.size() < min_samples_) continue;
-          std::sort(mine.begin(), mine.end());
           const Pool& pool = pools_[FamilyIndex(f)];
           const analysis::PoolComplement others(pool.sorted, pool.prefix, mine, &pool.index);
           if (others.size() < min_samples_) continue;
-          peers_[i][FamilyIndex(f)] = {true, others.KsDistance(), others.Quantile(0.5)};
+          peers_[i][FamilyIndex(f)] = {true, pool.ks[i], others.Quantile(0.5)};
         }
       }
     });
@@ -360,14 +367,13 @@ class KernelIssueStallDetector::WindowPass {
   bool VsPeers(size_t i, KernelFamily f, double my_med) {
     const PeerFigures& p = peers_[i][FamilyIndex(f)];
     if (!p.measured || p.ks < ks_thr_ || my_med >= shift_ * p.median) return false;
-    std::vector<double> mine = data_[i].lat[FamilyIndex(f)];
-    std::sort(mine.begin(), mine.end());
-    const Pool& pool = pools_[FamilyIndex(f)];
+    const std::vector<double>& mine = data_[i].lat[FamilyIndex(f)];
+    Pool& pool = pools_[FamilyIndex(f)];
+    if (pool.prefix.empty()) pool.prefix = analysis::PrefixSums(pool.sorted);
     const analysis::PoolComplement others(pool.sorted, pool.prefix, mine, &pool.index);
-    stalled_[v_.ranks[i].rank].push_back(
-        absl::StrCat(FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1),
-                     " us vs peers ", Fmt(p.median, 1), " us, KS ", Fmt(p.ks), ", W1 ",
-                     Fmt(others.Wasserstein1(), 1), " us"));
+    stalled_[v_.ranks[i].rank].push_back(absl::StrCat(
+        FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1), " us vs peers ",
+        Fmt(p.median, 1), " us, KS ", Fmt(p.ks), ", W1 ", Fmt(others.Wasserstein1(), 1), " us"));
     return true;
   }
 
@@ -375,13 +381,14 @@ class KernelIssueStallDetector::WindowPass {
   // on: a new synchronize in the model).
   bool VsOwnHistory(size_t i, KernelFamily f, double my_med, const Baseline& b) {
     const std::vector<double>& mine = data_[i].lat[FamilyIndex(f)];
-    const double ks = analysis::KsDistance(mine, b.samples_us);
-    const double hist_med = analysis::Median(b.samples_us);
+    const std::vector<double> base(b.samples_us.begin(), b.samples_us.end());
+    const double ks = analysis::KsDistanceOfSorted(mine, base);
+    const double hist_med = analysis::QuantileOfSorted(base, 0.5);
     if (ks < ks_thr_ || my_med >= shift_ * hist_med) return false;
     stalled_[v_.ranks[i].rank].push_back(
         absl::StrCat(FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1),
                      " us vs this rank's history ", Fmt(hist_med, 1), " us, KS ", Fmt(ks), ", W1 ",
-                     Fmt(analysis::Wasserstein1(mine, b.samples_us), 1), " us"));
+                     Fmt(analysis::Wasserstein1OfSorted(mine, base), 1), " us"));
     return true;
   }
 
@@ -472,19 +479,21 @@ class KernelIssueStallDetector::WindowPass {
     const double base = BaseRate(v_.ranks[i].rank);
     const double peer_cost = PeerSyncCost(i);
     std::vector<std::string> refs;
-    if (base >= 0) refs.push_back(absl::StrCat("this rank made ", Fmt(base, 1), " in its first windows"));
+    if (base >= 0)
+      refs.push_back(absl::StrCat("this rank made ", Fmt(base, 1), " in its first windows"));
     if (MoreSyncsThanPeers(i)) {
-      refs.push_back(absl::StrCat("the other ranks make ", Fmt(PeerSyncRate(i), 1),
-                                  peer_cost >= 0 ? absl::StrCat(" at ", Fmt(peer_cost * 100, 2),
-                                                                " % of the step")
-                                                 : std::string()));
+      refs.push_back(absl::StrCat(
+          "the other ranks make ", Fmt(PeerSyncRate(i), 1),
+          peer_cost >= 0 ? absl::StrCat(" at ", Fmt(peer_cost * 100, 2), " % of the step")
+                         : std::string()));
     }
     return absl::StrCat(
         "synchronization: ", d.sync.count, " sync calls, ", Fmt(SyncsPerStep(i), 1), " per step",
         refs.empty() ? std::string() : absl::StrCat(" (", absl::StrJoin(refs, "; "), ")"),
-        "; the GPU idled ", Fmt(d.sync_idle.idle_s * 1e3, 1), " ms after they returned = ",
-        Fmt(SyncCostShare(i) * 100, 2), " % of the step time (costly from ",
-        Fmt(sync_cost_ * 100, 1), " %); ", Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
+        "; the GPU idled ", Fmt(d.sync_idle.idle_s * 1e3, 1),
+        " ms after they returned = ", Fmt(SyncCostShare(i) * 100, 2),
+        " % of the step time (costly from ", Fmt(sync_cost_ * 100, 1), " %); ",
+        Fmt(d.sync.seconds * 1e3, 1), " ms blocked");
   }
 
   // One diagnosis per cause, with the stalled ranks whose cause lasted
@@ -546,9 +555,10 @@ class KernelIssueStallDetector::WindowPass {
   struct Pool {
     std::vector<double> sorted, prefix;  // every rank's samples; analysis::PrefixSums
     std::vector<double> index;           // analysis::PoolIndex
+    std::vector<double> ks;              // by rank index: KS distance to the others
   };
   std::array<Pool, 2> pools_;  // by FamilyIndex
-  std::vector<bool> waiting_;   // waits for a slower peer: not judged
+  std::vector<bool> waiting_;  // waits for a slower peer: not judged
   struct PeerFigures {
     bool measured = false;  // enough samples of the rank and of the others
     double ks = 0, median = 0;
@@ -556,12 +566,12 @@ class KernelIssueStallDetector::WindowPass {
   static size_t FamilyIndex(KernelFamily f) { return f == KernelFamily::kCompute ? 1 : 0; }
   static constexpr size_t kRanksPerPart = 4096, kMaxParts = 4;
   std::vector<std::array<PeerFigures, 2>> peers_;  // per rank, by FamilyIndex
-  size_t peers_with_steps_ = 0;   // ranks with steps in the window
+  size_t peers_with_steps_ = 0;                    // ranks with steps in the window
   double peer_rate_median_ = -1;  // their median synchronizations per step (2+ ranks)
   double peer_cost_median_ = -1;  // their median sync cost share (SyncCostShare)
   const history::JobHistory* jh_ = nullptr;
   std::map<int32_t, std::vector<std::string>> stalled_;  // rank -> comparisons that flag it
-  std::set<int32_t> compute_judged_, compute_stalled_;  // ranks: compute family judged, flagged
+  std::set<int32_t> compute_judged_, compute_stalled_;   // ranks: compute family judged, flagged
   // Ranks that changed: against their own first windows, previous runs of
   // the job name, or a steep CDF with a cause (not the peers alone).
   std::set<int32_t> changed_;

@@ -66,10 +66,15 @@ class KernelIssueStallDetector : public ViewDetector {
   void OnWindow(const JobState& job, DiagnosisSink& sink) override;
 
  private:
+  // The rank's issue latencies in its first windows, sorted: at most
+  // kBaselineQuantiles evenly spaced quantiles of each window's (within
+  // about 1/kBaselineQuantiles of them in the KS sense, far below
+  // issue_stall.ks), as floats: a 100k-rank job keeps 100k of these.
   struct Baseline {
-    std::vector<double> samples_us;
+    std::vector<float> samples_us;
     int windows = 0;
   };
+  static constexpr size_t kBaselineQuantiles = 256;
   // What the detector keeps of a rank between windows, per kernel family
   // (communication, compute).
   struct RankMemory {
@@ -77,7 +82,7 @@ class KernelIssueStallDetector : public ViewDetector {
     // The previous window's issue latencies, which top up a window with
     // fewer than issue_stall.min_samples (a job of long steps: a few
     // kernels with a valid issue latency per step).
-    std::array<std::vector<double>, 2> previous;
+    std::array<std::vector<float>, 2> previous;
   };
   std::shared_ptr<history::HistoryCache> history_;
   // job -> rank -> what is kept of it

@@ -63,9 +63,7 @@ void CollectiveTable::Add(const SignatureInfo& sig, int32_t rank, const xpu_reco
     const size_t words = (static_cast<size_t>(nranks) + 63) / 64;
     e.reported_bits.assign(words, 0);
     e.timed_bits.assign(words, 0);
-    if (c.shapes.empty()) c.shapes.resize(kShapeHistory);
-    CollectiveShape& shape = c.shapes[r.seq & (kShapeHistory - 1)];
-    if (shape.seq < r.seq) shape = CollectiveShape{r.seq, e.kind, e.nranks, e.bytes};
+    NoteShape(c, r.seq, ShapeKind{e.kind, e.nranks, e.bytes});
     c.open.push_back(r.seq);
     if (c.open.size() > max_open_per_comm_) {
       const size_t drop = c.open.size() - max_open_per_comm_;
@@ -108,12 +106,55 @@ const CollectiveEntry* CollectiveTable::Find(uint64_t comm_id, uint32_t seq) con
   return it == open_.end() ? nullptr : &it->second;
 }
 
+void CollectiveTable::NoteShape(CommTrack& c, uint32_t seq, const ShapeKind& shape) {
+  if (c.shape_of.empty()) c.shape_of.assign(kShapeHistory, kNoShape);
+  if (seq > c.newest) {
+    // The seqs skipped since the newest were not seen (as far back as the
+    // history goes).
+    const uint32_t gap = std::min(seq - c.newest - 1, kShapeHistory);
+    for (uint32_t s = seq - gap; s != seq; ++s) c.shape_of[s & (kShapeHistory - 1)] = kNoShape;
+    c.newest = seq;
+    c.shape_of[seq & (kShapeHistory - 1)] = Intern(c, shape);
+    return;
+  }
+  if (c.newest - seq >= kShapeHistory) return;  // older than the history
+  uint16_t& slot = c.shape_of[seq & (kShapeHistory - 1)];
+  if (slot == kNoShape) slot = Intern(c, shape);
+}
+
+uint16_t CollectiveTable::Intern(CommTrack& c, const ShapeKind& shape) {
+  // Newest first: a step's shapes were interned a step ago.
+  for (size_t i = c.distinct.size(); i-- > 0;) {
+    if (c.distinct[i] == shape) return static_cast<uint16_t>(i);
+  }
+  if (c.distinct.size() >= 2 * kShapeHistory) CompactShapes(c);
+  c.distinct.push_back(shape);
+  return static_cast<uint16_t>(c.distinct.size() - 1);
+}
+
+void CollectiveTable::CompactShapes(CommTrack& c) {
+  std::vector<ShapeKind> kept;
+  std::vector<uint16_t> moved(c.distinct.size(), kNoShape);
+  for (uint16_t& slot : c.shape_of) {
+    if (slot == kNoShape) continue;
+    if (moved[slot] == kNoShape) {
+      moved[slot] = static_cast<uint16_t>(kept.size());
+      kept.push_back(c.distinct[slot]);
+    }
+    slot = moved[slot];
+  }
+  c.distinct = std::move(kept);
+}
+
 bool CollectiveTable::Shape(uint64_t comm_id, uint32_t seq, CollectiveShape* out) const {
   auto it = comms_.find(comm_id);
-  if (it == comms_.end() || it->second.shapes.empty() || seq == 0) return false;
-  const CollectiveShape& s = it->second.shapes[seq & (kShapeHistory - 1)];
-  if (s.seq != seq) return false;
-  *out = s;
+  if (it == comms_.end() || seq == 0) return false;
+  const CommTrack& c = it->second;
+  if (c.shape_of.empty() || seq > c.newest || c.newest - seq >= kShapeHistory) return false;
+  const uint16_t slot = c.shape_of[seq & (kShapeHistory - 1)];
+  if (slot == kNoShape) return false;
+  const ShapeKind& k = c.distinct[slot];
+  *out = CollectiveShape{seq, k.kind, k.nranks, k.bytes};
   return true;
 }
 

@@ -19,9 +19,12 @@
 // one, a re-sent batch) does not open it again. The shapes (kind, bytes,
 // size, as its first member reported it) of the last kShapeHistory sequence
 // numbers seen are kept too, whether they completed, are in flight or were
-// dropped before every member timed them (about 12 KB per communicator,
-// allocated at its first collective): the job's per-step pattern of
-// collectives, which hang diagnosis reads at a mismatch. A member is its
+// dropped before every member timed them: the job's per-step pattern of
+// collectives, which hang diagnosis reads at a mismatch. A step repeats a
+// few shapes, so each sequence number keeps a 2-byte index into the
+// communicator's distinct shapes (about 1 KB per communicator, allocated at
+// its first collective; a job of 100k ranks in tensor, pipeline and data
+// parallel groups has tens of thousands of communicators). A member is its
 // communicator rank (the signature's comm_rank); records whose comm_rank is
 // outside [0, comm_nranks) cannot be placed and are skipped (counted). A
 // member's first timed record is the one folded; later ones are ignored.
@@ -35,8 +38,9 @@
 
 #include <cstdint>
 #include <map>
-#include <unordered_map>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "common/analysis/collective.h"
 #include "engine/state/batch_decoder.h"
@@ -52,9 +56,9 @@ struct CollectiveEntry {
   int32_t nranks = 0;
   uint64_t bytes = 0;
   double busbw_factor = 0;
-  uint32_t members = 0;  // communicator ranks that reported it
-  uint32_t timed = 0;    // ... with a GPU-timed record
-  analysis::LastArrivalFold fold;  // over the timed members
+  uint32_t members = 0;                             // communicator ranks that reported it
+  uint32_t timed = 0;                               // ... with a GPU-timed record
+  analysis::LastArrivalFold fold;                   // over the timed members
   std::vector<uint64_t> reported_bits, timed_bits;  // by communicator rank
 };
 
@@ -93,7 +97,7 @@ class CollectiveTable {
   bool Completed(uint64_t comm_id, uint32_t seq) const;
   // Per op kind, the collectives that completed since the previous call.
   std::map<uint16_t, OpBandwidth> TakeCompleted();
-  size_t size() const { return open_.size(); }  // collectives in flight
+  size_t size() const { return open_.size(); }   // collectives in flight
   uint64_t skipped() const { return skipped_; }  // records that could not be placed
 
  private:
@@ -107,18 +111,37 @@ class CollectiveTable {
       return std::hash<uint64_t>()(k.comm_id * 0x9E3779B97F4A7C15ull ^ k.seq);
     }
   };
+  // A shape without its sequence number.
+  struct ShapeKind {
+    uint16_t kind = 0;
+    int32_t nranks = 0;
+    uint64_t bytes = 0;
+    bool operator==(const ShapeKind& o) const {
+      return kind == o.kind && nranks == o.nranks && bytes == o.bytes;
+    }
+  };
+  static constexpr uint16_t kNoShape = UINT16_MAX;
   struct CommTrack {
-    uint32_t high = 0;       // highest completed seq
-    uint64_t done_mask = 0;  // bit i: seq high - i completed
+    uint32_t high = 0;           // highest completed seq
+    uint64_t done_mask = 0;      // bit i: seq high - i completed
     std::vector<uint32_t> open;  // seqs in flight, oldest first (a few)
-    std::vector<CollectiveShape> shapes;  // seen, by seq % kShapeHistory
+    // Shapes of the seqs in (newest - kShapeHistory, newest]: by seq %
+    // kShapeHistory, an index into `distinct` or kNoShape (not seen).
+    std::vector<uint16_t> shape_of;
+    uint32_t newest = 0;
+    std::vector<ShapeKind> distinct;  // at most 2 x kShapeHistory (CompactShapes)
   };
   void MarkDone(CommTrack& c, uint32_t seq);
+  // The shape of `seq` as its first member reported it.
+  static void NoteShape(CommTrack& c, uint32_t seq, const ShapeKind& shape);
+  static uint16_t Intern(CommTrack& c, const ShapeKind& shape);
+  // Keeps only the shapes that seqs in the history use.
+  static void CompactShapes(CommTrack& c);
   void Complete(CollectiveEntry& e);
 
   size_t max_open_per_comm_;
-  std::unordered_map<Key, CollectiveEntry, KeyHash> open_;
-  std::unordered_map<uint64_t, CommTrack> comms_;
+  absl::flat_hash_map<Key, CollectiveEntry, KeyHash> open_;
+  absl::flat_hash_map<uint64_t, CommTrack> comms_;
   std::map<uint16_t, OpBandwidth> completed_;
   uint64_t skipped_ = 0;
 };

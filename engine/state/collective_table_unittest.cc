@@ -50,14 +50,15 @@ TEST(CollectiveTableTest, ShapesOfRecentCollectivesAreKept) {
           MakeRecord(1, 0, 100, seq, seq % 2 ? XPU_REC_TIMED : XPU_REC_NOT_TIMED));
   }
   t.Add(AllReduce(0, 2, 77), 0, MakeRecord(1, 0, 100, last + 1));  // in flight
-  EXPECT_EQ(t.Find(5, last - 1), nullptr);  // completed
+  EXPECT_EQ(t.Find(5, last - 1), nullptr);                         // completed
   CollectiveShape s;
   ASSERT_TRUE(t.Shape(5, last, &s));
   EXPECT_EQ(s.seq, last);
   EXPECT_EQ(s.kind, XPU_OP_ALLREDUCE);
   EXPECT_EQ(s.nranks, 2);
   EXPECT_EQ(s.bytes, 4u * 1024 * (1 + last % 3));
-  const uint32_t oldest = (last + 1) - CollectiveTable::kShapeHistory + 1;  // last + 1 is the newest
+  const uint32_t oldest =
+      (last + 1) - CollectiveTable::kShapeHistory + 1;  // last + 1 is the newest
   ASSERT_TRUE(t.Shape(5, oldest, &s));
   EXPECT_EQ(s.bytes, 4u * 1024 * (1 + oldest % 3));
   EXPECT_EQ(t.Find(5, 500), nullptr);  // never timed by both, pushed out of the table
@@ -67,6 +68,36 @@ TEST(CollectiveTableTest, ShapesOfRecentCollectivesAreKept) {
   ASSERT_TRUE(t.Shape(5, last + 1, &s));     // in flight
   EXPECT_EQ(s.bytes, 4u * 77);
   EXPECT_FALSE(t.Shape(6, last, &s));  // another communicator
+}
+
+// Shapes that never repeat (every collective a new size), seqs skipped and
+// seqs that come late: each seq of the history has the shape its first
+// member reported, a skipped one none.
+TEST(CollectiveTableTest, ShapesThatNeverRepeatAndSkippedSeqs) {
+  CollectiveTable t;
+  const uint32_t last = 3000;
+  for (uint32_t seq = 1; seq <= last; ++seq) {
+    if (seq % 7 == 0) continue;  // skipped: comes late below, or never
+    t.Add(AllReduce(0, 2, seq), 0, MakeRecord(1, 0, 100, seq));
+  }
+  for (uint32_t seq = last - 70; seq <= last; ++seq) {
+    if (seq % 7 == 0) t.Add(AllReduce(1, 2, seq + 1), 1, MakeRecord(1, 0, 100, seq));
+  }
+  CollectiveShape s;
+  for (uint32_t seq = last - CollectiveTable::kShapeHistory + 1; seq <= last; ++seq) {
+    const bool late = seq % 7 == 0 && seq >= last - 70;
+    if (seq % 7 == 0 && !late) {
+      EXPECT_FALSE(t.Shape(5, seq, &s)) << seq;
+      continue;
+    }
+    ASSERT_TRUE(t.Shape(5, seq, &s)) << seq;
+    EXPECT_EQ(s.bytes, 4u * (late ? seq + 1 : seq)) << seq;
+  }
+  EXPECT_FALSE(t.Shape(5, last - CollectiveTable::kShapeHistory, &s));
+  EXPECT_FALSE(t.Shape(5, last + 1, &s));
+  // A record of a seq older than the history does not enter it.
+  t.Add(AllReduce(1, 2, 9), 1, MakeRecord(1, 0, 100, 7));
+  EXPECT_FALSE(t.Shape(5, 7, &s));
 }
 
 TEST(CollectiveTableTest, IncompleteOrUntimedDoNotCount) {
@@ -237,8 +268,7 @@ TEST(JobStateTest, TrimKeepsTheTailAndThePaceProcessMore) {
     EXPECT_EQ(p->ring.allocated(), kept) << key;
     EXPECT_EQ(p->ring.Last(1).at(0).seq, 4999u) << key;
   }
-  EXPECT_EQ(job.ring_bytes(),
-            (kPaceTailRecords + 2 * kRingTailRecords) * sizeof(xpu_record_v1));
+  EXPECT_EQ(job.ring_bytes(), (kPaceTailRecords + 2 * kRingTailRecords) * sizeof(xpu_record_v1));
 }
 
 }  // namespace

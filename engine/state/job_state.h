@@ -62,6 +62,16 @@ class RecordRing {
     const size_t cap = buf_.size();
     for (uint64_t i = written_ - n; i < written_; ++i) f(buf_[i % cap]);
   }
+  // How many of the up to n most recent records, oldest first, come before
+  // the first for which stop(record) is true.
+  template <class F>
+  size_t CountLastUntil(size_t n, F&& stop) const {
+    n = std::min(n, held_);
+    const size_t cap = buf_.size();
+    size_t count = 0;
+    for (uint64_t i = written_ - n; i < written_ && !stop(buf_[i % cap]); ++i) ++count;
+    return count;
+  }
   uint64_t written() const { return written_; }
   size_t capacity() const { return capacity_; }  // most records ever kept
   size_t held() const { return held_; }          // records kept now

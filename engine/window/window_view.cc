@@ -104,12 +104,15 @@ namespace {
 // record read: no trace (rank -1).
 analysis::RankTrace TraceOf(const ProcessState& p, size_t n, WindowCut cut, size_t* taken) {
   analysis::RankTrace t;
-  t.ops.reserve(n);
+  // Counted first: the ops' room is the window's largest allocation, and
+  // the records after the cut (a grace period's) would add a tenth to it.
+  const size_t before = p.ring.CountLastUntil(n, [&cut](const xpu_record_v1& r) {
+    return r.start_ns >= cut.end_ns && r.start_ns < cut.next_ns;
+  });
+  t.ops.reserve(before);
   size_t i = 0;
-  bool cut_here = false;
   p.ring.ForEachLast(n, [&](const xpu_record_v1& r) {
-    cut_here = cut_here || (r.start_ns >= cut.end_ns && r.start_ns < cut.next_ns);
-    if (cut_here) return;
+    if (i == before) return;
     ++i;
     const SignatureInfo* s = p.sigs.Find(r.sig_id);
     if (s == nullptr) return;
