@@ -477,18 +477,6 @@ void Engine::PublishRankAges(const std::string& job, std::vector<RankAge>* ages)
   shown->second = std::move(now);
 }
 
-// The view of the window `job` just closed, its rings cut as copied
-// (records held once); with `cut`, of the records that started before
-// `end` (the others wait for the next window).
-void Engine::BuildView(JobState& job, uint64_t end, bool cut) {
-  WindowCut c;
-  if (cut) {
-    c.end_ns = end;
-    c.next_ns = end + static_cast<uint64_t>(options_.window_s * 1e9);
-  }
-  views_->BuildAndTrim(job, kRingTailRecords, kPaceTailRecords, options_.detector_threads, c);
-}
-
 // One job's part of a window tick: close its window, run the detectors
 // (each one's time added to `cost`), queue its history rows. Returns the
 // job's findings; `finished` tells whether the job has finished.
@@ -499,8 +487,8 @@ void Engine::BuildView(JobState& job, uint64_t end, bool cut) {
 // the view run (the longest part at scale), so that the job's records go
 // on being applied meanwhile (a 100k-rank job's tick once held it for tens
 // of seconds, and its ranks looked silent).
-std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, uint64_t end, bool cut,
-                                       TickCost* cost, bool* finished) {
+std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, uint64_t end,
+                                       WindowCut cut, TickCost* cost, bool* finished) {
   JobState* job = &job_state;
   auto t = std::chrono::steady_clock::now();
   auto lap = [&t, cost](std::string_view what) {
@@ -518,7 +506,10 @@ std::vector<Diagnosis> Engine::TickJob(JobState& job_state, uint64_t now, uint64
     row = job->CloseWindow(end);
     NoteLateRecords(*job, row);
     t = std::chrono::steady_clock::now();
-    if (views_) BuildView(*job, end, cut);
+    if (views_) {  // rings cut as copied: records held once
+      views_->BuildAndTrim(*job, kRingTailRecords, kPaceTailRecords, options_.detector_threads,
+                           cut);
+    }
     job->TrimRings();  // (cut already) counts the rings' memory
     lap("window view");
     if (history_) history_->Prepare(*job);
@@ -704,12 +695,19 @@ std::vector<Diagnosis> Engine::TickWindow(uint64_t window_end_ns) {
   registry_.UpdateLiveness();
   const uint64_t now = registry_.Now();
   const uint64_t end = window_end_ns != 0 ? std::min(window_end_ns, now) : now;
+  // The view takes the records that started before the window's end (the
+  // others wait for the next window); without an end, every record.
+  WindowCut cut;
+  if (window_end_ns != 0) {
+    cut.end_ns = end;
+    cut.next_ns = end + static_cast<uint64_t>(options_.window_s * 1e9);
+  }
   std::vector<Diagnosis> all;
   std::set<std::string> ticked, finished;
   TickCost cost;
   for (const std::shared_ptr<JobState>& job : registry_.Jobs()) {
     bool done = false;
-    for (Diagnosis& d : TickJob(*job, now, end, window_end_ns != 0, &cost, &done)) {
+    for (Diagnosis& d : TickJob(*job, now, end, cut, &cost, &done)) {
       all.push_back(std::move(d));
     }
     ticked.insert(job->job());

@@ -108,7 +108,7 @@ class Engine {
     size_t processes = 0;
   };
   // TickWindow's work for one job (engine.cc).
-  std::vector<Diagnosis> TickJob(JobState& job, uint64_t now, uint64_t end, bool cut,
+  std::vector<Diagnosis> TickJob(JobState& job, uint64_t now, uint64_t end, WindowCut cut,
                                  TickCost* cost, bool* finished);
   struct RankAge {  // for a rank's xpu_rank_last_record_age_seconds
     std::string label;
@@ -120,7 +120,6 @@ class Engine {
   void RunDetectors(const JobState& job, bool with_lock, std::vector<VectorSink>* sinks,
                     TickCost* cost);
   void NoteLateRecords(const JobState& job, const WindowSummaryRow& row);
-  void BuildView(JobState& job, uint64_t end, bool cut);
   void LowerWindowPriority();
   void WarnSlowTick(double seconds, const TickCost& cost);
   void ApplyMetricsRetention(const JobSummary& s, uint64_t now);

@@ -20,15 +20,39 @@ double Quantile(std::vector<double> v, double q) {
   return QuantileOfSorted(v, q);
 }
 
-double QuantileOfSorted(const std::vector<double>& v, double q) {
+namespace {
+
+template <typename T>
+double QuantileOf(const std::vector<T>& v, double q) {
   if (v.empty()) return 0;
   q = std::clamp(q, 0.0, 1.0);
   double pos = q * static_cast<double>(v.size() - 1);
   size_t lo = static_cast<size_t>(std::floor(pos));
   size_t hi = std::min(lo + 1, v.size() - 1);
   double frac = pos - static_cast<double>(lo);
-  return v[lo] + (v[hi] - v[lo]) * frac;
+  const double vlo = v[lo], vhi = v[hi];
+  return vlo + (vhi - vlo) * frac;
 }
+
+template <typename B>
+double KsOf(const std::vector<double>& a, const std::vector<B>& b) {
+  if (a.empty() || b.empty()) return 0;
+  size_t i = 0, j = 0;
+  double d = 0;
+  const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
+  while (i < a.size() && j < b.size()) {
+    double x = std::min<double>(a[i], b[j]);
+    while (i < a.size() && a[i] <= x) ++i;
+    while (j < b.size() && b[j] <= x) ++j;
+    d = std::max(d, std::fabs(static_cast<double>(i) / na - static_cast<double>(j) / nb));
+  }
+  return d;
+}
+
+}  // namespace
+
+double QuantileOfSorted(const std::vector<double>& v, double q) { return QuantileOf(v, q); }
+double QuantileOfSorted(const std::vector<float>& v, double q) { return QuantileOf(v, q); }
 
 double Mad(const std::vector<double>& v) {
   if (v.empty()) return 0;
@@ -61,17 +85,10 @@ double KsDistance(std::vector<double> a, std::vector<double> b) {
 }
 
 double KsDistanceOfSorted(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.empty() || b.empty()) return 0;
-  size_t i = 0, j = 0;
-  double d = 0;
-  const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
-  while (i < a.size() && j < b.size()) {
-    double x = std::min(a[i], b[j]);
-    while (i < a.size() && a[i] <= x) ++i;
-    while (j < b.size() && b[j] <= x) ++j;
-    d = std::max(d, std::fabs(static_cast<double>(i) / na - static_cast<double>(j) / nb));
-  }
-  return d;
+  return KsOf(a, b);
+}
+double KsDistanceOfSorted(const std::vector<double>& a, const std::vector<float>& b) {
+  return KsOf(a, b);
 }
 
 double Wasserstein1(std::vector<double> a, std::vector<double> b) {

@@ -16,6 +16,7 @@ double Median(std::vector<double> v);       // 0 for empty; mean of the middle t
 double Quantile(std::vector<double> v, double q);
 // The same of samples sorted ascending, without copying them.
 double QuantileOfSorted(const std::vector<double>& sorted, double q);
+double QuantileOfSorted(const std::vector<float>& sorted, double q);
 // Median absolute deviation: median(|x - median(x)|).
 double Mad(const std::vector<double>& v);
 
@@ -35,6 +36,8 @@ double KsDistance(std::vector<double> a, std::vector<double> b);
 double Wasserstein1(std::vector<double> a, std::vector<double> b);
 // The same two distances of samples sorted ascending, without copying them.
 double KsDistanceOfSorted(const std::vector<double>& a, const std::vector<double>& b);
+// Against samples kept as floats (each compared as the double it widens to).
+double KsDistanceOfSorted(const std::vector<double>& a, const std::vector<float>& b);
 double Wasserstein1OfSorted(const std::vector<double>& a, const std::vector<double>& b);
 // At most n of the sorted samples, evenly spaced by rank (the smallest and
 // the largest among them): a summary whose distribution is within about

@@ -65,6 +65,10 @@ TEST(StatsTest, SortedFormsEqualTheCopyingOnes) {
     EXPECT_DOUBLE_EQ(KsDistanceOfSorted(a, b), ks);
     EXPECT_DOUBLE_EQ(Wasserstein1OfSorted(a, b), w1);
     EXPECT_DOUBLE_EQ(QuantileOfSorted(a, 0.3), q);
+    // Samples kept as floats: the figures of the doubles they widen to.
+    const std::vector<float> bf(b.begin(), b.end());
+    EXPECT_EQ(KsDistanceOfSorted(a, bf), KsDistanceOfSorted(a, b));
+    EXPECT_EQ(QuantileOfSorted(bf, 0.3), QuantileOfSorted(b, 0.3));
   }
 }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <future>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -154,21 +153,6 @@ class KernelIssueStallDetector::WindowPass {
     std::merge(b.samples_us.begin(), b.samples_us.end(), q.begin(), q.end(), merged.begin());
     b.samples_us = std::move(merged);
     b.windows++;
-  }
-
-  // Runs work(from, to) over the ranks' indices: in up to kMaxParts
-  // parallel parts of kRanksPerPart+ ranks, the first on this thread.
-  template <class F>
-  void InParts(F work) const {
-    const size_t n = data_.size();
-    const size_t parts = std::clamp<size_t>(n / kRanksPerPart, 1, kMaxParts);
-    const size_t per = (n + parts - 1) / parts;
-    std::vector<std::future<void>> rest;
-    for (size_t p = 1; p < parts; ++p) {
-      rest.push_back(std::async(std::launch::async, work, p * per, std::min(n, (p + 1) * per)));
-    }
-    work(0, std::min(n, per));
-    for (std::future<void>& r : rest) r.get();
   }
 
   // Every rank's samples of each family, sorted once, and each rank's KS
@@ -348,7 +332,7 @@ class KernelIssueStallDetector::WindowPass {
   // ranks; the judging stays in order.
   void MeasureAgainstPeers() {
     peers_.assign(data_.size(), {});
-    InParts([this](size_t from, size_t to) {
+    InParts(data_.size(), kMaxParts, kRanksPerPart, [this](size_t from, size_t to) {
       for (size_t i = from; i < to; ++i) {
         if (waiting_[i]) continue;
         for (KernelFamily f : {KernelFamily::kCommunication, KernelFamily::kCompute}) {
@@ -381,10 +365,10 @@ class KernelIssueStallDetector::WindowPass {
   // on: a new synchronize in the model).
   bool VsOwnHistory(size_t i, KernelFamily f, double my_med, const Baseline& b) {
     const std::vector<double>& mine = data_[i].lat[FamilyIndex(f)];
-    const std::vector<double> base(b.samples_us.begin(), b.samples_us.end());
-    const double ks = analysis::KsDistanceOfSorted(mine, base);
-    const double hist_med = analysis::QuantileOfSorted(base, 0.5);
+    const double ks = analysis::KsDistanceOfSorted(mine, b.samples_us);
+    const double hist_med = analysis::QuantileOfSorted(b.samples_us, 0.5);
     if (ks < ks_thr_ || my_med >= shift_ * hist_med) return false;
+    const std::vector<double> base(b.samples_us.begin(), b.samples_us.end());  // flagged: W1
     stalled_[v_.ranks[i].rank].push_back(
         absl::StrCat(FamilyName(f), " kernels: median issue latency ", Fmt(my_med, 1),
                      " us vs this rank's history ", Fmt(hist_med, 1), " us, KS ", Fmt(ks), ", W1 ",
@@ -564,7 +548,9 @@ class KernelIssueStallDetector::WindowPass {
     double ks = 0, median = 0;
   };
   static size_t FamilyIndex(KernelFamily f) { return f == KernelFamily::kCompute ? 1 : 0; }
-  static constexpr size_t kRanksPerPart = 4096, kMaxParts = 4;
+  // MeasureAgainstPeers: up to kMaxParts parallel parts of kRanksPerPart+ ranks.
+  static constexpr size_t kRanksPerPart = 4096;
+  static constexpr int kMaxParts = 4;
   std::vector<std::array<PeerFigures, 2>> peers_;  // per rank, by FamilyIndex
   size_t peers_with_steps_ = 0;                    // ranks with steps in the window
   double peer_rate_median_ = -1;  // their median synchronizations per step (2+ ranks)

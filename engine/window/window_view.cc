@@ -6,21 +6,6 @@
 #include <thread>
 
 namespace xpu::engine {
-namespace {
-
-// Runs part(from, to) over [0, n) in up to `threads` parts of at least
-// `per_part` items each, the first on this thread.
-template <typename Part>
-void InParts(size_t n, int threads, size_t per_part, const Part& part) {
-  const size_t t =
-      std::clamp<size_t>(static_cast<size_t>(std::max(1, threads)), 1, n / per_part + 1);
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
-  part(0, n / t);
-  for (std::thread& th : pool) th.join();
-}
-
-}  // namespace
 
 std::string WindowView::HostOf(int32_t rank) const {
   // ranks is sorted by rank (Get): a binary search, so that naming the hosts

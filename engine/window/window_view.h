@@ -12,6 +12,7 @@
 #ifndef XPU_ENGINE_WINDOW_WINDOW_VIEW_H_
 #define XPU_ENGINE_WINDOW_WINDOW_VIEW_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -83,6 +85,19 @@ struct WindowView {
   mutable std::vector<RankFigures> figures_;  // by index in ranks
   mutable std::optional<std::vector<analysis::CommBandwidth>> comms_;
 };
+
+// Runs part(from, to) over [0, n) in up to `threads` parts of at least
+// `per_part` items each (one part when n is smaller), the first on this
+// thread: a window's per-rank work at 100k ranks.
+template <typename Part>
+void InParts(size_t n, int threads, size_t per_part, const Part& part) {
+  const size_t t = std::clamp<size_t>(n / std::max<size_t>(1, per_part), 1,
+                                      static_cast<size_t>(std::max(1, threads)));
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
+  part(0, n / t);
+  for (std::thread& th : pool) th.join();
+}
 
 // Where a window ends for its view (the window tick, some seconds after the
 // end): a rank's records from the first that started at or after end_ns
