@@ -98,6 +98,18 @@ std::vector<prometheus::MetricFamily> DaemonMetrics::Collect() const {
                          MetricType::Counter)
                       .Add(D(e.records_dropped))
                       .f);
+    out.push_back(Family("xpu_daemon_engine_records_unconfirmed",
+                         "Records shed from the buffer that an engine which went away may have "
+                         "stored, waiting for an engine's word before they count as dropped",
+                         MetricType::Gauge)
+                      .Add(D(e.records_unconfirmed))
+                      .f);
+    out.push_back(Family("xpu_daemon_engine_records_shed_held_total",
+                         "Records shed from the buffer that the engine said it already held "
+                         "(not dropped)",
+                         MetricType::Counter)
+                      .Add(D(e.records_shed_held))
+                      .f);
     out.push_back(Family("xpu_daemon_engine_buffered_bytes",
                          "Bytes buffered for the engine (--buffer-mb bounds it)",
                          MetricType::Gauge)

@@ -18,6 +18,7 @@
 #include "common/rpc/address.h"
 #include "common/rpc/local_identity.h"
 #include "common/wire/record_codec.h"
+#include "daemon/process_table.h"
 #include "xpu/v1/ingest.grpc.pb.h"
 
 namespace xpu::daemon {
@@ -40,8 +41,41 @@ size_t RecordsIn(const xpu::v1::ProcessBatch& pb) {
   return pb.records().size() / sizeof(xpu_record_v1);
 }
 
-// Moves the metadata of `from` (identity, signatures, exit) into `to`, in
-// front of what `to` already carries for the same process.
+// Appends `run` (newer than every run `runs` has) to `runs`, joining it to
+// the last one when they are contiguous or when there are wire::kMaxShedRuns
+// already (the last one's range then spans positions it has no record of).
+void AddShedRun(const xpu::v1::ShedRun& run,
+                google::protobuf::RepeatedPtrField<xpu::v1::ShedRun>* runs) {
+  if (!runs->empty()) {
+    xpu::v1::ShedRun& last = *runs->rbegin();
+    if (last.end_position() == run.first_position() || runs->size() >= wire::kMaxShedRuns) {
+      last.set_end_position(std::max(last.end_position(), run.end_position()));
+      last.set_records(last.records() + run.records());
+      return;
+    }
+  }
+  *runs->Add() = run;
+}
+
+// The ring positions of the raw records `pb` carries (the commit word of
+// the last one holds its position, Ingest's convention).
+xpu::v1::ShedRun ShedRunOf(const xpu::v1::ProcessBatch& pb) {
+  xpu::v1::ShedRun run;
+  const uint64_t n = RecordsIn(pb);
+  run.set_first_position(pb.first_position());
+  run.set_records(n);
+  uint32_t commit = 0;
+  if (n > 0) {
+    memcpy(&commit, pb.records().data() + (n - 1) * sizeof(xpu_record_v1), sizeof(commit));
+  }
+  run.set_end_position(commit != 0 ? PositionFromCommit(pb.first_position(), commit) + 1
+                                   : pb.first_position() + n);
+  return run;
+}
+
+// Moves the metadata of `from` (identity, signatures, exit, unconfirmed
+// shed runs) into `to`, in front of what `to` already carries for the same
+// process.
 void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
   for (auto& pb : *to->mutable_processes()) {
     if (pb.process_key() != from.process_key()) continue;
@@ -49,6 +83,11 @@ void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
       google::protobuf::RepeatedPtrField<xpu::v1::Signature> merged(from.signatures());
       merged.MergeFrom(pb.signatures());
       pb.mutable_signatures()->Swap(&merged);
+    }
+    if (from.unconfirmed_shed_size() > 0) {
+      google::protobuf::RepeatedPtrField<xpu::v1::ShedRun> runs(from.unconfirmed_shed());
+      for (const xpu::v1::ShedRun& r : pb.unconfirmed_shed()) AddShedRun(r, &runs);
+      pb.mutable_unconfirmed_shed()->Swap(&runs);
     }
     if (from.exited()) pb.set_exited(true);
     pb.set_end_position(std::max(pb.end_position(), from.end_position()));
@@ -59,6 +98,7 @@ void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
   *pb->mutable_identity() = from.identity();
   *pb->mutable_signatures() = from.signatures();
   *pb->mutable_counters() = from.counters();
+  *pb->mutable_unconfirmed_shed() = from.unconfirmed_shed();
   pb->set_exited(from.exited());
   pb->set_end_position(from.end_position());
 }
@@ -199,11 +239,14 @@ void EngineClient::ReportLosses(const std::vector<Loss>& losses) {
 void EngineClient::HandleAck(const xpu::v1::BatchAck& ack) {
   std::vector<std::pair<uint64_t, uint64_t>> settled;  // process key, end position
   std::vector<Loss> losses;
+  std::map<uint64_t, uint64_t> shed, held;  // process key -> unconfirmed records, held ones
+  for (const auto& h : ack.shed_held()) held[h.process_key()] += h.records();
   {
     std::lock_guard<std::mutex> lock(mu_);
     while (!unacked_.empty() && unacked_.front().first.batch_seq() <= ack.batch_seq()) {
       auto& [b, bytes] = unacked_.front();
       for (const auto& pb : b.processes()) {
+        for (const auto& run : pb.unconfirmed_shed()) shed[pb.process_key()] += run.records();
         if (pb.end_position() > 0) settled.emplace_back(pb.process_key(), pb.end_position());
         // A process that has exited and has nothing left here needs no
         // more definitions.
@@ -212,6 +255,14 @@ void EngineClient::HandleAck(const xpu::v1::BatchAck& ack) {
       queue_bytes_ -= bytes;
       unacked_.pop_front();
       ++stats_.batches_acked;
+    }
+    // Unconfirmed shed records: what the engine does not hold is lost.
+    for (const auto& [key, n] : shed) {
+      const uint64_t kept = std::min(n, held[key]);
+      stats_.records_unconfirmed -= std::min(stats_.records_unconfirmed, n);
+      stats_.records_shed_held += kept;
+      stats_.records_dropped += n - kept;
+      if (n > kept) losses.push_back(Loss{key, XPU_LOSS_BUFFER, n - kept});
     }
     for (const auto& r : ack.rejected()) {
       stats_.records_rejected += r.records();
@@ -256,12 +307,19 @@ void EngineClient::EnforceBudgetLocked(std::vector<Loss>* losses) {
   while (queue_bytes_ > options_.buffer_bytes && !queue_.empty()) {
     auto& [oldest, bytes] = queue_.front();
     if (HasPayload(oldest)) {
-      // Drop the bulky part: records and windows.
+      // Drop the bulky part: records and windows. Records an engine may
+      // have stored wait for an engine's word before they count as lost.
       ++stats_.batches_dropped;
+      const bool maybe_stored = oldest.batch_seq() <= last_written_seq_;
       for (auto& pb : *oldest.mutable_processes()) {
         const size_t n = RecordsIn(pb);
-        stats_.records_dropped += n;
-        if (n > 0) losses->push_back(Loss{pb.process_key(), XPU_LOSS_BUFFER, n});
+        if (n > 0 && maybe_stored) {
+          AddShedRun(ShedRunOf(pb), pb.mutable_unconfirmed_shed());
+          stats_.records_unconfirmed += n;
+        } else if (n > 0) {
+          stats_.records_dropped += n;
+          losses->push_back(Loss{pb.process_key(), XPU_LOSS_BUFFER, n});
+        }
         pb.clear_records();
         pb.clear_windows();
       }
@@ -527,6 +585,9 @@ void EngineClient::SendUntilBroken(Stream* stream) {
       } else if (!queue_.empty()) {
         // Stays queued until written, so a failed write loses nothing.
         *out.mutable_batch() = queue_.front().first;
+        // From here an engine may store it, even if the budget enforcer
+        // sheds the queued original while this copy is written.
+        last_written_seq_ = std::max(last_written_seq_, out.batch().batch_seq());
         PrepareForSend(out.mutable_batch());
         have_batch = true;
         compact = compact_;

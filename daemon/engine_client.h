@@ -23,8 +23,13 @@
 // batches lose their records and windows (counted as batches_dropped /
 // records_dropped, cumulative in every later Batch, and per process in the
 // ring, XPU_LOSS_BUFFER) while their identity, signatures and exit flag are
-// merged into the next batch. Reconnects back off exponentially
-// (0.5 s → 10 s).
+// merged into the next batch. A batch written once to an engine that went
+// away before acknowledging it may have been stored by that engine: when
+// such a batch loses its records, they are not counted yet but named by
+// ring position (ProcessBatch.unconfirmed_shed), and the engine that
+// receives it says how many it already holds (BatchAck.shed_held); only
+// the rest are counted lost, when that ack comes (records_unconfirmed
+// meanwhile). Reconnects back off exponentially (0.5 s → 10 s).
 //
 // Engine replicas (docs/deploy.md): `target` may list several engines,
 // comma-separated ("a:7441,b:7441"). The client holds one stream at a time:
@@ -95,6 +100,10 @@ struct EngineClientStats {
   uint64_t batches_sent = 0;
   uint64_t batches_dropped = 0;
   uint64_t records_dropped = 0;
+  // Shed from batches that an engine may have stored (see above), waiting
+  // for an engine's word; and of those, the ones an engine held.
+  uint64_t records_unconfirmed = 0;
+  uint64_t records_shed_held = 0;
   uint64_t batches_buffered = 0;  // not yet written
   uint64_t bytes_buffered = 0;    // written or not, not yet acknowledged
   uint64_t batches_unacked = 0;   // written, not yet acknowledged
@@ -188,6 +197,9 @@ class EngineClient {
   size_t queue_bytes_ = 0;                                 // both deques
   std::deque<xpu::v1::CommandReply> replies_;
   uint64_t next_seq_ = 1;
+  // The newest batch_seq written to any stream: a batch at or below it may
+  // be stored by an engine that did not acknowledge it.
+  uint64_t last_written_seq_ = 0;
   // Identity and every signature sent so far, per process with a batch
   // here (what a restarted engine must be told before those records).
   std::map<uint64_t, xpu::v1::ProcessBatch> definitions_;

@@ -333,6 +333,84 @@ TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {
   client->Stop();
 }
 
+// Batches written to an engine that went away without acknowledging them
+// may be stored there: shed while it is away, their records wait for the
+// next engine's word (BatchAck.shed_held) before they count as dropped, and
+// only those it does not hold do.
+TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
+  auto engine = std::make_unique<FakeEngine>();  // never acknowledges
+  const int port = engine->port();
+  Node node;
+  EngineClientOptions o = ClientOptions(port);
+  o.buffer_bytes = 40 * 1024;  // ~1200 records
+  auto client =
+      std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+  // Two batches of 500 records written, not acknowledged.
+  for (int i = 0; i < 2; ++i) {
+    for (auto& b : node.Produce(500, i == 0 ? node.sig_a : node.sig_b))
+      client->Enqueue(std::move(b));
+  }
+  ASSERT_TRUE(WaitFor([&] { return client->stats().batches_unacked == 2; }));
+  engine->Stop();
+  // The next attempt puts them back in front of the queue.
+  ASSERT_TRUE(WaitFor([&] {
+    const EngineClientStats st = client->stats();
+    return !st.connected && st.batches_unacked == 0 && st.batches_buffered == 2;
+  }));
+  // Engine down: 6 more batches of 500 (16 KB each) against a 40 KB budget.
+  for (int i = 0; i < 6; ++i) {
+    for (auto& b : node.Produce(500, node.sig_b)) client->Enqueue(std::move(b));
+  }
+  const EngineClientStats down = client->stats();
+  // Both written batches lost their records, unconfirmed; the never written
+  // ones that were shed are counted at once.
+  EXPECT_EQ(down.records_unconfirmed, 1000u);
+  EXPECT_EQ(down.records_dropped + down.records_unconfirmed, down.batches_dropped * 500);
+  EXPECT_GT(down.records_dropped, 0u);
+
+  // The next engine holds the first batch (ring positions 0-499), not the second.
+  engine = std::make_unique<FakeEngine>(port);
+  ASSERT_EQ(engine->port(), port);
+  engine->service.With([&](FakeIngest& s) {
+    s.ack_batches_ = true;
+    s.held_below_[node.key] = 500;
+  });
+  ASSERT_TRUE(WaitFor([&] {
+    const EngineClientStats st = client->stats();
+    return st.connects == 2 && st.batches_buffered == 0 && st.batches_unacked == 0;
+  }));
+  const EngineClientStats up = client->stats();
+  EXPECT_EQ(up.records_unconfirmed, 0u);
+  EXPECT_EQ(up.records_shed_held, 500u);
+  EXPECT_EQ(up.records_dropped, down.records_dropped + 500);
+  engine->service.With([&](FakeIngest& s) {
+    uint64_t runs = 0, named = 0;
+    for (const auto& b : s.batches_) {
+      for (const auto& pb : b.processes()) {
+        for (const auto& r : pb.unconfirmed_shed()) {
+          ++runs;
+          named += r.records();
+          EXPECT_EQ(r.first_position(), 0u);  // the two were contiguous: one run
+          EXPECT_EQ(r.end_position(), 1000u);
+        }
+      }
+    }
+    EXPECT_EQ(runs, 1u);
+    EXPECT_EQ(named, 1000u);
+  });
+  // The ring's count of what the daemon shed is the client's.
+  ASSERT_TRUE(WaitFor([&] {
+    for (auto& b : node.Produce(1, node.sig_b)) client->Enqueue(std::move(b));
+    return engine->service.With([&](FakeIngest& s) {
+      const auto& pb = s.batches_.back().processes(0);
+      return pb.counters().records_dropped_daemon() == up.records_dropped;
+    });
+  }));
+  client->Stop();
+}
+
 TEST(EngineClientTest, CommandsAreDispatchedAndAnswered) {
   FakeEngine engine;
   Node node;

@@ -10,10 +10,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -134,6 +136,25 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "served by another replica");
       }
       if (m.has_batch()) batches_.push_back(m.batch());
+      if (m.has_batch() && ack_batches_) {
+        // Acknowledged at once; of the unconfirmed shed runs, the records
+        // below held_below_[process key] are held.
+        xpu::v1::EngineMessage a;
+        a.mutable_batch_ack()->set_batch_seq(m.batch().batch_seq());
+        for (const auto& pb : m.batch().processes()) {
+          uint64_t held = 0;
+          const uint64_t below = held_below_[pb.process_key()];
+          for (const auto& r : pb.unconfirmed_shed()) {
+            if (below > r.first_position())
+              held += std::min(r.records(), below - r.first_position());
+          }
+          if (held == 0) continue;
+          xpu::v1::ShedHeld* h = a.mutable_batch_ack()->add_shed_held();
+          h->set_process_key(pb.process_key());
+          h->set_records(held);
+        }
+        stream->Write(a);
+      }
       if (m.has_reply()) replies_.push_back(m.reply());
       if (m.has_heartbeat()) ++heartbeats_;
     }
@@ -157,6 +178,10 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
   std::string redirect_to_;  // non-empty: every batch gets a JobRedirect there
   // Whether the HelloAck says it reads compact records (an older engine does not).
   bool compact_records_ = false;
+  // Acknowledge every batch (saying it holds the unconfirmed shed runs
+  // below held_below_); an engine that never acknowledges otherwise.
+  bool ack_batches_ = false;
+  std::map<uint64_t, uint64_t> held_below_;
   int redirected_ = 0;
   std::vector<xpu::v1::DaemonHello> hellos_;
   std::vector<xpu::v1::Batch> batches_;

@@ -40,6 +40,10 @@ struct IngestService::Session {
   // only the stream's thread.
   std::set<std::string> served_jobs;
   std::vector<xpu::v1::RejectedProcess> rejected;  // for the next ack; guarded by pending_mu
+  // Unconfirmed shed records held, by the batch_seq whose ack carries them
+  // (acks coalesce: an ack takes those of its batch and every earlier one);
+  // guarded by pending_mu.
+  std::vector<std::pair<uint64_t, xpu::v1::ShedHeld>> shed_held;
   IngestStream* stream = nullptr;  // null once the stream ended; guarded by write_mu
   std::mutex write_mu;
   // True until the stream ends; its processes hold it (ProcessState::
@@ -255,14 +259,15 @@ grpc::Status IngestService::HandleBatch(const std::shared_ptr<Session>& s,
     if (grpc::Status st = RouteBatch(s, batch, &foreign); !st.ok()) return st;
   }
   std::vector<history::RankCheckpoint> checkpoints;
+  std::vector<xpu::v1::ShedHeld> held;
   uint64_t total = 0;
   for (const xpu::v1::ProcessBatch& pb : batch.processes()) {
     total += BatchRecordCount(pb);
-    ApplyProcessBatch(*s, pb, foreign, &checkpoints);
+    ApplyProcessBatch(*s, pb, foreign, &checkpoints, &held);
   }
   metrics_.AddBatch();
   registry_.DaemonSeen(daemon_id, 1, total, batch.records_dropped());
-  Acknowledge(s, batch.batch_seq(), std::move(checkpoints));
+  Acknowledge(s, batch.batch_seq(), std::move(checkpoints), std::move(held));
   return grpc::Status::OK;
 }
 
@@ -302,7 +307,8 @@ void IngestService::Reject(Session& s, const xpu::v1::ProcessBatch& pb, const st
 void IngestService::ApplyAdmitted(Session& s, JobState& job, const xpu::v1::ProcessBatch& pb,
                                   const std::string& job_id, uint64_t now, DecodeStats* stats_out,
                                   std::array<uint64_t, kLossReasons>* lost_delta,
-                                  std::vector<history::RankCheckpoint>* checkpoints) {
+                                  std::vector<history::RankCheckpoint>* checkpoints,
+                                  std::vector<xpu::v1::ShedHeld>* held) {
   thread_local std::vector<xpu_record_v1> records;
   DecodeStats& stats = *stats_out;
   const xpu::v1::ProcessIdentity& id = pb.identity();
@@ -314,6 +320,11 @@ void IngestService::ApplyAdmitted(Session& s, JobState& job, const xpu::v1::Proc
   // its sender those records, counted as their own loss reason; the rest of
   // the batch (signatures, counters, windows) still applies.
   std::string decode_error;
+  if (const uint64_t n = HeldShedRecords(pb, p.next_position); n > 0) {
+    xpu::v1::ShedHeld& h = held->emplace_back();
+    h.set_process_key(pb.process_key());
+    h.set_records(n);
+  }
   DecodeProcessBatch(pb, p.sigs, &records, &stats, &p.next_position, &decode_error).IgnoreError();
   if (!decode_error.empty()) {
     p.lost[kLossRecordUndecodable] += stats.undecodable;
@@ -421,7 +432,8 @@ grpc::Status IngestService::RouteBatch(const std::shared_ptr<Session>& s,
 
 void IngestService::ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& pb,
                                       const std::set<std::string>& foreign,
-                                      std::vector<history::RankCheckpoint>* checkpoints) {
+                                      std::vector<history::RankCheckpoint>* checkpoints,
+                                      std::vector<xpu::v1::ShedHeld>* held) {
   const uint64_t now = registry_.Now();
   const xpu::v1::ProcessIdentity& id = pb.identity();
   const std::string job_id = JobIdOf(id);
@@ -445,7 +457,8 @@ void IngestService::ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& p
   {
     std::lock_guard<std::mutex> l(job->mu());
     refused = Admit(s, *job, id);
-    if (refused.empty()) ApplyAdmitted(s, *job, pb, job_id, now, &stats, &lost_delta, checkpoints);
+    if (refused.empty())
+      ApplyAdmitted(s, *job, pb, job_id, now, &stats, &lost_delta, checkpoints, held);
   }
   if (!refused.empty()) {
     Reject(s, pb, job_id, refused);
@@ -468,7 +481,12 @@ void IngestService::ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& p
 }
 
 void IngestService::Acknowledge(const std::shared_ptr<Session>& s, uint64_t batch_seq,
-                                std::vector<history::RankCheckpoint> checkpoints) {
+                                std::vector<history::RankCheckpoint> checkpoints,
+                                std::vector<xpu::v1::ShedHeld> held) {
+  if (!held.empty()) {
+    std::lock_guard<std::mutex> l(s->pending_mu);
+    for (auto& h : held) s->shed_held.emplace_back(batch_seq, std::move(h));
+  }
   std::weak_ptr<Session> weak = s;
   auto send_ack = [weak, batch_seq] {
     std::shared_ptr<Session> session = weak.lock();
@@ -480,6 +498,13 @@ void IngestService::Acknowledge(const std::shared_ptr<Session>& s, uint64_t batc
       std::lock_guard<std::mutex> l(session->pending_mu);
       for (auto& r : session->rejected) *ack->add_rejected() = std::move(r);
       session->rejected.clear();
+      // Only those of batches this ack covers: a later batch's may not be
+      // durable yet.
+      auto& sh = session->shed_held;
+      auto covered = std::stable_partition(sh.begin(), sh.end(),
+                                           [&](const auto& e) { return e.first <= batch_seq; });
+      for (auto it = sh.begin(); it != covered; ++it) *ack->add_shed_held() = std::move(it->second);
+      sh.erase(sh.begin(), covered);
     }
     if (batch_seq == 0 && ack->rejected_size() == 0) return;
     std::lock_guard<std::mutex> l(session->write_mu);

@@ -147,20 +147,26 @@ class IngestService final : public xpu::v1::Ingest::CallbackService {
   // Whether the process of `pb` may be applied: the reason if not. Caller
   // holds job->mu().
   std::string Admit(Session& s, const JobState& job, const xpu::v1::ProcessIdentity& id) const;
+  // Adds to `held` the process's unconfirmed shed records that the engine
+  // already holds (ProcessBatch.unconfirmed_shed).
   void ApplyProcessBatch(Session& s, const xpu::v1::ProcessBatch& pb,
                          const std::set<std::string>& foreign,
-                         std::vector<history::RankCheckpoint>* checkpoints);
+                         std::vector<history::RankCheckpoint>* checkpoints,
+                         std::vector<xpu::v1::ShedHeld>* held);
   // The records, signatures and counters of an admitted process; its
   // checkpoint. Caller holds job.mu().
   void ApplyAdmitted(Session& s, JobState& job, const xpu::v1::ProcessBatch& pb,
                      const std::string& job_id, uint64_t now, DecodeStats* stats,
                      std::array<uint64_t, kLossReasons>* lost_delta,
-                     std::vector<history::RankCheckpoint>* checkpoints);
+                     std::vector<history::RankCheckpoint>* checkpoints,
+                     std::vector<xpu::v1::ShedHeld>* held);
   void Reject(Session& s, const xpu::v1::ProcessBatch& pb, const std::string& job,
               std::string_view reason);
-  // Checkpoints the batch, then acknowledges it on the session's stream.
+  // Checkpoints the batch, then acknowledges it on the session's stream,
+  // with what it held of the batch's unconfirmed shed records.
   void Acknowledge(const std::shared_ptr<Session>& s, uint64_t batch_seq,
-                   std::vector<history::RankCheckpoint> checkpoints);
+                   std::vector<history::RankCheckpoint> checkpoints,
+                   std::vector<xpu::v1::ShedHeld> held);
   void HandleReply(Session& s, const xpu::v1::CommandReply& reply);
   // Routes the batch's jobs (SetRouter): OK with the jobs this stream must
   // refuse in `foreign`, or the status that ends the stream (a redirect was

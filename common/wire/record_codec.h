@@ -64,6 +64,9 @@ inline constexpr uint8_t kCompactVersion = 1;
 // Largest record count a blob may declare (a daemon sends at most a few
 // hundred thousand records per process per batch).
 inline constexpr uint64_t kMaxCompactRecords = 1u << 24;
+// Most unconfirmed shed runs one ProcessBatch may name (the daemon folds
+// the newest ones together beyond it; the engine refuses more).
+inline constexpr int kMaxShedRuns = 64;
 
 // Appends the compact form of records[0, n) to *out.
 void EncodeCompactRecords(const xpu_record_v1* records, size_t n, std::string* out);

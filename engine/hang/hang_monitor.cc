@@ -161,10 +161,27 @@ std::optional<HangMonitor::Suspicion> HangMonitor::Suspect(JobState& job, uint64
   if (std::optional<ProgressStall> st = progress_.Check(job, now)) {
     consider(Suspicion{st->trigger, st->since_ns});
   }
+  if (s) s->progress_records = job.progress_records();
   *held_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                        std::chrono::steady_clock::now() - held_from)
                                        .count());
   return s;
+}
+
+bool HangMonitor::MovedMeanwhile(const HangReport& r, uint64_t progress_records) const {
+  if (r.verdict.cls == HangClass::kNone || r.verdict.cls == HangClass::kBusyWait) return false;
+  std::shared_ptr<JobState> job = registry_.FindJob(r.job);
+  if (job == nullptr) return false;
+  uint64_t now_records = 0;
+  {
+    std::lock_guard<std::mutex> l(job->mu());
+    now_records = job->progress_records();
+  }
+  if (now_records == progress_records) return false;
+  Log()->info("job {}: {} record(s) of progress arrived while the {} verdict was formed ({}): "
+              "the job moves; not reported",
+              r.job, now_records - progress_records, r.phase, VerdictLine(r.verdict));
+  return true;
 }
 
 void HangMonitor::Poll() {
@@ -208,20 +225,23 @@ void HangMonitor::Poll() {
                     ? (r.diagnosed_ns - r.stall_since_ns) * 1e-9
                     : 0.0,
                 VerdictLine(r.verdict));
+    const bool moved = MovedMeanwhile(r, s->progress_records);
     // A re-check that finds what the episode's full pass already reported
     // keeps that (refined) report in place instead of a quick one.
-    if (!continuing || !RepeatsRefined(r)) Publish(r, now);
-    if (r.verdict.cls == HangClass::kBusyWait || r.verdict.evidence_behind) {
+    if (!moved && (!continuing || !RepeatsRefined(r))) Publish(r, now);
+    if (r.verdict.cls == HangClass::kBusyWait || r.verdict.evidence_behind || moved) {
       // Not a fault yet (the ranks outside the collective are still busy),
-      // or no culprit yet (the engine is behind on the ranks that would be
-      // named): a second look after a second instead of after
-      // rediagnose_ns, so that a rank that has stopped, or one whose
-      // batches were read, becomes a verdict; the full pass runs once.
+      // no culprit yet (the engine is behind on the ranks that would be
+      // named), or the job moved while the verdict was formed: a second
+      // look after a second instead of after rediagnose_ns, so that a rank
+      // that has stopped, or one whose batches were read, becomes a
+      // verdict, and a job that runs on ends the episode; the full pass
+      // runs once.
       constexpr uint64_t kRecheckNs = 1000000000ull;
       std::lock_guard<std::mutex> l(mu_);
       episode_start_[job->job()] =
           now + kRecheckNs > options_.rediagnose_ns ? now + kRecheckNs - options_.rediagnose_ns : 0;
-      if (!busy_refined_.insert(job->job()).second) continue;
+      if (moved || !busy_refined_.insert(job->job()).second) continue;
     }
     // The full pass (native stacks, cuda-gdb ring reads) refines it, off
     // the poll thread.
@@ -236,8 +256,8 @@ void HangMonitor::Poll() {
       }
     }
     workers_.push_back(Worker{std::thread([this, job = job->job(), r, ev = std::move(evidence), now,
-                                           finished]() mutable {
-                                Refine(std::move(job), std::move(r), std::move(ev), now);
+                                           progress = s->progress_records, finished]() mutable {
+                                Refine(std::move(job), std::move(r), std::move(ev), now, progress);
                                 finished->store(true);
                               }),
                               finished});
@@ -256,7 +276,7 @@ void HangMonitor::Poll() {
 }
 
 void HangMonitor::Refine(std::string job, HangReport quick, EvidenceByProcess evidence,
-                         uint64_t episode) {
+                         uint64_t episode, uint64_t progress_records) {
   HangReport r =
       Diagnose(job, options_.evidence_deadline_ms, false, "", &evidence, nullptr, auth::EngineCaller());
   r.trigger = quick.trigger;
@@ -279,6 +299,7 @@ void HangMonitor::Refine(std::string job, HangReport quick, EvidenceByProcess ev
                   ? (r.refined_ns - r.stall_since_ns) * 1e-9
                   : 0.0,
               VerdictLine(r.verdict));
+  if (MovedMeanwhile(r, progress_records)) return;
   Publish(r, episode);
 }
 

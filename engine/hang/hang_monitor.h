@@ -138,6 +138,7 @@ class HangMonitor {
   struct Suspicion {
     std::string trigger;
     uint64_t stall_since_ns = 0;
+    uint64_t progress_records = 0;  // JobState::progress_records() when suspected
   };
   // `held_ns` gets how long the pass held the job's lock.
   std::optional<Suspicion> Suspect(JobState& job, uint64_t now, uint64_t* held_ns);
@@ -152,7 +153,13 @@ class HangMonitor {
   // caller knows it is the same episode: no recovery in between).
   bool RepeatsRefined(const HangReport& quick) const;
   void Publish(const HangReport& r, uint64_t episode);
-  void Refine(std::string job, HangReport quick, EvidenceByProcess evidence, uint64_t episode);
+  void Refine(std::string job, HangReport quick, EvidenceByProcess evidence, uint64_t episode,
+              uint64_t progress_records);
+  // Whether `r` names a fault although records of progress reached the job
+  // after `progress_records` (the suspicion's count): a verdict formed while
+  // the job moves, from evidence of ranks read at different moments (a
+  // checkpoint that just ended), is not published. Logs it.
+  bool MovedMeanwhile(const HangReport& r, uint64_t progress_records) const;
 
   Registry& registry_;
   EvidenceSender send_;

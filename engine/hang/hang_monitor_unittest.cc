@@ -109,6 +109,58 @@ TEST_F(HangMonitorTest, NoSuspicionNoCommand) {
   EXPECT_FALSE(m.ActiveDiagnosis("j").has_value());
 }
 
+// Records of progress that arrive while the verdict is formed (a rank whose
+// checkpoint just ended runs on): the fault verdict is not reported, and
+// the job is looked at again a second later, when a hang that lasts is.
+TEST_F(HangMonitorTest, AVerdictFormedWhileTheJobMovesIsNotReported) {
+  Populate(true);
+  std::shared_ptr<JobState> job = registry_.FindJob("j");
+  bool move = true;
+  HangMonitor m(
+      registry_,
+      [&](const std::string& d, xpu::v1::Command c) {
+        if (move) {
+          std::lock_guard<std::mutex> l(job->mu());
+          for (const auto& [key, p] : job->processes()) {
+            if (p->identity.rank() != 2) continue;
+            SignatureInfo gemm;
+            gemm.abi.kind = XPU_OP_GEMM;
+            p->sigs.Define(1, gemm);
+            xpu_record_v1 rec{};
+            rec.sig_id = 1;
+            rec.start_ns = now_ - kS;
+            rec.flags = XPU_REC_TIMED;
+            job->ApplyRecords(*p, &rec, 1, now_);
+          }
+        }
+        return Answer(d, c);
+      },
+      Options());
+  std::vector<Diagnosis> heard;
+  m.SetListener([&](const Diagnosis& d) { heard.push_back(d); });
+  m.Poll();
+  m.WaitIdle();
+  EXPECT_EQ(modes_, std::vector<std::string>({"quick"})) << "no full pass of a moving job";
+  EXPECT_FALSE(m.Latest("j").has_value());
+  EXPECT_TRUE(heard.empty());
+
+  // Nothing moves any more. A second later rank 2's progress is recent:
+  // busy, not a fault; once it is older than the job's threshold, the hang
+  // is reported.
+  move = false;
+  now_ += 1 * kS;
+  m.Poll();
+  m.WaitIdle();
+  ASSERT_TRUE(m.Latest("j").has_value());
+  EXPECT_EQ(m.Latest("j")->verdict.cls, HangClass::kBusyWait);
+  now_ += 60 * kS;
+  m.Poll();
+  m.WaitIdle();
+  EXPECT_EQ(m.Latest("j")->verdict.cls, HangClass::kNonCommunication);
+  ASSERT_FALSE(heard.empty());
+  EXPECT_EQ(heard.back().kind, "hang_non_communication");
+}
+
 TEST(HangPollWaitTest, SlowPassesStretchTheWaitToKeepTheirShare) {
   using std::chrono::milliseconds;
   EXPECT_EQ(PollWait(500, 0), milliseconds(500));

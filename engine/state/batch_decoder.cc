@@ -82,7 +82,34 @@ absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb) {
     return absl::InvalidArgumentError(absl::StrCat(
         "process_key ", pb.process_key(), ": both records and compact_records are set"));
   }
+  if (pb.unconfirmed_shed_size() > wire::kMaxShedRuns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("process_key ", pb.process_key(), ": ", pb.unconfirmed_shed_size(),
+                     " unconfirmed shed runs (at most ", wire::kMaxShedRuns, ")"));
+  }
+  for (const xpu::v1::ShedRun& r : pb.unconfirmed_shed()) {
+    if (r.end_position() < r.first_position() ||
+        r.records() > r.end_position() - r.first_position()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("process_key ", pb.process_key(), ": unconfirmed shed run of ", r.records(),
+                       " records at positions [", r.first_position(), ", ", r.end_position(), ")"));
+    }
+  }
   return absl::OkStatus();
+}
+
+uint64_t HeldShedRecords(const xpu::v1::ProcessBatch& pb, uint64_t next_position) {
+  uint64_t held = 0;
+  for (const xpu::v1::ShedRun& r : pb.unconfirmed_shed()) {
+    uint64_t n = 0;
+    if (next_position >= r.end_position()) {
+      n = r.records();
+    } else if (next_position > r.first_position()) {
+      n = std::min(r.records(), next_position - r.first_position());
+    }
+    held = held + n < held ? UINT64_MAX : held + n;
+  }
+  return held;
 }
 
 uint64_t BatchRecordCount(const xpu::v1::ProcessBatch& pb) {

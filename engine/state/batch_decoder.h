@@ -104,8 +104,17 @@ struct DecodeStats {
 // count it declares, bounded by its size). What a refusal counts as lost.
 uint64_t BatchRecordCount(const xpu::v1::ProcessBatch& pb);
 
+// Of the records the daemon shed without knowing whether an engine had
+// stored them (ProcessBatch.unconfirmed_shed), those the process's state
+// already holds: the ones at a ring position below `next_position` (before
+// this message's records are decoded). A daemon sends records in position
+// order, so a shed record below it reached this engine, or the one whose
+// history it resumed. Saturating.
+uint64_t HeldShedRecords(const xpu::v1::ProcessBatch& pb, uint64_t next_position);
+
 // Framing checks that can be made before touching any state: identity
-// present, blob a multiple of 32 bytes, not both a raw and a compact blob.
+// present, blob a multiple of 32 bytes, not both a raw and a compact blob,
+// at most wire::kMaxShedRuns unconfirmed shed runs, each within its range.
 // Returns INVALID_ARGUMENT with a message that names the offending field.
 // (Whether a compact blob decodes is only known by decoding it.)
 absl::Status ValidateProcessBatch(const xpu::v1::ProcessBatch& pb);

@@ -111,6 +111,44 @@ TEST(BatchDecoderTest, RejectsMissingIdentity) {
   EXPECT_EQ(ValidateProcessBatch(pb).code(), absl::StatusCode::kInvalidArgument);
 }
 
+xpu::v1::ShedRun* AddRun(xpu::v1::ProcessBatch* pb, uint64_t first, uint64_t end, uint64_t n) {
+  xpu::v1::ShedRun* r = pb->add_unconfirmed_shed();
+  r->set_first_position(first);
+  r->set_end_position(end);
+  r->set_records(n);
+  return r;
+}
+
+TEST(BatchDecoderTest, HeldShedRecordsAreThoseBelowTheNextPosition) {
+  xpu::v1::ProcessBatch pb = ValidBatch();
+  EXPECT_EQ(HeldShedRecords(pb, 1000), 0u);  // none named
+  AddRun(&pb, 100, 200, 100);
+  AddRun(&pb, 300, 400, 90);  // a gap of 10 inside: 90 records over 100 positions
+  EXPECT_TRUE(ValidateProcessBatch(pb).ok());
+  EXPECT_EQ(HeldShedRecords(pb, 0), 0u);
+  EXPECT_EQ(HeldShedRecords(pb, 100), 0u);
+  EXPECT_EQ(HeldShedRecords(pb, 150), 50u);
+  EXPECT_EQ(HeldShedRecords(pb, 200), 100u);
+  EXPECT_EQ(HeldShedRecords(pb, 250), 100u);
+  EXPECT_EQ(HeldShedRecords(pb, 395), 190u);  // bounded by the run's records
+  EXPECT_EQ(HeldShedRecords(pb, 400), 190u);
+  EXPECT_EQ(HeldShedRecords(pb, UINT64_MAX), 190u);
+}
+
+TEST(BatchDecoderTest, RejectsShedRunsOutOfRangeOrTooMany) {
+  xpu::v1::ProcessBatch pb = ValidBatch();
+  AddRun(&pb, 200, 100, 0);  // ends before it starts
+  EXPECT_EQ(ValidateProcessBatch(pb).code(), absl::StatusCode::kInvalidArgument);
+  pb.clear_unconfirmed_shed();
+  AddRun(&pb, 100, 200, 101);  // more records than positions
+  EXPECT_EQ(ValidateProcessBatch(pb).code(), absl::StatusCode::kInvalidArgument);
+  pb.clear_unconfirmed_shed();
+  for (int i = 0; i < wire::kMaxShedRuns; ++i) AddRun(&pb, i * 10, i * 10 + 5, 5);
+  EXPECT_TRUE(ValidateProcessBatch(pb).ok());
+  AddRun(&pb, 10000, 10001, 1);
+  EXPECT_EQ(ValidateProcessBatch(pb).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(BatchDecoderTest, SkipsAndCountsUnknownSigIds) {
   xpu::v1::ProcessBatch pb = ValidBatch();
   AppendRecords(&pb, {MakeRecord(9, 1, 1, 1), MakeRecord(0, 1, 1, 1), MakeRecord(1, 5, 5, 5),

@@ -281,6 +281,7 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
       p.progress_gap_unread_ns = 0;  // start-up gaps are not the job's pace
     }
     if (IsProgressRecord(kind, rec.flags)) {
+      ++progress_records_;
       p.last_progress_rx_ns = now_ns;
       const uint64_t end = rec.start_ns + dur;
       if (p.last_progress_end_ns != 0 && end > p.last_progress_end_ns) {

@@ -336,6 +336,10 @@ class JobState {
   uint64_t first_seen_ns() const { return first_seen_ns_; }
   uint64_t last_seen_ns() const { return last_seen_ns_; }
   uint64_t records() const { return records_; }
+  // Records of progress (IsProgressRecord) applied since the job began: the
+  // hang monitor tells from it whether the job moved while it formed a
+  // verdict.
+  uint64_t progress_records() const { return progress_records_; }
   // Records that came after their window was analysed, since the job began
   // (WindowSummaryRow::late_records of every window closed).
   uint64_t late_records() const { return late_records_; }
@@ -372,6 +376,7 @@ class JobState {
   uint64_t last_seen_ns_;
   uint64_t window_start_ns_;
   uint64_t records_ = 0;
+  uint64_t progress_records_ = 0;
   uint64_t window_late_records_ = 0;  // WindowSummaryRow::late_records so far
   uint64_t late_records_ = 0;         // of the windows closed
   std::atomic<int64_t> owner_uid_{-1};

@@ -240,6 +240,9 @@ def body(pipe, scenario):
             diags = pipe.cli_json(engine.addr, "diagnose", "--job", job.job, "--all")
             kinds = sorted(set(d["kind"] for d in diags.get("diagnoses", []) if d["kind"].startswith("hang")))
             log("hang diagnoses stored: %s" % kinds)
+            for d in diags.get("diagnoses", []):
+                if d["kind"].startswith("hang") and d["kind"] != "hang_busy_wait":
+                    log("  %s: %s" % (d["kind"], json.dumps(d)[:2000]))
             check(all(k == "hang_busy_wait" for k in kinds), "a fault was reported: %s" % kinds)
             check(job.proc.alive(), "job ended")
     finally:
