@@ -130,8 +130,10 @@ Localization Localize(const std::vector<WorkerPatterns>& workers, const Localiza
       a.by_expectation = fa.D[w] > 0;
       a.by_difference = fa.Delta[w] > fa.M + o.k * fa.MAD;
       if (!a.by_expectation && !a.by_difference) continue;
-      a.more_time = p.beta > fa.beta_median * (1 + o.min_change);
-      a.slower = p.mu < fa.mu_median * (1 - o.min_change);
+      a.more_time = p.beta > fa.beta_median * (1 + o.min_change) &&
+                    p.beta - fa.beta_median > o.min_excess_beta;
+      a.slower = p.mu < fa.mu_median * (1 - o.min_change) && fa.mu_median > 0 &&
+                 p.beta * (1 - p.mu / fa.mu_median) > o.min_excess_beta;
       out.abnormal.push_back(a);
     }
     out.functions.push_back(std::move(fa));

@@ -64,6 +64,12 @@ struct LocalizationOptions {
   // min_drop): timing jitter makes every worker a little different, and a
   // worker 4 % above the median is not slow in the function.
   double min_change = 0.15;
+  // And only when it costs the worker this share of its iteration beyond
+  // the median worker (more time: beta - median beta; a slower pace: the
+  // time the pace adds, beta x (1 - mu / median mu)): a function that takes
+  // 1.5 % of the iteration, 20 % slower on one worker, costs it 0.3 % and
+  // is timing noise, not the slowdown's cause.
+  double min_excess_beta = 0.01;
 };
 
 ExpectedRange ExpectationFor(FunctionClass c, const LocalizationOptions& o);
@@ -106,7 +112,8 @@ struct AbnormalExecution {
   bool by_difference = false;   // Delta > M + k MAD
   // Direction against the other workers: more critical-path time than the
   // median (beta above median x (1 + min_change)), or a slower pace (mu
-  // below median x (1 - min_change)).
+  // below median x (1 - min_change)), each only when it costs the worker
+  // more than min_excess_beta of its iteration.
   bool more_time = false;
   bool slower = false;
 };

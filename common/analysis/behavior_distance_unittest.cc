@@ -117,6 +117,31 @@ TEST(BehaviorDistanceTest, LocalizeOneSlowWorker) {
   }
 }
 
+// Eight workers; worker 0 runs a kernel 25 % slower (2 x 125 ns against
+// 2 x 100 ns, mu 0.8 against 1) and spends 27 % more of its iteration in it.
+// Normalized (1, 0.8, 0) against (0.79, 1, 0): distance 0.41 >= delta, so
+// worker 0 is unique (Delta 7/8 > M 1/8). When the kernel takes 1.5 % of
+// the iteration, that costs worker 0 0.4 % (beta 0.019 - 0.015) and 0.4 %
+// (0.019 x (1 - 0.8)): not slow in it. At 15 %, 4 % and 3.8 %: slow in it.
+TEST(BehaviorDistanceTest, ASmallFunctionsJitterIsNotSlowness) {
+  for (const double beta : {0.015, 0.15}) {
+    std::vector<WorkerPatterns> w(8);
+    for (int i = 0; i < 8; ++i) {
+      w[i].rank = i;
+      w[i].functions.push_back(i == 0 ? Uniform("dropout", FunctionClass::kGpuCompute,
+                                                beta * 19 / 15, 2, 125)
+                                      : Uniform("dropout", FunctionClass::kGpuCompute, beta, 2, 100));
+    }
+    const Localization l = Localize(w);
+    ASSERT_EQ(l.abnormal.size(), 1u) << beta;
+    const AbnormalExecution& a = l.abnormal[0];
+    EXPECT_EQ(a.worker, 0u);
+    EXPECT_TRUE(a.by_difference);
+    EXPECT_EQ(a.more_time, beta > 0.1) << beta;
+    EXPECT_EQ(a.slower, beta > 0.1) << beta;
+  }
+}
+
 // Three behaviours of one kernel, with r = 100 ns:
 //   a = (beta 0.2, 1 x 100 ns) -> P = (0.2, 1, 0), normalized (1/3, 1, 0)
 //   b = (beta 0.6, 1 x 100 ns) -> P = (0.6, 1, 0), normalized (1, 1, 0)

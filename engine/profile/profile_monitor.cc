@@ -64,6 +64,7 @@ ProfileMonitorOptions ProfileMonitorOptionsFromEnv() {
   if (EnvDouble("XPU_PROFILE_DELTA", 0, 3, &v)) o.localization.delta = v;
   if (EnvDouble("XPU_PROFILE_MIN_BETA", 0, 1, &v)) o.localization.min_beta = v;
   if (EnvDouble("XPU_PROFILE_MIN_CHANGE", 0, 10, &v)) o.localization.min_change = v;
+  if (EnvDouble("XPU_PROFILE_MIN_EXCESS_BETA", 0, 1, &v)) o.localization.min_excess_beta = v;
   return o;
 }
 
