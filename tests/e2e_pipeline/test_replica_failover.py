@@ -127,18 +127,22 @@ def body(pipe):
     check(not metric(pipe.metrics(b), "xpu_ingest_records_total", job=job.job),
           "replica b ingested records of a job replica a serves")
 
-    # a diagnoses the slow GPU and the webhook gets it; its delivery is recorded.
-    def fired():
-        check(job.proc.alive(), "job ended before replica a diagnosed it; make it longer")
-        return hook.events(job.job, "slow_gpu", "firing") or None
-
-    wait_for(fired, 60, "replica a's slow_gpu firing event at the webhook", 0.2)
-    # The slow rank's diagnosis (on 2 busy cores a healthy rank is now and
-    # then found slow for a window or two: other subjects are not counted).
+    # a diagnoses the slow GPU and the webhook gets it; its delivery is
+    # recorded. The slow rank's diagnosis: on 2 busy cores a healthy rank is
+    # now and then found slow for a window or two, and such other subjects
+    # are logged, not counted.
     subject = "rank:%d" % SLOW_RANK
-    check(hook.events(job.job, "slow_gpu", "firing", subject),
-          "replica a's first slow_gpu names another rank: %s" % hook.events(
-              job.job, "slow_gpu", "firing"))
+
+    def fired():
+        check(job.proc.alive(), "job ended before replica a diagnosed rank %d; make it longer"
+              % SLOW_RANK)
+        return hook.events(job.job, "slow_gpu", "firing", subject) or None
+
+    wait_for(fired, 60, "replica a's slow_gpu firing event for %s at the webhook" % subject, 0.2)
+    others = {k: v for k, v in hook.events(job.job, "slow_gpu", "firing").items()
+              if k not in hook.events(job.job, "slow_gpu", "firing", subject)}
+    if others:
+        log("slow_gpu firing events for other subjects before it (not counted): %s" % others)
     wait_for(lambda: deliveries(pipe, db, job.job, "slow_gpu", "firing", subject) == 1, 20,
              "replica a to record the delivery", 0.2)
     before = engine_ranks(pipe, a.addr, job.job)
