@@ -256,6 +256,10 @@ void EngineClient::HandleAck(const xpu::v1::BatchAck& ack) {
       unacked_.pop_front();
       ++stats_.batches_acked;
     }
+    while (!released_shed_.empty() && released_shed_.begin()->first <= ack.batch_seq()) {
+      for (const auto& [key, n] : released_shed_.begin()->second) shed[key] += n;
+      released_shed_.erase(released_shed_.begin());
+    }
     // Unconfirmed shed records: what the engine does not hold is lost.
     for (const auto& [key, n] : shed) {
       const uint64_t kept = std::min(n, held[key]);
@@ -299,7 +303,12 @@ void EngineClient::HandleRedirect(const xpu::v1::JobRedirect& r) {
 void EngineClient::EnforceBudgetLocked(std::vector<Loss>* losses) {
   // Written but unacknowledged batches first: the engine has them; keeping
   // them only guards against its crash.
-  while (queue_bytes_ > options_.buffer_bytes && !unacked_.empty()) {
+  while (queue_bytes_ > options_.buffer_bytes && !unacked_.empty() &&
+         unacked_.front().first.batch_seq() != in_flight_seq_) {
+    for (const auto& pb : unacked_.front().first.processes()) {
+      for (const auto& run : pb.unconfirmed_shed())
+        released_shed_[unacked_.front().first.batch_seq()][pb.process_key()] += run.records();
+    }
     queue_bytes_ -= unacked_.front().second;
     unacked_.pop_front();
     ++stats_.batches_released_unacked;
@@ -430,7 +439,9 @@ bool EngineClient::RunConnection(const std::string& target) {
     current_ctx_ = &ctx;
     stats_.target = target;
     acked_ = accepted_ = compact_ = broken_ = false;
-    // Whatever the previous engine did not acknowledge goes again, first.
+    // Whatever the previous engine did not acknowledge goes again, first,
+    // with the runs of what was shed from it.
+    in_flight_seq_ = 0;
     stats_.batches_resent += unacked_.size();
     while (!unacked_.empty()) {
       queue_.push_front(std::move(unacked_.back()));
@@ -583,11 +594,16 @@ void EngineClient::SendUntilBroken(Stream* stream) {
         *out.mutable_reply() = std::move(replies_.front());
         replies_.pop_front();
       } else if (!queue_.empty()) {
-        // Stays queued until written, so a failed write loses nothing.
+        // Unacknowledged from here: the engine may store it and acknowledge
+        // it before the write returns. A failed write ends the stream, and
+        // the next one sends every unacknowledged batch again, so nothing
+        // is lost; the budget enforcer does not release it while it is
+        // being written.
         *out.mutable_batch() = queue_.front().first;
-        // From here an engine may store it, even if the budget enforcer
-        // sheds the queued original while this copy is written.
         last_written_seq_ = std::max(last_written_seq_, out.batch().batch_seq());
+        in_flight_seq_ = out.batch().batch_seq();
+        unacked_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
         PrepareForSend(out.mutable_batch());
         have_batch = true;
         compact = compact_;
@@ -600,19 +616,17 @@ void EngineClient::SendUntilBroken(Stream* stream) {
     bool encoded = false;
     const uint64_t record_bytes =
         have_batch ? EncodeForSend(compact, out.mutable_batch(), &encoded) : 0;
-    if (!stream->Write(out)) break;
+    if (!stream->Write(out)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_flight_seq_ = 0;
+      break;
+    }
     last_write = std::chrono::steady_clock::now();
     if (have_batch) {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.record_bytes_sent += record_bytes;
       if (encoded) ++stats_.batches_compact;
-      // The budget enforcer may have shrunk the front meanwhile; it is still
-      // the same batch (same seq) unless it was folded away. Written is not
-      // delivered: it waits for the engine's acknowledgement.
-      if (!queue_.empty() && queue_.front().first.batch_seq() == out.batch().batch_seq()) {
-        unacked_.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      in_flight_seq_ = 0;
       ++stats_.batches_sent;
     }
   }

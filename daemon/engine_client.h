@@ -29,7 +29,8 @@
 // ring position (ProcessBatch.unconfirmed_shed), and the engine that
 // receives it says how many it already holds (BatchAck.shed_held); only
 // the rest are counted lost, when that ack comes (records_unconfirmed
-// meanwhile). Reconnects back off exponentially (0.5 s → 10 s).
+// meanwhile; an unacknowledged batch released for the budget leaves its
+// runs' count to the ack that covers it). Reconnects back off exponentially (0.5 s → 10 s).
 //
 // Engine replicas (docs/deploy.md): `target` may list several engines,
 // comma-separated ("a:7441,b:7441"). The client holds one stream at a time:
@@ -200,6 +201,13 @@ class EngineClient {
   // The newest batch_seq written to any stream: a batch at or below it may
   // be stored by an engine that did not acknowledge it.
   uint64_t last_written_seq_ = 0;
+  // Unconfirmed shed records of unacknowledged batches released for the
+  // budget (batch_seq -> process key -> records): the ack that covers the
+  // batch still settles them.
+  std::map<uint64_t, std::map<uint64_t, uint64_t>> released_shed_;
+  // The batch whose copy is being written (0: none): in unacked_ already,
+  // not released for the budget until the write returns.
+  uint64_t in_flight_seq_ = 0;
   // Identity and every signature sent so far, per process with a batch
   // here (what a restarted engine must be told before those records).
   std::map<uint64_t, xpu::v1::ProcessBatch> definitions_;

@@ -371,16 +371,16 @@ TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
   EXPECT_GT(down.records_dropped, 0u);
 
   // The next engine holds the first batch (ring positions 0-499), not the second.
-  engine = std::make_unique<FakeEngine>(port);
-  ASSERT_EQ(engine->port(), port);
-  engine->service.With([&](FakeIngest& s) {
+  engine = std::make_unique<FakeEngine>(port, [&](FakeIngest& s) {
     s.ack_batches_ = true;
     s.held_below_[node.key] = 500;
   });
+  ASSERT_EQ(engine->port(), port);
   ASSERT_TRUE(WaitFor([&] {
     const EngineClientStats st = client->stats();
-    return st.connects == 2 && st.batches_buffered == 0 && st.batches_unacked == 0;
-  }));
+    return st.connected && st.connects >= 2 && st.batches_buffered == 0 && st.batches_unacked == 0;
+  })) << "connects " << client->stats().connects << ", buffered "
+      << client->stats().batches_buffered << ", unacked " << client->stats().batches_unacked;
   const EngineClientStats up = client->stats();
   EXPECT_EQ(up.records_unconfirmed, 0u);
   EXPECT_EQ(up.records_shed_held, 500u);
@@ -408,6 +408,64 @@ TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
       return pb.counters().records_dropped_daemon() == up.records_dropped;
     });
   }));
+  client->Stop();
+}
+
+// The same runs, written to the next engine in batches that it does not
+// acknowledge before the budget releases them: the ack that covers them
+// later still settles their records.
+TEST(EngineClientTest, ReleasedBatchesLeaveTheirShedRunsToTheAck) {
+  auto engine = std::make_unique<FakeEngine>();  // never acknowledges
+  const int port = engine->port();
+  Node node;
+  EngineClientOptions o = ClientOptions(port);
+  o.buffer_bytes = 40 * 1024;
+  auto client =
+      std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
+  client->Start();
+  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
+  for (int i = 0; i < 2; ++i) {
+    for (auto& b : node.Produce(500, i == 0 ? node.sig_a : node.sig_b))
+      client->Enqueue(std::move(b));
+  }
+  ASSERT_TRUE(WaitFor([&] { return client->stats().batches_unacked == 2; }));
+  engine->Stop();
+  ASSERT_TRUE(WaitFor([&] {
+    const EngineClientStats st = client->stats();
+    return !st.connected && st.batches_unacked == 0 && st.batches_buffered == 2;
+  }));
+  for (int i = 0; i < 6; ++i) {
+    for (auto& b : node.Produce(500, node.sig_b)) client->Enqueue(std::move(b));
+  }
+  ASSERT_EQ(client->stats().records_unconfirmed, 1000u);
+  const uint64_t dropped_down = client->stats().records_dropped;
+
+  // The next engine holds the first 500; it reads everything but does not
+  // acknowledge yet, and more batches push the written ones out.
+  engine = std::make_unique<FakeEngine>(
+      port, [&](FakeIngest& s) { s.held_below_[node.key] = 500; });
+  ASSERT_TRUE(WaitFor([&] {
+    const EngineClientStats st = client->stats();
+    return st.connected && st.connects >= 2 && st.batches_buffered == 0;
+  }));
+  for (int i = 0; i < 6; ++i) {
+    for (auto& b : node.Produce(500, node.sig_b)) client->Enqueue(std::move(b));
+  }
+  ASSERT_TRUE(WaitFor([&] { return client->stats().batches_buffered == 0; }));
+  const EngineClientStats released = client->stats();
+  EXPECT_GT(released.batches_released_unacked, 0u);
+  EXPECT_EQ(released.records_unconfirmed, 1000u) << "released, not settled";
+
+  // Acknowledgements from now on: the first covers the released batches.
+  engine->service.With([&](FakeIngest& s) { s.ack_batches_ = true; });
+  ASSERT_TRUE(WaitFor([&] {
+    for (auto& b : node.Produce(1, node.sig_b)) client->Enqueue(std::move(b));
+    return client->stats().records_unconfirmed == 0;
+  }));
+  const EngineClientStats up = client->stats();
+  EXPECT_EQ(up.records_shed_held, 500u);
+  EXPECT_EQ(up.records_dropped, released.records_dropped + 500);
+  EXPECT_GE(released.records_dropped, dropped_down);
   client->Stop();
 }
 

@@ -136,23 +136,26 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE, "served by another replica");
       }
       if (m.has_batch()) batches_.push_back(m.batch());
-      if (m.has_batch() && ack_batches_) {
-        // Acknowledged at once; of the unconfirmed shed runs, the records
-        // below held_below_[process key] are held.
-        xpu::v1::EngineMessage a;
-        a.mutable_batch_ack()->set_batch_seq(m.batch().batch_seq());
+      if (m.has_batch()) {
+        // Of the unconfirmed shed runs, the records below
+        // held_below_[process key] are held; said in the next ack.
         for (const auto& pb : m.batch().processes()) {
-          uint64_t held = 0;
           const uint64_t below = held_below_[pb.process_key()];
           for (const auto& r : pb.unconfirmed_shed()) {
             if (below > r.first_position())
-              held += std::min(r.records(), below - r.first_position());
+              held_unsaid_[pb.process_key()] += std::min(r.records(), below - r.first_position());
           }
-          if (held == 0) continue;
+        }
+      }
+      if (m.has_batch() && ack_batches_) {
+        xpu::v1::EngineMessage a;
+        a.mutable_batch_ack()->set_batch_seq(m.batch().batch_seq());
+        for (const auto& [key, held] : held_unsaid_) {
           xpu::v1::ShedHeld* h = a.mutable_batch_ack()->add_shed_held();
-          h->set_process_key(pb.process_key());
+          h->set_process_key(key);
           h->set_records(held);
         }
+        held_unsaid_.clear();
         stream->Write(a);
       }
       if (m.has_reply()) replies_.push_back(m.reply());
@@ -182,6 +185,7 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
   // below held_below_); an engine that never acknowledges otherwise.
   bool ack_batches_ = false;
   std::map<uint64_t, uint64_t> held_below_;
+  std::map<uint64_t, uint64_t> held_unsaid_;  // held shed records of batches not yet acked
   int redirected_ = 0;
   std::vector<xpu::v1::DaemonHello> hellos_;
   std::vector<xpu::v1::Batch> batches_;
@@ -195,7 +199,9 @@ class FakeIngest final : public xpu::v1::Ingest::Service {
 
 class FakeEngine {
  public:
-  explicit FakeEngine(int port = 0) {
+  // `setup` configures the service before it takes a stream.
+  explicit FakeEngine(int port = 0, const std::function<void(FakeIngest&)>& setup = nullptr) {
+    if (setup) setup(service);
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
                        &port_);
