@@ -333,36 +333,51 @@ TEST(EngineClientTest, BuffersDropsPastBudgetReconnectsAndResendsSignatures) {
   client->Stop();
 }
 
-// Batches written to an engine that went away without acknowledging them
-// may be stored there: shed while it is away, their records wait for the
-// next engine's word (BatchAck.shed_held) before they count as dropped, and
-// only those it does not hold do.
-TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
-  auto engine = std::make_unique<FakeEngine>();  // never acknowledges
+// Two batches of 500 records written to an engine that never acknowledges
+// them; it goes away, and 6 more batches of 500 (16 KB each) come while it
+// is down, against a 40 KB budget.
+struct Outage {
+  std::unique_ptr<FakeEngine> engine = std::make_unique<FakeEngine>();
   const int port = engine->port();
   Node node;
-  EngineClientOptions o = ClientOptions(port);
+  std::unique_ptr<EngineClient> client;
+};
+
+void WriteTwoThenGoAway(Outage* t) {
+  EngineClientOptions o = ClientOptions(t->port);
   o.buffer_bytes = 40 * 1024;  // ~1200 records
-  auto client =
-      std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
+  t->client = std::move(
+      EngineClient::Create(o, t->node.collector.get(), t->node.collector.get()).value());
+  EngineClient* client = t->client.get();
   client->Start();
   ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
-  // Two batches of 500 records written, not acknowledged.
   for (int i = 0; i < 2; ++i) {
-    for (auto& b : node.Produce(500, i == 0 ? node.sig_a : node.sig_b))
+    for (auto& b : t->node.Produce(500, i == 0 ? t->node.sig_a : t->node.sig_b))
       client->Enqueue(std::move(b));
   }
   ASSERT_TRUE(WaitFor([&] { return client->stats().batches_unacked == 2; }));
-  engine->Stop();
+  t->engine->Stop();
   // The next attempt puts them back in front of the queue.
   ASSERT_TRUE(WaitFor([&] {
     const EngineClientStats st = client->stats();
     return !st.connected && st.batches_unacked == 0 && st.batches_buffered == 2;
   }));
-  // Engine down: 6 more batches of 500 (16 KB each) against a 40 KB budget.
   for (int i = 0; i < 6; ++i) {
-    for (auto& b : node.Produce(500, node.sig_b)) client->Enqueue(std::move(b));
+    for (auto& b : t->node.Produce(500, t->node.sig_b)) client->Enqueue(std::move(b));
   }
+}
+
+// Batches written to an engine that went away without acknowledging them
+// may be stored there: shed while it is away, their records wait for the
+// next engine's word (BatchAck.shed_held) before they count as dropped, and
+// only those it does not hold do.
+TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
+  Outage t;
+  ASSERT_NO_FATAL_FAILURE(WriteTwoThenGoAway(&t));
+  std::unique_ptr<FakeEngine>& engine = t.engine;
+  const int port = t.port;
+  Node& node = t.node;
+  EngineClient* client = t.client.get();
   const EngineClientStats down = client->stats();
   // Both written batches lost their records, unconfirmed; the never written
   // ones that were shed are counted at once.
@@ -415,28 +430,12 @@ TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
 // acknowledge before the budget releases them: the ack that covers them
 // later still settles their records.
 TEST(EngineClientTest, ReleasedBatchesLeaveTheirShedRunsToTheAck) {
-  auto engine = std::make_unique<FakeEngine>();  // never acknowledges
-  const int port = engine->port();
-  Node node;
-  EngineClientOptions o = ClientOptions(port);
-  o.buffer_bytes = 40 * 1024;
-  auto client =
-      std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
-  client->Start();
-  ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
-  for (int i = 0; i < 2; ++i) {
-    for (auto& b : node.Produce(500, i == 0 ? node.sig_a : node.sig_b))
-      client->Enqueue(std::move(b));
-  }
-  ASSERT_TRUE(WaitFor([&] { return client->stats().batches_unacked == 2; }));
-  engine->Stop();
-  ASSERT_TRUE(WaitFor([&] {
-    const EngineClientStats st = client->stats();
-    return !st.connected && st.batches_unacked == 0 && st.batches_buffered == 2;
-  }));
-  for (int i = 0; i < 6; ++i) {
-    for (auto& b : node.Produce(500, node.sig_b)) client->Enqueue(std::move(b));
-  }
+  Outage t;
+  ASSERT_NO_FATAL_FAILURE(WriteTwoThenGoAway(&t));
+  std::unique_ptr<FakeEngine>& engine = t.engine;
+  const int port = t.port;
+  Node& node = t.node;
+  EngineClient* client = t.client.get();
   ASSERT_EQ(client->stats().records_unconfirmed, 1000u);
   const uint64_t dropped_down = client->stats().records_dropped;
 
