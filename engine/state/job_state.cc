@@ -28,13 +28,20 @@ std::string_view LivenessName(Liveness l) {
   return "unknown";
 }
 
-void RecordRing::Resize(size_t slots) {
-  std::vector<xpu_record_v1> next(slots);
-  const size_t keep = std::min(held_, slots);
-  const size_t old = buf_.size();
-  for (uint64_t p = written_ - keep; p < written_; ++p) next[p % slots] = buf_[p % old];
-  buf_.swap(next);
-  held_ = keep;
+void RecordRing::DropBefore(uint64_t p) {
+  const uint64_t before = p / kChunkRecords;  // chunks below it hold no position >= p
+  while (head_ < chunks_.size() && first_chunk_ < before) {
+    chunks_[head_++].reset();
+    ++first_chunk_;
+  }
+  if (head_ == chunks_.size()) {
+    chunks_.clear();
+    head_ = 0;
+  } else if (head_ * 2 >= chunks_.size()) {
+    chunks_.erase(chunks_.begin(), chunks_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+  if (chunks_.capacity() > 2 * chunks_.size() + 8) chunks_.shrink_to_fit();
 }
 
 void RecordRing::Append(const xpu_record_v1* r, size_t n) {
@@ -44,45 +51,33 @@ void RecordRing::Append(const xpu_record_v1* r, size_t n) {
     written_ += n - capacity_;
     n = capacity_;
     held_ = 0;
+    DropBefore(written_);
   }
-  if (held_ + n > buf_.size() && buf_.size() < capacity_) {
-    // Doubling up to what the last window needed (a ring filled while the
-    // previous window's view is still read takes only the room of what
-    // came meanwhile), then 1.5x steps (amortized appends without
-    // overshooting much).
-    const size_t need = held_ + n;
-    const size_t grown =
-        need <= window_slots_
-            ? std::min(window_slots_, std::max({need, 2 * buf_.size(), size_t{64}}))
-            : std::max({need, buf_.size() + buf_.size() / 2, size_t{64}});
-    Resize(std::min(capacity_, grown));
+  held_ = std::min(capacity_, held_ + n);
+  while (n > 0) {
+    const uint64_t chunk = written_ / kChunkRecords;
+    if (chunks_.size() == head_) first_chunk_ = chunk;
+    if (chunk - first_chunk_ >= chunks_.size() - head_) chunks_.emplace_back(new Chunk);
+    const size_t off = static_cast<size_t>(written_ % kChunkRecords);
+    const size_t m = std::min(n, kChunkRecords - off);
+    std::memcpy(chunks_[head_ + (chunk - first_chunk_)]->data() + off, r, m * sizeof(*r));
+    written_ += m;
+    r += m;
+    n -= m;
   }
-  const size_t cap = buf_.size();
-  size_t pos = static_cast<size_t>(written_ % cap);
-  size_t first = std::min(n, cap - pos);
-  std::memcpy(buf_.data() + pos, r, first * sizeof(*r));
-  std::memcpy(buf_.data(), r + first, (n - first) * sizeof(*r));
-  written_ += n;
-  held_ = std::min(cap, held_ + n);
+  DropBefore(written_ - held_);
 }
 
 void RecordRing::Trim(size_t keep) {
-  keep = std::min(keep, capacity_);
-  if (written_ != trimmed_at_ || window_slots_ < held_) window_slots_ = held_;
-  trimmed_at_ = written_;
-  const size_t kept = std::min(held_, keep);
-  // The window's records were read: only the newest `keep` stay, in a
-  // buffer of their size (the next window's records grow it again, to
-  // window_slots_ at once).
-  if (buf_.size() > kept) Resize(kept);
+  held_ = std::min({held_, keep, capacity_});
+  DropBefore(written_ - held_);
 }
 
 std::vector<xpu_record_v1> RecordRing::Last(size_t n) const {
   n = std::min(n, held_);
   std::vector<xpu_record_v1> out;
   out.reserve(n);
-  const size_t cap = buf_.size();
-  for (uint64_t i = written_ - n; i < written_; ++i) out.push_back(buf_[i % cap]);
+  ForEachLast(n, [&out](const xpu_record_v1& r) { out.push_back(r); });
   return out;
 }
 
@@ -254,7 +249,8 @@ void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, u
   if (n == 0) return;
   const size_t slots = p.ring.allocated();
   p.ring.Append(r, n);
-  ring_allocated_bytes_ += (p.ring.allocated() - slots) * sizeof(xpu_record_v1);  // grows only
+  ring_allocated_bytes_ += p.ring.allocated() * sizeof(xpu_record_v1);
+  ring_allocated_bytes_ -= std::min<uint64_t>(ring_allocated_bytes_, slots * sizeof(xpu_record_v1));
   p.records += n;
   p.window_records += n;
   records_ += n;

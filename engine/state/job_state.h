@@ -40,16 +40,17 @@ bool IsProgressRecord(uint16_t kind, uint16_t flags);
 // "allreduce", "gemm", ..., "op<N>" when unknown.
 using ::xpu::record::OpKindName;
 
-// Bounded ring of the most recent records of one process. Memory is taken
-// as records come and given back by Trim() once a window's records were
-// read, so that an idle or finished rank holds only its newest few records,
-// not `capacity`. The buffer is sized by what the previous window needed
-// (its tail plus the window's records, at most `capacity`): a steady job's
-// ring grows in doubling steps to that size, not past it (so that records
-// that come while the window tick's detectors still read the previous
-// window's copy take only their own room).
+// Bounded ring of the most recent records of one process, held in chunks
+// of kChunkRecords. Memory is taken a chunk at a time as records come and
+// given back by Trim() once a window's records were read, so that an idle or
+// finished rank holds only its newest few records, not `capacity`. A ring
+// holds at most one chunk it has not filled and one only partly held
+// (allocated() < held() + 2 * kChunkRecords): records that come while the
+// window tick's detectors still read the previous window's copy take only
+// their own room, and growing copies nothing.
 class RecordRing {
  public:
+  static constexpr size_t kChunkRecords = 32;  // 1 KiB
   explicit RecordRing(size_t capacity) : capacity_(capacity ? capacity : 1) {}
   void Append(const xpu_record_v1* r, size_t n);
   // Up to n most recent records, oldest first.
@@ -58,37 +59,55 @@ class RecordRing {
   // without copying them.
   template <class F>
   void ForEachLast(size_t n, F&& f) const {
-    n = std::min(n, held_);
-    const size_t cap = buf_.size();
-    for (uint64_t i = written_ - n; i < written_; ++i) f(buf_[i % cap]);
+    WhileLast(n, [&f](const xpu_record_v1& r) {
+      f(r);
+      return true;
+    });
   }
   // How many of the up to n most recent records, oldest first, come before
   // the first for which stop(record) is true.
   template <class F>
   size_t CountLastUntil(size_t n, F&& stop) const {
-    n = std::min(n, held_);
-    const size_t cap = buf_.size();
-    size_t count = 0;
-    for (uint64_t i = written_ - n; i < written_ && !stop(buf_[i % cap]); ++i) ++count;
-    return count;
+    return WhileLast(n, [&stop](const xpu_record_v1& r) { return !stop(r); });
   }
   uint64_t written() const { return written_; }
   size_t capacity() const { return capacity_; }  // most records ever kept
   size_t held() const { return held_; }          // records kept now
-  size_t allocated() const { return buf_.size(); }
+  // Record slots taken (whole chunks).
+  size_t allocated() const { return (chunks_.size() - head_) * kChunkRecords; }
   // Keeps the newest `keep` records (held() <= keep after it) and frees the
-  // memory beyond them; remembers how many slots this window needed, the
-  // size the buffer grows to when the next window's records come (a second
-  // Trim with no record in between keeps that figure).
+  // chunks that hold none of them.
   void Trim(size_t keep);
 
  private:
-  void Resize(size_t slots);        // keeps the newest min(held_, slots) records
-  std::vector<xpu_record_v1> buf_;  // slot of position p: p % buf_.size()
+  using Chunk = std::array<xpu_record_v1, kChunkRecords>;
+  // Calls go(record) for the up to n most recent records, oldest first, a
+  // chunk at a time, until it returns false; returns how many it accepted.
+  template <class F>
+  size_t WhileLast(size_t n, F&& go) const {
+    n = std::min(n, held_);
+    size_t done = 0;
+    for (uint64_t p = written_ - n; p < written_;) {
+      const xpu_record_v1* chunk = chunks_[head_ + (p / kChunkRecords - first_chunk_)]->data();
+      const size_t off = static_cast<size_t>(p % kChunkRecords);
+      const size_t m = static_cast<size_t>(std::min<uint64_t>(written_ - p, kChunkRecords - off));
+      for (size_t i = 0; i < m; ++i, ++done) {
+        if (!go(chunk[off + i])) return done;
+      }
+      p += m;
+    }
+    return done;
+  }
+  // Frees the chunks wholly before position p.
+  void DropBefore(uint64_t p);
+  // chunks_[head_ + i] holds positions [(first_chunk_ + i) * kChunkRecords,
+  // (first_chunk_ + i + 1) * kChunkRecords); the slots before head_ were
+  // freed (compacted away once they are half the vector).
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  size_t head_ = 0;
+  uint64_t first_chunk_ = 0;
   size_t capacity_;
   size_t held_ = 0;
-  size_t window_slots_ = 0;  // held() at the last Trim, before trimming
-  uint64_t trimmed_at_ = 0;  // written_ at the last Trim
   uint64_t written_ = 0;
 };
 

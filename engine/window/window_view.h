@@ -63,7 +63,8 @@ struct WindowView {
   // (analysis::CommunicatorBandwidth over every rank), found once for the
   // slow-link detector, the figures exporter and the baseline recorder
   // (each grouped every rank's collectives anew, at once: under tp8pp4 the
-  // three groupings were a quarter of the engine's memory in a tick).
+  // three groupings were a quarter of the engine's memory in a tick; the
+  // one left folds each instance as the ranks are read).
   // Thread-safe once FindAll ran.
   const std::vector<analysis::CommBandwidth>& Communicators() const;
   // Finds every rank's figures and the communicators now, on up to

@@ -78,27 +78,28 @@ TEST(WindowViewTest, BuildAndTrimLeavesEachRingItsTailAndTheSameView) {
   EXPECT_EQ(v.records, 400u);
   const RecordRing& pace = job.state().processes().at("rank:0")->ring;  // lowest rank
   const RecordRing& other = job.state().processes().at("rank:1")->ring;
+  constexpr size_t kChunk = RecordRing::kChunkRecords;
   EXPECT_EQ(pace.held(), 64u);
-  EXPECT_EQ(pace.allocated(), 64u);
+  EXPECT_LT(pace.allocated(), 64u + 2 * kChunk);
   EXPECT_EQ(other.held(), 16u);
-  EXPECT_EQ(other.allocated(), 16u);
+  EXPECT_LT(other.allocated(), 16u + 2 * kChunk);
   EXPECT_EQ(other.Last(1).back().seq, 199u);  // the newest stay
   // The detectors' Get returns the view built; the tick's TrimRings after it
-  // changes nothing: the next window's records grow the ring by doubling
-  // toward the room this window needed (216 = 16 + 200, not a figure from
-  // the already trimmed ring), the view's records meanwhile still held.
+  // changes nothing: the next window's records take their own room, the
+  // view's records meanwhile still held.
   EXPECT_EQ(&views.Get(job), &v);
   job.state().TrimRings(16, 64);
   EXPECT_EQ(other.held(), 16u);
   job.Add(1, Timed(1, 9000, 5, 200));
-  EXPECT_EQ(other.allocated(), 64u);
+  EXPECT_EQ(other.held(), 17u);
+  EXPECT_LT(other.allocated(), 17u + 2 * kChunk);
   // Next window: only what came since, for the rank that sent it.
   job.CloseWindow();
   const WindowView& w = views.BuildAndTrim(job.state(), 16, 64);
   ASSERT_EQ(w.ranks.size(), 1u);
   EXPECT_EQ(w.ranks[0].rank, 1);
   EXPECT_THAT(Starts(w.ranks[0]), ElementsAre(9000));
-  EXPECT_EQ(other.allocated(), 16u);
+  EXPECT_LT(other.allocated(), 16u + 2 * kChunk);
 }
 
 // Built on several threads (a part per 1,024+ ranks), the view is the one
