@@ -10,9 +10,6 @@
 namespace xpu::engine {
 namespace {
 constexpr size_t kMaxWindows = 64;
-// The daemons' own window summaries are kept for reference only (no
-// analysis reads them yet): the newest two per process.
-constexpr size_t kMaxDaemonWindows = 2;
 constexpr size_t kMaxOpenHostIntervals = 256;
 }  // namespace
 
@@ -339,10 +336,6 @@ void JobState::ApplyCounters(ProcessState& p, const xpu::v1::ProcessBatch& pb, u
   uint64_t total = 0;
   for (uint64_t v : p.lost) total = total + v < total ? UINT64_MAX : total + v;
   p.dropped = total;
-  for (const auto& w : pb.windows()) {
-    p.daemon_windows.push_back(w);
-    if (p.daemon_windows.size() > kMaxDaemonWindows) p.daemon_windows.pop_front();
-  }
   if (pb.exited()) p.liveness = Liveness::kExited;
 }
 

@@ -229,7 +229,6 @@ struct ProcessState {
   uint64_t next_position = 0;
   uint64_t duplicates = 0;
   xpu::v1::ProcessCounters counters;
-  std::deque<xpu::v1::WindowSummary> daemon_windows;  // the newest few
   // Host intervals opened (XPU_REC_BEGIN) and not closed yet, by signature:
   // their start (hang diagnosis: a checkpoint save is not a hang). Bounded.
   std::map<uint32_t, uint64_t> open_host;
