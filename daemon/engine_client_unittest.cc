@@ -125,7 +125,8 @@ TEST(EngineClientTest, NextEngineOfTheListAndRedirectsCarryTheUnacknowledged) {
   }
   Node node;
   EngineClientOptions o = ClientOptions(dead_port);
-  o.target = "127.0.0.1:" + std::to_string(dead_port) + ",127.0.0.1:" + std::to_string(other.port());
+  o.target =
+      "127.0.0.1:" + std::to_string(dead_port) + ",127.0.0.1:" + std::to_string(other.port());
   auto client =
       std::move(EngineClient::Create(o, node.collector.get(), node.collector.get()).value());
   size_t produced = 0;
@@ -341,13 +342,18 @@ struct Outage {
   const int port = engine->port();
   Node node;
   std::unique_ptr<EngineClient> client;
+  // The engine that comes back on the same port.
+  void NextEngine(const std::function<void(FakeIngest&)>& setup) {
+    engine = std::make_unique<FakeEngine>(port, setup);
+    ASSERT_EQ(engine->port(), port);
+  }
 };
 
 void WriteTwoThenGoAway(Outage* t) {
   EngineClientOptions o = ClientOptions(t->port);
   o.buffer_bytes = 40 * 1024;  // ~1200 records
-  t->client = std::move(
-      EngineClient::Create(o, t->node.collector.get(), t->node.collector.get()).value());
+  t->client =
+      std::move(EngineClient::Create(o, t->node.collector.get(), t->node.collector.get()).value());
   EngineClient* client = t->client.get();
   client->Start();
   ASSERT_TRUE(WaitFor([&] { return client->stats().connected; }));
@@ -374,8 +380,6 @@ void WriteTwoThenGoAway(Outage* t) {
 TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
   Outage t;
   ASSERT_NO_FATAL_FAILURE(WriteTwoThenGoAway(&t));
-  std::unique_ptr<FakeEngine>& engine = t.engine;
-  const int port = t.port;
   Node& node = t.node;
   EngineClient* client = t.client.get();
   const EngineClientStats down = client->stats();
@@ -386,21 +390,21 @@ TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
   EXPECT_GT(down.records_dropped, 0u);
 
   // The next engine holds the first batch (ring positions 0-499), not the second.
-  engine = std::make_unique<FakeEngine>(port, [&](FakeIngest& s) {
+  ASSERT_NO_FATAL_FAILURE(t.NextEngine([&](FakeIngest& s) {
     s.ack_batches_ = true;
     s.held_below_[node.key] = 500;
-  });
-  ASSERT_EQ(engine->port(), port);
+  }));
   ASSERT_TRUE(WaitFor([&] {
     const EngineClientStats st = client->stats();
     return st.connected && st.connects >= 2 && st.batches_buffered == 0 && st.batches_unacked == 0;
-  })) << "connects " << client->stats().connects << ", buffered "
-      << client->stats().batches_buffered << ", unacked " << client->stats().batches_unacked;
+  })) << "connects "
+      << client->stats().connects << ", buffered " << client->stats().batches_buffered
+      << ", unacked " << client->stats().batches_unacked;
   const EngineClientStats up = client->stats();
   EXPECT_EQ(up.records_unconfirmed, 0u);
   EXPECT_EQ(up.records_shed_held, 500u);
   EXPECT_EQ(up.records_dropped, down.records_dropped + 500);
-  engine->service.With([&](FakeIngest& s) {
+  t.engine->service.With([&](FakeIngest& s) {
     uint64_t runs = 0, named = 0;
     for (const auto& b : s.batches_) {
       for (const auto& pb : b.processes()) {
@@ -418,7 +422,7 @@ TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
   // The ring's count of what the daemon shed is the client's.
   ASSERT_TRUE(WaitFor([&] {
     for (auto& b : node.Produce(1, node.sig_b)) client->Enqueue(std::move(b));
-    return engine->service.With([&](FakeIngest& s) {
+    return t.engine->service.With([&](FakeIngest& s) {
       const auto& pb = s.batches_.back().processes(0);
       return pb.counters().records_dropped_daemon() == up.records_dropped;
     });
@@ -432,8 +436,6 @@ TEST(EngineClientTest, ShedRecordsAnEngineMayHoldWaitForItsWord) {
 TEST(EngineClientTest, ReleasedBatchesLeaveTheirShedRunsToTheAck) {
   Outage t;
   ASSERT_NO_FATAL_FAILURE(WriteTwoThenGoAway(&t));
-  std::unique_ptr<FakeEngine>& engine = t.engine;
-  const int port = t.port;
   Node& node = t.node;
   EngineClient* client = t.client.get();
   ASSERT_EQ(client->stats().records_unconfirmed, 1000u);
@@ -441,8 +443,7 @@ TEST(EngineClientTest, ReleasedBatchesLeaveTheirShedRunsToTheAck) {
 
   // The next engine holds the first 500; it reads everything but does not
   // acknowledge yet, and more batches push the written ones out.
-  engine = std::make_unique<FakeEngine>(
-      port, [&](FakeIngest& s) { s.held_below_[node.key] = 500; });
+  ASSERT_NO_FATAL_FAILURE(t.NextEngine([&](FakeIngest& s) { s.held_below_[node.key] = 500; }));
   ASSERT_TRUE(WaitFor([&] {
     const EngineClientStats st = client->stats();
     return st.connected && st.connects >= 2 && st.batches_buffered == 0;
@@ -456,7 +457,7 @@ TEST(EngineClientTest, ReleasedBatchesLeaveTheirShedRunsToTheAck) {
   EXPECT_EQ(released.records_unconfirmed, 1000u) << "released, not settled";
 
   // Acknowledgements from now on: the first covers the released batches.
-  engine->service.With([&](FakeIngest& s) { s.ack_batches_ = true; });
+  t.engine->service.With([&](FakeIngest& s) { s.ack_batches_ = true; });
   ASSERT_TRUE(WaitFor([&] {
     for (auto& b : node.Produce(1, node.sig_b)) client->Enqueue(std::move(b));
     return client->stats().records_unconfirmed == 0;
