@@ -49,11 +49,13 @@ std::vector<Pattern> MaxNormalize(const std::vector<Pattern>& v) {
     mx.mu = std::max(mx.mu, p.mu);
     mx.sigma = std::max(mx.sigma, p.sigma);
   }
+  // sigma is a dispersion of the pace: on the pace's scale (behavior_distance.h).
+  const double sigma_scale = std::max(mx.sigma, mx.mu);
   std::vector<Pattern> out;
   out.reserve(v.size());
   for (const Pattern& p : v) {
     out.push_back(Pattern{mx.beta > 0 ? p.beta / mx.beta : 0, mx.mu > 0 ? p.mu / mx.mu : 0,
-                          mx.sigma > 0 ? p.sigma / mx.sigma : 0});
+                          sigma_scale > 0 ? p.sigma / sigma_scale : 0});
   }
   return out;
 }

@@ -14,13 +14,25 @@
 // range in the paper; they get [0,1]^3 too.
 //
 // Differential distance (eq. 8 - 10): max-normalize every dimension over the
-// workers, P^_{f,w} = (beta/max beta, mu/max mu, sigma/max sigma) (a
+// workers, P^_{f,w} = (beta/max beta, mu/max mu, sigma/max(sigma, mu)) (a
 // dimension whose maximum is 0 stays 0), then
 //     Delta_{f,w} = sum_{w' in W_N} I(P^_{f,w}, P^_{f,w'}) / N
 // with I = 0 when the Manhattan distance is below delta (0.4), else 1; W_N
 // is N = min(100, |W|) workers sampled from W (all of them when |W| <= 100;
 // beyond, a sample seeded by the function's name so that a result is
 // reproducible). Delta says how unique a worker's behaviour is, not how far.
+//
+// Where this departs from the paper: sigma is divided by the largest sigma
+// or mu, whichever is larger, not by the largest sigma alone. sigma is the
+// dispersion of the pace u in (0, 1], so the pace is its scale. Healthy
+// workers all have a small sigma that jitters (timing noise, a busy host:
+// 0.14 to 0.24 across eight equal ranks, mu 0.7). Divided by its own
+// maximum, that jitter spans 0.58 to 1, alone past delta. Every worker then
+// differs from half the others, M_f + k MAD_f rises above the largest
+// possible Delta ((N-1)/N), and the one worker that runs f three times
+// slower is no longer found. On the pace's scale the same jitter is 0.14,
+// while a worker whose pace really scatters (sigma 0.5 against 0.05) still
+// stands out by 0.6.
 //
 // Rule (eq. 11): f is abnormal on w when
 //     beta_{f,w} > 0.01  and  (D_{f,w} > 0  or  Delta_{f,w} > M_f + k MAD_f)

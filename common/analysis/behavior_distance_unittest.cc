@@ -57,6 +57,30 @@ TEST(BehaviorDistanceTest, MaxNormalizeAndDifferentialDistance) {
   EXPECT_EQ(same[1], 0);
 }
 
+// Eight ranks of a busy host, rank 5 running the kernel three times slower
+// (figures of a profiling window). The healthy ranks' sigma jitters between
+// 0.14 and 0.24: divided by the largest sigma that alone is past delta, six
+// ranks differ from some others, and the threshold M + 5 MAD = 0.375 +
+// 5 x 0.125 was above rank 5's 7/8. On the pace's scale (the largest mu,
+// 0.75) the healthy ranks are alike and rank 5 alone differs.
+TEST(BehaviorDistanceTest, SigmaJitterOfHealthyWorkersDoesNotHideTheSlowOne) {
+  const std::vector<Pattern> p = {
+      {0.195, 0.749, 0.140}, {0.204, 0.716, 0.195}, {0.210, 0.694, 0.212}, {0.217, 0.673, 0.241},
+      {0.202, 0.724, 0.174}, {0.580, 0.252, 0.054}, {0.214, 0.682, 0.238}, {0.197, 0.741, 0.150}};
+  const std::vector<Pattern> n = MaxNormalize(p);
+  EXPECT_NEAR(n[3].sigma, 0.241 / 0.749, 1e-12);
+  EXPECT_DOUBLE_EQ(n[0].mu, 1.0);
+  const std::vector<double> d = DifferentialDistances(n, 0.4, 100, 1);
+  for (size_t i = 0; i < d.size(); ++i) EXPECT_DOUBLE_EQ(d[i], i == 5 ? 0.875 : 0.125) << i;
+
+  // A worker whose pace really scatters still stands out.
+  std::vector<Pattern> scatter(8, Pattern{0.2, 0.7, 0.05});
+  scatter[2].sigma = 0.5;
+  const std::vector<double> s = DifferentialDistances(MaxNormalize(scatter), 0.4, 100, 1);
+  EXPECT_DOUBLE_EQ(s[2], 0.875);
+  EXPECT_DOUBLE_EQ(s[0], 0.125);
+}
+
 // Four workers. gemm: worker 0 spends beta 0.4 in 2 x 200 ns, the others
 // beta 0.2 in 2 x 100 ns. r = 100: mu_0 = 100*2/400 = 0.5, mu_i = 1;
 // sigma 0 everywhere (equal executions). Normalized: (1, 0.5, 0) vs
@@ -128,9 +152,9 @@ TEST(BehaviorDistanceTest, ASmallFunctionsJitterIsNotSlowness) {
     std::vector<WorkerPatterns> w(8);
     for (int i = 0; i < 8; ++i) {
       w[i].rank = i;
-      w[i].functions.push_back(i == 0 ? Uniform("dropout", FunctionClass::kGpuCompute,
-                                                beta * 19 / 15, 2, 125)
-                                      : Uniform("dropout", FunctionClass::kGpuCompute, beta, 2, 100));
+      w[i].functions.push_back(
+          i == 0 ? Uniform("dropout", FunctionClass::kGpuCompute, beta * 19 / 15, 2, 125)
+                 : Uniform("dropout", FunctionClass::kGpuCompute, beta, 2, 100));
     }
     const Localization l = Localize(w);
     ASSERT_EQ(l.abnormal.size(), 1u) << beta;

@@ -155,8 +155,9 @@ def body(pipe):
     log("the engine kept serving and analysing: records %d -> %d" % (
         sum(r["records"] for r in at_full.values()), sum(r["records"] for r in now.values())))
 
-    st = store_status(pipe, engine)
+    # /metrics first: the counters only grow, so the later status is at least as far.
     m = pipe.metrics(engine)
+    st = store_status(pipe, engine)
     check(st["degraded"] and st["error"], "xpu status store: %s" % st)
     failures = metric(m, "xpu_db_write_failures_total")
     dropped = metric(m, "xpu_db_rows_dropped_total")

@@ -66,6 +66,13 @@ def last_steps(job):
     return out
 
 
+def log_findings(rep):
+    for f in rep["findings"]:
+        log("finding: rank %d %s (%s) beta %.3f (median %.3f) mu %.2f (median %.2f) Delta %.3f D %.3f%s" % (
+            f["rank"], f["function"], f["class"], f["beta"], f["beta_median"], f["mu"], f["mu_median"], f["Delta"],
+            f["D"], " <- cause" if f["cause"] else ""))
+
+
 def profile(pipe, engine, job, *extra):
     r = pipe.cli(engine.addr, "profile", "--job", job.job, "--json", *extra)
     return json.loads(r.stdout)
@@ -102,10 +109,10 @@ def run_slow_kernel(pipe):
         check(r["iterations"] >= 3, "rank %d: %d iterations in the window" % (r["rank"], r["iterations"]))
         check(r["functions"] >= 5, "rank %d: %d functions" % (r["rank"], r["functions"]))
     causes = [f for f in rep["findings"] if f["cause"]]
-    for f in rep["findings"]:
-        log("finding: rank %d %s (%s) beta %.3f (median %.3f) mu %.2f (median %.2f) Delta %.3f D %.3f%s" % (
-            f["rank"], f["function"], f["class"], f["beta"], f["beta_median"], f["mu"], f["mu_median"], f["Delta"],
-            f["D"], " <- cause" if f["cause"] else ""))
+    log_findings(rep)
+    if os.environ.get("XPU_E2E_PROFILE_DUMP"):
+        with open(os.environ["XPU_E2E_PROFILE_DUMP"], "w") as f:
+            json.dump(rep, f)
     check(any(f["function"] == GEMM_KERNEL and f["rank"] == SLOW for f in causes),
           "%s on rank %d not found as a cause" % (GEMM_KERNEL, SLOW))
     check(all(f["rank"] == SLOW for f in causes if f["class"] == "gpu_compute"),
@@ -200,6 +207,10 @@ def run_auto(pipe):
     check(rep["trigger"] == "throughput_regression", "trigger %s" % rep["trigger"])
     check(rep["window_ms"] == 3000, "window %s ms" % rep["window_ms"])
     check(rep["ranks_profiled"] == NPROC, "%d ranks profiled" % rep["ranks_profiled"])
+    log_findings(rep)
+    if os.environ.get("XPU_E2E_PROFILE_DUMP"):
+        with open(os.environ["XPU_E2E_PROFILE_DUMP"], "w") as f:
+            json.dump(rep, f)
     check(any(d["kind"] == "abnormal_function" and d["ranks"] == [SLOW] for d in rep["diagnoses"]),
           "the automatic window did not name rank %d: %s" % (SLOW, rep["diagnoses"]))
     d = pipe.cli_json(engine.addr, "diagnose", "--job", job.job)
