@@ -107,8 +107,6 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
       continue;
     }
     s.history.Push(r);
-    const ring::SignatureInfo* sig = reader.signature(r.rec.sig_id);
-    s.aggregator.Add(r.rec, sig != nullptr ? &sig->sig : nullptr);
     if (options_.collect_for_engine) {
       if (s.pending_records.empty()) s.pending_first_position = r.sequence;
       AppendWithPosition(r, &s.pending_records);
@@ -180,12 +178,6 @@ void Collector::DrainProcess(ProcessState& s, uint64_t now_ns) {
                 s.key, s.identity.job, s.identity.rank, c.records_read, c.records_corrupt,
                 c.records_lapped, c.records_abandoned);
   }
-  if (options_.collect_for_engine) {
-    s.aggregator.TakeCompleted(s.exited, &s.pending_windows);
-  } else {
-    std::vector<xpu::v1::WindowSummary> discard;
-    s.aggregator.TakeCompleted(s.exited, &discard);
-  }
 }
 
 size_t Collector::DrainOnce(uint64_t now_ns) {
@@ -228,8 +220,6 @@ std::vector<xpu::v1::Batch> Collector::TakeBatches() {
         for (size_t i = s.signatures_sent; i < s.signatures.size(); ++i)
           FillSignature(s.signatures[i], pb->add_signatures());
         s.signatures_sent = s.signatures.size();
-        for (auto& w : s.pending_windows) *pb->add_windows() = std::move(w);
-        s.pending_windows.clear();
         first = false;
       }
       pb->set_records(s.pending_records.substr(offset, len));

@@ -1,5 +1,5 @@
 // collector.h — the daemon's core: drains every registered ring into the
-// process table, aggregates windows, builds batches for the engine and
+// process table, builds batches for the engine and
 // answers the engine's commands from the history.
 //
 // Threads: the hook server thread calls AddRing/MarkDisconnected; the drain

@@ -26,7 +26,6 @@ constexpr uint64_t kNsPerS = 1000000000ull;
 absl::StatusOr<DaemonConfig> MakeDaemonConfig(const DaemonOptions& o, const std::string& version) {
   DaemonConfig c;
   c.collector.table.history_records = o.history_records;
-  c.collector.table.window_ns = o.window_s * kNsPerS;
   c.collector.table.max_processes = o.max_processes;
   c.collector.retain_exited_ns = o.retain_exited_s * kNsPerS;
   c.collector.collect_for_engine = !o.no_engine;

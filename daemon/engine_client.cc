@@ -105,7 +105,7 @@ void MergeMetadata(const xpu::v1::ProcessBatch& from, xpu::v1::Batch* to) {
 
 bool HasPayload(const xpu::v1::Batch& b) {
   for (const auto& pb : b.processes()) {
-    if (!pb.records().empty() || pb.windows_size() > 0) return true;
+    if (!pb.records().empty()) return true;
   }
   return false;
 }
@@ -330,7 +330,6 @@ void EngineClient::EnforceBudgetLocked(std::vector<Loss>* losses) {
           losses->push_back(Loss{pb.process_key(), XPU_LOSS_BUFFER, n});
         }
         pb.clear_records();
-        pb.clear_windows();
       }
       queue_bytes_ -= bytes;
       bytes = oldest.ByteSizeLong();

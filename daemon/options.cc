@@ -55,7 +55,9 @@ void AddDaemonFlags(CLI::App& app, DaemonOptions* o) {
                  "Seconds an exited process (and its history) is kept.")
       ->type_name("S")
       ->transform(flags::UnsignedAtLeast(0));
-  app.add_option("--window-s", o->window_s, "Aggregation window in seconds.")
+  app.add_option("--window-s", o->window_s,
+                 "Ignored: the daemon no longer sums records into windows (the engine cuts the "
+                 "windows). Accepted so that existing command lines still start.")
       ->type_name("S")
       ->transform(flags::UnsignedAtLeast(1));
   app.add_option("--flush-ms", o->flush_ms, "Interval between batches sent to the engine.")
@@ -112,7 +114,7 @@ void ConfigureDaemonApp(CLI::App& app, DaemonOptions* o) {
   flags::Configure(app, "xpu-daemon");
   app.description(
       "xpu-daemon: drains the XPUTimer rings of the training processes on this node, keeps\n"
-      "their recent history, aggregates per-op windows and streams everything to the engine.\n"
+      "their recent history and streams everything to the engine.\n"
       "\n"
       "  xpu-daemon --socket PATH --idle-exit-s 600 --engine HOST:PORT   (what the hook's auto-start runs)\n"
       "  xpu-daemon --foreground --no-engine                    (standalone: drain + history "

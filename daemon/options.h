@@ -28,7 +28,7 @@ struct DaemonOptions {
   uint64_t history_records = 131072;
   uint64_t retain_exited_s = 600;
   uint64_t idle_exit_s = 0;  // --idle-exit-s: 0 = run until stopped
-  uint64_t window_s = 5;
+  uint64_t window_s = 5;  // --window-s: accepted, not used
   uint64_t flush_ms = 1000;
   uint64_t buffer_mb = 64;
   uint64_t drain_ms = 10;

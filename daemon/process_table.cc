@@ -51,13 +51,12 @@ size_t HistoryBuffer::Count(uint64_t last_n, uint64_t since_ns, uint64_t until_n
 }
 
 ProcessState::ProcessState(uint64_t k, std::unique_ptr<ring::RingReader> r, const PeerInfo& p,
-                           size_t history_records, uint64_t window_ns)
+                           size_t history_records)
     : key(k),
       identity(r->identity()),
       peer(p),
       reader(std::move(r)),
-      history(history_records),
-      aggregator(window_ns) {}
+      history(history_records) {}
 
 // The pid is the kernel's (SO_PEERCRED) when there is a peer: the header's
 // pid is only what the producer claims (and lives in its pid namespace).
@@ -94,8 +93,7 @@ absl::StatusOr<uint64_t> ProcessTable::Add(std::unique_ptr<ring::RingReader> rea
   }
   const uint64_t key = next_key_++;
   entries_.emplace(
-      key, std::make_unique<ProcessState>(key, std::move(reader), peer, options_.history_records,
-                                          options_.window_ns));
+      key, std::make_unique<ProcessState>(key, std::move(reader), peer, options_.history_records));
   return key;
 }
 

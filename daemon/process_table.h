@@ -2,8 +2,8 @@
 //
 // One entry per registered ring: identity (from the ring header, sanitised)
 // plus the kernel-provided peer credentials, the ring reader, the signature
-// table read so far, a preallocated circular history of the last N records,
-// the window aggregator and what is pending for the engine. Entries are keyed
+// table read so far, a preallocated circular history of the last N records
+// and what is pending for the engine. Entries are keyed
 // by a daemon-local id; the natural key (job, pid, start time) keeps two jobs
 // on one node, and a reused pid, apart. Exited processes are kept (history
 // stays queryable) until the retention period ends.
@@ -22,7 +22,6 @@
 
 #include "absl/status/statusor.h"
 #include "common/ring/ring_reader.h"
-#include "daemon/aggregator.h"
 #include "daemon/profile_capture.h"
 #include "xpu/v1/common.pb.h"
 
@@ -58,21 +57,19 @@ struct PeerInfo {
 
 struct ProcessState {
   ProcessState(uint64_t key, std::unique_ptr<ring::RingReader> reader, const PeerInfo& peer,
-               size_t history_records, uint64_t window_ns);
+               size_t history_records);
 
   const uint64_t key;
   const ring::RingIdentity identity;
   const PeerInfo peer;
   std::unique_ptr<ring::RingReader> reader;  // null once retired
   HistoryBuffer history;
-  Aggregator aggregator;
   std::vector<ring::SignatureInfo> signatures;  // in the order they were read
   size_t signatures_sent = 0;                   // prefix already handed to the engine
   // Pending for the engine since the last batch: packed xpu_record_v1 whose
   // commit word carries (uint32_t)(ring position + 1) (common.proto).
   std::string pending_records;
   uint64_t pending_first_position = 0;  // sequence (RingRecord) of the first pending record
-  std::vector<xpu::v1::WindowSummary> pending_windows;
   // While a profiling window runs in this process: a copy of every record
   // drained (profile_window.h); null otherwise.
   std::shared_ptr<ProfileCapture> profile;
@@ -88,7 +85,6 @@ struct ProcessState {
 
 struct ProcessTableOptions {
   size_t history_records = 131072;
-  uint64_t window_ns = 5000000000ull;
   size_t max_processes = 1024;
 };
 

@@ -14,8 +14,7 @@
 //      function on its critical path (common/analysis/behavior_pattern.h,
 //      PerfTracker §4.2) and answer with a ProfileReply that carries only
 //      those summaries. The kernel records themselves never leave the node:
-//      the collector keeps them out of the history, the window aggregates
-//      and the engine stream.
+//      the collector keeps them out of the history and the engine stream.
 // A process that does not answer by the window's end plus `grace_ms` (or the
 // command's deadline) is reported as "timeout" with its last status; one
 // that exits meanwhile as "exited".

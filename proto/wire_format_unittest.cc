@@ -5,7 +5,8 @@
 // proto/xpu/v1/wire_format.golden, which was written from the single
 // xpu.proto before the split by service. Adding a field changes the golden
 // file on purpose: regenerate it with XPU_UPDATE_WIRE_GOLDEN=1 and review the
-// diff (only additions are compatible).
+// diff (only additions are compatible, and the removal of a field whose
+// number stays reserved).
 #include <dirent.h>
 #include <google/protobuf/compiler/importer.h>
 #include <google/protobuf/descriptor.h>
@@ -18,6 +19,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "xpu/v1/common.pb.h"
 
 namespace {
 
@@ -145,6 +148,24 @@ TEST(WireFormatTest, PackageXpuV1IsUnchanged) {
     ASSERT_EQ(more_a ? la : "<end>", more_b ? lb : "<end>")
         << "line " << line << " of " << golden_path;
   }
+}
+
+// ProcessBatch field 7 (the per-signature window sums earlier daemons sent)
+// is reserved: such a batch still parses, with every other field intact.
+TEST(WireFormatTest, AnEarlierDaemonsWindowSumsAreSkipped) {
+  xpu::v1::ProcessBatch pb;
+  pb.set_process_key(42);
+  pb.set_records(std::string(64, '\x01'));
+  pb.set_exited(true);
+  std::string wire = pb.SerializeAsString();
+  // Field 7, length-delimited: a WindowSummary {window_start_ns: 5, stats: {count: 3}}.
+  const std::string summary = std::string("\x08\x05\x1a\x02\x10\x03", 6);
+  wire += std::string("\x3a", 1) + static_cast<char>(summary.size()) + summary;
+  xpu::v1::ProcessBatch back;
+  ASSERT_TRUE(back.ParseFromString(wire));
+  EXPECT_EQ(back.process_key(), 42u);
+  EXPECT_EQ(back.records().size(), 64u);
+  EXPECT_TRUE(back.exited());
 }
 
 }  // namespace
