@@ -17,7 +17,7 @@ const std::vector<DetectorParam>& DetectorDefaults() {
       {"figures.histogram_max_ranks", 256,
        "jobs of up to this many ranks get a Prometheus issue-latency histogram per rank; larger "
        "ones one per family pooled over their ranks (rank=\"all\")"},
-      {"figures.gauge_max_ranks", 1024,
+      {"figures.gauge_max_ranks", 256,
        "jobs of up to this many ranks get every per-rank Prometheus gauge; larger ones only those "
        "of the ranks that stand out (figures.standout_ranks) and each figure's spread"},
       {"figures.standout_ranks", 8,
