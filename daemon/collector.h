@@ -1,6 +1,6 @@
 // collector.h — the daemon's core: drains every registered ring into the
-// process table, builds batches for the engine and
-// answers the engine's commands from the history.
+// process table, builds batches for the engine and answers the engine's
+// commands from the history.
 //
 // Threads: the hook server thread calls AddRing/MarkDisconnected; the drain
 // thread (see Daemon) calls DrainOnce/TakeBatches; the engine client's reader

@@ -3,8 +3,8 @@
 // One entry per registered ring: identity (from the ring header, sanitised)
 // plus the kernel-provided peer credentials, the ring reader, the signature
 // table read so far, a preallocated circular history of the last N records
-// and what is pending for the engine. Entries are keyed
-// by a daemon-local id; the natural key (job, pid, start time) keeps two jobs
+// and what is pending for the engine. Entries are keyed by a daemon-local
+// id; the natural key (job, pid, start time) keeps two jobs
 // on one node, and a reused pid, apart. Exited processes are kept (history
 // stays queryable) until the retention period ends.
 //

@@ -18,7 +18,8 @@ Scenarios:
   auto          the throughput detector fires (its threshold set below zero
                 in the engine's detector config) and starts one automatic
                 window by itself; the rate limit keeps it at one.
-XPU_E2E_PROFILE_DUMP=FILE writes the slow_kernel result (JSON) there;
+XPU_E2E_PROFILE_DUMP=FILE writes the scenario's profiling result (JSON) there
+(slow_kernel, auto);
 XPU_E2E_KEEP=1 keeps the processes' logs (tests/e2e_pipeline).
 """
 import json
@@ -66,6 +67,12 @@ def last_steps(job):
     return out
 
 
+def dump_report(rep):
+    if os.environ.get("XPU_E2E_PROFILE_DUMP"):
+        with open(os.environ["XPU_E2E_PROFILE_DUMP"], "w") as f:
+            json.dump(rep, f)
+
+
 def log_findings(rep):
     for f in rep["findings"]:
         log("finding: rank %d %s (%s) beta %.3f (median %.3f) mu %.2f (median %.2f) Delta %.3f D %.3f%s" % (
@@ -92,9 +99,7 @@ def run_slow_kernel(pipe):
     before = last_steps(job)
     t0 = time.time()
     rep = profile(pipe, engine, job, "--seconds", str(WINDOW_S))
-    if os.environ.get("XPU_E2E_PROFILE_DUMP"):
-        with open(os.environ["XPU_E2E_PROFILE_DUMP"], "w") as f:
-            json.dump(rep, f)
+    dump_report(rep)
     log("profile of %d s took %.1f s: %d/%d ranks profiled, %d findings, %d diagnoses" % (
         WINDOW_S, time.time() - t0, rep["ranks_profiled"], len(rep["ranks"]), len(rep["findings"]),
         len(rep["diagnoses"])))
@@ -110,9 +115,6 @@ def run_slow_kernel(pipe):
         check(r["functions"] >= 5, "rank %d: %d functions" % (r["rank"], r["functions"]))
     causes = [f for f in rep["findings"] if f["cause"]]
     log_findings(rep)
-    if os.environ.get("XPU_E2E_PROFILE_DUMP"):
-        with open(os.environ["XPU_E2E_PROFILE_DUMP"], "w") as f:
-            json.dump(rep, f)
     check(any(f["function"] == GEMM_KERNEL and f["rank"] == SLOW for f in causes),
           "%s on rank %d not found as a cause" % (GEMM_KERNEL, SLOW))
     check(all(f["rank"] == SLOW for f in causes if f["class"] == "gpu_compute"),
@@ -207,10 +209,8 @@ def run_auto(pipe):
     check(rep["trigger"] == "throughput_regression", "trigger %s" % rep["trigger"])
     check(rep["window_ms"] == 3000, "window %s ms" % rep["window_ms"])
     check(rep["ranks_profiled"] == NPROC, "%d ranks profiled" % rep["ranks_profiled"])
+    dump_report(rep)
     log_findings(rep)
-    if os.environ.get("XPU_E2E_PROFILE_DUMP"):
-        with open(os.environ["XPU_E2E_PROFILE_DUMP"], "w") as f:
-            json.dump(rep, f)
     check(any(d["kind"] == "abnormal_function" and d["ranks"] == [SLOW] for d in rep["diagnoses"]),
           "the automatic window did not name rank %d: %s" % (SLOW, rep["diagnoses"]))
     d = pipe.cli_json(engine.addr, "diagnose", "--job", job.job)
