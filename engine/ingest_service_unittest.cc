@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <functional>
+#include <random>
 #include <set>
 #include <utility>
 
@@ -125,7 +126,8 @@ TEST_F(IngestTest, UnknownSigIdsAreSkippedAndCounted) {
   ASSERT_TRUE(d.Finish().ok());
   ASSERT_TRUE(WaitFor([&] { return RankRecords("job1", "rank:0") == 10; }));
   std::string text = engine_->metrics().Render();
-  EXPECT_NE(text.find("xpu_ingest_records_skipped_total{reason=\"unknown_sig\",xpu_job=\"job1\",xpu_job_name=\"\"} 2"),
+  EXPECT_NE(text.find("xpu_ingest_records_skipped_total{reason=\"unknown_sig\",xpu_job=\"job1\","
+                      "xpu_job_name=\"\"} 2"),
             std::string::npos)
       << text;
 }
@@ -367,12 +369,16 @@ TEST_F(IngestTest, CollectiveBusBandwidthReachesMetrics) {
   ASSERT_TRUE(WaitFor([&] { return RankRecords("jobC", "rank:1") == 1; }));
   engine_->TickWindow();
   std::string text = engine_->metrics().Render();
-  EXPECT_NE(
-      text.find("xpu_collective_busbw_bytes_per_second{op=\"allreduce\",xpu_job=\"jobC\",xpu_job_name=\"\"} 4194304000"),
-      std::string::npos)
+  EXPECT_NE(text.find("xpu_collective_busbw_bytes_per_second{op=\"allreduce\",xpu_job=\"jobC\",xpu_"
+                      "job_name=\"\"} 4194304000"),
+            std::string::npos)
       << text;
-  EXPECT_NE(text.find("xpu_ingest_records_total{xpu_job=\"jobC\",xpu_job_name=\"\"} 2"), std::string::npos) << text;
-  EXPECT_NE(text.find("xpu_job_ranks{state=\"alive\",xpu_job=\"jobC\",xpu_job_name=\"\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("xpu_ingest_records_total{xpu_job=\"jobC\",xpu_job_name=\"\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("xpu_job_ranks{state=\"alive\",xpu_job=\"jobC\",xpu_job_name=\"\"} 2"),
+            std::string::npos)
+      << text;
   // No collective completed in the next window: the series goes away
   // instead of showing a stale figure.
   engine_->TickWindow();
@@ -478,11 +484,14 @@ TEST_F(IngestTest, DropCountersBecomeDeltas) {
   ASSERT_TRUE(d.Finish().ok());
   ASSERT_TRUE(WaitFor([&] { return RankRecords("jobD", "rank:0") == 2; }));
   const std::string text = engine_->metrics().Render();
-  EXPECT_NE(text.find("xpu_records_dropped_total{reason=\"ring_lapped\",xpu_job=\"jobD\",xpu_job_name=\"\"} 10"),
+  EXPECT_NE(text.find("xpu_records_dropped_total{reason=\"ring_lapped\",xpu_job=\"jobD\",xpu_job_"
+                      "name=\"\"} 10"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("xpu_records_dropped_total{reason=\"ring_full\",xpu_job=\"jobD\",xpu_job_name=\"\"} 5"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          "xpu_records_dropped_total{reason=\"ring_full\",xpu_job=\"jobD\",xpu_job_name=\"\"} 5"),
+      std::string::npos)
       << text;
 }
 
@@ -524,9 +533,11 @@ TEST_F(IngestTest, CapsRefuseAndCountTheExcess) {
 }
 
 // The job buffer counts what the rings hold, not their capacity: with room
-// for less than one full ring (2 MiB at 65,536 records), ranks holding a few
-// records each are admitted (a job of 100k ranks once stopped at 32,768 of
-// 64 GiB); once the rings really hold the budget, new processes are refused.
+// for less than one full ring, ranks holding a few records each are
+// admitted (a job of 100k ranks once stopped at 32,768 of 64 GiB); once the
+// rings really hold the budget, new processes are refused. Rings keep full
+// chunks in the compact encoding, so the budget is reached here by records
+// that do not compress (random times, durations and latencies).
 TEST_F(IngestTest, JobBufferCountsWhatTheRingsHold) {
   EngineOptions o = TestOptions();
   o.ring_records = 65536;
@@ -535,14 +546,27 @@ TEST_F(IngestTest, JobBufferCountsWhatTheRingsHold) {
   FakeDaemon d(engine_->port(), "d");
   ASSERT_TRUE(d.Hello());
   for (int r = 0; r < 8; ++r) ASSERT_TRUE(d.Send(RankBatch("jb", r, 10, true, r + 1)));
-  ASSERT_TRUE(d.Send(RankBatch("jb", 8, 40000, true, 9)));   // 1.28 MB of ring
-  ASSERT_TRUE(d.Send(RankBatch("jb", 9, 10, true, 10)));     // over the budget
+  // 65,536 records of the same op compress to a few bytes each: admitted
+  // beside the others, far within the budget.
+  ASSERT_TRUE(d.Send(RankBatch("jb", 8, 65536, true, 9)));
+  xpu::v1::Batch noisy = RankBatch("jb", 10, 0, true, 10);
+  std::mt19937_64 rng(3);
+  std::vector<xpu_record_v1> recs;
+  for (uint32_t i = 0; i < 60000; ++i) {
+    xpu_record_v1 r = MakeRecord(1, rng() >> 2, static_cast<uint32_t>(rng()), i);
+    r.issue_latency_ns = static_cast<int32_t>(rng());
+    recs.push_back(r);
+  }
+  AppendRecords(noisy.mutable_processes(0), recs);  // over 1 MB of ring
+  ASSERT_TRUE(d.Send(noisy));
+  ASSERT_TRUE(d.Send(RankBatch("jb", 11, 10, true, 11)));  // over the budget
   ASSERT_TRUE(d.Finish().ok());
   ASSERT_TRUE(WaitFor([&] { return engine_->metrics().RejectedTotal() >= 1; }));
   EXPECT_EQ(engine_->metrics().Rejected("job_buffer"), 1);
   EXPECT_EQ(RankRecords("jb", "rank:7"), 10u);
-  EXPECT_EQ(RankRecords("jb", "rank:8"), 40000u);
-  EXPECT_EQ(RankRecords("jb", "rank:9"), 0u);
+  EXPECT_EQ(RankRecords("jb", "rank:8"), 65536u);
+  EXPECT_EQ(RankRecords("jb", "rank:10"), 60000u);
+  EXPECT_EQ(RankRecords("jb", "rank:11"), 0u);
 }
 
 // A detector of the window's view that feeds the job more records while it

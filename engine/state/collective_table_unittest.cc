@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
 
 #include "engine/state/batch_builder.h"
 #include "engine/state/job_state.h"
@@ -280,6 +283,60 @@ TEST(RecordRingTest, SteadyWindowsGrowAChunkAtATime) {
   }
 }
 
+TEST(RecordRingTest, FullChunksAreKeptCompactAndReadBackExactly) {
+  constexpr size_t kChunk = RecordRing::kChunkRecords;
+  // Records as a training loop writes them (a repeating order of
+  // signatures, commit words counting up) and records of any bytes at all:
+  // both read back bit for bit, across chunk boundaries, trims and laps.
+  std::mt19937_64 rng(7);
+  std::vector<xpu_record_v1> loop, noise;
+  uint64_t t = 1'780'000'000'000'000'000ull;
+  for (uint32_t i = 0; i < 2000; ++i) {
+    t += 1000 + i % 7 * 13;
+    xpu_record_v1 r = MakeRecord(1 + i % 9, t, i % 9 == 0 ? 0 : 500 + i % 11, i / 9);
+    r.commit = i + 1;
+    r.stream = static_cast<uint16_t>(i % 9 < 3 ? 7 : 0);
+    loop.push_back(r);
+    xpu_record_v1 x;
+    uint64_t words[4];
+    for (uint64_t& w : words) w = rng();
+    std::memcpy(&x, words, sizeof(x));
+    noise.push_back(x);
+  }
+  for (const auto* recs : {&loop, &noise}) {
+    RecordRing ring(700);
+    size_t at = 0;
+    for (size_t n : {5u, 27u, 32u, 1u, 64u, 95u, 300u, 31u, 33u, 412u, 1000u}) {
+      ring.Append(recs->data() + at, n);
+      at += n;
+      const auto last = ring.Last(ring.held());
+      ASSERT_EQ(last.size(), std::min<size_t>(at, 700));
+      EXPECT_EQ(std::memcmp(last.data(), recs->data() + at - last.size(),
+                            last.size() * sizeof(xpu_record_v1)),
+                0)
+          << at;
+      EXPECT_LT(ring.allocated(), ring.held() + 2 * kChunk);
+      if (at == 457) {
+        ring.Trim(40);
+        const auto kept = ring.Last(100);
+        ASSERT_EQ(kept.size(), 40u);
+        EXPECT_EQ(std::memcmp(kept.data(), recs->data() + at - 40, 40 * sizeof(xpu_record_v1)), 0);
+      }
+    }
+    ASSERT_EQ(at, 2000u);
+    // The loop's full chunks take 7 to 16 bytes a record (the compact
+    // encoding's); bytes of no pattern at most its worst case, 42.
+    const size_t open = at % kChunk ? kChunk : 0;  // the chunk being filled, raw
+    const double per_record = static_cast<double>(ring.bytes() - open * sizeof(xpu_record_v1)) /
+                              static_cast<double>(ring.allocated() - open);
+    if (recs == &loop) {
+      EXPECT_LT(per_record, 16.0);
+    } else {
+      EXPECT_LE(per_record, 43.0);
+    }
+  }
+}
+
 TEST(JobStateTest, TrimKeepsTheTailAndThePaceProcessMore) {
   JobState job("j", "", 65536, 1);
   std::vector<xpu_record_v1> recs;
@@ -294,16 +351,19 @@ TEST(JobStateTest, TrimKeepsTheTailAndThePaceProcessMore) {
   ASSERT_NE(job.PaceProcess(), nullptr);
   EXPECT_EQ(job.PaceProcess()->identity.rank(), 1);  // the lowest rank
   job.TrimRings();
-  size_t slots = 0;
+  size_t bytes = 0;
   for (const auto& [key, p] : job.processes()) {
     const size_t kept = p->identity.rank() == 1 ? kPaceTailRecords : kRingTailRecords;
     EXPECT_EQ(p->ring.held(), kept) << key;
     EXPECT_GE(p->ring.allocated(), kept) << key;
     EXPECT_LT(p->ring.allocated(), kept + 2 * RecordRing::kChunkRecords) << key;
     EXPECT_EQ(p->ring.Last(1).at(0).seq, 4999u) << key;
-    slots += p->ring.allocated();
+    EXPECT_LT(p->ring.bytes(), p->ring.allocated() * sizeof(xpu_record_v1)) << key;  // compact
+    bytes += p->ring.bytes();
   }
-  EXPECT_EQ(job.ring_bytes(), slots * sizeof(xpu_record_v1));
+  // What the rings hold, at least a raw tail per process (what admission
+  // counts a process for).
+  EXPECT_EQ(job.ring_bytes(), std::max<uint64_t>(bytes, 3 * job.ring_bytes_per_process()));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "common/wire/record_codec.h"
 #include "xpu/formulas.h"
 #include "xpu/ring.h"
 
@@ -27,18 +28,43 @@ std::string_view LivenessName(Liveness l) {
 
 void RecordRing::DropBefore(uint64_t p) {
   const uint64_t before = p / kChunkRecords;  // chunks below it hold no position >= p
-  while (head_ < chunks_.size() && first_chunk_ < before) {
-    chunks_[head_++].reset();
+  while (head_ < sealed_.size() && first_chunk_ < before) {
+    sealed_bytes_ -= sealed_[head_].size;
+    sealed_[head_++] = Sealed{};
     ++first_chunk_;
   }
-  if (head_ == chunks_.size()) {
-    chunks_.clear();
+  if (head_ == sealed_.size()) {
+    sealed_.clear();
     head_ = 0;
-  } else if (head_ * 2 >= chunks_.size()) {
-    chunks_.erase(chunks_.begin(), chunks_.begin() + static_cast<std::ptrdiff_t>(head_));
+  } else if (head_ * 2 >= sealed_.size()) {
+    sealed_.erase(sealed_.begin(), sealed_.begin() + static_cast<std::ptrdiff_t>(head_));
     head_ = 0;
   }
-  if (chunks_.capacity() > 2 * chunks_.size() + 8) chunks_.shrink_to_fit();
+  if (sealed_.capacity() > 2 * sealed_.size() + 8) sealed_.shrink_to_fit();
+  if (p >= written_) open_.reset();  // nothing held: the next record takes a new chunk
+}
+
+void RecordRing::Seal() {
+  thread_local std::string blob;
+  blob.clear();
+  wire::EncodeCompactRecords(open_->data(), kChunkRecords, &blob);
+  if (sealed_.size() == head_) first_chunk_ = written_ / kChunkRecords - 1;
+  Sealed s;
+  s.data.reset(new char[blob.size()]);
+  std::memcpy(s.data.get(), blob.data(), blob.size());
+  s.size = static_cast<uint32_t>(blob.size());
+  sealed_bytes_ += s.size;
+  sealed_.push_back(std::move(s));
+}
+
+const xpu_record_v1* RecordRing::Unpack(uint64_t chunk, std::vector<xpu_record_v1>* out) const {
+  const Sealed& s = sealed_[head_ + (chunk - first_chunk_)];
+  out->clear();
+  if (!wire::DecodeCompactRecords(std::string_view(s.data.get(), s.size), out).ok() ||
+      out->size() != kChunkRecords) {
+    out->assign(kChunkRecords, xpu_record_v1{});  // not of this ring's making: never happens
+  }
+  return out->data();
 }
 
 void RecordRing::Append(const xpu_record_v1* r, size_t n) {
@@ -52,15 +78,17 @@ void RecordRing::Append(const xpu_record_v1* r, size_t n) {
   }
   held_ = std::min(capacity_, held_ + n);
   while (n > 0) {
-    const uint64_t chunk = written_ / kChunkRecords;
-    if (chunks_.size() == head_) first_chunk_ = chunk;
-    if (chunk - first_chunk_ >= chunks_.size() - head_) chunks_.emplace_back(new Chunk);
+    if (!open_) open_ = std::make_unique<Chunk>();
     const size_t off = static_cast<size_t>(written_ % kChunkRecords);
     const size_t m = std::min(n, kChunkRecords - off);
-    std::memcpy(chunks_[head_ + (chunk - first_chunk_)]->data() + off, r, m * sizeof(*r));
+    std::memcpy(open_->data() + off, r, m * sizeof(*r));
     written_ += m;
     r += m;
     n -= m;
+    if (written_ % kChunkRecords == 0) {
+      Seal();
+      open_.reset();
+    }
   }
   DropBefore(written_ - held_);
 }
@@ -244,10 +272,10 @@ void JobState::NoteSignature(const ProcessState& p, const SignatureInfo& s) {
 
 void JobState::ApplyRecords(ProcessState& p, const xpu_record_v1* r, size_t n, uint64_t now_ns) {
   if (n == 0) return;
-  const size_t slots = p.ring.allocated();
+  const size_t before = p.ring.bytes();
   p.ring.Append(r, n);
-  ring_allocated_bytes_ += p.ring.allocated() * sizeof(xpu_record_v1);
-  ring_allocated_bytes_ -= std::min<uint64_t>(ring_allocated_bytes_, slots * sizeof(xpu_record_v1));
+  ring_allocated_bytes_ += p.ring.bytes();
+  ring_allocated_bytes_ -= std::min<uint64_t>(ring_allocated_bytes_, before);
   p.records += n;
   p.window_records += n;
   records_ += n;
@@ -409,7 +437,7 @@ void JobState::TrimRings(size_t keep, size_t pace_keep) {
   ring_allocated_bytes_ = 0;
   for (auto& [key, p] : processes_) {
     p->ring.Trim(p.get() == pace ? std::max(keep, pace_keep) : keep);
-    ring_allocated_bytes_ += p->ring.allocated() * sizeof(xpu_record_v1);
+    ring_allocated_bytes_ += p->ring.bytes();
   }
 }
 

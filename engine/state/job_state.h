@@ -43,20 +43,22 @@ using ::xpu::record::OpKindName;
 // Bounded ring of the most recent records of one process, held in chunks
 // of kChunkRecords. Memory is taken a chunk at a time as records come and
 // given back by Trim() once a window's records were read, so that an idle or
-// finished rank holds only its newest few records, not `capacity`. A ring
-// holds at most one chunk it has not filled and one only partly held
+// finished rank holds only its newest few records, not `capacity`. A full
+// chunk is kept in the compact record encoding (common/wire/record_codec.h,
+// about 12 bytes a record where a record is 32; each chunk encoded on its
+// own) and decoded when read; the chunk being filled stays raw. A ring holds
+// at most one chunk it has not filled and one only partly held
 // (allocated() < held() + 2 * kChunkRecords): records that come while the
 // window tick's detectors still read the previous window's copy take only
 // their own room, and growing copies nothing.
 class RecordRing {
  public:
-  static constexpr size_t kChunkRecords = 32;  // 1 KiB
+  static constexpr size_t kChunkRecords = 32;  // 1 KiB raw
   explicit RecordRing(size_t capacity) : capacity_(capacity ? capacity : 1) {}
   void Append(const xpu_record_v1* r, size_t n);
   // Up to n most recent records, oldest first.
   std::vector<xpu_record_v1> Last(size_t n) const;
-  // Calls f(record) for the up to n most recent records, oldest first,
-  // without copying them.
+  // Calls f(record) for the up to n most recent records, oldest first.
   template <class F>
   void ForEachLast(size_t n, F&& f) const {
     WhileLast(n, [&f](const xpu_record_v1& r) {
@@ -70,42 +72,62 @@ class RecordRing {
   size_t CountLastUntil(size_t n, F&& stop) const {
     return WhileLast(n, [&stop](const xpu_record_v1& r) { return !stop(r); });
   }
+  // Calls go(record) for the up to n most recent records, oldest first, a
+  // chunk at a time, until it returns false; returns how many it accepted
+  // (a record a chunk's decoding cannot give back reads as all zero).
+  template <class F>
+  size_t WhileLast(size_t n, F&& go) const {
+    n = std::min(n, held_);
+    size_t done = 0;
+    std::vector<xpu_record_v1> unpacked;  // the sealed chunk being read
+    for (uint64_t p = written_ - n; p < written_;) {
+      const uint64_t chunk = p / kChunkRecords;
+      const xpu_record_v1* data =
+          chunk == written_ / kChunkRecords ? open_->data() : Unpack(chunk, &unpacked);
+      const size_t off = static_cast<size_t>(p % kChunkRecords);
+      const size_t m = static_cast<size_t>(std::min<uint64_t>(written_ - p, kChunkRecords - off));
+      for (size_t i = 0; i < m; ++i, ++done) {
+        if (!go(data[off + i])) return done;
+      }
+      p += m;
+    }
+    return done;
+  }
   uint64_t written() const { return written_; }
   size_t capacity() const { return capacity_; }  // most records ever kept
   size_t held() const { return held_; }          // records kept now
-  // Record slots taken (whole chunks).
-  size_t allocated() const { return (chunks_.size() - head_) * kChunkRecords; }
+  // Record slots taken (whole chunks, sealed or being filled).
+  size_t allocated() const { return (sealed_.size() - head_ + (open_ ? 1 : 0)) * kChunkRecords; }
+  // Bytes the chunks take: the sealed ones' encodings and the raw chunk
+  // being filled.
+  size_t bytes() const { return sealed_bytes_ + (open_ ? sizeof(Chunk) : 0); }
   // Keeps the newest `keep` records (held() <= keep after it) and frees the
   // chunks that hold none of them.
   void Trim(size_t keep);
 
  private:
   using Chunk = std::array<xpu_record_v1, kChunkRecords>;
-  // Calls go(record) for the up to n most recent records, oldest first, a
-  // chunk at a time, until it returns false; returns how many it accepted.
-  template <class F>
-  size_t WhileLast(size_t n, F&& go) const {
-    n = std::min(n, held_);
-    size_t done = 0;
-    for (uint64_t p = written_ - n; p < written_;) {
-      const xpu_record_v1* chunk = chunks_[head_ + (p / kChunkRecords - first_chunk_)]->data();
-      const size_t off = static_cast<size_t>(p % kChunkRecords);
-      const size_t m = static_cast<size_t>(std::min<uint64_t>(written_ - p, kChunkRecords - off));
-      for (size_t i = 0; i < m; ++i, ++done) {
-        if (!go(chunk[off + i])) return done;
-      }
-      p += m;
-    }
-    return done;
-  }
+  struct Sealed {
+    std::unique_ptr<char[]> data;  // compact encoding of the chunk's records
+    uint32_t size = 0;
+  };
+  // Encodes the open chunk (full) as the newest sealed one.
+  void Seal();
+  // The records of sealed chunk `chunk`, decoded into *out.
+  const xpu_record_v1* Unpack(uint64_t chunk, std::vector<xpu_record_v1>* out) const;
   // Frees the chunks wholly before position p.
   void DropBefore(uint64_t p);
-  // chunks_[head_ + i] holds positions [(first_chunk_ + i) * kChunkRecords,
-  // (first_chunk_ + i + 1) * kChunkRecords); the slots before head_ were
-  // freed (compacted away once they are half the vector).
-  std::vector<std::unique_ptr<Chunk>> chunks_;
+  // sealed_[head_ + i] holds positions [(first_chunk_ + i) * kChunkRecords,
+  // (first_chunk_ + i + 1) * kChunkRecords), the full chunks up to the one
+  // being filled; the slots before head_ were freed (compacted away once
+  // they are half the vector). open_ holds the positions from
+  // written_ / kChunkRecords * kChunkRecords to written_ (null when none is
+  // held).
+  std::vector<Sealed> sealed_;
   size_t head_ = 0;
   uint64_t first_chunk_ = 0;
+  std::unique_ptr<Chunk> open_;
+  size_t sealed_bytes_ = 0;
   size_t capacity_;
   size_t held_ = 0;
   uint64_t written_ = 0;
@@ -312,14 +334,16 @@ class JobState {
   int64_t owner_uid() const { return owner_uid_.load(std::memory_order_acquire); }
   // Bytes the job's recent-record rings hold: what they took for the
   // records that came (a ring grows with its window's records, up to
-  // --ring-records, and keeps its newest kRingTailRecords between windows),
-  // at least the tails of all its processes. Not the rings' capacity: a
-  // job of 100k ranks holds a small fraction of 100k full rings.
+  // --ring-records, and keeps its newest kRingTailRecords between windows;
+  // full chunks in the compact encoding), at least a raw tail for each of
+  // its processes. Not the rings' capacity: a job of 100k ranks holds a
+  // small fraction of 100k full rings.
   uint64_t ring_bytes() const {
     return std::max(ring_allocated_bytes_,
                     static_cast<uint64_t>(processes_.size()) * ring_bytes_per_process());
   }
-  // What one more process holds at least: its ring's tail between windows.
+  // What one more process is counted for at least: its ring's tail between
+  // windows, raw (32 bytes a record; compact, it takes less).
   uint64_t ring_bytes_per_process() const {
     return std::min(ring_capacity_, kRingTailRecords) * sizeof(xpu_record_v1);
   }

@@ -89,21 +89,19 @@ namespace {
 // record read: no trace (rank -1).
 analysis::RankTrace TraceOf(const ProcessState& p, size_t n, WindowCut cut, size_t* taken) {
   analysis::RankTrace t;
-  // Counted first: the ops' room is the window's largest allocation, and
-  // the records after the cut (a grace period's) would add a tenth to it.
-  const size_t before = p.ring.CountLastUntil(n, [&cut](const xpu_record_v1& r) {
-    return r.start_ns >= cut.end_ns && r.start_ns < cut.next_ns;
-  });
-  t.ops.reserve(before);
-  size_t i = 0;
-  p.ring.ForEachLast(n, [&](const xpu_record_v1& r) {
-    if (i == before) return;
-    ++i;
+  // One pass over the ring (its chunks are decoded as they are read). The
+  // ops' room is the window's largest allocation: the records after the
+  // cut (a grace period's, a tenth) are given back below.
+  t.ops.reserve(n);
+  const size_t i = p.ring.WhileLast(n, [&](const xpu_record_v1& r) {
+    if (r.start_ns >= cut.end_ns && r.start_ns < cut.next_ns) return false;
     const SignatureInfo* s = p.sigs.Find(r.sig_id);
-    if (s == nullptr) return;
+    if (s == nullptr) return true;
     if (!t.sigs.count(r.sig_id)) t.sigs[r.sig_id] = analysis::OpSigFromAbi(s->abi, s->name);
     t.ops.emplace_back(analysis::OpFromRecord(r, s->abi.kind));
+    return true;
   });
+  if (t.ops.capacity() > t.ops.size() + t.ops.size() / 32) t.ops.shrink_to_fit();
   *taken = i;
   if (i == 0) return {};
   t.rank = p.identity.rank();
