@@ -11,8 +11,10 @@
 #ifndef XPU_COMMON_ANALYSIS_TRACE_H_
 #define XPU_COMMON_ANALYSIS_TRACE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,16 +62,69 @@ struct Op {
 };
 static_assert(sizeof(Op) == 32, "an op is as large as its record");
 
+// A rank's signatures by sig_id. An entry is either the table's own
+// (operator[], for traces built by hand or from a dump) or shared with other
+// tables (Share: the engine's window view gives the ranks of a job one copy
+// of each signature they have alike, where a copy per rank per signature
+// was the view's second largest part at 100k ranks). Shared entries are
+// immutable: operator[] on one copies it first. Iterating yields
+// (sig_id, const OpSig&) in sig_id order.
+class SigTable {
+  struct Entry {
+    uint32_t id;
+    std::shared_ptr<OpSig> sig;
+  };
+
+ public:
+  SigTable() = default;
+  SigTable(const std::map<uint32_t, OpSig>& m) { *this = m; }  // NOLINT: a map converts
+  SigTable& operator=(const std::map<uint32_t, OpSig>& m);
+  // The entry of `id`, inserted empty when missing, the table's own.
+  OpSig& operator[](uint32_t id);
+  // Sets the entry of `id` to `sig`, shared with whoever else holds it.
+  void Share(uint32_t id, std::shared_ptr<const OpSig> sig);
+  const OpSig* Find(uint32_t id) const {
+    auto it = Lower(id);
+    return it != entries_.end() && it->id == id ? it->sig.get() : nullptr;
+  }
+  size_t count(uint32_t id) const { return Find(id) ? 1 : 0; }
+  const OpSig& at(uint32_t id) const;
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  void clear() { entries_.clear(); }
+
+  class const_iterator {
+   public:
+    explicit const_iterator(std::vector<Entry>::const_iterator it) : it_(it) {}
+    std::pair<uint32_t, const OpSig&> operator*() const { return {it_->id, *it_->sig}; }
+    const_iterator& operator++() {
+      ++it_;
+      return *this;
+    }
+    bool operator==(const const_iterator& o) const { return it_ == o.it_; }
+    bool operator!=(const const_iterator& o) const { return it_ != o.it_; }
+
+   private:
+    std::vector<Entry>::const_iterator it_;
+  };
+  const_iterator begin() const { return const_iterator(entries_.begin()); }
+  const_iterator end() const { return const_iterator(entries_.end()); }
+
+ private:
+  std::vector<Entry>::const_iterator Lower(uint32_t id) const {
+    return std::lower_bound(entries_.begin(), entries_.end(), id,
+                            [](const Entry& e, uint32_t v) { return e.id < v; });
+  }
+  std::vector<Entry> entries_;  // sorted by id
+};
+
 struct RankTrace {
   int32_t rank = -1;
   std::string host;
-  std::map<uint32_t, OpSig> sigs;  // by sig_id
-  std::vector<Op> ops;             // sorted by start_ns
+  SigTable sigs;        // by sig_id
+  std::vector<Op> ops;  // sorted by start_ns
 
-  const OpSig* Sig(uint32_t id) const {
-    auto it = sigs.find(id);
-    return it == sigs.end() ? nullptr : &it->second;
-  }
+  const OpSig* Sig(uint32_t id) const { return sigs.Find(id); }
   // Sorts ops by start (stable for equal starts).
   void Sort();
 };

@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
 #include "xpu/formulas.h"
 
 namespace xpu::analysis {
@@ -62,6 +67,45 @@ TEST(TraceTest, OpFromRecordHonoursMicrosecondDurationsAndTheOffset) {
   EXPECT_TRUE(op.timed());
   EXPECT_EQ(op.launch_ns(), 999600u - 700u);
   EXPECT_EQ(OpFromRecord(r, XPU_OP_KERNEL).start_ns, 1000000u);
+}
+
+// A SigTable holds its own entries and entries shared with other tables;
+// writing to a shared one copies it first, so tables stay values.
+TEST(TraceTest, SigTableSharesEntriesAndCopiesThemBeforeAWrite) {
+  SigTable a;
+  a[7].name = "own";
+  a[3].kind = XPU_OP_GEMM;
+  auto shared = std::make_shared<const OpSig>(OpSig{XPU_OP_ALLREDUCE});
+  a.Share(5, shared);
+  SigTable b;
+  b.Share(5, shared);
+  EXPECT_EQ(a.Find(5), shared.get());
+  EXPECT_EQ(b.Find(5), a.Find(5));  // one copy for both
+  EXPECT_EQ(a.Find(4), nullptr);
+  EXPECT_EQ(a.count(3), 1u);
+  EXPECT_EQ(a.count(4), 0u);
+  std::vector<uint32_t> ids;
+  for (const auto& [id, s] : a) ids.push_back(id);
+  EXPECT_EQ(ids, (std::vector<uint32_t>{3, 5, 7}));  // in sig_id order
+  EXPECT_EQ(a.at(7).name, "own");
+  EXPECT_THROW(a.at(4), std::out_of_range);
+
+  b[5].comm_rank = 9;  // b's own copy now; a and the shared entry unchanged
+  EXPECT_NE(b.Find(5), shared.get());
+  EXPECT_EQ(b.Find(5)->kind, XPU_OP_ALLREDUCE);
+  EXPECT_EQ(b.Find(5)->comm_rank, 9);
+  EXPECT_EQ(a.Find(5)->comm_rank, -1);
+  EXPECT_EQ(shared->comm_rank, -1);
+
+  SigTable c = a;  // a copy shares a's entries until one of them writes
+  c[7].name = "c's";
+  EXPECT_EQ(a.at(7).name, "own");
+  EXPECT_EQ(c.at(7).name, "c's");
+  EXPECT_EQ(c.Find(3), a.Find(3));
+
+  c = std::map<uint32_t, OpSig>{{1, OpSig{XPU_OP_KERNEL}}};  // from a map
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c.at(1).kind, XPU_OP_KERNEL);
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 namespace xpu::engine {
 
@@ -87,7 +89,13 @@ namespace {
 // first, up to the first that started in [cut.end_ns, cut.next_ns);
 // *taken: how many it read (the others wait for the next window). No
 // record read: no trace (rank -1).
-analysis::RankTrace TraceOf(const ProcessState& p, size_t n, WindowCut cut, size_t* taken) {
+// One analysis copy of each of the job's signatures (the job's processes
+// share their SignatureInfo entries: SignaturePool), for the traces built on
+// one thread.
+using SharedSigs = std::unordered_map<const SignatureInfo*, std::shared_ptr<const analysis::OpSig>>;
+
+analysis::RankTrace TraceOf(const ProcessState& p, size_t n, WindowCut cut, SharedSigs* shared,
+                            size_t* taken) {
   analysis::RankTrace t;
   // One pass over the ring (its chunks are decoded as they are read). The
   // ops' room is the window's largest allocation: the records after the
@@ -97,7 +105,12 @@ analysis::RankTrace TraceOf(const ProcessState& p, size_t n, WindowCut cut, size
     if (r.start_ns >= cut.end_ns && r.start_ns < cut.next_ns) return false;
     const SignatureInfo* s = p.sigs.Find(r.sig_id);
     if (s == nullptr) return true;
-    if (!t.sigs.count(r.sig_id)) t.sigs[r.sig_id] = analysis::OpSigFromAbi(s->abi, s->name);
+    if (!t.sigs.count(r.sig_id)) {
+      std::shared_ptr<const analysis::OpSig>& sig = (*shared)[s];
+      if (!sig)
+        sig = std::make_shared<const analysis::OpSig>(analysis::OpSigFromAbi(s->abi, s->name));
+      t.sigs.Share(r.sig_id, sig);
+    }
     t.ops.emplace_back(analysis::OpFromRecord(r, s->abi.kind));
     return true;
   });
@@ -154,10 +167,11 @@ const WindowView& WindowViews::Make(const JobState& job, const Trim& trim, int t
   }
   v.ranks.resize(fresh.size());
   auto part = [&](size_t from, size_t to) {
+    SharedSigs shared;
     for (size_t i = from; i < to; ++i) {  // distinct processes and slots per thread
       const Fresh& f = fresh[i];
       size_t taken = 0;
-      v.ranks[i] = TraceOf(*f.p, f.n, cut, &taken);
+      v.ranks[i] = TraceOf(*f.p, f.n, cut, &shared, &taken);
       *f.cursor = f.p->ring.written() - (f.n - taken);
       if (trim) trim(*f.p, f.n - taken);
     }

@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "engine/testing/detector_testing.h"
 
 namespace xpu::engine {
@@ -135,7 +137,13 @@ TEST(WindowViewTest, BuiltInPartsOnSeveralThreadsIsTheSameView) {
     EXPECT_EQ(Starts(b.ranks[i]), Starts(a.ranks[i])) << i;
     EXPECT_EQ(b.ranks[i].sigs.size(), 2u) << i;
     EXPECT_EQ(b.ranks[i].Sig(2)->m, 64u) << i;
+    // The ranks' alike signatures are one copy (one per thread's part).
+    EXPECT_EQ(a.ranks[i].Sig(2), a.ranks[0].Sig(2)) << i;
+    EXPECT_EQ(a.ranks[i].Sig(1), a.ranks[0].Sig(1)) << i;
   }
+  std::set<const analysis::OpSig*> copies;
+  for (const analysis::RankTrace& t : b.ranks) copies.insert(t.Sig(2));
+  EXPECT_LE(copies.size(), 4u);
   for (const auto& [key, p] : four.state().processes()) {
     EXPECT_EQ(p->ring.held(), p->identity.rank() == 0 ? 40u : 16u) << key;
   }
