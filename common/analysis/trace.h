@@ -91,7 +91,6 @@ class SigTable {
   const OpSig& at(uint32_t id) const;
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
-  void clear() { entries_.clear(); }
 
   class const_iterator {
    public:

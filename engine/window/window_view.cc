@@ -85,15 +85,15 @@ const WindowView& WindowViews::BuildAndTrim(JobState& job, size_t keep, size_t p
 
 namespace {
 
-// The trace of one rank from the newest `n` records of its ring, oldest
-// first, up to the first that started in [cut.end_ns, cut.next_ns);
-// *taken: how many it read (the others wait for the next window). No
-// record read: no trace (rank -1).
 // One analysis copy of each of the job's signatures (the job's processes
 // share their SignatureInfo entries: SignaturePool), for the traces built on
 // one thread.
 using SharedSigs = std::unordered_map<const SignatureInfo*, std::shared_ptr<const analysis::OpSig>>;
 
+// The trace of one rank from the newest `n` records of its ring, oldest
+// first, up to the first that started in [cut.end_ns, cut.next_ns);
+// *taken: how many it read (the others wait for the next window). No
+// record read: no trace (rank -1).
 analysis::RankTrace TraceOf(const ProcessState& p, size_t n, WindowCut cut, SharedSigs* shared,
                             size_t* taken) {
   analysis::RankTrace t;
